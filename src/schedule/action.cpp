@@ -1,0 +1,87 @@
+#include "dualpipe/action.h"
+
+#include <array>
+#include <cctype>
+
+#include "dualpipe/error.h"
+
+namespace dualpipe {
+namespace {
+
+constexpr std::array<std::string_view, 9> kTypeNames = {
+    "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+
+// Reads a non-negative decimal number at text[pos...], advancing pos. Returns -1 when there is none.
+int read_number(std::string_view text, std::size_t& pos) {
+  const std::size_t begin = pos;
+  long value = 0;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    value = value * 10 + (text[pos] - '0');
+    if (value > 1'000'000'000) return -1;
+    ++pos;
+  }
+  return pos == begin ? -1 : static_cast<int>(value);
+}
+
+[[noreturn]] void bad_action(std::string_view text, std::string_view why) {
+  throw InvalidArgument(detail::concat("cannot parse action '", text, "': ", why,
+                                       " (expected forms: 0F1, 0B1, 0I1, 0W1, (0F1;3B0), 0SEND_F1, 0RECV_B1)"));
+}
+
+// Parses "<stage><TYPE><microbatch>" for every type but the overlapped pair.
+Action parse_simple(std::string_view text) {
+  std::size_t pos = 0;
+  const int stage = read_number(text, pos);
+  if (stage < 0) bad_action(text, "it must start with a stage number");
+  std::size_t type_end = pos;
+  while (type_end < text.size() && !std::isdigit(static_cast<unsigned char>(text[type_end]))) ++type_end;
+  const std::string_view name = text.substr(pos, type_end - pos);
+  int type_index = -1;
+  for (std::size_t i = 0; i < kTypeNames.size(); ++i) {
+    if (kTypeNames[i] == name && i != static_cast<std::size_t>(ActionType::Overlapped)) {
+      type_index = static_cast<int>(i);
+    }
+  }
+  if (type_index < 0) bad_action(text, detail::concat("unknown action type '", name, "'"));
+  pos = type_end;
+  const int microbatch = read_number(text, pos);
+  if (microbatch < 0) bad_action(text, "it must end with a micro-batch number");
+  if (pos != text.size()) bad_action(text, "unexpected characters after the micro-batch number");
+  return Action{static_cast<ActionType>(type_index), stage, microbatch};
+}
+
+}  // namespace
+
+std::string_view type_name(ActionType type) { return kTypeNames[static_cast<std::size_t>(type)]; }
+
+std::string to_string(const Action& action) {
+  if (action.type == ActionType::Overlapped) {
+    return detail::concat('(', action.stage, 'F', action.microbatch, ';', action.bwd_stage, 'B',
+                          action.bwd_microbatch, ')');
+  }
+  return detail::concat(action.stage, type_name(action.type), action.microbatch);
+}
+
+Action parse_action(std::string_view text) {
+  if (text.empty()) bad_action(text, "it is empty");
+  if (text.front() != '(') return parse_simple(text);
+
+  // "(sFm;tBn)", optionally followed by PyTorch's "OVERLAP_F_B" suffix.
+  std::string_view body = text;
+  constexpr std::string_view kSuffix = "OVERLAP_F_B";
+  if (body.size() > kSuffix.size() && body.substr(body.size() - kSuffix.size()) == kSuffix) {
+    body.remove_suffix(kSuffix.size());
+  }
+  if (body.back() != ')') bad_action(text, "an overlapped pair must end with ')'");
+  body = body.substr(1, body.size() - 2);
+  const std::size_t semicolon = body.find(';');
+  if (semicolon == std::string_view::npos) bad_action(text, "an overlapped pair needs ';' between its halves");
+  const Action fwd = parse_simple(body.substr(0, semicolon));
+  const Action bwd = parse_simple(body.substr(semicolon + 1));
+  if (fwd.type != ActionType::Forward || bwd.type != ActionType::Backward) {
+    bad_action(text, "an overlapped pair is a forward then a full backward, as in (0F3;3B5)");
+  }
+  return Action::overlapped(fwd.stage, fwd.microbatch, bwd.stage, bwd.microbatch);
+}
+
+}  // namespace dualpipe

@@ -1,0 +1,241 @@
+#include "dualpipe/validate.h"
+
+#include <string>
+#include <vector>
+
+#include "dualpipe/dependency_walk.h"
+#include "dualpipe/error.h"
+
+namespace dualpipe {
+namespace {
+
+// Where one kind of compute action for a (stage, micro-batch) was seen.
+struct Seen {
+  int count = 0;
+  int rank = -1;
+  int index = -1;
+};
+
+struct Sightings {
+  // [stage * M + microbatch]
+  std::vector<Seen> forward, backward, input, weight;
+  explicit Sightings(std::size_t n) : forward(n), backward(n), input(n), weight(n) {}
+};
+
+std::string where(int rank, int index) { return detail::concat("rank ", rank, " position ", index); }
+
+class Validator {
+ public:
+  explicit Validator(const Schedule& s) : s_(s), seen_(static_cast<std::size_t>(s.num_stages) * s.num_microbatches) {}
+
+  std::vector<std::string> run() {
+    if (!check_shape()) return problems_;
+    record_compute();
+    if (!problems_.empty()) return problems_;
+    check_each_stage_microbatch();
+    check_communication();
+    if (problems_.empty()) check_deadlock();
+    return problems_;
+  }
+
+ private:
+  void problem(std::string message) { problems_.push_back(std::move(message)); }
+
+  bool check_shape() {
+    const Placement& p = s_.placement;
+    if (s_.num_ranks < 1 || s_.num_stages < 1 || s_.num_microbatches < 1) {
+      problem(detail::concat("a schedule needs at least one rank, stage and micro-batch, got R=", s_.num_ranks,
+                             " S=", s_.num_stages, " M=", s_.num_microbatches));
+      return false;
+    }
+    if (static_cast<int>(s_.actions.size()) != s_.num_ranks) {
+      problem(detail::concat("the schedule declares ", s_.num_ranks, " ranks but holds action lists for ",
+                             s_.actions.size()));
+    }
+    if (p.num_ranks() != s_.num_ranks || p.num_stages() != s_.num_stages) {
+      problem(detail::concat("the placement covers ", p.num_ranks(), " ranks and ", p.num_stages(),
+                             " stages, but the schedule has ", s_.num_ranks, " ranks and ", s_.num_stages,
+                             " stages"));
+    }
+    if (p.num_replicas() == 2 && p.num_microbatches() != s_.num_microbatches) {
+      problem(detail::concat("the two-direction placement assigns ", p.num_microbatches(),
+                             " micro-batches to directions, but the schedule has ", s_.num_microbatches));
+    }
+    return problems_.empty();
+  }
+
+  bool in_range(int stage, int microbatch) const {
+    return stage >= 0 && stage < s_.num_stages && microbatch >= 0 && microbatch < s_.num_microbatches;
+  }
+
+  void see(std::vector<Seen>& table, int rank, int index, int stage, int microbatch, const std::string& name) {
+    Seen& seen = table[static_cast<std::size_t>(stage) * s_.num_microbatches + microbatch];
+    if (++seen.count == 1) {
+      seen.rank = rank;
+      seen.index = index;
+    } else {
+      problem(detail::concat("duplicated action ", name, ": at ", where(seen.rank, seen.index), " and again at ",
+                             where(rank, index)));
+    }
+    const int owner = s_.placement.rank(stage, microbatch);
+    if (owner != rank) {
+      problem(detail::concat("placement mismatch: ", where(rank, index), " runs ", name,
+                             ", but the placement puts stage ", stage, " micro-batch ", microbatch, " on rank ",
+                             owner));
+    }
+  }
+
+  void see_compute(int rank, int index, ActionType type, int stage, int microbatch) {
+    const std::string name = to_string(Action{type, stage, microbatch});
+    switch (type) {
+      case ActionType::Forward: see(seen_.forward, rank, index, stage, microbatch, name); break;
+      case ActionType::Backward: see(seen_.backward, rank, index, stage, microbatch, name); break;
+      case ActionType::BackwardInput: see(seen_.input, rank, index, stage, microbatch, name); break;
+      case ActionType::BackwardWeight: see(seen_.weight, rank, index, stage, microbatch, name); break;
+      default: break;
+    }
+  }
+
+  void record_compute() {
+    for (int r = 0; r < static_cast<int>(s_.actions.size()); ++r) {
+      const auto& actions = s_.actions[r];
+      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+        const Action& a = actions[i];
+        if (!in_range(a.stage, a.microbatch) ||
+            (a.type == ActionType::Overlapped && !in_range(a.bwd_stage, a.bwd_microbatch))) {
+          problem(detail::concat(where(r, i), ": action ", to_string(a), " is outside stages 0..",
+                                 s_.num_stages - 1, " and micro-batches 0..", s_.num_microbatches - 1));
+          continue;
+        }
+        if (a.type == ActionType::Overlapped) {
+          see_compute(r, i, ActionType::Forward, a.stage, a.microbatch);
+          see_compute(r, i, ActionType::Backward, a.bwd_stage, a.bwd_microbatch);
+        } else if (a.is_compute()) {
+          see_compute(r, i, a.type, a.stage, a.microbatch);
+        }
+      }
+    }
+  }
+
+  // Exactly one F, and either one B or one I followed by one W, with backward after forward on one rank.
+  void check_each_stage_microbatch() {
+    int forwards = 0, backwards = 0;
+    for (int s = 0; s < s_.num_stages; ++s) {
+      for (int m = 0; m < s_.num_microbatches; ++m) {
+        const std::size_t k = static_cast<std::size_t>(s) * s_.num_microbatches + m;
+        const Seen& f = seen_.forward[k];
+        const Seen& b = seen_.backward[k];
+        const Seen& i = seen_.input[k];
+        const Seen& w = seen_.weight[k];
+        const int rank = s_.placement.rank(s, m);
+        forwards += f.count;
+        backwards += b.count + i.count;
+        if (f.count == 0) problem(detail::concat("missing action ", s, "F", m, " (expected on rank ", rank, ")"));
+        if (b.count == 0 && i.count == 0) {
+          problem(detail::concat("missing action ", s, "B", m, " (or ", s, "I", m, " with ", s, "W", m,
+                                 "), expected on rank ", rank));
+        }
+        if (b.count > 0 && i.count > 0) {
+          problem(detail::concat("both ", s, "B", m, " (", where(b.rank, b.index), ") and ", s, "I", m, " (",
+                                 where(i.rank, i.index), ") run: a backward is either full or split"));
+        }
+        if (i.count > 0 && w.count == 0) {
+          problem(detail::concat("missing action ", s, "W", m, ": ", s, "I", m, " at ", where(i.rank, i.index),
+                                 " defers weight gradients that never run"));
+        }
+        if (w.count > 0 && i.count == 0) {
+          problem(detail::concat(s, "W", m, " at ", where(w.rank, w.index), " has no ", s, "I", m,
+                                 " before it (W without its I)"));
+        }
+        const Seen& bwd = b.count > 0 ? b : i;
+        if (f.count > 0 && bwd.count > 0 && f.rank == bwd.rank && bwd.index < f.index) {
+          problem(detail::concat(where(bwd.rank, bwd.index), ": backward ", s, (b.count ? "B" : "I"), m,
+                                 " runs before its forward ", s, "F", m, " at position ", f.index));
+        }
+        if (i.count > 0 && w.count > 0 && i.rank == w.rank && w.index < i.index) {
+          problem(detail::concat(where(w.rank, w.index), ": ", s, "W", m, " runs before its ", s, "I", m,
+                                 " at position ", i.index));
+        }
+      }
+    }
+    const long expected = static_cast<long>(s_.num_stages) * s_.num_microbatches;
+    if (forwards != expected || backwards != expected) {
+      problem(detail::concat("counts do not add up: S x M = ", s_.num_stages, " x ", s_.num_microbatches, " = ",
+                             expected, " forwards and backwards expected, found ", forwards, " forwards and ",
+                             backwards, " backwards"));
+    }
+  }
+
+  // Every SEND must have its RECV on the peer and vice versa, between the ranks the placement names.
+  void check_communication() {
+    const Placement& p = s_.placement;
+    std::vector<int> balance[2];  // [forward|backward][stage * M + m]: sends minus receives
+    for (auto& b : balance) b.assign(static_cast<std::size_t>(s_.num_stages) * s_.num_microbatches, 0);
+    for (int r = 0; r < static_cast<int>(s_.actions.size()); ++r) {
+      const auto& actions = s_.actions[r];
+      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+        const Action& a = actions[i];
+        if (a.is_compute()) continue;
+        const bool fwd = a.type == ActionType::SendForward || a.type == ActionType::RecvForward;
+        const bool send = a.type == ActionType::SendForward || a.type == ActionType::SendBackward;
+        // The message is named by the stage that produces it.
+        const int producer = a.type == ActionType::RecvForward ? a.stage - 1
+                             : a.type == ActionType::RecvBackward ? a.stage + 1 : a.stage;
+        const int consumer = fwd ? producer + 1 : producer - 1;
+        if (producer < 0 || producer >= s_.num_stages || consumer < 0 || consumer >= s_.num_stages) {
+          problem(detail::concat(where(r, i), ": ", to_string(a), " has no stage on the other end"));
+          continue;
+        }
+        const int self = send ? producer : consumer;
+        const int other = p.rank(send ? consumer : producer, a.microbatch);
+        if (p.rank(self, a.microbatch) != r || other == r || (a.peer >= 0 && a.peer != other)) {
+          problem(detail::concat(where(r, i), ": ", to_string(a), " does not match the placement (stage ", self,
+                                 " micro-batch ", a.microbatch, " runs on rank ", p.rank(self, a.microbatch),
+                                 ", its peer on rank ", other, ")"));
+          continue;
+        }
+        balance[fwd ? 0 : 1][static_cast<std::size_t>(producer) * s_.num_microbatches + a.microbatch] +=
+            send ? 1 : -1;
+      }
+    }
+    for (int d = 0; d < 2; ++d) {
+      for (std::size_t k = 0; k < balance[d].size(); ++k) {
+        if (balance[d][k] == 0) continue;
+        const int s = static_cast<int>(k) / s_.num_microbatches, m = static_cast<int>(k) % s_.num_microbatches;
+        problem(detail::concat("unmatched communication for the ", d == 0 ? "forward output of " : "input gradient of ",
+                               s, d == 0 ? "F" : "B", m, ": ", balance[d][k] > 0 ? "a SEND without its RECV"
+                                                                                  : "a RECV without its SEND"));
+      }
+    }
+  }
+
+  void check_deadlock() {
+    const DependencyWalk walk = walk_dependencies(s_, [](int, const Action&) { return 1.0; });
+    for (const BlockedRank& b : walk.blocked) {
+      problem(detail::concat("deadlock: rank ", b.rank, " is stuck at ", to_string(s_.actions[b.rank][b.index]),
+                             " (position ", b.index, "), waiting for ", b.waiting_for,
+                             ", which can never run in the given per-rank orders"));
+    }
+  }
+
+  const Schedule& s_;
+  Sightings seen_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+std::vector<std::string> find_problems(const Schedule& schedule) { return Validator(schedule).run(); }
+
+void validate(const Schedule& schedule) {
+  const std::vector<std::string> problems = find_problems(schedule);
+  if (problems.empty()) return;
+  constexpr std::size_t kShown = 10;
+  std::string message = detail::concat("invalid ", schedule.kind, " schedule (", problems.size(), " problem",
+                                       problems.size() == 1 ? "" : "s", "):");
+  for (std::size_t i = 0; i < problems.size() && i < kShown; ++i) message += "\n  " + problems[i];
+  if (problems.size() > kShown) message += detail::concat("\n  ... and ", problems.size() - kShown, " more");
+  throw InvalidSchedule(message);
+}
+
+}  // namespace dualpipe

@@ -1,0 +1,87 @@
+#include "dualpipe/simulate.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "dualpipe/error.h"
+
+namespace dualpipe {
+
+int Metrics::peak_activations() const {
+  int peak = 0;
+  for (const RankMetrics& r : per_rank) peak = std::max(peak, r.peak_activations);
+  return peak;
+}
+
+std::vector<int> peak_activations(const Schedule& schedule) {
+  std::vector<int> peaks;
+  for (const auto& actions : schedule.actions) {
+    // One unit from the end of sFm to the end of sBm (or of sWm when split); a pair adds its forward's
+    // unit and frees its backward's at the same moment.
+    int live = 0, peak = 0;
+    for (const Action& a : actions) {
+      switch (a.type) {
+        case ActionType::Forward: ++live; break;
+        case ActionType::Backward:
+        case ActionType::BackwardWeight: --live; break;
+        default: break;
+      }
+      peak = std::max(peak, live);
+    }
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
+Simulation simulate(const Schedule& schedule, const CostModel& costs) {
+  costs.check();
+  DependencyWalk walk = walk_dependencies(
+      schedule, [&](int, const Action& a) { return costs.duration(a); }, costs.comm);
+  if (!walk.blocked.empty()) {
+    const BlockedRank& b = walk.blocked.front();
+    throw InvalidSchedule(detail::concat("cannot simulate: deadlock, rank ", b.rank, " is stuck at ",
+                                         to_string(schedule.actions[b.rank][b.index]), " waiting for ",
+                                         b.waiting_for, " (", walk.blocked.size(), " ranks stuck)"));
+  }
+
+  Simulation sim;
+  sim.timeline = std::move(walk.times);
+  Metrics& m = sim.metrics;
+  const int R = static_cast<int>(schedule.actions.size());
+  const std::vector<int> peaks = peak_activations(schedule);
+  double first = std::numeric_limits<double>::infinity();
+  double last = -std::numeric_limits<double>::infinity();
+  m.per_rank.resize(R);
+  std::vector<double> rank_first(R, std::numeric_limits<double>::infinity()), rank_last(R, 0.0);
+  for (int r = 0; r < R; ++r) {
+    RankMetrics& rm = m.per_rank[r];
+    rm.rank = r;
+    for (std::size_t i = 0; i < schedule.actions[r].size(); ++i) {
+      if (!schedule.actions[r][i].is_compute()) continue;
+      const ActionTime& t = sim.timeline[r][i];
+      rm.busy += t.end - t.start;
+      rank_first[r] = std::min(rank_first[r], t.start);
+      rank_last[r] = std::max(rank_last[r], t.end);
+    }
+    if (rank_first[r] <= rank_last[r]) {
+      rm.span = rank_last[r] - rank_first[r];
+      first = std::min(first, rank_first[r]);
+      last = std::max(last, rank_last[r]);
+    }
+    rm.peak_activations = peaks[r];
+    rm.peak_activation_fraction = static_cast<double>(peaks[r]) / schedule.num_stages;
+    rm.parameter_copies = schedule.placement.stages_held(r);
+  }
+  m.makespan = first <= last ? last - first : 0.0;
+  double max_span = 0, max_busy = 0;
+  for (RankMetrics& rm : m.per_rank) {
+    rm.idle = m.makespan - rm.busy;
+    m.bubble = std::max(m.bubble, rm.idle);
+    max_span = std::max(max_span, rm.span);
+    max_busy = std::max(max_busy, rm.busy);
+  }
+  m.bubble_rate = max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
+  return sim;
+}
+
+}  // namespace dualpipe
