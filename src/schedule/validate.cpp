@@ -1,6 +1,7 @@
 #include "dualpipe/validate.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpipe/dependency_walk.h"
@@ -68,30 +69,30 @@ class Validator {
     return stage >= 0 && stage < s_.num_stages && microbatch >= 0 && microbatch < s_.num_microbatches;
   }
 
-  void see(std::vector<Seen>& table, int rank, int index, int stage, int microbatch, const std::string& name) {
+  // Records one compute action; the message strings are built only when something is wrong (hot path).
+  void see(std::vector<Seen>& table, int rank, int index, ActionType type, int stage, int microbatch) {
     Seen& seen = table[static_cast<std::size_t>(stage) * s_.num_microbatches + microbatch];
     if (++seen.count == 1) {
       seen.rank = rank;
       seen.index = index;
     } else {
-      problem(detail::concat("duplicated action ", name, ": at ", where(seen.rank, seen.index), " and again at ",
-                             where(rank, index)));
+      problem(detail::concat("duplicated action ", to_string(Action{type, stage, microbatch}), ": at ",
+                             where(seen.rank, seen.index), " and again at ", where(rank, index)));
     }
     const int owner = s_.placement.rank(stage, microbatch);
     if (owner != rank) {
-      problem(detail::concat("placement mismatch: ", where(rank, index), " runs ", name,
-                             ", but the placement puts stage ", stage, " micro-batch ", microbatch, " on rank ",
-                             owner));
+      problem(detail::concat("placement mismatch: ", where(rank, index), " runs ",
+                             to_string(Action{type, stage, microbatch}), ", but the placement puts stage ", stage,
+                             " micro-batch ", microbatch, " on rank ", owner));
     }
   }
 
   void see_compute(int rank, int index, ActionType type, int stage, int microbatch) {
-    const std::string name = to_string(Action{type, stage, microbatch});
     switch (type) {
-      case ActionType::Forward: see(seen_.forward, rank, index, stage, microbatch, name); break;
-      case ActionType::Backward: see(seen_.backward, rank, index, stage, microbatch, name); break;
-      case ActionType::BackwardInput: see(seen_.input, rank, index, stage, microbatch, name); break;
-      case ActionType::BackwardWeight: see(seen_.weight, rank, index, stage, microbatch, name); break;
+      case ActionType::Forward: see(seen_.forward, rank, index, type, stage, microbatch); break;
+      case ActionType::Backward: see(seen_.backward, rank, index, type, stage, microbatch); break;
+      case ActionType::BackwardInput: see(seen_.input, rank, index, type, stage, microbatch); break;
+      case ActionType::BackwardWeight: see(seen_.weight, rank, index, type, stage, microbatch); break;
       default: break;
     }
   }
@@ -170,7 +171,9 @@ class Validator {
   void check_communication() {
     const Placement& p = s_.placement;
     std::vector<int> balance[2];  // [forward|backward][stage * M + m]: sends minus receives
+    std::vector<std::pair<int, int>> last_seen[2];  // (rank, index) of the last SEND/RECV of that message
     for (auto& b : balance) b.assign(static_cast<std::size_t>(s_.num_stages) * s_.num_microbatches, 0);
+    for (auto& w : last_seen) w.resize(balance[0].size());
     for (int r = 0; r < static_cast<int>(s_.actions.size()); ++r) {
       const auto& actions = s_.actions[r];
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
@@ -194,8 +197,9 @@ class Validator {
                                  ", its peer on rank ", other, ")"));
           continue;
         }
-        balance[fwd ? 0 : 1][static_cast<std::size_t>(producer) * s_.num_microbatches + a.microbatch] +=
-            send ? 1 : -1;
+        const std::size_t k = static_cast<std::size_t>(producer) * s_.num_microbatches + a.microbatch;
+        balance[fwd ? 0 : 1][k] += send ? 1 : -1;
+        last_seen[fwd ? 0 : 1][k] = {r, i};
       }
     }
     for (int d = 0; d < 2; ++d) {
@@ -204,7 +208,9 @@ class Validator {
         const int s = static_cast<int>(k) / s_.num_microbatches, m = static_cast<int>(k) % s_.num_microbatches;
         problem(detail::concat("unmatched communication for the ", d == 0 ? "forward output of " : "input gradient of ",
                                s, d == 0 ? "F" : "B", m, ": ", balance[d][k] > 0 ? "a SEND without its RECV"
-                                                                                  : "a RECV without its SEND"));
+                                                                                  : "a RECV without its SEND",
+                               " (", to_string(s_.actions[last_seen[d][k].first][last_seen[d][k].second]),
+                               " at ", where(last_seen[d][k].first, last_seen[d][k].second), ")"));
       }
     }
   }

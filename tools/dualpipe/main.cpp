@@ -1,12 +1,37 @@
+// dualpipe: plan, run and inspect pipeline-parallel schedules.
 #include <iostream>
-#include "dualpipe/generators.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/validate.h"
+
+#include "commands.h"
+#include "dualpipe/error.h"
+
 int main(int argc, char** argv) {
-  auto s = dualpipe::make_schedule(argv[1], {std::atoi(argv[2]), std::atoi(argv[3])});
-  std::cout << dualpipe::format_text(s);
-  dualpipe::validate(s);
-  auto sim = dualpipe::simulate(s, dualpipe::CostModel{});
-  std::cout << "makespan " << sim.metrics.makespan << " bubble " << sim.metrics.bubble << " peak " << sim.metrics.peak_activations() << "\n";
+  CLI::App app{"dualpipe: plan, compare and draw pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
+               "Zero Bubble, Chimera, ...)",
+               "dualpipe"};
+  app.require_subcommand(1);
+  app.footer("Run 'dualpipe COMMAND --help' for the options of a command.");
+  dualpipe::cli::add_schedule_command(app);
+  dualpipe::cli::add_simulate_command(app);
+  dualpipe::cli::add_draw_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "dualpipe: " << e.what() << "\nRun with --help for usage.\n";
+    return 2;
+  } catch (const dualpipe::InternalError& e) {
+    std::cerr << "dualpipe: internal error (please report): " << e.what() << "\n";
+    return 1;
+  } catch (const dualpipe::Error& e) {
+    std::cerr << "dualpipe: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dualpipe: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
 }

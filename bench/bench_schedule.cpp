@@ -1,0 +1,99 @@
+// The schedule pipeline's speed: generate, validate, lower and simulate DualPipe.
+//
+//   build/bench_schedule                       all cases, then the doubling ratios
+//   build/bench_schedule --benchmark_filter=R64
+//
+// Target (issue 2): the whole pipeline for R=64, M=1024 (about 130k actions) under 50 ms, with time linear
+// in the number of actions: the M=1024 / M=512 ratio printed at the end should be close to 2.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "dualpipe/generators.h"
+#include "dualpipe/lower.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/validate.h"
+
+namespace {
+
+using namespace dualpipe;
+
+Schedule generate(int R, int M) { return make_dualpipe({R, M, 0}); }
+
+void BM_Pipeline(benchmark::State& state) {
+  const int R = static_cast<int>(state.range(0)), M = static_cast<int>(state.range(1));
+  std::size_t actions = 0;
+  for (auto _ : state) {
+    Schedule s = generate(R, M);
+    validate(s);
+    Schedule lowered = lower_communication(s);
+    Simulation sim = simulate(s, CostModel{});
+    benchmark::DoNotOptimize(sim.metrics.bubble);
+    benchmark::DoNotOptimize(lowered.actions.data());
+    actions = s.num_actions();
+  }
+  state.counters["actions"] = static_cast<double>(actions);
+  state.counters["ns/action"] = benchmark::Counter(static_cast<double>(actions) * state.iterations(),
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// The parts, for seeing where the time goes.
+void BM_Generate(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(generate(64, 1024).actions.data());
+}
+void BM_Validate(benchmark::State& state) {
+  const Schedule s = generate(64, 1024);
+  for (auto _ : state) validate(s);
+}
+void BM_Lower(benchmark::State& state) {
+  const Schedule s = generate(64, 1024);
+  for (auto _ : state) benchmark::DoNotOptimize(lower_communication(s).actions.data());
+}
+void BM_Simulate(benchmark::State& state) {
+  const Schedule s = generate(64, 1024);
+  for (auto _ : state) benchmark::DoNotOptimize(simulate(s, CostModel{}).metrics.bubble);
+}
+
+BENCHMARK(BM_Pipeline)->Name("Pipeline/R16_M128")->Args({16, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Pipeline)->Name("Pipeline/R64_M512")->Args({64, 512})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Pipeline)->Name("Pipeline/R64_M1024")->Args({64, 1024})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Generate)->Name("Part/Generate_R64_M1024")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Validate)->Name("Part/Validate_R64_M1024")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Lower)->Name("Part/Lower_R64_M1024")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Simulate)->Name("Part/Simulate_R64_M1024")->Unit(benchmark::kMillisecond);
+
+// Remembers each run's time so the ratios can be printed after the table.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
+      times_[run.run_name.function_name] = run.GetAdjustedRealTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  void print_ratios() const {
+    const auto half = times_.find("Pipeline/R64_M512"), full = times_.find("Pipeline/R64_M1024");
+    if (half != times_.end() && full != times_.end()) {
+      std::printf("\nR=64: time(M=1024) / time(M=512) = %.2f (2.00 is linear in the number of actions)\n",
+                  full->second / half->second);
+      std::printf("R=64, M=1024 whole pipeline: %.1f ms (target < 50 ms)\n", full->second);
+    }
+  }
+
+ private:
+  std::map<std::string, double> times_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.print_ratios();
+  benchmark::Shutdown();
+  return 0;
+}

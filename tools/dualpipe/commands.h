@@ -1,0 +1,13 @@
+// The subcommands of the `dualpipe` tool. Each file cmd_<name>.cpp adds one subcommand to the app; its
+// callback does the work and throws dualpipe::Error for bad input (main turns that into exit status 2).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dualpipe::cli {
+
+void add_schedule_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_draw_command(CLI::App& app);
+
+}  // namespace dualpipe::cli

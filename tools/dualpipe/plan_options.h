@@ -1,0 +1,42 @@
+// Options shared by the planning commands (schedule, simulate, draw): which schedule, how big, what it costs.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "dualpipe/cost_model.h"
+#include "dualpipe/schedule.h"
+
+namespace dualpipe::cli {
+
+struct PlanOptions {
+  std::string kind = "dualpipe";
+  int ranks = 4;
+  int microbatches = 8;
+  int stages_per_rank = 0;
+  std::string cost;       // "F=1,B=2,W=1,FB=3,comm=0"
+  std::string from_file;  // a schedule in text or PyTorch CSV form instead of a generator
+};
+
+// Adds --kind, --ranks, --microbatches, --stages-per-rank; with_cost adds --cost, with_from adds --from.
+void add_plan_options(CLI::App& command, PlanOptions& options, bool with_cost, bool with_from);
+
+// The schedule the options name (generated, or read from --from), validated. Throws dualpipe::Error.
+Schedule build_schedule(const PlanOptions& options);
+// The same for another kind with the same sizes (for --kind all and --compare).
+Schedule build_schedule(const PlanOptions& options, const std::string& kind);
+
+CostModel build_cost_model(const PlanOptions& options);
+
+// Comparisons hold the model fixed: the given costs are those of one rank's 1/R slice of the model, and a
+// schedule that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) gets them scaled by R/S.
+CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& schedule);
+
+// Reads a whole file; throws dualpipe::InvalidArgument naming the path when it cannot.
+std::string read_file(const std::string& path);
+
+// Writes a file through a temporary name and a rename, so a failure never leaves half a file.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace dualpipe::cli
