@@ -28,11 +28,16 @@ int read_number(std::string_view text, std::size_t& pos) {
                                        " (expected forms: 0F1, 0B1, 0I1, 0W1, (0F1;3B0), 0SEND_F1, 0RECV_B1)"));
 }
 
-// Parses "<stage><TYPE><microbatch>" for every type but the overlapped pair.
-Action parse_simple(std::string_view text) {
+// Parses "<stage><TYPE><microbatch>" for every type but the overlapped pair. `pair` is the whole
+// "(sFm;tBn)" token when `text` is one of its halves, so errors name what the user wrote.
+Action parse_simple(std::string_view text, std::string_view pair = {}) {
+  auto fail = [&](std::string_view why) {
+    if (pair.empty()) bad_action(text, why);
+    bad_action(pair, detail::concat("its half '", text, "': ", why));
+  };
   std::size_t pos = 0;
   const int stage = read_number(text, pos);
-  if (stage < 0) bad_action(text, "it must start with a stage number");
+  if (stage < 0) fail("it must start with a stage number");
   std::size_t type_end = pos;
   while (type_end < text.size() && !std::isdigit(static_cast<unsigned char>(text[type_end]))) ++type_end;
   const std::string_view name = text.substr(pos, type_end - pos);
@@ -42,11 +47,11 @@ Action parse_simple(std::string_view text) {
       type_index = static_cast<int>(i);
     }
   }
-  if (type_index < 0) bad_action(text, detail::concat("unknown action type '", name, "'"));
+  if (type_index < 0) fail(detail::concat("unknown action type '", name, "'"));
   pos = type_end;
   const int microbatch = read_number(text, pos);
-  if (microbatch < 0) bad_action(text, "it must end with a micro-batch number");
-  if (pos != text.size()) bad_action(text, "unexpected characters after the micro-batch number");
+  if (microbatch < 0) fail("it must end with a micro-batch number");
+  if (pos != text.size()) fail("unexpected characters after the micro-batch number");
   return Action{static_cast<ActionType>(type_index), stage, microbatch};
 }
 
@@ -76,8 +81,8 @@ Action parse_action(std::string_view text) {
   body = body.substr(1, body.size() - 2);
   const std::size_t semicolon = body.find(';');
   if (semicolon == std::string_view::npos) bad_action(text, "an overlapped pair needs ';' between its halves");
-  const Action fwd = parse_simple(body.substr(0, semicolon));
-  const Action bwd = parse_simple(body.substr(semicolon + 1));
+  const Action fwd = parse_simple(body.substr(0, semicolon), text);
+  const Action bwd = parse_simple(body.substr(semicolon + 1), text);
   if (fwd.type != ActionType::Forward || bwd.type != ActionType::Backward) {
     bad_action(text, "an overlapped pair is a forward then a full backward, as in (0F3;3B5)");
   }
