@@ -1,0 +1,266 @@
+// Spec section 2's metric definitions on tiny schedules whose timelines are computed by hand in the
+// comments, and CostModel parsing.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dualpipe/cost_model.h"
+#include "dualpipe/generators.h"
+#include "dualpipe/lower.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/text_format.h"
+#include "test_helpers.h"
+
+namespace dualpipe {
+namespace {
+
+using test::contains;
+
+CostModel costs(double F, double B, double W, double FB = -1, double comm = 0) {
+  CostModel c;
+  c.forward = F;
+  c.backward = B;
+  c.weight = W;
+  if (FB > 0) c.overlapped = FB;
+  c.comm = comm;
+  return c;
+}
+
+// ================================================================================================
+// Spec section 2: metric definitions on tiny hand-computed schedules.
+// ================================================================================================
+
+// R=2, S=2 (stage s on rank s), M=2, with a split backward, an overlapped pair and uneven stages:
+//   rank 0: 0F0 0F1 0I0 0W0 0B1
+//   rank 1: 1F0 (1F1;1B0) 1I1 1W1
+constexpr const char* kTiny =
+    "rank 0: 0F0 0F1 0I0 0W0 0B1\n"
+    "rank 1: 1F0 (1F1;1B0) 1I1 1W1\n";
+
+TEST(SimulateMetrics, HandComputedTimeline) {
+  // Costs F=1 B=3 W=1 (so I=2), FB=3.5, comm=0.5, stage scale 1 and 2.
+  //  Durations: 0F=1 0I=2 0W=1 0B=3; 1F=2 1I=4 1W=2;
+  //  the pair: FB scaled like its separate halves, 3.5 * (1*2 + 3*2) / (1+3) = 7.
+  //  rank 0: 0F0 [0,1]  0F1 [1,2]
+  //  rank 1: 1F0 waits for 0F0 + comm: [1.5,3.5]
+  //          (1F1;1B0): 0F1 + comm = 2.5, 1F0 local = 3.5 (no comm on a same-rank edge) -> [3.5,10.5]
+  //          1I1 [10.5,14.5]  1W1 [14.5,16.5]
+  //  rank 0: 0I0 waits for 1B0 + comm = 11: [11,13]  0W0 [13,14]  0B1 waits for 1I1 + comm = 15: [15,18]
+  //  makespan 18; rank 0 busy 1+1+2+1+3 = 8, idle 10, span 18; rank 1 busy 2+7+4+2 = 15, idle 3,
+  //  span 16.5-1.5 = 15. bubble = max idle = 10; bubble rate = (max span 18 - max busy 15) / 18 = 1/6.
+  CostModel c = costs(1, 3, 1, 3.5, 0.5);
+  c.stage_scale = {1, 2};
+  const Schedule s = parse_text(kTiny);
+  const Simulation sim = simulate(s, c);
+  const std::vector<std::vector<ActionTime>> expected = {
+      {{0, 1}, {1, 2}, {11, 13}, {13, 14}, {15, 18}},
+      {{1.5, 3.5}, {3.5, 10.5}, {10.5, 14.5}, {14.5, 16.5}},
+  };
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(sim.timeline[r].size(), expected[r].size());
+    for (std::size_t i = 0; i < expected[r].size(); ++i) {
+      EXPECT_DOUBLE_EQ(sim.timeline[r][i].start, expected[r][i].start) << "rank " << r << " action " << i;
+      EXPECT_DOUBLE_EQ(sim.timeline[r][i].end, expected[r][i].end) << "rank " << r << " action " << i;
+    }
+  }
+  const Metrics& m = sim.metrics;
+  EXPECT_DOUBLE_EQ(m.makespan, 18);
+  EXPECT_DOUBLE_EQ(m.per_rank[0].busy, 8);
+  EXPECT_DOUBLE_EQ(m.per_rank[0].idle, 10);
+  EXPECT_DOUBLE_EQ(m.per_rank[0].span, 18);
+  EXPECT_DOUBLE_EQ(m.per_rank[1].busy, 15);
+  EXPECT_DOUBLE_EQ(m.per_rank[1].idle, 3);
+  EXPECT_DOUBLE_EQ(m.per_rank[1].span, 15);
+  EXPECT_DOUBLE_EQ(m.bubble, 10);
+  EXPECT_DOUBLE_EQ(m.bubble_rate, 3.0 / 18.0);
+  // Peak activations: rank 0 0F0 1, 0F1 2, 0I0 2 (I keeps it), 0W0 1, 0B1 0 -> 2;
+  // rank 1 1F0 1, the pair adds 1F1 and frees 1B0 at its end -> 1, 1I1 1, 1W1 0 -> 1.
+  EXPECT_EQ(m.per_rank[0].peak_activations, 2);
+  EXPECT_EQ(m.per_rank[1].peak_activations, 1);
+  EXPECT_EQ(m.peak_activations(), 2);
+  EXPECT_DOUBLE_EQ(m.per_rank[0].peak_activation_fraction, 1.0);  // 2 of S=2 stages
+  EXPECT_DOUBLE_EQ(m.per_rank[1].peak_activation_fraction, 0.5);
+  EXPECT_EQ(m.per_rank[0].parameter_copies, 1);
+  EXPECT_EQ(m.per_rank[1].parameter_copies, 1);
+  EXPECT_EQ(m.per_rank[0].rank, 0);
+  EXPECT_EQ(m.per_rank[1].rank, 1);
+}
+
+TEST(SimulateMetrics, OverlappedPairDefaultsToFPlusB) {
+  // Same schedule, FB unset: the pair costs 1*2 + 3*2 = 8, so rank 1: 1F0 [1.5,3.5], pair [3.5,11.5],
+  // 1I1 [11.5,15.5], 1W1 [15.5,17.5]; rank 0: 0I0 [12,14], 0W0 [14,15], 0B1 [16,19]. Makespan 19.
+  CostModel c = costs(1, 3, 1, -1, 0.5);
+  c.stage_scale = {1, 2};
+  const Simulation sim = simulate(parse_text(kTiny), c);
+  EXPECT_DOUBLE_EQ(sim.timeline[1][1].end - sim.timeline[1][1].start, 8);
+  EXPECT_DOUBLE_EQ(sim.metrics.makespan, 19);
+}
+
+TEST(SimulateMetrics, NoCommNoScale) {
+  // F=1 B=3 W=1 FB=3.5, uniform, comm 0: rank 0: 0F0 [0,1] 0F1 [1,2]; rank 1: 1F0 [1,2],
+  // pair [2,5.5], 1I1 [5.5,7.5], 1W1 [7.5,8.5]; rank 0: 0I0 [5.5,7.5] 0W0 [7.5,8.5] 0B1 [8.5,11.5].
+  const Simulation sim = simulate(parse_text(kTiny), costs(1, 3, 1, 3.5));
+  EXPECT_DOUBLE_EQ(sim.timeline[1][1].start, 2);
+  EXPECT_DOUBLE_EQ(sim.timeline[1][1].end, 5.5);
+  EXPECT_DOUBLE_EQ(sim.timeline[0][4].start, 8.5);
+  EXPECT_DOUBLE_EQ(sim.metrics.makespan, 11.5);
+  EXPECT_DOUBLE_EQ(sim.metrics.per_rank[0].busy, 1 + 1 + 2 + 1 + 3);
+  EXPECT_DOUBLE_EQ(sim.metrics.per_rank[1].busy, 1 + 3.5 + 2 + 1);
+  EXPECT_DOUBLE_EQ(sim.metrics.bubble, 11.5 - 7.5);
+}
+
+TEST(SimulateMetrics, CommLatencyOnlyOnCrossRankEdges) {
+  // One rank holding both stages (a V on R=1): 0F0 1F0 1B0 0B0 with default costs takes 1+1+2+2 = 6
+  // whatever the latency, because no dependency crosses ranks.
+  const Schedule v = parse_text("rank 0: 0F0 1F0 1B0 0B0\n");
+  EXPECT_DOUBLE_EQ(simulate(v, costs(1, 2, 1, -1, 5)).metrics.makespan, 6);
+
+  // 1F1B R=2 M=2 (rank 0: 0F0 0F1 0B0 0B1, rank 1: 1F0 1B0 1F1 1B1), F=1 B=2:
+  //  comm 0:   1F0 [1,2] 1B0 [2,4] 1F1 [4,5] 1B1 [5,7]; 0B0 [4,6] 0B1 [7,9]        -> makespan 9
+  //  comm 0.5: 1F0 [1.5,2.5] 1B0 [2.5,4.5] 1F1 [4.5,5.5] 1B1 [5.5,7.5];
+  //            0B0 [5,7] 0B1 [8,10]                                                -> makespan 10
+  //  Four crossings on the critical path would add 2; only 0F0->1F0 and 1B1->0B1 are on it.
+  const Schedule s = make_1f1b(ScheduleOptions{2, 2});
+  EXPECT_DOUBLE_EQ(simulate(s, costs(1, 2, 1)).metrics.makespan, 9);
+  const Simulation late = simulate(s, costs(1, 2, 1, -1, 0.5));
+  EXPECT_DOUBLE_EQ(late.metrics.makespan, 10);
+  EXPECT_DOUBLE_EQ(late.timeline[1][0].start, 1.5);
+  EXPECT_DOUBLE_EQ(late.timeline[0][2].start, 5);
+  EXPECT_DOUBLE_EQ(late.timeline[0][3].start, 8);
+  // Idle and span: rank 0 busy 6, span 10; rank 1 busy 6, span 7.5-1.5 = 6; bubble 4; rate (10-6)/10.
+  EXPECT_DOUBLE_EQ(late.metrics.bubble, 4);
+  EXPECT_DOUBLE_EQ(late.metrics.per_rank[1].span, 6);
+  EXPECT_DOUBLE_EQ(late.metrics.bubble_rate, 0.4);
+}
+
+TEST(SimulateMetrics, StageScaleMultipliesEveryCost) {
+  // GPipe R=2 M=1 with stage 1 three times as heavy: 0F0 [0,1], 1F0 [1,4], 1B0 [4,10], 0B0 [10,12].
+  CostModel c = costs(1, 2, 1);
+  c.stage_scale = {1, 3};
+  const Simulation sim = simulate(make_gpipe(ScheduleOptions{2, 1}), c);
+  EXPECT_DOUBLE_EQ(sim.metrics.makespan, 12);
+  EXPECT_DOUBLE_EQ(sim.metrics.per_rank[0].busy, 3);
+  EXPECT_DOUBLE_EQ(sim.metrics.per_rank[1].busy, 9);
+  EXPECT_DOUBLE_EQ(sim.metrics.bubble, 9);              // rank 0 idles 12 - 3
+  EXPECT_DOUBLE_EQ(sim.metrics.bubble_rate, (12.0 - 9.0) / 12.0);
+  // The split backward: I = (B-W) * scale, W = W * scale.
+  EXPECT_DOUBLE_EQ(c.duration(Action::backward_input(1, 0)), 3);
+  EXPECT_DOUBLE_EQ(c.duration(Action::backward_weight(1, 0)), 3);
+  EXPECT_DOUBLE_EQ(c.duration(Action::backward_input(0, 0)), 1);
+  EXPECT_DOUBLE_EQ(c.duration(Action::communication(ActionType::SendForward, 1, 0, 0)), 0);
+}
+
+TEST(SimulateMetrics, PeakActivationRules) {
+  // A pair adds its forward's unit and frees its backward's at its end, so it never raises the count in
+  // between: 0F0 1, 1F0 2, (0F1;1B0) 2 (not 3), 0B0 1, 1F1 2, 1B1 1, 0I1 1 (I keeps it), 0W1 0 -> peak 2.
+  const Schedule pair = parse_text("rank 0: 0F0 1F0 (0F1;1B0) 0B0 1F1 1B1 0I1 0W1\n");
+  EXPECT_EQ(peak_activations(pair), std::vector<int>{2});
+  // An I does not free its activation; its W does: 0F0 1, 0I0 1, 0F1 2, 0W0 1, 0I1 1, 0W1 0 -> 2.
+  const Schedule split = parse_text("rank 0: 0F0 0I0 0F1 0W0 0I1 0W1\n");
+  EXPECT_EQ(peak_activations(split), std::vector<int>{2});
+  // A full B frees at once: 0F0 1, 0B0 0, 0F1 1, 0B1 0 -> 1.
+  EXPECT_EQ(peak_activations(parse_text("rank 0: 0F0 0B0 0F1 0B1\n")), std::vector<int>{1});
+  // Communication actions do not count.
+  const Schedule lowered = lower_communication(make_1f1b(ScheduleOptions{4, 8}));
+  EXPECT_EQ(peak_activations(lowered), (std::vector<int>{4, 3, 2, 1}));
+  // The simulator reports the same per rank, and the fraction of the model (units / S).
+  const Metrics m = simulate(pair, CostModel{}).metrics;
+  EXPECT_EQ(m.per_rank[0].peak_activations, 2);
+  EXPECT_DOUBLE_EQ(m.per_rank[0].peak_activation_fraction, 1.0);
+}
+
+TEST(SimulateMetrics, ParameterCopies) {
+  // Spec section 2: 2 for DualPipe and Chimera, per stage count for V and interleaved, 1 for the others.
+  auto copies = [](const char* kind, int R, int M) {
+    return simulate(make_schedule(kind, ScheduleOptions{R, M}), CostModel{}).metrics.per_rank[0].parameter_copies;
+  };
+  EXPECT_EQ(copies("gpipe", 4, 8), 1);
+  EXPECT_EQ(copies("1f1b", 4, 8), 1);
+  EXPECT_EQ(copies("zb-h1", 4, 8), 1);
+  EXPECT_EQ(copies("dualpipe", 4, 8), 2);
+  EXPECT_EQ(copies("dualpipev", 4, 8), 2);
+}
+
+TEST(SimulateMetrics, LoweredScheduleBusyCountsComputeOnly) {
+  const Schedule s = make_1f1b(ScheduleOptions{2, 2});
+  const Metrics a = simulate(s, costs(1, 2, 1)).metrics;
+  const Metrics b = simulate(lower_communication(s), costs(1, 2, 1)).metrics;
+  EXPECT_DOUBLE_EQ(a.per_rank[0].busy, b.per_rank[0].busy);
+  EXPECT_DOUBLE_EQ(a.bubble, b.bubble);
+}
+
+TEST(SimulateMetrics, BadCostsAreRejected) {
+  EXPECT_THROW(simulate(make_gpipe(ScheduleOptions{2, 2}), costs(1, 2, 3)), InvalidArgument);  // W > B
+}
+
+// ================================================================================================
+// CostModel::parse
+// ================================================================================================
+
+TEST(CostModelParse, GoodInputs) {
+  const CostModel d = CostModel::parse("");
+  EXPECT_EQ(d.forward, 1);
+  EXPECT_EQ(d.backward, 2);
+  EXPECT_EQ(d.weight, 1);
+  EXPECT_FALSE(d.overlapped.has_value());
+  EXPECT_EQ(d.comm, 0);
+  EXPECT_TRUE(d.stage_scale.empty());
+  EXPECT_EQ(d.to_string(), "F=1,B=2,W=1,FB=3,comm=0");  // FB shown as F+B when unset
+
+  const CostModel c = CostModel::parse("F=1.5,B=3,W=1,FB=4,comm=0.25");
+  EXPECT_EQ(c.forward, 1.5);
+  EXPECT_EQ(c.backward, 3);
+  EXPECT_EQ(c.weight, 1);
+  ASSERT_TRUE(c.overlapped.has_value());
+  EXPECT_EQ(*c.overlapped, 4);
+  EXPECT_EQ(c.comm, 0.25);
+  EXPECT_EQ(c.to_string(), "F=1.5,B=3,W=1,FB=4,comm=0.25");
+
+  // Any subset, any order, keys case-insensitive, empty items skipped.
+  const CostModel k = CostModel::parse("comm=1,fb=2.5,,f=2,b=4,w=0");
+  EXPECT_EQ(k.forward, 2);
+  EXPECT_EQ(k.backward, 4);
+  EXPECT_EQ(k.weight, 0);
+  EXPECT_EQ(*k.overlapped, 2.5);
+  EXPECT_EQ(k.comm, 1);
+
+  const CostModel s = CostModel::parse("scale=1:1:2");
+  EXPECT_EQ(s.stage_scale, (std::vector<double>{1, 1, 2}));
+  EXPECT_EQ(s.scale(2), 2);
+  EXPECT_EQ(s.to_string(), "F=1,B=2,W=1,FB=3,comm=0,scale=1:1:2");
+  // Round trip through the canonical form.
+  EXPECT_EQ(CostModel::parse(c.to_string()).to_string(), c.to_string());
+  EXPECT_EQ(CostModel::parse(s.to_string()).stage_scale, s.stage_scale);
+}
+
+TEST(CostModelParse, BadInputsNameTheKeyOrValue) {
+  struct Bad {
+    const char* spec;
+    const char* mentions;
+  };
+  const Bad bad[] = {
+      {"F=abc", "abc"},        // not a number
+      {"F=", "F"},             // empty value
+      {"F=1e999", "1e999"},    // not finite
+      {"B=nan", "nan"},
+      {"Q=1", "'Q'"},          // unknown key
+      {"F", "'F'"},            // not KEY=VALUE
+      {"F=0", "F=0"},          // F must be positive
+      {"B=-1", "B=-1"},
+      {"W=3", "W=3"},          // W is part of B (default B=2)
+      {"W=-1", "W=-1"},
+      {"FB=0", "FB=0"},
+      {"comm=-0.5", "comm=-0.5"},
+      {"scale=1:0", "stage 1"},  // multipliers must be positive
+      {"scale=1::2", "scale"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.spec);
+    const std::string m = test::error_message([&] { CostModel::parse(b.spec); });
+    EXPECT_TRUE(contains(m, b.mentions)) << m;
+  }
+}
+
+}  // namespace
+}  // namespace dualpipe
