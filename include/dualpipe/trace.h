@@ -1,0 +1,63 @@
+// Measured runs in the Chrome trace JSON of docs/trace-format.md: the runtime writes them, `dualpipe draw
+// --trace` reads them. Reading checks every field it uses and names the file and the field when one is wrong.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dualpipe/action.h"
+#include "dualpipe/cost_model.h"
+#include "dualpipe/schedule.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/timeline.h"
+
+namespace dualpipe {
+
+struct TraceEvent {
+  Action action;      // parsed from the event's name; a message's peer is not in the trace (-1)
+  int rank = 0;       // args.rank (pid when absent)
+  int index = 0;      // args.index: position in the rank's lowered action list
+  int step = 0;       // args.step: the training step, 0-based
+  double start = 0;   // ts, microseconds
+  double duration = 0;  // dur, microseconds
+};
+
+struct Trace {
+  // The "dualpipe" object: the schedule that ran. Empty kind/schedule when the trace came without one.
+  std::string kind;
+  int num_ranks = 0;
+  int num_stages = 0;
+  int num_microbatches = 0;
+  std::string schedule;  // canonical compute-only text form
+  std::vector<TraceEvent> events;  // compute and communication events, in file order
+
+  // The steps recorded, ascending.
+  std::vector<int> steps() const;
+};
+
+// Parses trace JSON; `source` names it in errors ("trace 'run.json': traceEvents[4].dur: ...").
+Trace parse_trace(std::string_view json, const std::string& source);
+// Reads a trace file; throws InvalidArgument naming the path when it cannot be read or parsed.
+Trace read_trace(const std::string& path);
+
+// The JSON text of a trace: the "dualpipe" object, one "M" event naming each rank, one "X" event per event
+// (compute on tid 0, communication on tid 1).
+std::string format_trace(const Trace& trace);
+// Writes format_trace through a temporary file and a rename, so a crash never leaves half a trace.
+void write_trace_file(const std::string& path, const Trace& trace);
+
+// The trace a run would record if it went exactly as simulated, with one cost unit lasting `us_per_unit`
+// microseconds; indices are positions in the lowered action list, as the runtime writes them.
+Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulation, double us_per_unit,
+                            int step = 0);
+
+// One step of a measured run as a timeline in microseconds, starting at 0: a row per rank, its compute
+// events in index order. Directions come from the trace's schedule when it has one.
+Timeline timeline_from_trace(const Trace& trace, int step);
+
+// A cost model in microseconds fitted to the step's measured compute events (mean F, B, W, I and pair
+// durations, and per-stage scales from the forwards), so the plan can be drawn on the measured scale.
+CostModel fit_costs(const Trace& trace, int step);
+
+}  // namespace dualpipe

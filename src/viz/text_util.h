@@ -1,0 +1,47 @@
+// Number and markup helpers shared by the picture writers (internal to src/viz).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace dualpipe::viz {
+
+// A fixed-point number with at most `decimals` decimals and no trailing zeros: 3, 2.5, 0.125.
+inline std::string fixed(double value, int decimals = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  std::string s(buf);
+  if (s.find('.') != std::string::npos) {
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+  }
+  if (s == "-0") s = "0";
+  return s;
+}
+
+// Exact enough to read back (data attributes): 10 significant digits.
+inline std::string exact(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", value);
+  return buf;
+}
+
+// Escapes text for XML element content and attribute values alike.
+inline std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace dualpipe::viz

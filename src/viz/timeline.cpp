@@ -1,0 +1,123 @@
+#include "dualpipe/timeline.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "dualpipe/error.h"
+#include "viz/text_util.h"
+
+namespace dualpipe {
+
+std::size_t Timeline::num_cells() const {
+  std::size_t n = 0;
+  for (const TimelineRow& row : rows) n += row.cells.size();
+  return n;
+}
+
+double Timeline::begin() const {
+  double b = std::numeric_limits<double>::infinity();
+  for (const TimelineRow& row : rows)
+    for (const TimelineCell& c : row.cells) b = std::min(b, c.start);
+  return b == std::numeric_limits<double>::infinity() ? 0.0 : b;
+}
+
+double Timeline::end() const {
+  double e = 0;
+  for (const TimelineRow& row : rows)
+    for (const TimelineCell& c : row.cells) e = std::max(e, c.end);
+  return e;
+}
+
+int cell_direction(const Placement& placement, int stage, int microbatch) {
+  if (placement.num_replicas() == 2) {
+    return microbatch >= 0 && microbatch < placement.num_microbatches() ? placement.replica(microbatch) : 0;
+  }
+  // One replica but several stages per rank (V, interleaved): tell a rank's chunks apart the same way, so
+  // the way down and the way back of a V are as distinct as DualPipe's two directions.
+  const int R = placement.num_ranks();
+  return R > 0 && placement.num_stages() > R ? (stage / R) % 2 : 0;
+}
+
+Timeline timeline_from_simulation(const Schedule& schedule, const Simulation& simulation, const CostModel& costs) {
+  DUALPIPE_CHECK(simulation.timeline.size() == schedule.actions.size(), "simulation of another schedule");
+  Timeline t;
+  t.title = detail::concat(schedule.kind, ", ", schedule.num_ranks, " ranks, ", schedule.num_microbatches,
+                           " micro-batches, ", schedule.num_stages, " stages");
+  t.rows.resize(schedule.actions.size());
+  for (std::size_t r = 0; r < schedule.actions.size(); ++r) {
+    TimelineRow& row = t.rows[r];
+    row.label = detail::concat("rank ", r);
+    int index = 0;
+    for (std::size_t i = 0; i < schedule.actions[r].size(); ++i) {
+      const Action& a = schedule.actions[r][i];
+      if (!a.is_compute()) continue;  // communication takes no time in the model and is not drawn
+      TimelineCell c;
+      c.action = a;
+      c.index = index++;
+      c.start = simulation.timeline[r][i].start;
+      c.end = simulation.timeline[r][i].end;
+      c.direction = cell_direction(schedule.placement, a.stage, a.microbatch);
+      if (a.type == ActionType::Overlapped) {
+        c.bwd_direction = cell_direction(schedule.placement, a.bwd_stage, a.bwd_microbatch);
+        // The pair costs FB as a whole; its halves are drawn in the ratio of their separate costs.
+        const double f = costs.duration(a.forward_half());
+        const double b = costs.duration(a.backward_half());
+        c.split = f + b > 0 ? f / (f + b) : 0.5;
+      }
+      row.cells.push_back(c);
+    }
+  }
+  t.stats = compute_stats(t);
+  t.stats.num_stages = schedule.num_stages;
+  t.summary = describe_stats(t.stats, t.time_unit);
+  return t;
+}
+
+TimelineStats compute_stats(const Timeline& timeline) {
+  TimelineStats s;
+  const double begin = timeline.begin();
+  double max_span = 0, max_busy = 0, makespan = timeline.end() - begin;
+  Schedule order;  // the rows' actions in order, for the activation count of simulate.h
+  int max_stage = -1;
+  for (const TimelineRow& row : timeline.rows) {
+    double busy = 0, first = std::numeric_limits<double>::infinity(), last = 0;
+    std::vector<Action>& actions = order.actions.emplace_back();
+    for (const TimelineCell& c : row.cells) {
+      busy += c.duration();
+      first = std::min(first, c.start);
+      last = std::max(last, c.end);
+      actions.push_back(c.action);
+      max_stage = std::max({max_stage, c.action.stage, c.action.bwd_stage});
+    }
+    if (!row.cells.empty()) max_span = std::max(max_span, last - first);
+    max_busy = std::max(max_busy, busy);
+    s.bubble = std::max(s.bubble, makespan - busy);
+  }
+  s.makespan = makespan;
+  s.bubble_rate = max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
+  for (int p : peak_activations(order)) s.peak_activations = std::max(s.peak_activations, p);
+  s.num_stages = max_stage + 1;
+  return s;
+}
+
+std::string format_time(double value, const std::string& time_unit) {
+  if (time_unit != "us") return viz::fixed(value, 3);
+  const double a = value < 0 ? -value : value;
+  if (a >= 1e6) return viz::fixed(value / 1e6, 3) + " s";
+  if (a >= 1e3) return viz::fixed(value / 1e3, 3) + " ms";
+  return viz::fixed(value, 1) + " us";
+}
+
+std::string describe_stats(const TimelineStats& s, const std::string& time_unit) {
+  std::string out = detail::concat("bubble ", format_time(s.bubble, time_unit), ", bubble rate ",
+                                   viz::fixed(100 * s.bubble_rate, 1), "%, makespan ",
+                                   format_time(s.makespan, time_unit), ", peak activations ",
+                                   s.peak_activations);
+  if (s.num_stages > 0) {
+    out += detail::concat(" (", viz::fixed(static_cast<double>(s.peak_activations) / s.num_stages, 2),
+                          "x model)");
+  }
+  return out;
+}
+
+}  // namespace dualpipe

@@ -1,0 +1,92 @@
+// Writing the Chrome trace of docs/trace-format.md, and the trace a run would record if it went exactly
+// as simulated (for tests, and to try the pictures of measured runs without a cluster).
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "dualpipe/error.h"
+#include "dualpipe/lower.h"
+#include "dualpipe/text_format.h"
+#include "dualpipe/trace.h"
+
+namespace dualpipe {
+
+std::string format_trace(const Trace& trace) {
+  using nlohmann::ordered_json;  // keeps the documented key order, so the file reads like the docs
+  ordered_json doc;
+  doc["displayTimeUnit"] = "ms";
+  int num_ranks = trace.num_ranks;
+  for (const TraceEvent& e : trace.events) num_ranks = std::max(num_ranks, e.rank + 1);
+  doc["dualpipe"] = {{"kind", trace.kind},
+                     {"ranks", num_ranks},
+                     {"stages", trace.num_stages},
+                     {"microbatches", trace.num_microbatches},
+                     {"schedule", trace.schedule}};
+  ordered_json events = ordered_json::array();
+  for (int r = 0; r < num_ranks; ++r) {
+    const std::string name = detail::concat("rank ", r);
+    events.push_back({{"name", name}, {"ph", "M"}, {"pid", r}, {"tid", 0}, {"args", {{"name", name}}}});
+  }
+  for (const TraceEvent& e : trace.events) {
+    const bool compute = e.action.is_compute();
+    events.push_back({{"name", to_string(e.action)},
+                      {"cat", compute ? "compute" : "comm"},
+                      {"ph", "X"},
+                      {"pid", e.rank},
+                      {"tid", compute ? 0 : 1},
+                      {"ts", e.start},
+                      {"dur", e.duration},
+                      {"args", {{"rank", e.rank}, {"index", e.index}, {"step", e.step}}}});
+  }
+  doc["traceEvents"] = std::move(events);
+  return doc.dump(1) + "\n";
+}
+
+void write_trace_file(const std::string& path, const Trace& trace) {
+  const std::string text = format_trace(trace);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw InvalidArgument(detail::concat("cannot write trace file '", temporary, "'"));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw InvalidArgument(detail::concat("cannot rename '", temporary, "' to trace file '", path, "'"));
+  }
+}
+
+Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulation, double us_per_unit, int step) {
+  DUALPIPE_REQUIRE(us_per_unit > 0, "microseconds per cost unit must be positive, got ", us_per_unit);
+  DUALPIPE_REQUIRE(!schedule.has_communication(), "trace_from_simulation takes the compute-only schedule");
+  Trace trace;
+  trace.kind = schedule.kind;
+  trace.num_ranks = schedule.num_ranks;
+  trace.num_stages = schedule.num_stages;
+  trace.num_microbatches = schedule.num_microbatches;
+  trace.schedule = format_text(schedule);
+  const Schedule lowered = lower_communication(schedule);
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    std::size_t compute = 0;  // position in the compute-only list, where the simulation's times are
+    double clock = 0;         // messages take no time in the model: stamp them at the rank's current time
+    for (std::size_t i = 0; i < lowered.actions[r].size(); ++i) {
+      const Action& a = lowered.actions[r][i];
+      TraceEvent e{a, r, static_cast<int>(i), step, clock * us_per_unit, 0.0};
+      if (a.is_compute()) {
+        const ActionTime& t = simulation.timeline[r][compute++];
+        e.start = t.start * us_per_unit;
+        e.duration = (t.end - t.start) * us_per_unit;
+        clock = t.end;
+      }
+      trace.events.push_back(e);
+    }
+  }
+  return trace;
+}
+
+}  // namespace dualpipe

@@ -1,0 +1,176 @@
+// Trace JSON (docs/trace-format.md): writing and reading back, measured timelines, fitted costs, and errors
+// that name the file and the field.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "dualpipe/generators.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/text_format.h"
+#include "dualpipe/trace.h"
+#include "test_helpers.h"
+
+namespace dualpipe::test {
+namespace {
+
+Trace simulated_trace(const std::string& kind, int ranks, int microbatches, const CostModel& costs,
+                      double us_per_unit = 100) {
+  const Schedule s = make_schedule(kind, ScheduleOptions{ranks, microbatches});
+  return trace_from_simulation(s, simulate(s, costs), us_per_unit);
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "dualpipe_trace_" + name;
+}
+
+TEST(Trace, RoundTripsThroughJson) {
+  const Trace written = simulated_trace("dualpipe", 4, 8, CostModel::parse("F=1,B=2,W=1,FB=2.5"));
+  const Trace read = parse_trace(format_trace(written), "memory");
+  EXPECT_EQ(read.kind, "dualpipe");
+  EXPECT_EQ(read.num_ranks, 4);
+  EXPECT_EQ(read.num_stages, 4);
+  EXPECT_EQ(read.num_microbatches, 8);
+  EXPECT_EQ(read.schedule, written.schedule);
+  ASSERT_EQ(read.events.size(), written.events.size());
+  for (std::size_t i = 0; i < read.events.size(); ++i) {
+    EXPECT_EQ(to_string(read.events[i].action), to_string(written.events[i].action)) << i;  // peers: not stored
+    EXPECT_EQ(read.events[i].rank, written.events[i].rank) << i;
+    EXPECT_EQ(read.events[i].index, written.events[i].index) << i;
+    EXPECT_EQ(read.events[i].step, written.events[i].step) << i;
+    EXPECT_DOUBLE_EQ(read.events[i].start, written.events[i].start) << i;
+    EXPECT_DOUBLE_EQ(read.events[i].duration, written.events[i].duration) << i;
+  }
+}
+
+TEST(Trace, FileRoundTripAndDocumentedShape) {
+  const Trace written = simulated_trace("1f1b", 2, 4, CostModel{});
+  const std::string path = temp_path("roundtrip.json");
+  write_trace_file(path, written);
+  const Trace read = read_trace(path);
+  EXPECT_EQ(read.events.size(), written.events.size());
+  const std::string text = format_trace(written);
+  for (const char* key : {"\"displayTimeUnit\"", "\"traceEvents\"", "\"ph\": \"M\"", "\"cat\": \"compute\"",
+                          "\"cat\": \"comm\"", "\"name\": \"0F0\"", "\"name\": \"0SEND_F0\""}) {
+    EXPECT_TRUE(contains(text, key)) << key;
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Trace, SimulatedRunGivesTheSimulatedTimelineInMicroseconds) {
+  const CostModel costs = CostModel::parse("F=1,B=2,W=1,FB=2.5");
+  const Schedule s = make_schedule("dualpipe", ScheduleOptions{4, 8});
+  const Simulation sim = simulate(s, costs);
+  const Timeline planned = timeline_from_simulation(s, sim, costs);
+  const Timeline measured = timeline_from_trace(trace_from_simulation(s, sim, 100), 0);
+  EXPECT_EQ(measured.time_unit, "us");
+  ASSERT_EQ(measured.rows.size(), planned.rows.size());
+  for (std::size_t r = 0; r < planned.rows.size(); ++r) {
+    ASSERT_EQ(measured.rows[r].cells.size(), planned.rows[r].cells.size());
+    for (std::size_t i = 0; i < planned.rows[r].cells.size(); ++i) {
+      const TimelineCell& p = planned.rows[r].cells[i];
+      const TimelineCell& m = measured.rows[r].cells[i];
+      EXPECT_EQ(m.action, p.action);
+      EXPECT_EQ(m.index, p.index);
+      EXPECT_NEAR(m.start, 100 * p.start, 1e-9);
+      EXPECT_NEAR(m.end, 100 * p.end, 1e-9);
+      EXPECT_EQ(m.direction, p.direction) << to_string(p.action);
+      EXPECT_NEAR(m.split, p.split, 1e-9);
+    }
+  }
+  EXPECT_NEAR(measured.stats.bubble, 100 * sim.metrics.bubble, 1e-6);
+  EXPECT_NEAR(measured.stats.bubble_rate, sim.metrics.bubble_rate, 1e-12);
+  EXPECT_EQ(measured.stats.peak_activations, sim.metrics.peak_activations());
+  EXPECT_TRUE(contains(measured.title, "measured: dualpipe"));
+  EXPECT_TRUE(contains(measured.summary, " us"));
+}
+
+TEST(Trace, TimelineStatsMatchTheSimulator) {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1", "dualpipe", "dualpipev"}) {
+    const CostModel costs = CostModel::parse("F=1,B=2,W=1,FB=2.5,comm=0.1");
+    const Schedule s = make_schedule(kind, ScheduleOptions{4, 8});
+    const Simulation sim = simulate(s, costs);
+    const Timeline t = timeline_from_simulation(s, sim, costs);
+    EXPECT_NEAR(t.stats.makespan, sim.metrics.makespan, 1e-9) << kind;
+    EXPECT_NEAR(t.stats.bubble, sim.metrics.bubble, 1e-9) << kind;
+    EXPECT_NEAR(t.stats.bubble_rate, sim.metrics.bubble_rate, 1e-12) << kind;
+    EXPECT_EQ(t.stats.peak_activations, sim.metrics.peak_activations()) << kind;
+  }
+}
+
+TEST(Trace, FittedCostsRecoverTheMeasuredDurations) {
+  const CostModel costs = CostModel::parse("F=1,B=2,W=0.75,FB=2.5,scale=1:1:2:1");
+  const Trace trace = simulated_trace("dualpipe", 4, 8, costs, 10);
+  const CostModel fitted = fit_costs(trace, 0);
+  EXPECT_NEAR(fitted.forward * fitted.scale(0), 10, 1e-9);
+  EXPECT_NEAR(fitted.scale(2) / fitted.scale(0), 2, 1e-9);
+  EXPECT_NEAR(fitted.backward / fitted.forward, 2, 1e-9);
+  EXPECT_NEAR(fitted.weight / fitted.forward, 0.75, 1e-9);
+  ASSERT_TRUE(fitted.overlapped.has_value());
+  EXPECT_NEAR(*fitted.overlapped / fitted.forward, 2.5, 1e-9);
+  // Simulating the trace's own schedule with the fitted costs gives back the measured run.
+  const Schedule plan = parse_text(trace.schedule);
+  EXPECT_NEAR(simulate(plan, fitted).metrics.makespan, 10 * simulate(plan, costs).metrics.makespan, 1e-6);
+}
+
+TEST(Trace, PicksOneStep) {
+  Trace trace = simulated_trace("1f1b", 2, 2, CostModel{});
+  Trace second = simulated_trace("1f1b", 2, 2, CostModel{});
+  for (TraceEvent& e : second.events) e.step = 1, e.start += 5000;
+  trace.events.insert(trace.events.end(), second.events.begin(), second.events.end());
+  EXPECT_EQ(trace.steps(), (std::vector<int>{0, 1}));
+  const Timeline t = timeline_from_trace(trace, 1);
+  EXPECT_DOUBLE_EQ(t.begin(), 0);
+  EXPECT_EQ(t.num_cells(), 8u);
+  EXPECT_TRUE(contains(error_message([&] { timeline_from_trace(trace, 7); }), "no compute events for step 7"));
+}
+
+// An error message for the trace `json`, which must name the source and the `field`.
+void expect_error(const std::string& json, const std::string& field) {
+  const std::string message = error_message([&] { parse_trace(json, "bad.json"); });
+  EXPECT_TRUE(contains(message, "bad.json")) << message;
+  EXPECT_TRUE(contains(message, field)) << "expected '" << field << "' in: " << message;
+}
+
+std::string with_event(const std::string& event) {
+  return R"({"traceEvents": [{"name": "rank 0", "ph": "M", "pid": 0, "tid": 0}, )" + event + "]}";
+}
+
+TEST(Trace, ErrorsNameTheFileAndTheField) {
+  expect_error("{not json", "not valid JSON");
+  expect_error("[1, 2]", "expected an object");
+  expect_error(R"({"dualpipe": {}})", "traceEvents: missing");
+  expect_error(R"({"traceEvents": 3})", "traceEvents: expected an array");
+  expect_error(R"({"dualpipe": {"ranks": "four"}, "traceEvents": []})", "dualpipe.ranks: expected an integer");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "ts": "x", "dur": 1, "args": {"index": 0}})"),
+               "traceEvents[1].ts: expected a number");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "ts": 1, "dur": -2, "args": {"index": 0}})"),
+               "traceEvents[1].dur: a duration cannot be negative");
+  expect_error(with_event(R"({"name": "0Q3", "ph": "X", "pid": 0, "ts": 1, "dur": 2, "args": {"index": 0}})"),
+               "traceEvents[1].name");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "ts": 1, "args": {"index": 0}})"),
+               "traceEvents[1]: missing field 'dur'");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "ts": 1, "dur": 2})"),
+               "traceEvents[1]: missing 'args.index'");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "ts": 1, "dur": 2, "args": {"index": 0}})"),
+               "names no rank");
+  expect_error(R"({"dualpipe": {"ranks": 2}, "traceEvents": [{"name": "0F3", "ph": "X", "pid": 0, "ts": 1,
+                 "dur": 2, "args": {"rank": 5, "index": 0}}]})",
+               "traceEvents[0].args.rank: rank 5 is outside the 2 ranks");
+}
+
+TEST(Trace, MissingFileIsNamed) {
+  const std::string message = error_message([] { read_trace("/nonexistent/run.json"); });
+  EXPECT_TRUE(contains(message, "/nonexistent/run.json")) << message;
+}
+
+TEST(Trace, EventsOutsideTheComputeThreadAreIgnoredByTheTimeline) {
+  const Trace trace = simulated_trace("1f1b", 2, 2, CostModel{});
+  std::size_t compute = 0;
+  for (const TraceEvent& e : trace.events) compute += e.action.is_compute();
+  EXPECT_LT(compute, trace.events.size()) << "the simulated trace carries messages too";
+  EXPECT_EQ(timeline_from_trace(trace, 0).num_cells(), compute);
+}
+
+}  // namespace
+}  // namespace dualpipe::test

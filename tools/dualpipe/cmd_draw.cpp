@@ -1,0 +1,203 @@
+// `dualpipe draw`: timeline pictures (SVG, or HTML with tooltips) of a planned schedule, of several schedules
+// on one time axis (--compare), or of a measured run from its trace (--trace), optionally over its plan.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dualpipe/error.h"
+#include "dualpipe/generators.h"
+#include "dualpipe/html.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/svg.h"
+#include "dualpipe/text_format.h"
+#include "dualpipe/timeline.h"
+#include "dualpipe/trace.h"
+#include "dualpipe/validate.h"
+#include "plan_options.h"
+
+namespace dualpipe::cli {
+namespace {
+
+struct DrawCommand {
+  PlanOptions plan;
+  std::string output;
+  std::string compare;
+  std::string trace;
+  bool with_plan = false;
+  int step = -1;
+  int width = 0;
+};
+
+struct Picture {
+  std::vector<Timeline> timelines;
+  SvgOptions options;
+};
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "svg" or "html", from the output name; anything else is refused before any work is done.
+std::string output_format(const std::string& path) {
+  const std::size_t dot = path.find_last_of('.');
+  const std::string ext = dot == std::string::npos ? "" : lowercase(path.substr(dot + 1));
+  DUALPIPE_REQUIRE(ext == "svg" || ext == "html" || ext == "htm", "output '", path,
+                   "': draw writes SVG or HTML, so the file name must end in .svg or .html");
+  return ext == "svg" ? "svg" : "html";
+}
+
+std::vector<std::string> split_kinds(const std::string& list) {
+  std::vector<std::string> kinds;
+  if (list == "all") {
+    for (const GeneratorInfo& g : generators()) kinds.emplace_back(g.name);
+    return kinds;
+  }
+  std::size_t begin = 0;
+  while (begin <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string kind = list.substr(begin, comma - begin);
+    DUALPIPE_REQUIRE(!kind.empty(), "--compare '", list, "': expected kinds separated by commas, or 'all'");
+    kinds.push_back(kind);
+    begin = comma + 1;
+  }
+  return kinds;
+}
+
+Picture draw_plan(const DrawCommand& c) {
+  const Schedule schedule = build_schedule(c.plan);
+  const CostModel costs = build_cost_model(c.plan);
+  const Timeline t = timeline_from_simulation(schedule, simulate(schedule, costs), costs);
+  Picture p{{t}, {}};
+  p.options.subtitle.push_back("costs " + costs.to_string() + " (time in cost units)");
+  return p;
+}
+
+// Several schedules on one axis. The costs are those of a 1/R slice of the model, as in `simulate --kind all`.
+// With 'all' a kind that cannot serve the parameters is skipped with a note; a kind named explicitly must work.
+Picture draw_comparison(const DrawCommand& c) {
+  DUALPIPE_REQUIRE(c.plan.from_file.empty(), "--compare draws generated schedules; it cannot be combined with --from");
+  const bool all = c.compare == "all";
+  const CostModel costs = build_cost_model(c.plan);
+  Picture p;
+  std::vector<std::string> skipped;
+  for (const std::string& kind : split_kinds(c.compare)) {
+    try {
+      const Schedule s = build_schedule(c.plan, kind);
+      const CostModel scaled = costs_for_comparison(costs, s);
+      Timeline t = timeline_from_simulation(s, simulate(s, scaled), scaled);
+      t.title = detail::concat(kind, " (S=", s.num_stages, ")");
+      p.timelines.push_back(std::move(t));
+    } catch (const InvalidArgument& e) {
+      if (!all) throw InvalidArgument(detail::concat("--compare: ", kind, ": ", e.what()));
+      skipped.push_back(detail::concat(kind, " (", e.what(), ")"));
+      std::cerr << "dualpipe draw: skipped " << kind << ": " << e.what() << "\n";
+    }
+  }
+  DUALPIPE_REQUIRE(!p.timelines.empty(), "--compare all: no schedule accepts R=", c.plan.ranks,
+                   " M=", c.plan.microbatches);
+  p.options.title = detail::concat(p.timelines.size(), " schedules compared: ", c.plan.ranks, " ranks, ",
+                                   c.plan.microbatches, " micro-batches");
+  p.options.subtitle.push_back("costs " + costs.to_string() + " per 1/R of the model (time in cost units); " +
+                               "schedules with S > R stages run each stage at R/S of these costs");
+  for (const std::string& s : skipped) p.options.notes.push_back("skipped: " + s);
+  return p;
+}
+
+// A measured step; with the plan under it, simulated with the run's own mean durations (or --cost, read
+// as microseconds), so what differs between the two rows is waiting and variation, not the cost model.
+Picture draw_trace(const DrawCommand& c) {
+  const Trace trace = read_trace(c.trace);
+  const std::vector<int> steps = trace.steps();
+  DUALPIPE_REQUIRE(!steps.empty(), "trace '", c.trace, "' holds no events to draw");
+  const int step = c.step >= 0 ? c.step : steps.back();
+  if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
+    std::string recorded;
+    for (int s : steps) recorded += detail::concat(recorded.empty() ? "" : ", ", s);
+    throw InvalidArgument(detail::concat("trace '", c.trace, "' has no step ", step, " (steps recorded: ", recorded, ")"));
+  }
+  Picture p;
+  p.timelines.push_back(timeline_from_trace(trace, step));
+  const Timeline& measured = p.timelines.front();
+  if (!c.with_plan) return p;
+
+  DUALPIPE_REQUIRE(!trace.schedule.empty(), "trace '", c.trace,
+                   "' has no dualpipe.schedule, so there is no plan to draw under it (leave out --with-plan)");
+  Schedule plan;
+  try {
+    plan = parse_text(trace.schedule);
+    validate(plan);
+  } catch (const Error& e) {
+    throw InvalidArgument(detail::concat("trace '", c.trace, "': dualpipe.schedule: ", e.what()));
+  }
+  plan.kind = trace.kind.empty() ? "plan" : trace.kind;
+  const CostModel costs = c.plan.cost.empty() ? fit_costs(trace, step) : build_cost_model(c.plan);
+  Timeline planned = timeline_from_simulation(plan, simulate(plan, costs), costs);
+  planned.time_unit = "us";
+  planned.summary = describe_stats(planned.stats, planned.time_unit);
+  planned.title = "plan: " + planned.title;
+  const double drift = planned.stats.makespan > 0 ? measured.stats.makespan / planned.stats.makespan - 1 : 0;
+  p.options.title = measured.title + ", with its plan";
+  const auto us = [](double v) { return format_time(v, "us"); };
+  p.options.subtitle.push_back(detail::concat(
+      "plan simulated with ", c.plan.cost.empty() ? "the measured mean durations" : "--cost in microseconds",
+      ": F ", us(costs.forward), ", B ", us(costs.backward), ", W ", us(costs.weight), ", F&B ",
+      us(costs.overlapped.value_or(costs.forward + costs.backward)),
+      costs.stage_scale.empty() ? "" : " (per-stage scales from the forwards)"));
+  p.options.subtitle.push_back(detail::concat("measured makespan ", us(measured.stats.makespan), " vs planned ",
+                                              us(planned.stats.makespan), " (", drift >= 0 ? "+" : "",
+                                              static_cast<int>(std::lround(drift * 1000)) / 10.0, "%)"));
+  p.timelines.push_back(std::move(planned));
+  return p;
+}
+
+void run(const DrawCommand& c) {
+  const std::string format = output_format(c.output);
+  DUALPIPE_REQUIRE(c.compare.empty() || c.trace.empty(), "--compare and --trace cannot be combined");
+  DUALPIPE_REQUIRE(!c.with_plan || !c.trace.empty(), "--with-plan draws the plan under a measured run: give --trace FILE");
+  DUALPIPE_REQUIRE(c.step < 0 || !c.trace.empty(), "--step picks a step of a measured run: give --trace FILE");
+  DUALPIPE_REQUIRE(c.width == 0 || c.width >= 300, "--width must be at least 300 pixels, got ", c.width);
+  Picture p = !c.trace.empty() ? draw_trace(c) : !c.compare.empty() ? draw_comparison(c) : draw_plan(c);
+  p.options.width = c.width;
+  const std::string text = format == "svg" ? render_svg(p.timelines, p.options) : render_html(p.timelines, p.options);
+  write_file_atomically(c.output, text);
+  std::size_t cells = 0;
+  for (const Timeline& t : p.timelines) cells += t.num_cells();
+  std::cout << "wrote " << c.output << " (" << p.timelines.size() << " timeline" << (p.timelines.size() > 1 ? "s" : "")
+            << ", " << cells << " actions)\n";
+}
+
+}  // namespace
+
+void add_draw_command(CLI::App& app) {
+  auto command = std::make_shared<DrawCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "draw", "Draw a timeline picture (SVG, or HTML with a tooltip per action) of a schedule, a comparison "
+              "or a measured run");
+  sub->footer(
+      "Examples:\n"
+      "  dualpipe draw --kind dualpipe --ranks 8 --microbatches 20 -o dualpipe.svg\n"
+      "  dualpipe draw --compare all --ranks 8 --microbatches 16 -o compare.html\n"
+      "  dualpipe draw --trace run.json --with-plan -o run.svg");
+  add_plan_options(*sub, command->plan, true, true);
+  sub->add_option("-o,--output", command->output, "Picture file: *.svg, or *.html for a page with tooltips")
+      ->required();
+  sub->add_option("--compare", command->compare,
+                  "Stack several schedules on one time axis: K1,K2,... or 'all' (kinds that cannot serve R and M "
+                  "are skipped with a note)");
+  sub->add_option("--trace", command->trace, "Draw a measured run from its trace JSON (docs/trace-format.md)");
+  sub->add_flag("--with-plan", command->with_plan,
+                "With --trace: draw the plan under the measured run, on the same time scale");
+  sub->add_option("--step", command->step, "With --trace: the training step to draw (default: the last one)")
+      ->check(CLI::Range(0, 1000000000));
+  sub->add_option("--width", command->width,
+                  "Picture width in pixels (default: wide enough for every micro-batch number)");
+  sub->callback([command] { run(*command); });
+}
+
+}  // namespace dualpipe::cli
