@@ -29,16 +29,6 @@ std::string error_message(Fn&& fn) {
   return "";
 }
 
-// True when a generator is still a placeholder (being written by someone else).
-inline bool not_yet_implemented(std::string_view kind) {
-  try {
-    make_schedule(kind, ScheduleOptions{4, 8});
-  } catch (const InvalidArgument& e) {
-    return std::string(e.what()).find("not yet implemented") != std::string::npos;
-  }
-  return false;
-}
-
 // One rank's actions written in the canonical text form, separated by single spaces.
 inline std::string join(const std::vector<Action>& actions) {
   std::string out;

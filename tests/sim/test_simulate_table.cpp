@@ -227,7 +227,6 @@ TEST(SimulateTable, SpecConditionIsNotSufficient) {
 // F and B the per-stage costs, i.e. 1/v of 1F1B's bubble for the same model on the same ranks.
 // Exact for every cost setting tried (W and FB do not enter: no split backward, no pairs).
 TEST(SimulateTable, Interleaved1F1B) {
-  if (test::not_yet_implemented("interleaved-1f1b")) GTEST_SKIP() << "interleaved-1f1b is not yet implemented";
   for (const CostModel& c : {costs(1, 2, 1), costs(2, 3, 1), costs(1, 3, 2)}) {
     for (int v : {2, 3}) {
       for (int R : {2, 4, 6, 8, 16}) {

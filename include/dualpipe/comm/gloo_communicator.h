@@ -1,0 +1,48 @@
+// Communicator over c10d's ProcessGroupGloo (TCP), for ranks that are processes on one or many machines.
+// Rendezvous goes through a c10d::TCPStore hosted by rank 0, configured like torchrun.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dualpipe/comm/communicator.h"
+
+namespace dualpipe::comm {
+
+struct GlooOptions {
+  std::string master_addr = "127.0.0.1";  // host of rank 0's TCPStore
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  // Rendezvous, receive and send waits. A dead peer ends the step with an error after this long.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Network interface for Gloo's transport; empty: $GLOO_SOCKET_IFNAME, else the host name's address.
+  std::string interface;
+};
+
+class GlooCommunicator : public Communicator {
+ public:
+  explicit GlooCommunicator(const GlooOptions& options);
+  ~GlooCommunicator() override;
+
+  // Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE as torchrun sets them; throws InvalidArgument naming
+  // the variable when one is missing or invalid.
+  static GlooOptions options_from_environment();
+  static std::shared_ptr<GlooCommunicator> from_environment(
+      std::chrono::milliseconds timeout = std::chrono::seconds(300));
+
+  int rank() const override;
+  int size() const override;
+  std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, int tag) override;
+  std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
+  void barrier() override;
+  std::chrono::milliseconds timeout() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dualpipe::comm

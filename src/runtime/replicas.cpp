@@ -1,0 +1,51 @@
+#include "dualpipe/runtime/replicas.h"
+
+#include <torch/torch.h>
+
+namespace dualpipe::runtime {
+
+void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
+                              const std::map<int, std::shared_ptr<Stage>>& stages, comm::Communicator& communicator,
+                              const std::vector<int>& rank_mapping, std::chrono::milliseconds timeout) {
+  if (placement.num_replicas() < 2) return;
+  if (timeout.count() <= 0) timeout = communicator.timeout();
+  auto comm_rank = [&](int r) { return rank_mapping.empty() ? r : rank_mapping.at(static_cast<size_t>(r)); };
+
+  struct Exchange {
+    torch::Tensor grad, mine, theirs;
+    std::shared_ptr<comm::Work> send, recv;
+  };
+  std::vector<Exchange> exchanges;
+  for (const auto& [stage, module] : stages) {
+    int r0 = placement.rank_of(0, stage), r1 = placement.rank_of(1, stage);
+    DUALPIPE_REQUIRE(pipeline_rank == r0 || pipeline_rank == r1, "rank ", pipeline_rank, " holds stage ", stage,
+                     " but the placement puts its replicas on ranks ", r0, " and ", r1);
+    int other = pipeline_rank == r0 ? r1 : r0;
+    if (other == pipeline_rank) continue;
+    auto params = module->parameters();
+    DUALPIPE_REQUIRE(params.size() < 4096, "stage ", stage, " has ", params.size(),
+                     " parameter tensors; replica reduction supports up to 4095");
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& p = params[i];
+      if (!p.requires_grad()) continue;
+      if (!p.mutable_grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      Exchange e;
+      e.grad = p.mutable_grad();
+      e.mine = e.grad.detach().contiguous();
+      e.theirs = torch::empty_like(e.mine);
+      int tag = kReplicaTagBase + stage * 4096 + static_cast<int>(i);
+      e.send = communicator.isend(e.mine, comm_rank(other), tag);
+      e.recv = communicator.irecv(e.theirs, comm_rank(other), tag);
+      exchanges.push_back(std::move(e));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& e : exchanges) {
+    e.recv->wait(timeout);
+    e.send->wait(timeout);
+    // IEEE addition is commutative, so both replicas compute the same bits.
+    e.grad.copy_(e.mine + e.theirs);
+  }
+}
+
+}  // namespace dualpipe::runtime

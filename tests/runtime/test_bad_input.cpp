@@ -1,0 +1,175 @@
+// Issue 3, item 7: bad input raises a clear dualpipe::Error before any message is posted.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+
+#include "dualpipe/comm/gloo_communicator.h"
+#include "dualpipe/comm/in_process_communicator.h"
+#include "dualpipe/generators.h"
+#include "dualpipe/runtime/executor.h"
+#include "dualpipe/runtime/mlp_stage.h"
+
+namespace dualpipe::runtime {
+namespace {
+
+// Counts the transfers its ranks start, to prove errors come before communication.
+class CountingCommunicator : public comm::InProcessCommunicator {
+ public:
+  using InProcessCommunicator::InProcessCommunicator;
+  std::shared_ptr<comm::Work> isend(const at::Tensor& t, int dst, int tag) override {
+    ++transfers;
+    return InProcessCommunicator::isend(t, dst, tag);
+  }
+  std::shared_ptr<comm::Work> irecv(at::Tensor& t, int src, int tag) override {
+    ++transfers;
+    return InProcessCommunicator::irecv(t, src, tag);
+  }
+  int transfers = 0;
+};
+
+constexpr int64_t kHidden = 8, kRows = 2;
+
+struct OneRank {
+  explicit OneRank(int rank, const std::string& kind = "1f1b", int num_ranks = 2, int hub_ranks = 2)
+      : hub(std::make_shared<comm::InProcessHub>(hub_ranks, std::chrono::seconds(5))),
+        comm(std::make_shared<CountingCommunicator>(hub, rank)),
+        schedule(make_schedule(kind, {num_ranks, 2 * num_ranks})) {
+    for (int m = 0; m < schedule.num_microbatches; ++m)
+      for (int s = 0; s < schedule.num_stages; ++s)
+        if (schedule.placement.rank(s, m) == rank && !stages.count(s)) stages[s] = make_stage(MlpStage(kHidden));
+    options.boundaries = ExecutorOptions::uniform({{kRows, kHidden}, torch::kFloat}, schedule.num_stages);
+  }
+  Executor executor() { return Executor(schedule, stages, comm, options); }
+  StepArgs good_args(const Executor& e) const {
+    StepArgs args;
+    auto k = static_cast<int64_t>(e.entering_microbatches().size());
+    auto l = static_cast<int64_t>(e.loss_microbatches().size());
+    if (k) args.inputs = torch::randn({k * kRows, kHidden});
+    if (l) args.labels = torch::randn({l * kRows, kHidden});
+    args.criterion = [](const torch::Tensor& o, const torch::Tensor& y) { return torch::mse_loss(o, y); };
+    args.num_microbatches = schedule.num_microbatches;
+    return args;
+  }
+
+  std::shared_ptr<comm::InProcessHub> hub;
+  std::shared_ptr<CountingCommunicator> comm;
+  Schedule schedule;
+  std::map<int, std::shared_ptr<Stage>> stages;
+  ExecutorOptions options;
+};
+
+// Expects step() to throw an Error whose message contains `needle`, with no transfer started.
+void expect_rejected(OneRank& rank, Executor& executor, const StepArgs& args, const std::string& needle) {
+  try {
+    executor.step(args);
+    FAIL() << "step() accepted bad input (expected an error mentioning '" << needle << "')";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rank.comm->transfers, 0) << "communication started before the error";
+}
+
+TEST(BadInput, WrongInputShape) {
+  OneRank rank(0);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.inputs = torch::randn({4 * kRows, kHidden + 1});
+  expect_rejected(rank, executor, args, "declared with");
+}
+
+TEST(BadInput, WrongInputDtype) {
+  OneRank rank(0);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.inputs = args.inputs.to(torch::kDouble);
+  expect_rejected(rank, executor, args, "Double");
+}
+
+TEST(BadInput, BatchDoesNotSplitIntoMicrobatches) {
+  OneRank rank(0);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.inputs = torch::randn({4 * kRows + 1, kHidden});
+  expect_rejected(rank, executor, args, "do not split into 4");
+}
+
+TEST(BadInput, MicrobatchCountDiffersFromSchedule) {
+  OneRank rank(0);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.num_microbatches = 8;
+  expect_rejected(rank, executor, args, "M=4");
+}
+
+TEST(BadInput, MissingCriterionOnLossRank) {
+  OneRank rank(1);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.criterion = nullptr;
+  expect_rejected(rank, executor, args, "no criterion");
+}
+
+TEST(BadInput, MissingLabelsOnLossRank) {
+  OneRank rank(1);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.labels = torch::Tensor();
+  expect_rejected(rank, executor, args, "no labels");
+}
+
+TEST(BadInput, MissingInputsOnEntryRank) {
+  OneRank rank(0, "dualpipe");
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.inputs = torch::Tensor();
+  expect_rejected(rank, executor, args, "no inputs");
+}
+
+TEST(BadInput, ScheduleRankCountDiffersFromGroup) {
+  OneRank rank(0, "1f1b", 2, 4);
+  try {
+    rank.executor();
+    FAIL() << "a 2-rank schedule was accepted on a 4-rank communicator";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the schedule has 2 ranks but the communicator has 4"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(rank.comm->transfers, 0);
+}
+
+TEST(BadInput, ModulesDoNotMatchPlacement) {
+  OneRank rank(0);
+  rank.stages.erase(0);
+  EXPECT_THROW(rank.executor(), InvalidArgument);
+  rank.stages[0] = make_stage(MlpStage(kHidden));
+  rank.stages[1] = make_stage(MlpStage(kHidden));  // stage 1 runs on rank 1 under 1F1B
+  EXPECT_THROW(rank.executor(), InvalidArgument);
+}
+
+TEST(BadInput, RankMappingMustBeDistinctRanks) {
+  OneRank rank(0, "1f1b", 2, 4);
+  rank.options.rank_mapping = {0, 0};
+  EXPECT_THROW(rank.executor(), InvalidArgument);
+  rank.options.rank_mapping = {1, 2};  // communicator rank 0 is not in the pipeline
+  EXPECT_THROW(rank.executor(), InvalidArgument);
+}
+
+TEST(BadInput, GlooEnvironmentMissing) {
+  ::unsetenv("MASTER_ADDR");
+  EXPECT_THROW(comm::GlooCommunicator::options_from_environment(), InvalidArgument);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("RANK", "2", 1);
+  try {
+    comm::GlooCommunicator::options_from_environment();
+    FAIL() << "RANK=2 accepted for WORLD_SIZE=2";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK='2'"), std::string::npos) << e.what();
+  }
+  for (const char* v : {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}) ::unsetenv(v);
+}
+
+}  // namespace
+}  // namespace dualpipe::runtime
