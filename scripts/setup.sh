@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Installs what dualpipe needs from Debian 12's packages. Idempotent: quiet when everything is there.
-#   scripts/setup.sh            build, test and benchmark dependencies (LibTorch CPU and Gloo included)
-#   scripts/setup.sh --browser  also Debian's chromium, for the SVG-in-a-browser check
+#   scripts/setup.sh    build, test and benchmark dependencies (LibTorch CPU and Gloo, Chromium for the picture test)
 set -euo pipefail
 
 packages=(
@@ -9,8 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev
+  chromium              # renders the SVG pictures in the browser test
 )
-[[ "${1:-}" == "--browser" ]] && packages+=(chromium)
 
 missing=()
 for p in "${packages[@]}"; do
