@@ -53,8 +53,11 @@ SCHEDULES = [
      "handcrafted order (ScheduleZBVZeroBubble); needs M >= 2R-1.",
      "bubble rate 0 when F = I = W", None, "", "2R (the whole model's activations, as 1F1B)", lambda S: S),
     ("chimera", "Chimera", "Two 1F1B pipelines in opposite directions (Li and Hoefler 2021), DualPipe's placement, "
-     "merged on each rank; basic units of R micro-batches concatenated.",
-     "", None, "", "between S/2+1 and S", None),
+     "merged on each rank by the paper's slots; the next basic unit's forwards fill the previous unit's drain. "
+     "Needs R even and M a multiple of R.",
+     "(S/2-1)(F+B) when F = B (the paper's D-2 slots)", None,
+     "when F = B; in general the simulated bubble is (S-2)max(F,B), the best any order reaches for R=4, M=4 "
+     "(exhaustive search)", "between S/2+1 and S", None),
     ("dualpipe", "DualPipe", "DeepSeek-V3's bidirectional schedule, spec section 4 to the action: micro-batches "
      "0..M/2-1 enter at rank 0, M/2..M-1 at rank R-1; overlapped F&B pairs in the steady state; W fills the "
      "bubbles. Needs R even, M even, M >= 2R.",
