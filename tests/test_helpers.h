@@ -50,4 +50,18 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+inline ScheduleOptions options(int R, int M, int stages_per_rank = 0) {
+  ScheduleOptions o;
+  o.num_ranks = R;
+  o.num_microbatches = M;
+  o.stages_per_rank = stages_per_rank;
+  return o;
+}
+
+// The generator rejects the options with InvalidArgument whose message names the rule.
+inline void expect_invalid(GeneratorFn make, const ScheduleOptions& o, const std::string& rule) {
+  const std::string message = error_message([&] { make(o); });
+  EXPECT_TRUE(contains(message, rule)) << "expected '" << rule << "' in: " << message;
+}
+
 }  // namespace dualpipe::test

@@ -13,26 +13,14 @@
 #include "dualpipe/simulate.h"
 #include "dualpipe/text_format.h"
 #include "dualpipe/validate.h"
+#include "test_helpers.h"
 
 namespace dualpipe {
 namespace {
 
-ScheduleOptions options(int R, int M, int v = 0) {
-  ScheduleOptions o;
-  o.num_ranks = R;
-  o.num_microbatches = M;
-  o.stages_per_rank = v;
-  return o;
-}
+using test::options;
 
-void expect_invalid(const ScheduleOptions& o, const std::string& rule) {
-  try {
-    make_chimera(o);
-    ADD_FAILURE() << "expected InvalidArgument mentioning '" << rule << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
-  }
-}
+void expect_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_chimera, o, rule); }
 
 double bubble(int R, int M, const char* costs) {
   return simulate(make_chimera(options(R, M)), CostModel::parse(costs)).metrics.bubble;

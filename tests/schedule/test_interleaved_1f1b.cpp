@@ -10,26 +10,14 @@
 #include "dualpipe/simulate.h"
 #include "dualpipe/text_format.h"
 #include "dualpipe/validate.h"
+#include "test_helpers.h"
 
 namespace dualpipe {
 namespace {
 
-ScheduleOptions options(int R, int M, int v) {
-  ScheduleOptions o;
-  o.num_ranks = R;
-  o.num_microbatches = M;
-  o.stages_per_rank = v;
-  return o;
-}
+using test::options;
 
-void expect_invalid(const ScheduleOptions& o, const std::string& rule) {
-  try {
-    make_interleaved_1f1b(o);
-    ADD_FAILURE() << "expected InvalidArgument mentioning '" << rule << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
-  }
-}
+void expect_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_interleaved_1f1b, o, rule); }
 
 // Worked by hand. R=2, v=2, M=4: 8 virtual micro-batches per rank in groups of R*v = 4.
 // Forward k -> (chunk, mb): 0:(0,0) 1:(0,1) 2:(1,0) 3:(1,1) 4:(0,2) 5:(0,3) 6:(1,2) 7:(1,3);

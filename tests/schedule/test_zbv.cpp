@@ -11,26 +11,14 @@
 #include "dualpipe/simulate.h"
 #include "dualpipe/text_format.h"
 #include "dualpipe/validate.h"
+#include "test_helpers.h"
 
 namespace dualpipe {
 namespace {
 
-ScheduleOptions options(int R, int M, int v = 0) {
-  ScheduleOptions o;
-  o.num_ranks = R;
-  o.num_microbatches = M;
-  o.stages_per_rank = v;
-  return o;
-}
+using test::options;
 
-void expect_invalid(const ScheduleOptions& o, const std::string& rule) {
-  try {
-    make_zbv(o);
-    ADD_FAILURE() << "expected InvalidArgument mentioning '" << rule << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
-  }
-}
+void expect_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_zbv, o, rule); }
 
 // Worked by hand from the PyTorch construction. R=2, M=4; rank 0 holds stages 0 and 3, rank 1 stages 1 and 2.
 // Rank 0: 3 F0; no F1,F0 pairs; 2 x (F1 I1 W1); steady F0 I0 W0 F1 I1 W1 (the second without F0, which has
