@@ -82,12 +82,4 @@ inline double expected_duration(const CostModel& c, const Action& a) {
   }
 }
 
-// Every generator that exists today (others may still be placeholders while they are written).
-inline std::vector<std::string> implemented_kinds() {
-  std::vector<std::string> kinds;
-  for (const GeneratorInfo& g : generators())
-    if (!not_yet_implemented(g.name)) kinds.emplace_back(g.name);
-  return kinds;
-}
-
 }  // namespace dualpipe::test

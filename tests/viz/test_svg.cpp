@@ -105,7 +105,6 @@ class SvgCells : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SvgCells, OneCellPerActionInOrderProportionalToCosts) {
   const Case& c = GetParam();
-  if (not_yet_implemented(c.kind)) GTEST_SKIP() << c.kind << " is not implemented yet";
   Schedule schedule;
   try {
     schedule = make_schedule(c.kind, ScheduleOptions{c.ranks, c.microbatches});
