@@ -3,8 +3,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <signal.h>
+
 #include <cstdlib>
 #include <limits>
+#include <optional>
+
+#include "peer_monitor.h"
 
 namespace dualpipe::comm {
 
@@ -12,24 +17,75 @@ struct GlooCommunicator::Impl {
   GlooOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::unique_ptr<internal::PeerMonitor> monitor;
 };
 
 namespace {
 
-// Wraps a c10d Work; turns Gloo's exceptions and timeouts into CommError naming the peer.
+using internal::PeerFailure;
+using internal::PeerMonitor;
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return dualpipe::detail::concat(d.count() / 1000, " s");
+  return dualpipe::detail::concat(static_cast<double>(d.count()) / 1000.0, " s");
+}
+
+// The error of a wait that did not complete. The monitor's lost peer comes first (it names the root cause even
+// when the wait was on a live neighbour); otherwise Gloo's failure is worded with the peer it was about.
+CommError wait_error(PeerMonitor& monitor, int self, const std::string& operation, int peer,
+                     std::chrono::milliseconds timeout, const std::string& gloo_error) {
+  std::optional<PeerFailure> failure = monitor.failure();
+  if (!failure && !gloo_error.empty()) {
+    if (gloo_error.find("imed out") != std::string::npos) {
+      failure = monitor.silent_peer();
+      std::string waited = dualpipe::detail::concat("timed out after ", seconds_text(timeout));
+      if (failure) {
+        failure->reason = waited + "; " + failure->reason;
+      } else {
+        failure = PeerFailure{peer, peer >= 0 ? dualpipe::detail::concat("rank ", peer, " did not answer: ", waited)
+                                              : waited};
+      }
+    } else {
+      // Gloo saw a connection break, maybe a neighbour's that is leaving because of another rank: give the
+      // monitor a moment to learn which.
+      failure = monitor.await_failure(std::chrono::milliseconds(500));
+      if (!failure)
+        failure = PeerFailure{peer, peer >= 0 ? dualpipe::detail::concat("peer rank ", peer,
+                                                                         " closed the connection or failed (",
+                                                                         gloo_error, ")")
+                                              : dualpipe::detail::concat("failed (", gloo_error, ")")};
+    }
+    monitor.report(*failure);  // other waits end too, and this rank's departure passes the blame on
+  }
+  if (!failure) failure = PeerFailure{peer, "aborted"};
+  return CommError(dualpipe::detail::concat("rank ", self, ": ", operation, ": ", failure->reason), failure->rank,
+                   failure->reason);
+}
+
+// Wraps a c10d send or receive; a wait ends when the transfer completes, Gloo fails it, the timeout passes, or
+// the peer monitor aborts it because some rank was lost.
 class GlooWork : public Work {
  public:
-  GlooWork(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, int self, int peer, int tag, const char* what)
-      : work_(std::move(work)), tensor_(std::move(tensor)), self_(self), peer_(peer), tag_(tag), what_(what) {}
+  GlooWork(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, PeerMonitor& monitor, int self, int peer, int tag,
+           const char* what)
+      : work_(std::move(work)), tensor_(std::move(tensor)), monitor_(monitor), self_(self), peer_(peer), tag_(tag),
+        what_(what) {}
 
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
-    try {
-      work_->wait(timeout);
-    } catch (const std::exception& e) {
-      throw CommError(detail::concat("rank ", self_, ": ", what_, " rank ", peer_, " (tag ", tag_,
-                                     ") failed or timed out after ", timeout.count(), " ms: ", e.what()));
+    bool completed = false;
+    std::string gloo_error;
+    {
+      PeerMonitor::Guard guard(monitor_, [work = work_] { work->abort(); });
+      try {
+        completed = work_->wait(timeout);
+      } catch (const std::exception& e) {
+        gloo_error = e.what();
+      }
     }
+    if (!completed)
+      throw wait_error(monitor_, self_, dualpipe::detail::concat(what_, " rank ", peer_, " (tag ", tag_, ")"), peer_,
+                       timeout, gloo_error.empty() && !monitor_.failure() ? "aborted" : gloo_error);
     done_ = true;
     tensor_ = at::Tensor();  // the buffer can go now
   }
@@ -38,6 +94,7 @@ class GlooWork : public Work {
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   at::Tensor tensor_;  // kept alive until the transfer completed
+  PeerMonitor& monitor_;
   int self_, peer_, tag_;
   const char* what_;
   bool done_ = false;
@@ -64,6 +121,12 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options) : impl_(new Impl)
                    " is not a TCP port");
   DUALPIPE_REQUIRE(!options.master_addr.empty(), "master address is empty");
   impl_->options = options;
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a write to a peer that just died would kill this process
+  // with SIGPIPE before it could report which rank was lost. Ignored, the write fails with EPIPE instead, which
+  // the waits turn into a CommError. (Only the default disposition is changed; a handler the program installed
+  // stays.)
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(options.master_port);
   store_options.isServer = options.rank == 0;
@@ -80,6 +143,8 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options) : impl_(new Impl)
                                          : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, options.rank, options.world_size,
                                                                group_options);
+    impl_->monitor = std::make_unique<internal::PeerMonitor>(*impl_->store, options.master_addr, options.rank,
+                                                           options.world_size, options.timeout);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -88,7 +153,14 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options) : impl_(new Impl)
   }
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  bool failed = impl_->monitor && impl_->monitor->failure();
+  impl_->monitor.reset();  // goodbye, or the rank this one leaves because of
+  // After a failure a collective may still run on the group's worker thread, blocked on the lost peer until
+  // Gloo's own timeout, and destroying the group would join that thread: the process would linger. It is
+  // ending anyway, so the group is left to the operating system.
+  if (failed) (void)impl_->group.release();
+}
 
 GlooOptions GlooCommunicator::options_from_environment() {
   GlooOptions options;
@@ -115,23 +187,52 @@ std::chrono::milliseconds GlooCommunicator::timeout() const { return impl_->opti
 std::shared_ptr<Work> GlooCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
   DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank(), "rank ", rank(), " cannot send to rank ", dst);
   std::vector<at::Tensor> tensors{tensor.contiguous()};
-  auto work = impl_->group->send(tensors, dst, tag);
-  return std::make_shared<GlooWork>(std::move(work), tensors[0], rank(), dst, tag, "send to");
+  c10::intrusive_ptr<c10d::Work> work;
+  try {  // Gloo throws at once when the peer's connection is already broken
+    work = impl_->group->send(tensors, dst, tag);
+  } catch (const std::exception& e) {
+    throw wait_error(*impl_->monitor, rank(), dualpipe::detail::concat("send to rank ", dst, " (tag ", tag, ")"), dst,
+                     impl_->options.timeout, e.what());
+  }
+  return std::make_shared<GlooWork>(std::move(work), tensors[0], *impl_->monitor, rank(), dst, tag, "send to");
 }
 
 std::shared_ptr<Work> GlooCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
   DUALPIPE_REQUIRE(src >= 0 && src < size() && src != rank(), "rank ", rank(), " cannot receive from rank ", src);
   DUALPIPE_REQUIRE(tensor.is_contiguous(), "receive buffers must be contiguous");
   std::vector<at::Tensor> tensors{tensor};
-  auto work = impl_->group->recv(tensors, src, tag);
-  return std::make_shared<GlooWork>(std::move(work), tensor, rank(), src, tag, "receive from");
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = impl_->group->recv(tensors, src, tag);
+  } catch (const std::exception& e) {
+    throw wait_error(*impl_->monitor, rank(),
+                     dualpipe::detail::concat("receive from rank ", src, " (tag ", tag, ")"), src,
+                     impl_->options.timeout, e.what());
+  }
+  return std::make_shared<GlooWork>(std::move(work), tensor, *impl_->monitor, rank(), src, tag, "receive from");
 }
 
+// c10d runs the barrier on the group's worker thread; waiting for it in slices lets a lost peer end the wait.
 void GlooCommunicator::barrier() {
+  using Clock = std::chrono::steady_clock;
+  const auto timeout = impl_->options.timeout;
+  const auto deadline = Clock::now() + timeout;
+  auto& monitor = *impl_->monitor;
+  c10::intrusive_ptr<c10d::Work> work;
   try {
-    impl_->group->barrier()->wait(impl_->options.timeout);
+    work = impl_->group->barrier();
   } catch (const std::exception& e) {
-    throw CommError(detail::concat("rank ", rank(), ": barrier failed or timed out: ", e.what()));
+    throw wait_error(monitor, rank(), "barrier", -1, timeout, e.what());
+  }
+  for (;;) {
+    if (monitor.failure()) throw wait_error(monitor, rank(), "barrier", -1, timeout, "");
+    try {
+      work->wait(std::chrono::milliseconds(100));
+      return;
+    } catch (const std::exception& e) {
+      if (work->isCompleted()) throw wait_error(monitor, rank(), "barrier", -1, timeout, e.what());
+      if (Clock::now() >= deadline) throw wait_error(monitor, rank(), "barrier", -1, timeout, "Timed out");
+    }
   }
 }
 

@@ -60,10 +60,12 @@ class RecvWork : public Work {
                                          [&] { return !box.empty() || !state_.abort_reason.empty(); });
     if (!state_.abort_reason.empty())
       throw CommError(detail::concat("rank ", dst_, ": receive from rank ", src_, " (tag ", tag_,
-                                     ") aborted: ", state_.abort_reason));
+                                     ") aborted: ", state_.abort_reason),
+                      -1, detail::concat("aborted: ", state_.abort_reason));
     if (!ready)
       throw CommError(detail::concat("rank ", dst_, ": receive from rank ", src_, " (tag ", tag_,
-                                     ") timed out after ", timeout.count(), " ms"));
+                                     ") timed out after ", timeout.count(), " ms"),
+                      src_, detail::concat("timed out after ", timeout.count(), " ms"));
     at::Tensor message = std::move(box.front());
     box.pop_front();
     lock.unlock();

@@ -52,7 +52,13 @@ class Mailbox {
     torch::Tensor buffer, meta;
     std::shared_ptr<comm::Work> work, meta_work;
     int dst;
+    Key key;
   };
+  // Waits for `work`, rewording a CommError with the message it is about: "rank 1: waiting for 2SEND_F3 from
+  // rank 2: peer rank 2 closed the connection ...".
+  void wait_for(comm::Work& work, const Key& key, bool receive, int peer);
+  [[noreturn]] void fail(const comm::CommError& e, const Key& key, bool receive, int peer) const;
+  void post_recv(Pending& p, Direction direction, int producer, int microbatch);
   std::vector<Sent> sends_;
 };
 

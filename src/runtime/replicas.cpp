@@ -14,6 +14,7 @@ void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
   struct Exchange {
     torch::Tensor grad, mine, theirs;
     std::shared_ptr<comm::Work> send, recv;
+    int stage = 0, other = 0;
   };
   std::vector<Exchange> exchanges;
   for (const auto& [stage, module] : stages) {
@@ -34,15 +35,23 @@ void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
       e.mine = e.grad.detach().contiguous();
       e.theirs = torch::empty_like(e.mine);
       int tag = kReplicaTagBase + stage * 4096 + static_cast<int>(i);
-      e.send = communicator.isend(e.mine, comm_rank(other), tag);
-      e.recv = communicator.irecv(e.theirs, comm_rank(other), tag);
+      e.stage = stage;
+      e.other = comm_rank(other);
+      e.send = communicator.isend(e.mine, e.other, tag);
+      e.recv = communicator.irecv(e.theirs, e.other, tag);
       exchanges.push_back(std::move(e));
     }
   }
   torch::NoGradGuard no_grad;
   for (auto& e : exchanges) {
-    e.recv->wait(timeout);
-    e.send->wait(timeout);
+    try {
+      e.recv->wait(timeout);
+      e.send->wait(timeout);
+    } catch (const comm::CommError& error) {
+      throw comm::CommError(detail::concat("rank ", communicator.rank(), ": exchanging stage ", e.stage,
+                                           "'s gradients with rank ", e.other, ": ", error.reason()),
+                            error.rank(), error.reason());
+    }
     // IEEE addition is commutative, so both replicas compute the same bits.
     e.grad.copy_(e.mine + e.theirs);
   }

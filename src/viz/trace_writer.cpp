@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dualpipe/atomic_file.h"
 #include "dualpipe/error.h"
 #include "dualpipe/lower.h"
 #include "dualpipe/text_format.h"
@@ -44,21 +45,7 @@ std::string format_trace(const Trace& trace) {
 }
 
 void write_trace_file(const std::string& path, const Trace& trace) {
-  const std::string text = format_trace(trace);
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw InvalidArgument(detail::concat("cannot write trace file '", temporary, "'"));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw InvalidArgument(detail::concat("cannot rename '", temporary, "' to trace file '", path, "'"));
-  }
+  write_file_atomically(path, format_trace(trace));
 }
 
 Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulation, double us_per_unit, int step) {

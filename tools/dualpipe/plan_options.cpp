@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dualpipe/atomic_file.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/pytorch_csv.h"
@@ -53,21 +54,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    DUALPIPE_REQUIRE(out, "cannot open '", temporary, "' for writing");
-    out << contents;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw InvalidArgument(detail::concat("cannot write '", temporary, "'"));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw InvalidArgument(detail::concat("cannot rename '", temporary, "' to '", path, "'"));
-  }
+  dualpipe::write_file_atomically(path, contents);
 }
 
 Schedule build_schedule(const PlanOptions& o) {

@@ -16,14 +16,18 @@ struct GlooOptions {
   int master_port = 29500;
   int rank = 0;
   int world_size = 1;
-  // Rendezvous, receive and send waits. A dead peer ends the step with an error after this long.
-  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Rendezvous, receive, send and barrier waits. A peer whose process dies is noticed at once (its connections
+  // close); one that stops responding (stopped, frozen) after this long without a heartbeat; either way every
+  // rank's waits fail with a CommError naming it.
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Network interface for Gloo's transport; empty: $GLOO_SOCKET_IFNAME, else the host name's address.
   std::string interface;
 };
 
 class GlooCommunicator : public Communicator {
  public:
+  // Rendezvous with the other ranks. Sets SIGPIPE to ignored when it has the default disposition, so that a
+  // write to a dead peer fails with an error naming it instead of killing this process.
   explicit GlooCommunicator(const GlooOptions& options);
   ~GlooCommunicator() override;
 
@@ -31,7 +35,7 @@ class GlooCommunicator : public Communicator {
   // the variable when one is missing or invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
-      std::chrono::milliseconds timeout = std::chrono::seconds(300));
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   int rank() const override;
   int size() const override;

@@ -1,0 +1,18 @@
+// Writing a file so that it is either complete or absent: the contents go to a temporary file next to it, which
+// is flushed to disk and renamed over the path. A process that dies or throws half-way leaves the old file (or
+// none) and at worst a stray "<path>.tmp.<pid>.<n>", never a truncated file under the real name.
+// Used for pictures, traces and checkpoints.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace dualpipe {
+
+// Streams the contents through `write`. Throws InvalidArgument naming the path when it cannot be written;
+// an exception from `write` removes the temporary file and propagates.
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace dualpipe

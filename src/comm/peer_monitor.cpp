@@ -1,0 +1,351 @@
+#include "peer_monitor.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+
+#include "dualpipe/comm/communicator.h"
+
+namespace dualpipe::comm::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using dualpipe::detail::concat;
+
+// Messages on a monitor connection: one byte; 'X' is followed by the blamed rank (4 bytes), the length of the
+// reason (2 bytes), both in network order, and the reason.
+constexpr char kHeartbeat = 'H';
+constexpr char kGoodbye = 'B';
+constexpr char kLeavingBecause = 'X';
+
+std::string seconds_text(Clock::duration d) {
+  double s = std::chrono::duration<double>(d).count();
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", s);
+  return text;
+}
+
+[[noreturn]] void fail(int rank, const std::string& what) {
+  throw CommError(concat("rank ", rank, ": peer monitor: ", what, ": ", std::strerror(errno)));
+}
+
+std::string key_of(int rank) { return concat("dualpipe/peer_monitor/", rank); }
+
+// The local IPv4 address the kernel would use to reach `master_addr` (a UDP connect sends nothing).
+std::string local_address_towards(int rank, const std::string& master_addr) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(master_addr.c_str(), "9", &hints, &found) != 0 || found == nullptr)
+    throw CommError(concat("rank ", rank, ": peer monitor: cannot resolve master address '", master_addr,
+                           "' to an IPv4 address"));
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  int rc = fd < 0 ? -1 : ::connect(fd, found->ai_addr, found->ai_addrlen);
+  ::freeaddrinfo(found);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  if (rc != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    fail(rank, concat("no route to master address '", master_addr, "'"));
+  }
+  ::close(fd);
+  char text[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  return text;
+}
+
+// Reads exactly n bytes from a blocking socket before `deadline`; false on EOF, error or deadline.
+bool read_exact(int fd, void* data, size_t n, Clock::time_point deadline) {
+  auto* bytes = static_cast<char*>(data);
+  while (n > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    ssize_t got = ::recv(fd, bytes, n, 0);
+    if (got <= 0) return false;
+    bytes += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+PeerMonitor::PeerMonitor(c10d::Store& store, const std::string& master_addr, int rank, int world_size,
+                         std::chrono::milliseconds timeout)
+    : rank_(rank),
+      timeout_(timeout),
+      interval_(std::clamp(timeout / 6, std::chrono::milliseconds(50), std::chrono::milliseconds(1000))) {
+  if (world_size <= 1) return;
+  const auto deadline = Clock::now() + timeout;
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) fail(rank, "socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof address;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 || ::listen(listener, world_size) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ::close(listener);
+    fail(rank, "listen");
+  }
+  std::string published = concat(local_address_towards(rank, master_addr), ":", ntohs(address.sin_port));
+  store.set(key_of(rank), std::vector<uint8_t>(published.begin(), published.end()));
+
+  // Lower ranks accept, higher ranks connect: each pair has one connection, opened by the higher rank.
+  auto add_peer = [&](int peer, int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    peers_.push_back(Peer{peer, fd, Clock::now(), {}, false});
+  };
+  try {
+    for (int peer = 0; peer < rank; ++peer) {
+      std::vector<uint8_t> value = store.get(key_of(peer));
+      std::string text(value.begin(), value.end());
+      size_t colon = text.rfind(':');
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
+      ::inet_pton(AF_INET, text.substr(0, colon).c_str(), &to.sin_addr);
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      uint32_t hello = htonl(static_cast<uint32_t>(rank));
+      if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 ||
+          ::send(fd, &hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello) {
+        if (fd >= 0) ::close(fd);
+        fail(rank, concat("cannot connect to rank ", peer, " at ", text));
+      }
+      add_peer(peer, fd);
+    }
+    for (int accepted = 0; accepted < world_size - 1 - rank; ++accepted) {
+      pollfd p{listener, POLLIN, 0};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      int fd = left > 0 && ::poll(&p, 1, static_cast<int>(left)) > 0 ? ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)
+                                                                    : -1;
+      uint32_t hello = 0;
+      if (fd < 0 || !read_exact(fd, &hello, sizeof hello, deadline)) {
+        if (fd >= 0) ::close(fd);
+        throw CommError(concat("rank ", rank, ": peer monitor: ", world_size - 1 - rank - accepted,
+                               " higher ranks did not connect within ", timeout.count(), " ms"));
+      }
+      add_peer(static_cast<int>(ntohl(hello)), fd);
+    }
+  } catch (...) {
+    ::close(listener);
+    for (auto& p : peers_) ::close(p.fd);
+    throw;
+  }
+  ::close(listener);
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) fail(rank, "pipe");
+  thread_ = std::thread([this] { run(); });
+}
+
+PeerMonitor::~PeerMonitor() {
+  if (thread_.joinable()) {
+    stop_ = true;
+    char byte = 0;
+    (void)!::write(wake_[1], &byte, 1);
+    thread_.join();
+  }
+  leave();
+  for (int fd : wake_)
+    if (fd >= 0) ::close(fd);
+}
+
+std::optional<PeerFailure> PeerMonitor::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+std::optional<PeerFailure> PeerMonitor::await_failure(std::chrono::milliseconds limit) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  failed_.wait_for(lock, limit, [&] { return failure_.has_value(); });
+  return failure_;
+}
+
+std::optional<PeerFailure> PeerMonitor::silent_peer() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Peer* quietest = nullptr;
+  for (const Peer& p : peers_)
+    if (!p.gone && (quietest == nullptr || p.last_heard < quietest->last_heard)) quietest = &p;
+  if (quietest == nullptr || Clock::now() - quietest->last_heard < 2 * interval_ + std::chrono::milliseconds(200))
+    return std::nullopt;
+  return PeerFailure{quietest->rank, concat("rank ", quietest->rank, " stopped responding (no heartbeat for ",
+                                            seconds_text(Clock::now() - quietest->last_heard), " s)")};
+}
+
+void PeerMonitor::report(const PeerFailure& failure) { lost(failure); }
+
+void PeerMonitor::lost(const PeerFailure& failure) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_) return;
+  failure_ = failure;
+  failed_.notify_all();
+  // Under the lock, so a Guard cannot go away while its abort runs. An abort only flags a Gloo buffer.
+  for (auto& abort : aborts_) abort();
+}
+
+PeerMonitor::Guard::Guard(PeerMonitor& monitor, std::function<void()> abort) : monitor_(monitor) {
+  std::lock_guard<std::mutex> lock(monitor_.mutex_);
+  entry_ = monitor_.aborts_.insert(monitor_.aborts_.end(), std::move(abort));
+  if (monitor_.failure_) (*entry_)();  // the wait about to start returns at once
+}
+
+PeerMonitor::Guard::~Guard() {
+  std::lock_guard<std::mutex> lock(monitor_.mutex_);
+  monitor_.aborts_.erase(entry_);
+}
+
+void PeerMonitor::run() {
+  std::vector<pollfd> fds;
+  std::vector<Peer*> polled;
+  auto next_beat = Clock::now();
+  while (!stop_) {
+    fds.assign(1, pollfd{wake_[0], POLLIN, 0});
+    polled.clear();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Peer& p : peers_)
+        if (!p.gone) {
+          fds.push_back(pollfd{p.fd, POLLIN, 0});
+          polled.push_back(&p);
+        }
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - Clock::now()).count();
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(wait, 0)));
+    if (stop_) break;
+    const auto now = Clock::now();
+    for (size_t i = 1; i < fds.size(); ++i)
+      if (fds[i].revents != 0) read_from(*polled[i - 1], now);
+    if (now >= next_beat) {
+      for (Peer* p : polled)
+        if (!p->gone) (void)::send(p->fd, &kHeartbeat, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      next_beat = now + interval_;
+    }
+    for (Peer* p : polled) {
+      if (p->gone || now - p->last_heard <= timeout_) continue;
+      lost({p->rank, concat("rank ", p->rank, " stopped responding (no heartbeat for ",
+                            seconds_text(now - p->last_heard), " s)")});
+      std::lock_guard<std::mutex> lock(mutex_);
+      p->gone = true;
+    }
+  }
+}
+
+void PeerMonitor::read_from(Peer& peer, Clock::time_point now) {
+  bool closed = false;
+  char buffer[256];
+  for (;;) {
+    ssize_t got = ::recv(peer.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (got > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      peer.last_heard = now;
+      peer.inbox.append(buffer, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    closed = !(got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    break;
+  }
+  size_t used = 0;
+  std::optional<PeerFailure> failure;
+  bool left = false;
+  while (used < peer.inbox.size() && !left) {
+    char kind = peer.inbox[used];
+    if (kind == kGoodbye) {
+      left = true;
+    } else if (kind == kLeavingBecause) {
+      if (peer.inbox.size() - used < 7) break;
+      uint32_t blamed = 0;
+      uint16_t length = 0;
+      std::memcpy(&blamed, peer.inbox.data() + used + 1, sizeof blamed);
+      std::memcpy(&length, peer.inbox.data() + used + 5, sizeof length);
+      blamed = ntohl(blamed);
+      length = ntohs(length);
+      if (peer.inbox.size() - used < 7u + length) break;
+      std::string reason = peer.inbox.substr(used + 7, length);
+      failure = PeerFailure{static_cast<int>(blamed), concat(reason, " (reported by rank ", peer.rank,
+                                                             ", which is leaving because of it)")};
+      left = true;
+      used += 6 + length;
+    }
+    ++used;
+  }
+  peer.inbox.erase(0, used);
+  if (!left && closed)
+    failure = PeerFailure{peer.rank, concat("peer rank ", peer.rank,
+                                            " closed the connection (its process exited or was killed)")};
+  if (failure) lost(*failure);
+  if (left || closed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peer.gone = true;
+    ::close(peer.fd);  // lets a leaving peer's goodbye handshake end
+    peer.fd = -1;
+  }
+}
+
+// Says goodbye (or which rank this one leaves because of) and waits briefly for each peer to acknowledge by
+// closing its end, so the message is read before the connection goes (closing with unread bytes would reset it).
+// A rank unwinding an exception of its own says nothing: the peers see the connection close and name this rank.
+void PeerMonitor::leave() {
+  std::vector<int> open;
+  for (Peer& p : peers_) {
+    // A lost peer (the one blamed included, when a Gloo wait found it) will not acknowledge anything.
+    const bool lost = p.gone || (failure_ && failure_->rank == p.rank);
+    if (p.fd >= 0 && lost) ::close(p.fd);
+    if (p.fd >= 0 && !lost) open.push_back(p.fd);
+  }
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  if (!failure_ && unwinding) {
+    for (int fd : open) ::close(fd);
+    return;
+  }
+  std::string message(1, kGoodbye);
+  if (failure_) {
+    // The blamed rank and why, without what earlier messengers added (it stays short and says the cause).
+    std::string reason = failure_->reason.substr(0, failure_->reason.find(" (reported by rank "));
+    reason.resize(std::min<size_t>(reason.size(), 1000));
+    uint32_t blamed = htonl(static_cast<uint32_t>(failure_->rank));
+    uint16_t length = htons(static_cast<uint16_t>(reason.size()));
+    message.assign(1, kLeavingBecause);
+    message.append(reinterpret_cast<const char*>(&blamed), sizeof blamed);
+    message.append(reinterpret_cast<const char*>(&length), sizeof length);
+    message += reason;
+  }
+  for (int fd : open) {
+    (void)::send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::shutdown(fd, SHUT_WR);
+  }
+  const auto deadline = Clock::now() + std::min<Clock::duration>(timeout_, std::chrono::seconds(2));
+  std::vector<int> waiting = open;
+  char buffer[256];
+  while (!waiting.empty()) {
+    std::vector<pollfd> fds;
+    for (int fd : waiting) fds.push_back(pollfd{fd, POLLIN, 0});
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left)) <= 0) break;
+    std::vector<int> still;
+    for (const pollfd& p : fds) {
+      ssize_t got = p.revents != 0 ? ::recv(p.fd, buffer, sizeof buffer, MSG_DONTWAIT) : -1;
+      bool done = p.revents != 0 && (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR));
+      if (!done) still.push_back(p.fd);
+    }
+    waiting = std::move(still);
+  }
+  for (int fd : open) ::close(fd);
+}
+
+}  // namespace dualpipe::comm::internal

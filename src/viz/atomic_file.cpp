@@ -1,0 +1,43 @@
+#include "dualpipe/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+
+#include "dualpipe/error.h"
+
+namespace dualpipe {
+
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  // Unique per process and call, so ranks (processes or threads) writing next to each other never share one.
+  static std::atomic<unsigned> counter{0};
+  const std::string temporary = detail::concat(path, ".tmp.", ::getpid(), ".", counter++);
+  try {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    DUALPIPE_REQUIRE(out, "cannot open '", temporary, "' for writing (for '", path, "')");
+    write(out);
+    out.flush();
+    DUALPIPE_REQUIRE(out, "cannot write '", temporary, "' (for '", path, "')");
+    out.close();
+    // On disk before the rename, so a crash of the machine cannot leave the new name on empty contents.
+    int fd = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+    DUALPIPE_REQUIRE(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot rename '", temporary, "' to '",
+                     path, "'");
+  } catch (...) {
+    std::remove(temporary.c_str());
+    throw;
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+  write_file_atomically(path, [&](std::ostream& out) { out << contents; });
+}
+
+}  // namespace dualpipe

@@ -1,0 +1,297 @@
+// Issue 4, item 4: a rank that dies or stops responding in the middle of a step makes every other rank fail
+// within the timeout, with an error naming it; no process is left; checkpoints written through the atomic
+// writer are complete or absent, never partial. Four runtime_failure_worker processes over Gloo/TCP.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool exited = false;         // reaped
+  int code = -1;               // exit status, or 128 + signal
+  bool stopped = false;        // seen stopped (SIGSTOP)
+  Clock::time_point event;     // when the exit (or the stop) was seen
+  std::string stderr_path;
+};
+
+// Four worker processes with their stderr in files; whatever is still running at the end is killed and reaped.
+class Workers {
+ public:
+  Workers(int ranks, const std::vector<std::string>& args, const std::string& dir) {
+    const int port = free_port();
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<std::string> env;
+      for (char** e = environ; *e; ++e) {
+        std::string s = *e;
+        bool ours = false;
+        for (const char* key : {"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "OMP_NUM_THREADS="})
+          ours = ours || s.rfind(key, 0) == 0;
+        if (!ours) env.push_back(s);
+      }
+      for (std::string s : {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks),
+                            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
+                            std::string("OMP_NUM_THREADS=1")})
+        env.push_back(s);
+      std::vector<std::string> argv_strings{DUALPIPE_FAILURE_WORKER};
+      argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+      std::vector<char*> argv, envp;
+      for (auto& s : argv_strings) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      for (auto& s : env) envp.push_back(s.data());
+      envp.push_back(nullptr);
+      Rank rank;
+      rank.stderr_path = dir + "/rank" + std::to_string(r) + ".err";
+      posix_spawn_file_actions_t files;
+      posix_spawn_file_actions_init(&files);
+      posix_spawn_file_actions_addopen(&files, 2, rank.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int rc = ::posix_spawn(&rank.pid, DUALPIPE_FAILURE_WORKER, &files, nullptr, argv.data(), envp.data());
+      posix_spawn_file_actions_destroy(&files);
+      if (rc != 0) throw std::runtime_error("posix_spawn failed");
+      ranks_.push_back(rank);
+    }
+  }
+  ~Workers() { kill_all(); }
+
+  // Polls every 10 ms until `done()` or the limit; records exits and stops.
+  template <typename Done>
+  bool watch(std::chrono::seconds limit, Done done) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      for (Rank& r : ranks_) {
+        if (r.exited) continue;
+        int status = 0;
+        pid_t got = ::waitpid(r.pid, &status, WNOHANG | WUNTRACED);
+        if (got != r.pid) continue;
+        if (WIFSTOPPED(status)) {
+          if (!r.stopped) r.event = Clock::now();
+          r.stopped = true;
+        } else {
+          r.exited = true;
+          r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          r.event = Clock::now();
+        }
+      }
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  bool all_exited_except(int skip) const {
+    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r)
+      if (r != skip && !ranks_[r].exited) return false;
+    return true;
+  }
+  void kill_all() {
+    for (Rank& r : ranks_)
+      if (!r.exited && r.pid > 0) {  // never kill(-1, ...): that would signal every process of the user
+        ::kill(r.pid, SIGKILL);
+        int status = 0;
+        ::waitpid(r.pid, &status, 0);
+        r.exited = true;
+        r.code = 128 + SIGKILL;
+      }
+  }
+  const Rank& operator[](int r) const { return ranks_[r]; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+
+ private:
+  std::vector<Rank> ranks_;
+};
+
+std::string make_temp_dir() {
+  std::string pattern = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : "/tmp") + "/dpfail.XXXXXX";
+  const char* dir = ::mkdtemp(pattern.data());
+  if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+  return dir;
+}
+
+void expect_no_process_left(const Workers& w) {
+  for (int r = 0; r < w.size(); ++r) {
+    errno = 0;
+    EXPECT_EQ(::kill(w[r].pid, 0), -1) << "rank " << r << " (pid " << w[r].pid << ") is still there";
+    EXPECT_EQ(errno, ESRCH) << "rank " << r;
+  }
+}
+
+// A checkpoint is either absent or complete ("end N" after N values); returns its step, -1 when absent.
+int checkpoint_step(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return -1;
+  std::string header, line;
+  std::getline(in, header);
+  std::smatch match;
+  EXPECT_TRUE(std::regex_match(header, match, std::regex("dualpipe-test-checkpoint rank \\d+ step (\\d+)")))
+      << path << " starts with '" << header << "'";
+  int step = match.empty() ? -2 : std::stoi(match[1]);
+  long values = 0;
+  bool ended = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("end ", 0) == 0) {
+      EXPECT_EQ(std::stol(line.substr(4)), values) << path;
+      ended = true;
+      break;
+    }
+    ++values;
+  }
+  EXPECT_TRUE(ended) << path << " is partial: " << values << " values and no end line";
+  return step;
+}
+
+// Checks the surviving ranks: non-zero exit within `limit` of the fault, stderr naming the faulty rank.
+void expect_others_failed(const Workers& w, int faulty, Clock::time_point fault, std::chrono::milliseconds limit,
+                          const std::regex& blame) {
+  for (int r = 0; r < w.size(); ++r) {
+    if (r == faulty) continue;
+    const std::string err = read_text(w[r].stderr_path);
+    EXPECT_TRUE(w[r].exited) << "rank " << r << " did not exit";
+    EXPECT_EQ(w[r].code, 1) << "rank " << r << " stderr: " << err;
+    auto after = std::chrono::duration_cast<std::chrono::milliseconds>(w[r].event - fault);
+    EXPECT_LE(after.count(), limit.count()) << "rank " << r << " exited " << after.count() << " ms after the fault";
+    std::cerr << "rank " << r << " exited " << after.count() << " ms after the fault: " << err;
+    EXPECT_TRUE(std::regex_search(err, blame)) << "rank " << r << " does not name rank " << faulty << ": " << err;
+  }
+}
+
+TEST(Failures, RankKilledMidStepFailsEveryOtherRankNamingIt) {
+  const std::string dir = make_temp_dir();
+  // A long timeout: the others must notice the closed connections, not wait for the timeout.
+  Workers w(4, {"--kind", "dualpipe", "--steps", "5", "--timeout-ms", "20000", "--out", dir, "--fault", "kill",
+                "--fault-rank", "2", "--fault-step", "2", "--fault-after-forwards", "3"},
+            dir);
+  ASSERT_TRUE(w.watch(std::chrono::seconds(60), [&] { return w.all_exited_except(-1); }));
+  ASSERT_EQ(w[2].code, 128 + SIGKILL) << read_text(w[2].stderr_path);
+  expect_others_failed(w, 2, w[2].event, std::chrono::milliseconds(5000),
+                       std::regex("peer rank 2 closed the connection"));
+  expect_no_process_left(w);
+  for (int r = 0; r < 4; ++r)  // steps 0 and 1 completed everywhere, step 2 nowhere
+    EXPECT_EQ(checkpoint_step(dir + "/rank" + std::to_string(r) + ".ckpt"), 1) << "rank " << r;
+}
+
+TEST(Failures, StoppedRankTimesOutEveryOtherRankNamingIt) {
+  const std::string dir = make_temp_dir();
+  Workers w(4, {"--kind", "dualpipe", "--steps", "5", "--timeout-ms", "3000", "--out", dir, "--fault", "stop",
+                "--fault-rank", "2", "--fault-step", "2", "--fault-after-forwards", "3"},
+            dir);
+  bool ended = w.watch(std::chrono::seconds(60), [&] { return w[2].stopped && w.all_exited_except(2); });
+  ASSERT_TRUE(w[2].stopped) << "rank 2 never stopped: " << read_text(w[2].stderr_path);
+  EXPECT_TRUE(ended) << "the other ranks still run after 60 s";
+  // Timeout 3 s, plus the heartbeat interval, plus slack for a loaded machine.
+  expect_others_failed(w, 2, w[2].event, std::chrono::milliseconds(3000 + 3000),
+                       std::regex("rank 2 stopped responding|rank 2 did not answer"));
+  w.kill_all();
+  expect_no_process_left(w);
+}
+
+TEST(Failures, RankKilledWhileWritingLeavesItsPreviousCheckpoint) {
+  const std::string dir = make_temp_dir();
+  Workers w(4, {"--kind", "dualpipe", "--steps", "4", "--timeout-ms", "20000", "--out", dir, "--fault",
+                "kill-while-writing", "--fault-rank", "1", "--fault-step", "1"},
+            dir);
+  ASSERT_TRUE(w.watch(std::chrono::seconds(60), [&] { return w.all_exited_except(-1); }));
+  ASSERT_EQ(w[1].code, 128 + SIGKILL) << read_text(w[1].stderr_path);
+  expect_others_failed(w, 1, w[1].event, std::chrono::milliseconds(5000),
+                       std::regex("peer rank 1 closed the connection"));
+  expect_no_process_left(w);
+  // The half-written file exists under its temporary name only; the real name still holds step 0, complete.
+  EXPECT_EQ(checkpoint_step(dir + "/rank1.ckpt"), 0);
+  bool temporary_left = false;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) temporary_left = temporary_left || std::string(e->d_name).rfind("rank1.ckpt.tmp.", 0) == 0;
+    ::closedir(d);
+  }
+  EXPECT_TRUE(temporary_left) << "the worker was meant to die half-way through a write";
+  // The others wrote step 0, and step 1 unless rank 1's death cut their replica reduction of step 1 short;
+  // whatever they have is complete (checkpoint_step checks), and none got past step 1.
+  for (int r : {0, 2, 3}) {
+    int step = checkpoint_step(dir + "/rank" + std::to_string(r) + ".ckpt");
+    EXPECT_TRUE(step == 0 || step == 1) << "rank " << r << " step " << step;
+  }
+}
+
+// Under `dualpipe launch`: the launcher sees rank 2 killed, stops the others, exits 1 naming rank 2, and leaves
+// no process behind (the ranks' own errors are checked above, where nothing stops them first).
+TEST(Failures, RankKilledUnderLaunchStopsTheJob) {
+  const std::string dir = make_temp_dir(), output = dir + "/launch.out";
+  std::vector<std::string> args{DUALPIPE_BIN, "launch", "--nproc", "4", "--timeout-grace", "2", "--",
+                                DUALPIPE_FAILURE_WORKER, "--kind", "dualpipe", "--steps", "5", "--timeout-ms", "20000",
+                                "--out", dir, "--fault", "kill", "--fault-rank", "2", "--fault-step", "2",
+                                "--fault-after-forwards", "3"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  pid_t launcher = -1;
+  ASSERT_EQ(::posix_spawn(&launcher, DUALPIPE_BIN, &files, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&files);
+  int status = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (::waitpid(launcher, &status, WNOHANG) != launcher) {
+    if (Clock::now() > deadline) {
+      ::kill(launcher, SIGKILL);
+      ::waitpid(launcher, &status, 0);
+      FAIL() << "dualpipe launch still runs after 60 s: " << read_text(output);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string text = read_text(output);
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("rank 2[^\n]*(signal 9|SIGKILL)"))) << text;
+  for (int r = 0; r < 4; ++r) {
+    std::string pid_text = read_text(dir + "/rank" + std::to_string(r) + ".pid");
+    ASSERT_FALSE(pid_text.empty()) << "rank " << r << " never started: " << text;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    ASSERT_GT(pid, 0);
+    errno = 0;
+    EXPECT_EQ(::kill(pid, 0), -1) << "rank " << r << " (pid " << pid << ") is still there";
+    EXPECT_EQ(errno, ESRCH) << "rank " << r;
+  }
+}
+
+}  // namespace
