@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <set>
 
 #include "dualpipe/lower.h"
@@ -70,10 +72,27 @@ Executor::Executor(const Schedule& schedule, std::map<int, std::shared_ptr<Stage
   I.stages = std::move(stages);
   I.comm = std::move(communicator);
   I.options = std::move(options);
+  I.recording = I.options.record_trace;
   I.timeout = I.options.timeout.count() > 0 ? I.options.timeout : I.comm->timeout();
 }
 
 Executor::~Executor() = default;
+
+void Executor::set_recording(bool on) { impl_->recording = on; }
+bool Executor::recording() const { return impl_->recording; }
+const std::vector<ActionRecord>& Executor::recorded_actions() const { return impl_->records; }
+void Executor::clear_recorded_actions() { impl_->records.clear(); }
+int Executor::steps_run() const { return impl_->steps_run; }
+const StepStats& Executor::last_step_stats() const { return impl_->stats; }
+
+int Executor::Impl::live_activations() const {
+  // A slot keeps its stage output only while a backward still needs it (finish_backward clears the slot), so
+  // counting defined outputs counts held graphs; an I action hands its activations over to the store's group.
+  int live = static_cast<int>(store.pending_groups());
+  if (!training) return live;
+  for (const Slot& sl : slots) live += sl.output.defined() ? 1 : 0;
+  return live;
+}
 
 int Executor::pipeline_rank() const { return impl_->rank; }
 const Schedule& Executor::lowered_schedule() const { return impl_->schedule; }
@@ -97,14 +116,25 @@ StepResult Executor::step(const StepArgs& args) {
   I.result.losses.resize(I.M());
   if (args.return_outputs) I.result.outputs.resize(I.M());
   I.store.clear();
+  I.stats = StepStats{};
+  const int step_number = I.steps_run++;
   WeightGradStore::Scope scope(&I.store);
   try {
     I.mail = std::make_unique<detail::Mailbox>(*I.comm, I.timeout, I.options.boundaries, I.S(), I.M());
     I.post_receives();
-    for (const Action& a : I.schedule.actions[I.rank]) {
-      I.run(a);
+    const std::vector<Action>& actions = I.schedule.actions[I.rank];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (I.recording) {
+        const auto start = std::chrono::steady_clock::now();
+        I.run(actions[i]);
+        I.records.push_back({step_number, static_cast<int>(i), start, std::chrono::steady_clock::now()});
+      } else {
+        I.run(actions[i]);
+      }
+      I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.mail->poll_sends();
     }
+    I.stats.live_activations_at_end = I.live_activations();
     I.mail->finish();
     DUALPIPE_CHECK(I.store.pending_groups() == 0, "deferred weight gradients left after the step");
   } catch (...) {

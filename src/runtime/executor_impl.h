@@ -32,6 +32,12 @@ struct Executor::Impl {
   std::vector<int> entering, loss_owned;
   WeightGradStore store;
 
+  // Instrumentation (ExecutorOptions::record_trace, Executor::last_step_stats).
+  bool recording = false;
+  std::vector<ActionRecord> records;
+  int steps_run = 0;
+  StepStats stats;
+
   // State of the step in flight.
   const StepArgs* args = nullptr;
   bool training = false;
@@ -51,6 +57,8 @@ struct Executor::Impl {
   void split_batches(const StepArgs& a);
   void post_receives();
   void run(const Action& a);
+  // (stage, micro-batch) activations held right now: outputs kept for a backward + pending W groups.
+  int live_activations() const;
 
   // The halves shared by F, B, I and the overlapped pair.
   torch::Tensor forward_input(int s, int m);

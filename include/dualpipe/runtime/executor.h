@@ -40,6 +40,9 @@ struct ExecutorOptions {
   std::vector<int> rank_mapping;
   // Wait limit for every receive and send; 0 takes the communicator's.
   std::chrono::milliseconds timeout{0};
+  // Record every executed action's start and end (see Executor::recorded_actions()). Off, the cost is one
+  // branch per action.
+  bool record_trace = false;
 
   // The same spec at every boundary (stages that keep the shape, like a transformer's blocks).
   static std::vector<TensorSpec> uniform(const TensorSpec& spec, int num_stages) {
@@ -56,6 +59,27 @@ struct StepArgs {
   Criterion criterion;
   int num_microbatches = 0;  // must equal the schedule's
   bool return_outputs = false;
+};
+
+// One executed action of the lowered schedule, on this process's steady clock. Convert to the trace's aligned
+// clock with ClockSync (clock_sync.h); gather_trace (trace_gather.h) does it for every rank.
+struct ActionRecord {
+  int step = 0;   // the executor's step counter when it ran (0 for the first step() call)
+  int index = 0;  // position in lowered_schedule().actions[pipeline_rank()]
+  std::chrono::steady_clock::time_point start, end;
+};
+
+// Measured from the executor's real state during the last step() call.
+struct StepStats {
+  // Peak number of (stage, micro-batch) activations this rank held, sampled after every action: slots whose
+  // stage output (and so its autograd graph) is kept for a backward, plus deferred weight-gradient groups
+  // still pending in the WeightGradStore (their closures hold the layer inputs until the W action). This is
+  // the quantity simulate.h's peak_activations() counts in stage units, so the two agree for split-aware
+  // stages (SplitLinear). For stages without split-aware layers an I action frees everything and W holds
+  // nothing, so the measured peak can be lower than the simulated one.
+  int peak_live_activations = 0;
+  // The same count when the step ended (0 after a complete training step).
+  int live_activations_at_end = 0;
 };
 
 struct StepResult {
@@ -80,6 +104,17 @@ class Executor {
 
   // For two-replica schedules: sums each stage's gradients with its other replica (see replicas.h).
   void reduce_replica_gradients();
+
+  // Action recording (ExecutorOptions::record_trace sets the initial state). Records accumulate over steps
+  // until cleared, in execution order.
+  void set_recording(bool on);
+  bool recording() const;
+  const std::vector<ActionRecord>& recorded_actions() const;
+  void clear_recorded_actions();
+  // Number of step() calls so far (the `step` of the next ActionRecord).
+  int steps_run() const;
+  // Live-activation counts of the last step() call (see StepStats).
+  const StepStats& last_step_stats() const;
 
   int pipeline_rank() const;
   const Schedule& lowered_schedule() const;
