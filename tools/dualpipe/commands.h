@@ -9,5 +9,9 @@ namespace dualpipe::cli {
 void add_schedule_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_draw_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
+// Its ranks run dualpipe-train-worker, built only with LibTorch; without it the command says so.
+void add_train_command(CLI::App& app);
 
 }  // namespace dualpipe::cli

@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   dualpipe::cli::add_schedule_command(app);
   dualpipe::cli::add_simulate_command(app);
   dualpipe::cli::add_draw_command(app);
+  dualpipe::cli::add_launch_command(app);
+  dualpipe::cli::add_compare_command(app);
+  dualpipe::cli::add_train_command(app);
 
   try {
     app.parse(argc, argv);

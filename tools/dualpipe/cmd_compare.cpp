@@ -1,0 +1,183 @@
+// `dualpipe compare`: a measured step (from a trace written by `dualpipe train` or any runtime program) beside
+// its plan, the trace's own schedule simulated with costs fitted from that step (or --cost, in microseconds):
+// per-rank busy, idle and span, makespan, bubble and bubble rate, as the spec (section 2) defines them. With
+// fitted costs, what differs between the two columns is waiting and variation, not the cost model.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "dualpipe/error.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/text_format.h"
+#include "dualpipe/timeline.h"
+#include "dualpipe/trace.h"
+#include "dualpipe/validate.h"
+
+namespace dualpipe::cli {
+namespace {
+
+struct CompareCommand {
+  std::string trace;
+  int step = -1;
+  std::string cost;
+  std::string format = "table";
+};
+
+struct RankFigures {
+  double busy = 0, idle = 0, span = 0;
+};
+
+// The spec's figures of one side (measured or planned), in microseconds.
+struct Figures {
+  double makespan = 0, bubble = 0, bubble_rate = 0;
+  std::vector<RankFigures> per_rank;
+};
+
+Figures figures_of(const Timeline& t) {
+  Figures f;
+  f.makespan = t.stats.makespan;
+  f.bubble = t.stats.bubble;
+  f.bubble_rate = t.stats.bubble_rate;
+  for (const TimelineRow& row : t.rows) {
+    RankFigures r;
+    double first = std::numeric_limits<double>::infinity(), last = -first;
+    for (const TimelineCell& c : row.cells) {
+      first = std::min(first, c.start);
+      last = std::max(last, c.end);
+      r.busy += c.duration();
+    }
+    r.span = row.cells.empty() ? 0 : last - first;
+    r.idle = f.makespan - r.busy;
+    f.per_rank.push_back(r);
+  }
+  return f;
+}
+
+Figures figures_of(const Metrics& m) {
+  Figures f{m.makespan, m.bubble, m.bubble_rate, {}};
+  for (const RankMetrics& r : m.per_rank) f.per_rank.push_back({r.busy, r.idle, r.span});
+  return f;
+}
+
+nlohmann::ordered_json to_json(const Figures& f) {
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (size_t r = 0; r < f.per_rank.size(); ++r)
+    ranks.push_back({{"rank", r}, {"busy", f.per_rank[r].busy}, {"idle", f.per_rank[r].idle},
+                     {"span", f.per_rank[r].span}});
+  return {{"makespan", f.makespan}, {"bubble", f.bubble}, {"bubble_rate", f.bubble_rate}, {"per_rank", ranks}};
+}
+
+std::string us(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.1f", v);
+  return buffer;
+}
+
+std::string ratio(double measured, double planned) {
+  if (planned <= 0) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.2fx", measured / planned);
+  return buffer;
+}
+
+void run(const CompareCommand& c) {
+  const Trace trace = read_trace(c.trace);
+  const std::vector<int> steps = trace.steps();
+  DUALPIPE_REQUIRE(!steps.empty(), "trace '", c.trace, "' holds no events to compare");
+  const int step = c.step >= 0 ? c.step : steps.back();
+  if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
+    std::string recorded;
+    for (int s : steps) recorded += detail::concat(recorded.empty() ? "" : ", ", s);
+    throw InvalidArgument(
+        detail::concat("trace '", c.trace, "' has no step ", step, " (steps recorded: ", recorded, ")"));
+  }
+  DUALPIPE_REQUIRE(!trace.schedule.empty(), "trace '", c.trace,
+                   "' has no dualpipe.schedule, so there is no plan to compare with");
+  Schedule plan;
+  try {
+    plan = parse_text(trace.schedule);
+    validate(plan);
+  } catch (const Error& e) {
+    throw InvalidArgument(detail::concat("trace '", c.trace, "': dualpipe.schedule: ", e.what()));
+  }
+  plan.kind = trace.kind.empty() ? "custom" : trace.kind;
+  const CostModel costs = c.cost.empty() ? fit_costs(trace, step) : CostModel::parse(c.cost);
+  costs.check();
+  const Timeline measured_timeline = timeline_from_trace(trace, step);
+  const Figures measured = figures_of(measured_timeline);
+  const Figures planned = figures_of(simulate(plan, costs).metrics);
+  DUALPIPE_REQUIRE(measured.per_rank.size() == planned.per_rank.size(), "trace '", c.trace, "' has events of ",
+                   measured.per_rank.size(), " ranks but its schedule has ", planned.per_rank.size());
+  const std::string cost_source = c.cost.empty() ? "fitted from the step's mean durations" : "given by --cost";
+
+  if (c.format == "json") {
+    nlohmann::ordered_json out = {{"trace", c.trace},
+                                  {"kind", plan.kind},
+                                  {"ranks", plan.num_ranks},
+                                  {"stages", plan.num_stages},
+                                  {"microbatches", plan.num_microbatches},
+                                  {"step", step},
+                                  {"time_unit", "us"},
+                                  {"costs", costs.to_string()},
+                                  {"costs_source", c.cost.empty() ? "fitted" : "given"},
+                                  {"measured", to_json(measured)},
+                                  {"plan", to_json(planned)}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << plan.kind << ": R=" << plan.num_ranks << " ranks, S=" << plan.num_stages << " stages, M="
+            << plan.num_microbatches << " micro-batches; step " << step << " of '" << c.trace << "'\n"
+            << "plan: the trace's schedule simulated with costs " << cost_source << " (microseconds):\n  "
+            << costs.to_string() << "\n\n";
+  std::printf("%4s  %10s %10s  %10s %10s  %10s %10s\n", "", "busy", "", "idle", "", "span", "");
+  std::printf("%4s  %10s %10s  %10s %10s  %10s %10s\n", "rank", "measured", "plan", "measured", "plan", "measured",
+              "plan");
+  for (size_t r = 0; r < measured.per_rank.size(); ++r) {
+    const RankFigures &m = measured.per_rank[r], &p = planned.per_rank[r];
+    std::printf("%4zu  %10s %10s  %10s %10s  %10s %10s\n", r, us(m.busy).c_str(), us(p.busy).c_str(),
+                us(m.idle).c_str(), us(p.idle).c_str(), us(m.span).c_str(), us(p.span).c_str());
+  }
+  std::printf("\n%-12s %12s %12s %15s\n", "", "measured", "plan", "measured/plan");
+  std::printf("%-12s %12s %12s %15s\n", "makespan us", us(measured.makespan).c_str(), us(planned.makespan).c_str(),
+              ratio(measured.makespan, planned.makespan).c_str());
+  std::printf("%-12s %12s %12s %15s\n", "bubble us", us(measured.bubble).c_str(), us(planned.bubble).c_str(),
+              ratio(measured.bubble, planned.bubble).c_str());
+  char mr[32], pr[32];
+  std::snprintf(mr, sizeof mr, "%.1f%%", 100 * measured.bubble_rate);
+  std::snprintf(pr, sizeof pr, "%.1f%%", 100 * planned.bubble_rate);
+  std::printf("%-12s %12s %12s %15s\n", "bubble rate", mr, pr,
+              ratio(measured.bubble_rate, planned.bubble_rate).c_str());
+  std::cout << "\nbusy = sum of compute durations, idle = makespan - busy, span = last end - first start on the "
+               "rank;\nbubble = max idle, bubble rate = (max span - max busy) / max span (spec section 2)\n";
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto command = std::make_shared<CompareCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "compare", "Compare a measured step (trace JSON) with its simulated plan: per-rank busy, idle, span, "
+                 "makespan, bubble, bubble rate side by side");
+  sub->footer(
+      "The plan is the trace's own schedule (dualpipe.schedule) simulated with the step's mean F, B, W, I and\n"
+      "F&B durations (or --cost, in microseconds), so the columns differ by waiting and variation only.\n"
+      "Examples:\n"
+      "  dualpipe train --trace run.json && dualpipe compare --trace run.json\n"
+      "  dualpipe compare --trace run.json --step 3 --format json");
+  sub->add_option("--trace", command->trace, "Trace JSON of a measured run (docs/trace-format.md)")->required();
+  sub->add_option("--step", command->step, "The training step to compare, 0-based (default: the last one)");
+  sub->add_option("--cost", command->cost,
+                  "Plan costs in microseconds instead of the fitted ones: F=..,B=..,W=..,FB=..,comm=..");
+  sub->add_option("-f,--format", command->format, "Output form: table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  sub->callback([command] { run(*command); });
+}
+
+}  // namespace dualpipe::cli

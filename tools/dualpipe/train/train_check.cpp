@@ -1,0 +1,107 @@
+#include "train_check.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "dualpipe/runtime/gather.h"
+
+namespace dualpipe::cli {
+namespace {
+
+// 1 - 2 x.y / (x.x + y.y) in double: 0 for equal tensors, also sensitive to a difference in norm.
+double cosine_distance(const torch::Tensor& x, const torch::Tensor& y) {
+  auto a = x.to(torch::kDouble).flatten(), b = y.to(torch::kDouble).flatten();
+  const double xy = a.dot(b).item<double>(), xx = a.dot(a).item<double>(), yy = b.dot(b).item<double>();
+  return xx + yy == 0 ? 0 : 1.0 - 2.0 * xy / (xx + yy);
+}
+
+constexpr int kReplicaCheckTag = runtime::kServiceTagBase + 0x10000;
+
+}  // namespace
+
+ReferenceCheck check_against_reference(const ModelSpec& spec, int num_stages, const Batch& batch,
+                                       int num_microbatches, const runtime::Executor& executor,
+                                       const runtime::StepResult& result,
+                                       const std::map<int, StudentStage>& stages) {
+  // The whole student, fresh from the seed: the weights the pipeline started the step with.
+  std::vector<StudentStage> model;
+  for (int s = 0; s < num_stages; ++s) model.push_back(make_student_stage(spec, s, num_stages));
+  std::vector<torch::Tensor> losses;
+  const auto inputs = batch.inputs.chunk(num_microbatches, 0);
+  const auto targets = batch.targets.chunk(num_microbatches, 0);
+  for (int m = 0; m < num_microbatches; ++m) {
+    torch::Tensor x = inputs[m];
+    for (auto& stage : model) x = stage->forward(x);
+    torch::Tensor loss = microbatch_loss(x, targets[m], num_microbatches);
+    loss.backward();
+    losses.push_back(loss.detach());
+  }
+
+  ReferenceCheck check;
+  const int rank = executor.pipeline_rank();
+  for (int m : executor.loss_microbatches()) {
+    ++check.losses_compared;
+    if (!result.losses[m].defined() || !torch::equal(result.losses[m], losses[m]))
+      check.problems.push_back(detail::concat(
+          "rank ", rank, ": loss of micro-batch ", m, " is ",
+          result.losses[m].defined() ? std::to_string(result.losses[m].item<double>()) : "missing",
+          ", the single-process reference has ", losses[m].item<double>(), " (they must be bit-identical)"));
+  }
+  for (const auto& [s, stage] : stages) {
+    const auto mine = stage->named_parameters();
+    const auto reference = model[s]->named_parameters();
+    for (const auto& p : mine) {
+      ++check.gradients_compared;
+      const torch::Tensor& expected = reference[p.key()].grad();
+      if (!p.value().grad().defined()) {
+        check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(), " has no gradient"));
+        continue;
+      }
+      const double d = cosine_distance(p.value().grad(), expected);
+      check.worst_cosine_distance = std::max(check.worst_cosine_distance, d);
+      if (!(d <= kMaxGradientCosineDistance))
+        check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(),
+                                                " gradient differs from the single-process reference: cosine "
+                                                "distance ", d, " > ", kMaxGradientCosineDistance));
+    }
+  }
+  return check;
+}
+
+ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::map<int, StudentStage>& stages,
+                              comm::Communicator& communicator, std::chrono::milliseconds timeout) {
+  ReplicaCheck check;
+  if (placement.num_replicas() < 2) return check;
+  struct Exchange {
+    int stage;
+    std::string name;
+    torch::Tensor mine, theirs;
+    std::shared_ptr<comm::Work> send, recv;
+  };
+  std::vector<Exchange> exchanges;
+  for (const auto& [s, stage] : stages) {
+    const int other = placement.rank_of(0, s) == rank ? placement.rank_of(1, s) : placement.rank_of(0, s);
+    if (other == rank) continue;  // both replicas are this module
+    int i = 0;
+    for (const auto& p : stage->named_parameters()) {
+      Exchange e{s, p.key(), p.value().detach().contiguous(), torch::empty_like(p.value()), nullptr, nullptr};
+      const int tag = kReplicaCheckTag + s * 4096 + i++;
+      e.send = communicator.isend(e.mine, other, tag);
+      e.recv = communicator.irecv(e.theirs, other, tag);
+      exchanges.push_back(std::move(e));
+    }
+  }
+  for (auto& e : exchanges) {
+    e.recv->wait(timeout);
+    e.send->wait(timeout);
+    ++check.tensors_compared;
+    if (!torch::equal(e.mine, e.theirs))
+      check.problems.push_back(detail::concat("rank ", rank, ": stage ", e.stage, " ", e.name,
+                                              " differs from its other replica (max difference ",
+                                              (e.mine - e.theirs).abs().max().item<double>(), ")"));
+  }
+  return check;
+}
+
+}  // namespace dualpipe::cli
