@@ -14,10 +14,9 @@
 #include "commands.h"
 #include "dualpipe/error.h"
 #include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
 #include "dualpipe/timeline.h"
 #include "dualpipe/trace.h"
-#include "dualpipe/validate.h"
+#include "trace_plan.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -88,25 +87,8 @@ std::string ratio(double measured, double planned) {
 
 void run(const CompareCommand& c) {
   const Trace trace = read_trace(c.trace);
-  const std::vector<int> steps = trace.steps();
-  DUALPIPE_REQUIRE(!steps.empty(), "trace '", c.trace, "' holds no events to compare");
-  const int step = c.step >= 0 ? c.step : steps.back();
-  if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
-    std::string recorded;
-    for (int s : steps) recorded += detail::concat(recorded.empty() ? "" : ", ", s);
-    throw InvalidArgument(
-        detail::concat("trace '", c.trace, "' has no step ", step, " (steps recorded: ", recorded, ")"));
-  }
-  DUALPIPE_REQUIRE(!trace.schedule.empty(), "trace '", c.trace,
-                   "' has no dualpipe.schedule, so there is no plan to compare with");
-  Schedule plan;
-  try {
-    plan = parse_text(trace.schedule);
-    validate(plan);
-  } catch (const Error& e) {
-    throw InvalidArgument(detail::concat("trace '", c.trace, "': dualpipe.schedule: ", e.what()));
-  }
-  plan.kind = trace.kind.empty() ? "custom" : trace.kind;
+  const int step = pick_step(trace, c.trace, c.step, "compare");
+  const Schedule plan = plan_of_trace(trace, c.trace, "there is no plan to compare with");
   const CostModel costs = c.cost.empty() ? fit_costs(trace, step) : CostModel::parse(c.cost);
   costs.check();
   const Timeline measured_timeline = timeline_from_trace(trace, step);

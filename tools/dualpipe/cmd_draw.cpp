@@ -14,11 +14,10 @@
 #include "dualpipe/html.h"
 #include "dualpipe/simulate.h"
 #include "dualpipe/svg.h"
-#include "dualpipe/text_format.h"
 #include "dualpipe/timeline.h"
 #include "dualpipe/trace.h"
-#include "dualpipe/validate.h"
 #include "plan_options.h"
+#include "trace_plan.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -113,29 +112,14 @@ Picture draw_comparison(const DrawCommand& c) {
 // as microseconds), so what differs between the two rows is waiting and variation, not the cost model.
 Picture draw_trace(const DrawCommand& c) {
   const Trace trace = read_trace(c.trace);
-  const std::vector<int> steps = trace.steps();
-  DUALPIPE_REQUIRE(!steps.empty(), "trace '", c.trace, "' holds no events to draw");
-  const int step = c.step >= 0 ? c.step : steps.back();
-  if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
-    std::string recorded;
-    for (int s : steps) recorded += detail::concat(recorded.empty() ? "" : ", ", s);
-    throw InvalidArgument(detail::concat("trace '", c.trace, "' has no step ", step, " (steps recorded: ", recorded, ")"));
-  }
+  const int step = pick_step(trace, c.trace, c.step, "draw");
   Picture p;
   p.timelines.push_back(timeline_from_trace(trace, step));
   const Timeline& measured = p.timelines.front();
   if (!c.with_plan) return p;
 
-  DUALPIPE_REQUIRE(!trace.schedule.empty(), "trace '", c.trace,
-                   "' has no dualpipe.schedule, so there is no plan to draw under it (leave out --with-plan)");
-  Schedule plan;
-  try {
-    plan = parse_text(trace.schedule);
-    validate(plan);
-  } catch (const Error& e) {
-    throw InvalidArgument(detail::concat("trace '", c.trace, "': dualpipe.schedule: ", e.what()));
-  }
-  plan.kind = trace.kind.empty() ? "plan" : trace.kind;
+  Schedule plan = plan_of_trace(trace, c.trace, "there is no plan to draw under it (leave out --with-plan)");
+  if (trace.kind.empty()) plan.kind = "plan";
   const CostModel costs = c.plan.cost.empty() ? fit_costs(trace, step) : build_cost_model(c.plan);
   Timeline planned = timeline_from_simulation(plan, simulate(plan, costs), costs);
   planned.time_unit = "us";
