@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dualpipe/atomic_file.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/html.h"

@@ -1,10 +1,8 @@
 #include "plan_options.h"
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "dualpipe/atomic_file.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/pytorch_csv.h"
@@ -51,10 +49,6 @@ std::string read_file(const std::string& path) {
   std::ostringstream contents;
   contents << in.rdbuf();
   return contents.str();
-}
-
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  dualpipe::write_file_atomically(path, contents);
 }
 
 Schedule build_schedule(const PlanOptions& o) {

@@ -36,7 +36,4 @@ CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& 
 // Reads a whole file; throws dualpipe::InvalidArgument naming the path when it cannot.
 std::string read_file(const std::string& path);
 
-// Writes a file through a temporary name and a rename, so a failure never leaves half a file.
-void write_file_atomically(const std::string& path, const std::string& contents);
-
 }  // namespace dualpipe::cli
