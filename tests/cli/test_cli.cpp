@@ -1,30 +1,17 @@
 // The `dualpipe` command as a user runs it: output forms, the spec's example line, exit statuses, help.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
+
+#include "cli/run_command.h"
 
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
+using dualpipe::test::CommandResult;
 
 CommandResult dualpipe(const std::string& args) {
-  const std::string command = std::string(DUALPIPE_BIN) + " " + args + " 2>&1";
-  CommandResult run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buffer{};
-  std::size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
-  const int raw = pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return run;
+  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
 }
 
 std::string line_starting(const std::string& text, const std::string& prefix) {

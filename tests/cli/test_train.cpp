@@ -2,10 +2,8 @@
 // compare` on the trace it writes and on a synthetic trace with known numbers. Every run goes through
 // `timeout`, which stops the launcher (and with it every rank) if a run ever hangs.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -19,28 +17,17 @@
 #include "dualpipe/lower.h"
 #include "dualpipe/simulate.h"
 #include "dualpipe/trace.h"
+#include "cli/run_command.h"
 
 namespace {
 
 using namespace dualpipe;
 
-struct CommandRun {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
+using test::CommandResult;
 
-CommandRun dualpipe_cmd(const std::string& args, int limit_seconds = 60) {
-  const std::string command = "timeout -k 5 " + std::to_string(limit_seconds) + " " + std::string(DUALPIPE_BIN) +
-                              " " + args + " 2>&1";
-  CommandRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buffer{};
-  std::size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
-  const int raw = pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return run;
+CommandResult dualpipe_cmd(const std::string& args, int limit_seconds = 60) {
+  return test::run_command("timeout -k 5 " + std::to_string(limit_seconds) + " " + std::string(DUALPIPE_BIN) + " " +
+                           args);
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -113,7 +100,7 @@ void expect_complete_trace(const Trace& trace, const std::string& kind, int rank
 
 TEST_F(Train, DefaultScheduleMatchesTheReferenceLearnsKeepsReplicasAndWritesTheTrace) {
   const std::string trace_path = file("dualpipe.json");
-  const CommandRun run = dualpipe_cmd("train --steps 8 --hidden 16 --trace " + trace_path);
+  const CommandResult run = dualpipe_cmd("train --steps 8 --hidden 16 --trace " + trace_path);
   ASSERT_EQ(run.status, 0) << run.out;
   EXPECT_TRUE(contains(run.out, "dualpipe train: dualpipe schedule on 4 ranks")) << run.out;
   EXPECT_TRUE(contains(run.out, "step 1 matches the single-process reference: 8 losses bit-identical")) << run.out;
@@ -126,7 +113,7 @@ TEST_F(Train, DefaultScheduleMatchesTheReferenceLearnsKeepsReplicasAndWritesTheT
   expect_complete_trace(read_trace(trace_path), "dualpipe", 4, 8, 8);
 
   // The comparison with the plan reads the same trace.
-  const CommandRun compare = dualpipe_cmd("compare --trace " + trace_path + " --format json");
+  const CommandResult compare = dualpipe_cmd("compare --trace " + trace_path + " --format json");
   ASSERT_EQ(compare.status, 0) << compare.out;
   const auto j = nlohmann::json::parse(compare.out);
   EXPECT_EQ(j["step"], 7);
@@ -135,7 +122,7 @@ TEST_F(Train, DefaultScheduleMatchesTheReferenceLearnsKeepsReplicasAndWritesTheT
     EXPECT_GT(j[side]["makespan"].get<double>(), 0) << side;
     for (const auto& r : j[side]["per_rank"]) EXPECT_GT(r["busy"].get<double>(), 0) << side;
   }
-  const CommandRun table = dualpipe_cmd("compare --trace " + trace_path + " --step 0");
+  const CommandResult table = dualpipe_cmd("compare --trace " + trace_path + " --step 0");
   ASSERT_EQ(table.status, 0) << table.out;
   EXPECT_TRUE(contains(table.out, "dualpipe: R=4 ranks, S=4 stages, M=8 micro-batches; step 0")) << table.out;
   EXPECT_TRUE(contains(table.out, "makespan us")) << table.out;
@@ -143,7 +130,7 @@ TEST_F(Train, DefaultScheduleMatchesTheReferenceLearnsKeepsReplicasAndWritesTheT
 
 // Another schedule on the same model: one direction, one copy of every stage (1F1B: S = R; ZBV: S = 2R).
 void check_other_schedule(const std::string& kind, const std::string& trace_path) {
-  const CommandRun run = dualpipe_cmd("train --schedule " + kind + " --steps 2 --hidden 16 --trace " + trace_path);
+  const CommandResult run = dualpipe_cmd("train --schedule " + kind + " --steps 2 --hidden 16 --trace " + trace_path);
   ASSERT_EQ(run.status, 0) << run.out;
   EXPECT_TRUE(contains(run.out, "dualpipe train: " + kind + " schedule on 4 ranks")) << run.out;
   EXPECT_TRUE(contains(run.out, "step 1 matches the single-process reference")) << run.out;
@@ -166,7 +153,7 @@ TEST_F(Train, BadOptionsAreRefusedBeforeAnyProcessStarts) {
       {"train --optimizer lbfgs", "lbfgs"},
   };
   for (const Case& c : cases) {
-    const CommandRun run = dualpipe_cmd(c.args);
+    const CommandResult run = dualpipe_cmd(c.args);
     EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
     EXPECT_TRUE(contains(run.out, c.message)) << c.args << "\n" << run.out;
     EXPECT_FALSE(contains(run.out, "[rank")) << c.args << "\n" << run.out;
@@ -175,7 +162,7 @@ TEST_F(Train, BadOptionsAreRefusedBeforeAnyProcessStarts) {
 
 TEST_F(Train, WorkerWithoutTheLaunchEnvironmentSaysWhatIsMissing) {
   for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) unsetenv(name);
-  const CommandRun run = dualpipe_cmd("train --worker --steps 1", 30);
+  const CommandResult run = dualpipe_cmd("train --worker --steps 1", 30);
   EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_TRUE(contains(run.out, "dualpipe train: rank ?: ")) << run.out;
   EXPECT_TRUE(contains(run.out, "MASTER_ADDR")) << run.out;
@@ -191,7 +178,7 @@ TEST(Compare, TraceThatWentAsPlannedMatchesThePlanExactly) {
   costs.forward = 1;
   costs.backward = 2;
   write_trace_file(path, trace_from_simulation(schedule, simulate(schedule, costs), 100.0, 3));
-  const CommandRun run = dualpipe_cmd("compare --trace " + path + " --format json");
+  const CommandResult run = dualpipe_cmd("compare --trace " + path + " --format json");
   std::remove(path.c_str());
   ASSERT_EQ(run.status, 0) << run.out;
   const auto j = nlohmann::json::parse(run.out);
@@ -213,11 +200,11 @@ TEST(Compare, MissingStepAndMissingFileAreNamed) {
   const std::string path = ::testing::TempDir() + "dualpipe_compare_steps_" + std::to_string(::getpid()) + ".json";
   const Schedule schedule = make_schedule("gpipe", {2, 2, 0});
   write_trace_file(path, trace_from_simulation(schedule, simulate(schedule, CostModel{}), 10.0, 0));
-  const CommandRun run = dualpipe_cmd("compare --trace " + path + " --step 5");
+  const CommandResult run = dualpipe_cmd("compare --trace " + path + " --step 5");
   std::remove(path.c_str());
   EXPECT_EQ(run.status, 2) << run.out;
   EXPECT_TRUE(contains(run.out, "has no step 5 (steps recorded: 0)")) << run.out;
-  const CommandRun missing = dualpipe_cmd("compare --trace /nonexistent/trace.json");
+  const CommandResult missing = dualpipe_cmd("compare --trace /nonexistent/trace.json");
   EXPECT_EQ(missing.status, 2) << missing.out;
   EXPECT_TRUE(contains(missing.out, "cannot open trace file '/nonexistent/trace.json'")) << missing.out;
 }

@@ -1,0 +1,30 @@
+// Running a command line as a user would, for the CLI tests: through the shell, with stdout and stderr together.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace dualpipe::test {
+
+struct CommandResult {
+  int status = -1;  // exit status; -1 when the shell could not start or the command died of a signal
+  std::string out;  // stdout and stderr together
+};
+
+inline CommandResult run_command(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
+  CommandResult run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  std::array<char, 4096> buffer{};
+  std::size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
+  const int raw = pclose(pipe);
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return run;
+}
+
+}  // namespace dualpipe::test
