@@ -3,13 +3,10 @@
 // writer are complete or absent, never partial. Four runtime_failure_worker processes over Gloo/TCP.
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,23 +20,11 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "runtime/support/rank_processes.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -61,36 +46,19 @@ struct Rank {
 class Workers {
  public:
   Workers(int ranks, const std::vector<std::string>& args, const std::string& dir) {
-    const int port = free_port();
-    for (int r = 0; r < ranks; ++r) {
-      std::vector<std::string> env;
-      for (char** e = environ; *e; ++e) {
-        std::string s = *e;
-        bool ours = false;
-        for (const char* key : {"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "OMP_NUM_THREADS="})
-          ours = ours || s.rfind(key, 0) == 0;
-        if (!ours) env.push_back(s);
+    const int port = dualpipe::testing::free_local_port();
+    try {
+      for (int r = 0; r < ranks; ++r) {
+        Rank rank;
+        rank.stderr_path = dir + "/rank" + std::to_string(r) + ".err";
+        rank.pid = dualpipe::testing::spawn_process(DUALPIPE_FAILURE_WORKER, args,
+                                                    dualpipe::testing::rank_environment(r, ranks, port),
+                                                    rank.stderr_path);
+        ranks_.push_back(rank);
       }
-      for (std::string s : {"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(ranks),
-                            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
-                            std::string("OMP_NUM_THREADS=1")})
-        env.push_back(s);
-      std::vector<std::string> argv_strings{DUALPIPE_FAILURE_WORKER};
-      argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-      std::vector<char*> argv, envp;
-      for (auto& s : argv_strings) argv.push_back(s.data());
-      argv.push_back(nullptr);
-      for (auto& s : env) envp.push_back(s.data());
-      envp.push_back(nullptr);
-      Rank rank;
-      rank.stderr_path = dir + "/rank" + std::to_string(r) + ".err";
-      posix_spawn_file_actions_t files;
-      posix_spawn_file_actions_init(&files);
-      posix_spawn_file_actions_addopen(&files, 2, rank.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int rc = ::posix_spawn(&rank.pid, DUALPIPE_FAILURE_WORKER, &files, nullptr, argv.data(), envp.data());
-      posix_spawn_file_actions_destroy(&files);
-      if (rc != 0) throw std::runtime_error("posix_spawn failed");
-      ranks_.push_back(rank);
+    } catch (...) {
+      kill_all();  // the destructor does not run when the constructor throws
+      throw;
     }
   }
   ~Workers() { kill_all(); }
@@ -110,7 +78,7 @@ class Workers {
           r.stopped = true;
         } else {
           r.exited = true;
-          r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          r.code = dualpipe::testing::exit_code(status);
           r.event = Clock::now();
         }
       }
