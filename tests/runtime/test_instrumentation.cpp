@@ -12,18 +12,12 @@
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/runtime/trace_gather.h"
 #include "dualpipe/simulate.h"
+#include "runtime/support/kind_cases.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"
 
 namespace dualpipe::testing {
 namespace {
-
-Schedule make(const std::string& kind, int ranks) {
-  ScheduleOptions options;
-  options.num_ranks = ranks;
-  options.num_microbatches = 2 * ranks;  // every generator accepts it
-  return make_schedule(kind, options);
-}
 
 // One rank's executor over private copies of the setup's stages (the copies outlive the executor's use).
 struct RankRun {
@@ -61,22 +55,10 @@ struct RankRun {
   }
 };
 
-struct Case {
-  std::string kind;
-  int ranks;
-};
-void PrintTo(const Case& c, std::ostream* out) { *out << c.kind << " R=" << c.ranks; }
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.kind + "_R" + std::to_string(info.param.ranks);
-  for (char& c : name)
-    if (c == '-') c = '_';
-  return name;
-}
-
-class LiveActivations : public ::testing::TestWithParam<Case> {};
+class LiveActivations : public ::testing::TestWithParam<KindCase> {};
 
 TEST_P(LiveActivations, MeasuredPeakEqualsTheSimulatorsCount) {
-  const Schedule schedule = make(GetParam().kind, GetParam().ranks);
+  const Schedule schedule = make_case_schedule(GetParam().kind, GetParam().ranks);
   const std::vector<int> expected = peak_activations(schedule);
   const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 7);
   auto problems = run_ranks(schedule.num_ranks, [&](std::shared_ptr<comm::Communicator> comm) {
@@ -97,8 +79,8 @@ TEST_P(LiveActivations, MeasuredPeakEqualsTheSimulatorsCount) {
   for (const auto& p : problems) ADD_FAILURE() << p;
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
+std::vector<KindCase> all_cases() {
+  std::vector<KindCase> cases;
   for (const GeneratorInfo& g : generators())
     for (int r : {2, 4}) cases.push_back({std::string(g.name), r});
   return cases;
@@ -106,7 +88,7 @@ std::vector<Case> all_cases() {
 INSTANTIATE_TEST_SUITE_P(AllKinds, LiveActivations, ::testing::ValuesIn(all_cases()), case_name);
 
 TEST(LiveActivations, ForwardOnlyStepHoldsNothing) {
-  const Schedule schedule = make("1f1b", 2);
+  const Schedule schedule = make_case_schedule("1f1b", 2);
   const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 7);
   auto problems = run_ranks(2, [&](std::shared_ptr<comm::Communicator> comm) {
     RankRun run(setup, schedule, comm, false);
@@ -122,7 +104,7 @@ TEST(LiveActivations, ForwardOnlyStepHoldsNothing) {
 }
 
 TEST(ActionRecorder, RecordsEveryLoweredActionOfEveryStepInOrder) {
-  const Schedule schedule = make("dualpipe", 2);
+  const Schedule schedule = make_case_schedule("dualpipe", 2);
   const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 7);
   auto problems = run_ranks(2, [&](std::shared_ptr<comm::Communicator> comm) {
     RankRun run(setup, schedule, comm, true);
@@ -182,7 +164,7 @@ TEST(Gather, RanksContributeTensorsOfDifferentLengths) {
 }
 
 TEST(GatherTrace, RankZeroGetsEveryRanksActionsOnOneClockAndTheTraceReadsBack) {
-  const Schedule schedule = make("zbv", 2);
+  const Schedule schedule = make_case_schedule("zbv", 2);
   const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 7);
   Trace merged;
   auto problems = run_ranks(2, [&](std::shared_ptr<comm::Communicator> comm) {

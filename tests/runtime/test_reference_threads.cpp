@@ -4,37 +4,17 @@
 #include <torch/torch.h>
 
 #include "dualpipe/generators.h"
+#include "runtime/support/kind_cases.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"
 
 namespace dualpipe::testing {
 namespace {
 
-struct Case {
-  std::string kind;
-  int ranks;
-};
+class ReferenceCheck : public ::testing::TestWithParam<KindCase> {};
 
-void PrintTo(const Case& c, std::ostream* out) { *out << c.kind << " R=" << c.ranks; }
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.kind + "_R" + std::to_string(info.param.ranks);
-  for (char& c : name)
-    if (c == '-') c = '_';
-  return name;
-}
-
-Schedule make(const Case& c) {
-  ScheduleOptions options;
-  options.num_ranks = c.ranks;
-  options.num_microbatches = 2 * c.ranks;  // meets every generator's rule (M >= 2R, M multiple of R, even)
-  return make_schedule(c.kind, options);
-}
-
-class ReferenceCheck : public ::testing::TestWithParam<Case> {};
-
-void check(const Case& c, bool training, bool declare_shapes) {
-  const Schedule schedule = make(c);
+void check(const KindCase& c, bool training, bool declare_shapes) {
+  const Schedule schedule = make_case_schedule(c.kind, c.ranks);
   at::set_num_threads(1);
   ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 1234);
   ReferenceResult reference = run_reference(setup, training);
@@ -48,8 +28,8 @@ TEST_P(ReferenceCheck, TrainingStepMatchesSingleProcess) { check(GetParam(), tru
 TEST_P(ReferenceCheck, ForwardOnlyMatchesSingleProcess) { check(GetParam(), false, true); }
 TEST_P(ReferenceCheck, ShapesExchangedAtRunTime) { check(GetParam(), true, false); }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cases;
+std::vector<KindCase> all_cases() {
+  std::vector<KindCase> cases;
   for (const char* kind :
        {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera", "dualpipe", "dualpipev"})
     for (int r : {2, 4}) cases.push_back({kind, r});

@@ -1,0 +1,37 @@
+// The parameters of the runtime tests that run every schedule kind: a kind and a rank count, with M = 2R
+// micro-batches, which every generator accepts (M >= 2R, M a multiple of R, M even).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+
+#include "dualpipe/generators.h"
+#include "dualpipe/schedule.h"
+
+namespace dualpipe::testing {
+
+struct KindCase {
+  std::string kind;
+  int ranks;
+};
+
+inline void PrintTo(const KindCase& c, std::ostream* out) { *out << c.kind << " R=" << c.ranks; }
+
+// "interleaved_1f1b_R4": a test name GoogleTest accepts.
+inline std::string case_name(const ::testing::TestParamInfo<KindCase>& info) {
+  std::string name = info.param.kind + "_R" + std::to_string(info.param.ranks);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+inline Schedule make_case_schedule(const std::string& kind, int ranks) {
+  ScheduleOptions options;
+  options.num_ranks = ranks;
+  options.num_microbatches = 2 * ranks;
+  return make_schedule(kind, options);
+}
+
+}  // namespace dualpipe::testing
