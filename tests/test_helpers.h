@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dualpipe/action.h"
+#include "dualpipe/cost_model.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/schedule.h"
@@ -56,6 +57,42 @@ inline ScheduleOptions options(int R, int M, int stages_per_rank = 0) {
   o.num_microbatches = M;
   o.stages_per_rank = stages_per_rank;
   return o;
+}
+
+// A cost model from its parameters; FB <= 0 leaves the overlapped pair unset (it then costs F + B).
+inline CostModel costs(double F, double B, double W, double FB = -1, double comm = 0) {
+  CostModel c;
+  c.forward = F;
+  c.backward = B;
+  c.weight = W;
+  if (FB > 0) c.overlapped = FB;
+  c.comm = comm;
+  return c;
+}
+
+// One schedule of the grid tests below.
+struct GridSchedule {
+  std::string name;  // the generator's
+  int R = 0, M = 0;
+  Schedule schedule;
+};
+
+// What every generator makes for R in {1, 2, 3, 4, 6} ranks and M in microbatch_counts(R), generator by
+// generator; parameters a generator rejects are left out (they are tested in test_generators_grid.cpp).
+template <typename Counts>
+std::vector<GridSchedule> grid_schedules(Counts microbatch_counts) {
+  std::vector<GridSchedule> grid;
+  for (const GeneratorInfo& g : generators()) {
+    for (int R : {1, 2, 3, 4, 6}) {
+      for (int M : microbatch_counts(R)) {
+        try {
+          grid.push_back({std::string(g.name), R, M, g.make(ScheduleOptions{R, M})});
+        } catch (const InvalidArgument&) {
+        }
+      }
+    }
+  }
+  return grid;
 }
 
 // The generator rejects the options with InvalidArgument whose message names the rule.

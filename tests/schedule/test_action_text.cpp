@@ -170,27 +170,18 @@ TEST(ScheduleText, CommentsBlankLinesAndCarriageReturnsAreIgnored) {
 
 TEST(ScheduleText, EveryGeneratorRoundTripsAcrossAGrid) {
   int checked = 0;
-  for (const GeneratorInfo& g : generators()) {
-    for (int R : {1, 2, 3, 4, 6}) {
-      for (int M : {1, 2, R, 2 * R, 2 * R + 1, 3 * R, 4 * R}) {
-        Schedule s;
-        try {
-          s = g.make(ScheduleOptions{R, M});
-        } catch (const InvalidArgument&) {
-          continue;  // parameters this generator does not serve (tested in test_generators_grid.cpp)
-        }
-        SCOPED_TRACE(std::string(g.name) + " R=" + std::to_string(R) + " M=" + std::to_string(M));
-        const std::string text = format_text(s);
-        const Schedule back = parse_text(text);
-        EXPECT_EQ(format_text(back), text);
-        EXPECT_EQ(back.actions, s.actions);
-        EXPECT_EQ(back.num_ranks, s.num_ranks);
-        EXPECT_EQ(back.num_stages, s.num_stages);
-        EXPECT_EQ(back.num_microbatches, s.num_microbatches);
-        EXPECT_EQ(back.placement, s.placement) << "the placement inferred from the text differs";
-        ++checked;
-      }
-    }
+  const auto counts = [](int R) { return std::vector<int>{1, 2, R, 2 * R, 2 * R + 1, 3 * R, 4 * R}; };
+  for (const auto& [name, R, M, s] : test::grid_schedules(counts)) {
+    SCOPED_TRACE(name + " R=" + std::to_string(R) + " M=" + std::to_string(M));
+    const std::string text = format_text(s);
+    const Schedule back = parse_text(text);
+    EXPECT_EQ(format_text(back), text);
+    EXPECT_EQ(back.actions, s.actions);
+    EXPECT_EQ(back.num_ranks, s.num_ranks);
+    EXPECT_EQ(back.num_stages, s.num_stages);
+    EXPECT_EQ(back.num_microbatches, s.num_microbatches);
+    EXPECT_EQ(back.placement, s.placement) << "the placement inferred from the text differs";
+    ++checked;
   }
   EXPECT_GT(checked, 50);
 }

@@ -355,20 +355,11 @@ std::string execute(const Schedule& s) {
 
 TEST(LowerExecutor, RunsEveryLoweredScheduleToCompletion) {
   int checked = 0;
-  for (const GeneratorInfo& g : generators()) {
-    for (int R : {1, 2, 3, 4, 6}) {
-      for (int M : {1, R, 2 * R, 2 * R + 1, 4 * R}) {
-        Schedule s;
-        try {
-          s = g.make(ScheduleOptions{R, M});
-        } catch (const InvalidArgument&) {
-          continue;
-        }
-        EXPECT_EQ(execute(lower_communication(s)), "")
-            << g.name << " R=" << R << " M=" << M << "\n" << format_text(lower_communication(s));
-        ++checked;
-      }
-    }
+  const auto counts = [](int R) { return std::vector<int>{1, R, 2 * R, 2 * R + 1, 4 * R}; };
+  for (const auto& [name, R, M, s] : test::grid_schedules(counts)) {
+    EXPECT_EQ(execute(lower_communication(s)), "")
+        << name << " R=" << R << " M=" << M << "\n" << format_text(lower_communication(s));
+    ++checked;
   }
   EXPECT_GT(checked, 40);
 }

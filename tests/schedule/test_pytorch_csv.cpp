@@ -93,28 +93,19 @@ TEST(PyTorchCsv, FormatLeavesCommunicationOut) {
 
 TEST(PyTorchCsv, ExportThenImportKeepsComputeActionsAndPlacement) {
   int checked = 0;
-  for (const GeneratorInfo& g : generators()) {
-    for (int R : {1, 2, 3, 4, 6}) {
-      for (int M : {1, R, 2 * R, 2 * R + 1, 4 * R}) {
-        Schedule s;
-        try {
-          s = g.make(ScheduleOptions{R, M});
-        } catch (const InvalidArgument&) {
-          continue;
-        }
-        SCOPED_TRACE(std::string(g.name) + " R=" + std::to_string(R) + " M=" + std::to_string(M));
-        const Schedule back = parse_pytorch_csv(format_pytorch_csv(s));
-        EXPECT_EQ(back.actions, s.actions);
-        EXPECT_EQ(back.placement, s.placement);
-        EXPECT_EQ(back.num_stages, s.num_stages);
-        EXPECT_EQ(back.num_microbatches, s.num_microbatches);
-        // Through a lowered schedule: the CSV holds compute actions only, so the import equals the original.
-        const Schedule from_lowered = parse_pytorch_csv(format_pytorch_csv(lower_communication(s)));
-        EXPECT_EQ(from_lowered.actions, s.actions);
-        EXPECT_EQ(from_lowered.placement, s.placement);
-        ++checked;
-      }
-    }
+  const auto counts = [](int R) { return std::vector<int>{1, R, 2 * R, 2 * R + 1, 4 * R}; };
+  for (const auto& [name, R, M, s] : test::grid_schedules(counts)) {
+    SCOPED_TRACE(name + " R=" + std::to_string(R) + " M=" + std::to_string(M));
+    const Schedule back = parse_pytorch_csv(format_pytorch_csv(s));
+    EXPECT_EQ(back.actions, s.actions);
+    EXPECT_EQ(back.placement, s.placement);
+    EXPECT_EQ(back.num_stages, s.num_stages);
+    EXPECT_EQ(back.num_microbatches, s.num_microbatches);
+    // Through a lowered schedule: the CSV holds compute actions only, so the import equals the original.
+    const Schedule from_lowered = parse_pytorch_csv(format_pytorch_csv(lower_communication(s)));
+    EXPECT_EQ(from_lowered.actions, s.actions);
+    EXPECT_EQ(from_lowered.placement, s.placement);
+    ++checked;
   }
   EXPECT_GT(checked, 30);
 }

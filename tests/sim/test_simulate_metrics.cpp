@@ -16,16 +16,7 @@ namespace dualpipe {
 namespace {
 
 using test::contains;
-
-CostModel costs(double F, double B, double W, double FB = -1, double comm = 0) {
-  CostModel c;
-  c.forward = F;
-  c.backward = B;
-  c.weight = W;
-  if (FB > 0) c.overlapped = FB;
-  c.comm = comm;
-  return c;
-}
+using test::costs;
 
 // ================================================================================================
 // Spec section 2: metric definitions on tiny hand-computed schedules.
