@@ -11,6 +11,7 @@
 #include "dualpipe/pytorch_csv.h"
 #include "dualpipe/text_format.h"
 #include "dualpipe/validate.h"
+#include "schedule/dualpipev_r4m8.h"
 #include "test_helpers.h"
 
 namespace dualpipe {
@@ -20,7 +21,7 @@ using test::contains;
 using test::error_message;
 
 // DualPipeV R=4 M=8 as a PyTorch-style CSV, written by hand from spec section 5 (the derivation of every
-// rank is in test_dualpipe_order.cpp). Idle steps are empty cells (rank 1 waits one step, rank 2 two,
+// rank is in dualpipev_r4m8.h). Idle steps are empty cells (rank 1 waits one step, rank 2 two,
 // rank 3 three, as in a real timeline), some cells are quoted, lines end in \r\n.
 constexpr const char* kDualPipeVCsv =
     "0F0,0F1,0F2,0F3,0F4,0F5,0F6,7F0,7I0,7W0,7F1,7I1,7W1,7F2,7I2,7W2,7F3,(0F7;7B3)OVERLAP_F_B,"
@@ -36,20 +37,9 @@ constexpr const char* kDualPipeVCsv =
     "(4F5;3B1)OVERLAP_F_B,(3F6;4B2)OVERLAP_F_B,(4F6;3B2)OVERLAP_F_B,(3F7;4B3)OVERLAP_F_B,"
     "(4F7;3B3)OVERLAP_F_B,4B4,3B4,4B5,3B5,4I6,3I6,4I7,3I7,4W6,3W6,4W7,3W7\r\n";
 
-// The same orders in the canonical text form.
-constexpr const char* kDualPipeVText =
-    "rank 0: 0F0 0F1 0F2 0F3 0F4 0F5 0F6 7F0 7I0 7W0 7F1 7I1 7W1 7F2 7I2 7W2 7F3 (0F7;7B3) (7F4;0B0) 7B4 "
-    "(7F5;0B1) 7B5 (7F6;0B2) 7B6 (7F7;0B3) 7B7 0I4 0W4 0I5 0W5 0I6 0W6 0I7 0W7\n"
-    "rank 1: 1F0 1F1 1F2 1F3 1F4 6F0 1F5 6F1 6I0 6W0 6F2 6I1 6W1 6F3 (1F6;6B2) (6F4;1B0) (1F7;6B3) (6F5;1B1) "
-    "6B4 (6F6;1B2) 6B5 (6F7;1B3) 6B6 1B4 6I7 1I5 6W7 1I6 1W5 1I7 1W6 1W7\n"
-    "rank 2: 2F0 2F1 2F2 5F0 2F3 5F1 2F4 5F2 5I0 5W0 5F3 (2F5;5B1) (5F4;2B0) (2F6;5B2) (5F5;2B1) (2F7;5B3) "
-    "(5F6;2B2) 5B4 (5F7;2B3) 5B5 2B4 5B6 2I5 5I7 2I6 2W5 2I7 5W7 2W6 2W7\n"
-    "rank 3: 3F0 4F0 3F1 4F1 3F2 4F2 3F3 4F3 3F4 4B0 (4F4;3B0) (3F5;4B1) (4F5;3B1) (3F6;4B2) (4F6;3B2) "
-    "(3F7;4B3) (4F7;3B3) 4B4 3B4 4B5 3B5 4I6 3I6 4I7 3I7 4W6 3W6 4W7 3W7\n";
-
 TEST(PyTorchCsv, ParsesHandWrittenCsv) {
   const Schedule s = parse_pytorch_csv(kDualPipeVCsv);
-  EXPECT_EQ(format_text(s), kDualPipeVText);
+  EXPECT_EQ(format_text(s), test::kDualPipeVR4M8);  // the same orders in the text form
   EXPECT_EQ(s.kind, "custom");
   EXPECT_EQ(s.num_ranks, 4);
   EXPECT_EQ(s.num_stages, 8);
