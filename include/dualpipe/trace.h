@@ -1,5 +1,5 @@
 // Measured runs in the Chrome trace JSON of docs/trace-format.md: the runtime writes them, `dualpipe draw
-// --trace` reads them. Reading checks every field it uses and names the file and the field when one is wrong.
+// --trace` and `dualpipe compare` read them. Reading checks every field it uses and names the file and the field when one is wrong.
 #pragma once
 
 #include <string>
@@ -46,6 +46,10 @@ Trace read_trace(const std::string& path);
 std::string format_trace(const Trace& trace);
 // Writes format_trace through a temporary file and a rename, so a crash never leaves half a trace.
 void write_trace_file(const std::string& path, const Trace& trace);
+
+// A trace of `schedule` without events: its kind, sizes and compute-only text form (the communication actions
+// of a lowered schedule are left out).
+Trace trace_header(const Schedule& schedule);
 
 // The trace a run would record if it went exactly as simulated, with one cost unit lasting `us_per_unit`
 // microseconds; indices are positions in the lowered action list, as the runtime writes them.

@@ -2,11 +2,9 @@
 
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "dualpipe/runtime/gather.h"
-#include "dualpipe/text_format.h"
 
 namespace dualpipe::runtime {
 namespace {
@@ -30,21 +28,7 @@ std::vector<TraceEvent> trace_events(const Executor& executor, const ClockSync& 
   return events;
 }
 
-Trace trace_header(const Executor& executor) {
-  const Schedule& lowered = executor.lowered_schedule();
-  Schedule compute = lowered;
-  for (auto& actions : compute.actions) {
-    actions.erase(std::remove_if(actions.begin(), actions.end(), [](const Action& a) { return !a.is_compute(); }),
-                  actions.end());
-  }
-  Trace trace;
-  trace.kind = lowered.kind;
-  trace.num_ranks = lowered.num_ranks;
-  trace.num_stages = lowered.num_stages;
-  trace.num_microbatches = lowered.num_microbatches;
-  trace.schedule = format_text(compute);
-  return trace;
-}
+Trace trace_header(const Executor& executor) { return dualpipe::trace_header(executor.lowered_schedule()); }
 
 Trace gather_trace(const Executor& executor, comm::Communicator& communicator, const ClockSync& clock,
                    std::chrono::milliseconds timeout) {

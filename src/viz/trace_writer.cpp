@@ -1,7 +1,6 @@
 // Writing the Chrome trace of docs/trace-format.md, and the trace a run would record if it went exactly
 // as simulated (for tests, and to try the pictures of measured runs without a cluster).
-#include <cstdio>
-#include <fstream>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -48,15 +47,25 @@ void write_trace_file(const std::string& path, const Trace& trace) {
   write_file_atomically(path, format_trace(trace));
 }
 
-Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulation, double us_per_unit, int step) {
-  DUALPIPE_REQUIRE(us_per_unit > 0, "microseconds per cost unit must be positive, got ", us_per_unit);
-  DUALPIPE_REQUIRE(!schedule.has_communication(), "trace_from_simulation takes the compute-only schedule");
+Trace trace_header(const Schedule& schedule) {
+  Schedule compute = schedule;
+  for (auto& actions : compute.actions) {
+    actions.erase(std::remove_if(actions.begin(), actions.end(), [](const Action& a) { return !a.is_compute(); }),
+                  actions.end());
+  }
   Trace trace;
   trace.kind = schedule.kind;
   trace.num_ranks = schedule.num_ranks;
   trace.num_stages = schedule.num_stages;
   trace.num_microbatches = schedule.num_microbatches;
-  trace.schedule = format_text(schedule);
+  trace.schedule = format_text(compute);
+  return trace;
+}
+
+Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulation, double us_per_unit, int step) {
+  DUALPIPE_REQUIRE(us_per_unit > 0, "microseconds per cost unit must be positive, got ", us_per_unit);
+  DUALPIPE_REQUIRE(!schedule.has_communication(), "trace_from_simulation takes the compute-only schedule");
+  Trace trace = trace_header(schedule);
   const Schedule lowered = lower_communication(schedule);
   for (int r = 0; r < schedule.num_ranks; ++r) {
     std::size_t compute = 0;  // position in the compute-only list, where the simulation's times are
