@@ -5,7 +5,7 @@
 #include "dualpipe/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"dualpipe: plan, compare and draw pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
+  CLI::App app{"dualpipe: plan, draw, run and compare pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
                "Zero Bubble, Chimera, ...)",
                "dualpipe"};
   app.require_subcommand(1);
