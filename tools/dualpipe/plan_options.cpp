@@ -22,6 +22,15 @@ std::string kind_list() {
   return names;
 }
 
+// Reads a whole file; throws InvalidArgument naming the path when it cannot.
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DUALPIPE_REQUIRE(in, "cannot open '", path, "' for reading");
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
 }  // namespace
 
 void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool with_from) {
@@ -41,14 +50,6 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
                        "Read the schedule from FILE instead: the text form ('rank 0: 0F0 ...') or, for a .csv "
                        "file, PyTorch's compute-only CSV");
   }
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DUALPIPE_REQUIRE(in, "cannot open '", path, "' for reading");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
 }
 
 Schedule build_schedule(const PlanOptions& o) {

@@ -33,7 +33,4 @@ CostModel build_cost_model(const PlanOptions& options);
 // schedule that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) gets them scaled by R/S.
 CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& schedule);
 
-// Reads a whole file; throws dualpipe::InvalidArgument naming the path when it cannot.
-std::string read_file(const std::string& path);
-
 }  // namespace dualpipe::cli
