@@ -13,6 +13,7 @@
 #include "dualpipe/cost_model.h"
 #include "dualpipe/dependency_walk.h"
 #include "dualpipe/schedule.h"
+#include "test_helpers.h"
 
 namespace dualpipe::test {
 
@@ -23,21 +24,7 @@ struct ReferenceEngine {
   const CostModel& c;
   std::map<std::tuple<char, int, int>, std::pair<double, int>> done;  // (F|G|I, stage, mb) -> (end, rank)
 
-  double k(int stage) const { return stage < int(c.stage_scale.size()) ? c.stage_scale[stage] : 1.0; }
-
-  double duration(const Action& a) const {
-    switch (a.type) {
-      case ActionType::Forward: return c.forward * k(a.stage);
-      case ActionType::Backward: return c.backward * k(a.stage);
-      case ActionType::BackwardInput: return (c.backward - c.weight) * k(a.stage);
-      case ActionType::BackwardWeight: return c.weight * k(a.stage);
-      case ActionType::Overlapped: {
-        const double separate = c.forward * k(a.stage) + c.backward * k(a.bwd_stage);
-        return c.overlapped ? *c.overlapped * separate / (c.forward + c.backward) : separate;
-      }
-      default: return 0;
-    }
-  }
+  double duration(const Action& a) const { return expected_duration(c, a); }
 
   // The time the action may start on rank r given its dependencies, or -1 when one is not done yet.
   double ready(const Action& a, int r) const {

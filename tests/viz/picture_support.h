@@ -64,22 +64,4 @@ inline std::vector<DrawnCell> drawn_cells(const XmlElement& root) {
   return cells;
 }
 
-// The duration of a compute action from the cost model's fields, written out by hand as spec section 2 says.
-inline double expected_duration(const CostModel& c, const Action& a) {
-  const auto k = [&](int stage) {
-    return stage < static_cast<int>(c.stage_scale.size()) ? c.stage_scale[stage] : 1.0;
-  };
-  switch (a.type) {
-    case ActionType::Forward: return c.forward * k(a.stage);
-    case ActionType::Backward: return c.backward * k(a.stage);
-    case ActionType::BackwardInput: return (c.backward - c.weight) * k(a.stage);
-    case ActionType::BackwardWeight: return c.weight * k(a.stage);
-    case ActionType::Overlapped: {
-      const double fb = c.overlapped.value_or(c.forward + c.backward);
-      return fb * (c.forward * k(a.stage) + c.backward * k(a.bwd_stage)) / (c.forward + c.backward);
-    }
-    default: return 0;
-  }
-}
-
 }  // namespace dualpipe::test
