@@ -49,16 +49,16 @@ std::vector<int> measure(const Schedule& schedule) {
             }
       }
       runtime::ExecutorOptions options;
-      options.boundaries = runtime::ExecutorOptions::uniform({{rows, hidden}, torch::kFloat}, schedule.num_stages);
+      options.boundaries = runtime::ExecutorOptions::uniform({{{rows, hidden}, torch::kFloat}}, schedule.num_stages);
       runtime::Executor executor(schedule, stages, std::make_shared<comm::InProcessCommunicator>(hub, rank),
                                  options);
       runtime::StepArgs args;
       args.num_microbatches = M;
       const auto entering = static_cast<int64_t>(executor.entering_microbatches().size());
       const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
-      if (entering > 0) args.inputs = torch::randn({entering * rows, hidden});
-      if (losses > 0) args.labels = torch::randn({losses * rows, hidden});
-      args.criterion = [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); };
+      if (entering > 0) args.inputs = {torch::randn({entering * rows, hidden})};
+      if (losses > 0) args.labels = {torch::randn({losses * rows, hidden})};
+      args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
       executor.step(args);
       peaks[rank] = executor.last_step_stats().peak_live_activations;
     } catch (const std::exception& e) {

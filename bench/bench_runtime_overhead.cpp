@@ -58,15 +58,15 @@ void run_rank(std::shared_ptr<comm::Communicator> communicator, int microbatches
       }
   runtime::ExecutorOptions options;
   options.boundaries =
-      runtime::ExecutorOptions::uniform({{batch, sequence, hidden}, torch::kFloat}, schedule.num_stages);
+      runtime::ExecutorOptions::uniform({{{batch, sequence, hidden}, torch::kFloat}}, schedule.num_stages);
   runtime::Executor executor(schedule, stages, communicator, options);
   runtime::StepArgs args;
   args.num_microbatches = microbatches;
   const auto entering = static_cast<int64_t>(executor.entering_microbatches().size());
   const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
-  if (entering > 0) args.inputs = torch::randn({entering * batch, sequence, hidden});
-  if (losses > 0) args.labels = torch::randn({losses * batch, sequence, hidden});
-  args.criterion = [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); };
+  if (entering > 0) args.inputs = {torch::randn({entering * batch, sequence, hidden})};
+  if (losses > 0) args.labels = {torch::randn({losses * batch, sequence, hidden})};
+  args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
 
   std::vector<double> step_ms, own_ms, barrier_ms;
   for (int i = 0; i < warmup + steps; ++i) {

@@ -85,15 +85,15 @@ int run_rank(int steps, double f_ms, double b_ms, double w_ms) {
       for (int m = 0; m < M; ++m)
         if (schedule.placement.rank(s, m) == rank) stages[s] = std::make_shared<bench::SleepStage>(sleeps);
     runtime::ExecutorOptions options;
-    options.boundaries = runtime::ExecutorOptions::uniform(spec, schedule.num_stages);
+    options.boundaries = runtime::ExecutorOptions::uniform({spec}, schedule.num_stages);
     runtime::Executor executor(schedule, stages, communicator, options);
     runtime::StepArgs args;
     args.num_microbatches = M;
     const auto entering = static_cast<int64_t>(executor.entering_microbatches().size());
     const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
-    if (entering > 0) args.inputs = torch::zeros({entering * spec.shape[0], spec.shape[1]});
-    if (losses > 0) args.labels = torch::zeros({losses * spec.shape[0], spec.shape[1]});
-    args.criterion = [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); };
+    if (entering > 0) args.inputs = {torch::zeros({entering * spec.shape[0], spec.shape[1]})};
+    if (losses > 0) args.labels = {torch::zeros({losses * spec.shape[0], spec.shape[1]})};
+    args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
     std::vector<double> times;
     for (int i = 0; i < 1 + steps; ++i) {
       communicator->barrier();

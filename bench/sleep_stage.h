@@ -55,9 +55,9 @@ class SleepStage : public runtime::Stage {
   explicit SleepStage(SleepCosts costs) : costs_(costs), module_(std::make_shared<torch::nn::Module>()) {
     weight_ = module_->register_parameter("weight", torch::zeros({1}));
   }
-  torch::Tensor forward(const torch::Tensor& input) override {
+  runtime::Tensors forward(const runtime::Tensors& input) override {
     std::this_thread::sleep_for(costs_.forward);
-    return detail::SleepFunction::apply(input, weight_, costs_.input_grad.count(), costs_.weight_grad.count());
+    return {detail::SleepFunction::apply(input.at(0), weight_, costs_.input_grad.count(), costs_.weight_grad.count())};
   }
   std::shared_ptr<torch::nn::Module> module() const override { return module_; }
 

@@ -35,16 +35,16 @@ void train_one_step(std::shared_ptr<comm::Communicator> communicator) {
   std::map<int, std::shared_ptr<runtime::Stage>> stages{{0, runtime::make_stage(model[0])},
                                                         {1, runtime::make_stage(model[1])}};
   runtime::ExecutorOptions options;
-  options.boundaries = runtime::ExecutorOptions::uniform({{rows, hidden}, torch::kFloat}, schedule.num_stages);
+  options.boundaries = runtime::ExecutorOptions::uniform({{{rows, hidden}, torch::kFloat}}, schedule.num_stages);
   runtime::Executor executor(schedule, stages, communicator, options);
 
   // Rank 0 feeds direction 0 (micro-batches 0, 1) and computes direction 1's losses; rank 1 the reverse.
   torch::manual_seed(100 + communicator->rank());
   runtime::StepArgs args;
-  args.inputs = torch::randn({2 * rows, hidden});
-  args.labels = torch::randn({2 * rows, hidden});
+  args.inputs = {torch::randn({2 * rows, hidden})};
+  args.labels = {torch::randn({2 * rows, hidden})};
   lock.unlock();
-  args.criterion = [](const torch::Tensor& out, const torch::Tensor& label) { return torch::mse_loss(out, label); };
+  args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& out, const torch::Tensor& label) { return torch::mse_loss(out, label); });
   args.num_microbatches = num_microbatches;
   runtime::StepResult result = executor.step(args);
 

@@ -9,8 +9,8 @@
 namespace dualpipe::runtime {
 namespace {
 
-constexpr int kPingTag = kServiceTagBase + 0x100;
-constexpr int kPongTag = kServiceTagBase + 0x101;
+constexpr int kPingTag = comm::tag(comm::Channel::ClockPing);
+constexpr int kPongTag = comm::tag(comm::Channel::ClockPong);
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

@@ -17,15 +17,16 @@
 namespace dualpipe::runtime {
 
 using detail::Direction;
+using detail::MessageKey;
 
-namespace {
-std::string shape_text(const TensorSpec& s) {
-  return dualpipe::detail::concat(c10::IntArrayRef(s.shape), " ", s.dtype);
+Criterion single_tensor_criterion(std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> loss) {
+  return [loss = std::move(loss)](const Tensors& outputs, const Tensors& labels) {
+    DUALPIPE_REQUIRE(outputs.size() == 1 && labels.size() == 1,
+                     "this criterion takes one output and one label tensor, got ", outputs.size(), " outputs and ",
+                     labels.size(), " labels");
+    return loss(outputs[0], labels[0]);
+  };
 }
-bool matches(const torch::Tensor& t, const TensorSpec& s) {
-  return t.sizes() == c10::IntArrayRef(s.shape) && t.scalar_type() == s.dtype;
-}
-}  // namespace
 
 Executor::Executor(const Schedule& schedule, std::map<int, std::shared_ptr<Stage>> stages,
                    std::shared_ptr<comm::Communicator> communicator, ExecutorOptions options)
@@ -74,9 +75,30 @@ Executor::Executor(const Schedule& schedule, std::map<int, std::shared_ptr<Stage
   I.options = std::move(options);
   I.recording = I.options.record_trace;
   I.timeout = I.options.timeout.count() > 0 ? I.options.timeout : I.comm->timeout();
+  I.stage_devices.assign(static_cast<size_t>(S), c10::Device(c10::kCPU));
+  for (const auto& [s, stage] : I.stages) I.stage_devices[static_cast<size_t>(s)] = stage->device();
+  I.plan_messages();
+  if (!I.options.boundaries.empty()) I.check_stages_against_boundaries();
 }
 
 Executor::~Executor() = default;
+
+// What every peer sends this rank, in its sending order: the order of its SEND actions in the lowered
+// schedule, which every rank holds whole.
+void Executor::Impl::plan_messages() {
+  for (int src = 0; src < schedule.num_ranks; ++src) {
+    if (src == rank) continue;
+    for (const Action& a : schedule.actions[src]) {
+      if (a.peer != rank) continue;
+      if (a.type == ActionType::SendForward) {
+        incoming_training[comm_rank(src)].push_back({Direction::Forward, a.stage, a.microbatch});
+        incoming_forward_only[comm_rank(src)].push_back({Direction::Forward, a.stage, a.microbatch});
+      } else if (a.type == ActionType::SendBackward) {
+        incoming_training[comm_rank(src)].push_back({Direction::Backward, a.stage, a.microbatch});
+      }
+    }
+  }
+}
 
 void Executor::set_recording(bool on) { impl_->recording = on; }
 bool Executor::recording() const { return impl_->recording; }
@@ -86,12 +108,25 @@ int Executor::steps_run() const { return impl_->steps_run; }
 const StepStats& Executor::last_step_stats() const { return impl_->stats; }
 
 int Executor::Impl::live_activations() const {
-  // A slot keeps its stage output only while a backward still needs it (finish_backward clears the slot), so
-  // counting defined outputs counts held graphs; an I action hands its activations over to the store's group.
+  // A slot keeps its stage outputs only while a backward still needs them (finish_backward clears them), so
+  // counting defined outputs counts held graphs; after I the slot's pending W holds what W needs.
   int live = static_cast<int>(store.pending_groups());
   if (!training) return live;
-  for (const Slot& sl : slots) live += sl.output.defined() ? 1 : 0;
+  for (const Slot& sl : slots) live += (!sl.outputs.empty() || sl.weight_pending) ? 1 : 0;
   return live;
+}
+
+int64_t Executor::Impl::parameter_grad_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [s, st] : stages)
+    for (const auto& p : st->parameters())
+      if (p.grad().defined()) bytes += static_cast<int64_t>(p.grad().nbytes());
+  return bytes;
+}
+
+int64_t Executor::Impl::activation_bytes() const {
+  if (!meter || !meter->active()) return 0;
+  return meter->live_bytes() - (parameter_grad_bytes() - grad_bytes_at_start);
 }
 
 int Executor::pipeline_rank() const { return impl_->rank; }
@@ -119,9 +154,25 @@ StepResult Executor::step(const StepArgs& args) {
   I.stats = StepStats{};
   const int step_number = I.steps_run++;
   WeightGradStore::Scope scope(&I.store);
+  I.grad_bytes_at_start = I.parameter_grad_bytes();
+  I.meter.emplace();
+  auto clear = [&] {
+    I.slots.clear();
+    I.store.clear();
+    I.mail.reset();
+    I.args = nullptr;
+    I.input_chunks.clear();
+    I.label_chunks.clear();
+    I.meter.reset();
+  };
   try {
-    I.mail = std::make_unique<detail::Mailbox>(*I.comm, I.timeout, I.options.boundaries, I.S(), I.M());
-    I.post_receives();
+    detail::MailboxSetup setup;
+    setup.communicator = I.comm.get();
+    setup.timeout = I.timeout;
+    setup.boundaries = &I.options.boundaries;
+    setup.stage_devices = I.stage_devices;
+    setup.incoming = I.training ? I.incoming_training : I.incoming_forward_only;
+    I.mail = std::make_unique<detail::Mailbox>(std::move(setup));
     const std::vector<Action>& actions = I.schedule.actions[I.rank];
     for (size_t i = 0; i < actions.size(); ++i) {
       if (I.recording) {
@@ -131,75 +182,20 @@ StepResult Executor::step(const StepArgs& args) {
       } else {
         I.run(actions[i]);
       }
-      I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.mail->poll_sends();
+      I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
+      I.stats.peak_activation_bytes = std::max(I.stats.peak_activation_bytes, I.activation_bytes());
     }
     I.stats.live_activations_at_end = I.live_activations();
     I.mail->finish();
+    I.stats.activation_bytes_at_end = I.activation_bytes();
     DUALPIPE_CHECK(I.store.pending_groups() == 0, "deferred weight gradients left after the step");
   } catch (...) {
-    I.slots.clear();
-    I.store.clear();
-    I.mail.reset();
-    I.args = nullptr;
+    clear();
     throw;
   }
-  I.slots.clear();
-  I.mail.reset();
-  I.args = nullptr;
-  I.input_chunks.clear();
-  I.label_chunks.clear();
+  clear();
   return std::move(I.result);
-}
-
-void Executor::Impl::check_args(const StepArgs& a) const {
-  DUALPIPE_REQUIRE(a.num_microbatches == M(), "step() was asked for ", a.num_microbatches,
-                   " micro-batches but the schedule has M=", M());
-  if (!entering.empty()) {
-    DUALPIPE_REQUIRE(a.inputs.defined() && a.inputs.dim() >= 1, "rank ", rank, " feeds ", entering.size(),
-                     " micro-batches into stage 0 but got no inputs");
-    int64_t n = a.inputs.size(0), k = static_cast<int64_t>(entering.size());
-    DUALPIPE_REQUIRE(n % k == 0, "rank ", rank, ": inputs with ", n, " rows do not split into ", k,
-                     " equal micro-batches");
-    if (!options.boundaries.empty()) {
-      const TensorSpec& spec = options.boundaries[0];
-      DUALPIPE_REQUIRE(matches(a.inputs.narrow(0, 0, n / k), spec), "rank ", rank, ": a micro-batch of inputs is ",
-                       a.inputs.narrow(0, 0, n / k).sizes(), " ", a.inputs.scalar_type(),
-                       ", the executor was declared with ", shape_text(spec));
-    }
-  }
-  if (!loss_owned.empty() && (training || a.labels.defined())) {
-    DUALPIPE_REQUIRE(!training || a.criterion, "rank ", rank, " computes the loss of ", loss_owned.size(),
-                     " micro-batches but no criterion was given");
-    DUALPIPE_REQUIRE(a.labels.defined() && a.labels.dim() >= 1, "rank ", rank, " computes the loss of ",
-                     loss_owned.size(), " micro-batches but got no labels");
-    int64_t n = a.labels.size(0), k = static_cast<int64_t>(loss_owned.size());
-    DUALPIPE_REQUIRE(n % k == 0, "rank ", rank, ": labels with ", n, " rows do not split into ", k,
-                     " equal micro-batches");
-  }
-}
-
-void Executor::Impl::split_batches(const StepArgs& a) {
-  input_chunks.assign(M(), torch::Tensor());
-  label_chunks.assign(M(), torch::Tensor());
-  if (!entering.empty()) {
-    auto chunks = a.inputs.chunk(static_cast<int64_t>(entering.size()), 0);
-    for (size_t i = 0; i < entering.size(); ++i) input_chunks[entering[i]] = chunks[i];
-  }
-  if (!loss_owned.empty() && a.labels.defined()) {
-    auto chunks = a.labels.chunk(static_cast<int64_t>(loss_owned.size()), 0);
-    for (size_t i = 0; i < loss_owned.size(); ++i) label_chunks[loss_owned[i]] = chunks[i];
-  }
-}
-
-void Executor::Impl::post_receives() {
-  for (const Action& a : schedule.actions[rank]) {
-    if (a.type == ActionType::RecvForward) {
-      mail->post_recv(Direction::Forward, a.stage - 1, a.microbatch, comm_rank(a.peer));
-    } else if (a.type == ActionType::RecvBackward && training) {
-      mail->post_recv(Direction::Backward, a.stage + 1, a.microbatch, comm_rank(a.peer));
-    }
-  }
 }
 
 // The handler table: one entry per ActionType, in enum order. No schedule kind anywhere.

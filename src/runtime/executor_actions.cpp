@@ -9,6 +9,7 @@ namespace dualpipe::runtime {
 using detail::Direction;
 
 namespace {
+
 // Marks the store as deferring for the duration of an I action, also when the backward throws.
 class Deferral {
  public:
@@ -18,139 +19,198 @@ class Deferral {
  private:
   WeightGradStore& store_;
 };
+
+// A stage input as the stage sees it: a fresh leaf where it carries a gradient back, so the backward stops
+// here and leaves that gradient to send.
+torch::Tensor as_input(const torch::Tensor& t, bool requires_grad, c10::Device device) {
+  torch::Tensor x = t.device() == device ? t.detach() : t.detach().to(device);
+  return requires_grad ? x.requires_grad_(true) : x;
+}
+
 }  // namespace
 
-torch::Tensor Executor::Impl::forward_input(int s, int m) {
+Tensors Executor::Impl::forward_inputs(int s, int m) {
   Slot& sl = slot(s, m);
   if (s == 0) {
-    DUALPIPE_CHECK(input_chunks[m].defined(), "no input for micro-batch ", m);
-    sl.input = input_chunks[m];
-  } else {
-    DUALPIPE_CHECK(sl.input.defined(), "forward of stage ", s, " micro-batch ", m, " before its input arrived");
-    // A fresh leaf, so the backward stops here and leaves the gradient to send in input.grad().
-    if (training) sl.input = sl.input.detach().requires_grad_(true);
+    DUALPIPE_CHECK(!input_chunks[m].empty(), "no input for micro-batch ", m);
+    sl.inputs = input_chunks[m];
   }
-  return sl.input;
+  DUALPIPE_CHECK(!sl.inputs.empty(), "forward of stage ", s, " micro-batch ", m, " before its inputs arrived");
+  return sl.inputs;
 }
 
-void Executor::Impl::finish_forward(int s, int m, const torch::Tensor& output) {
+void Executor::Impl::finish_forward(int s, int m, Tensors outputs) {
+  check_output(s, m, outputs);
   Slot& sl = slot(s, m);
-  if (!options.boundaries.empty()) {
-    const TensorSpec& spec = options.boundaries[s + 1];
-    DUALPIPE_REQUIRE(output.sizes() == c10::IntArrayRef(spec.shape) && output.scalar_type() == spec.dtype,
-                     "stage ", s, " returned ", output.sizes(), " ", output.scalar_type(), " for micro-batch ", m,
-                     ", the executor was declared with ", c10::IntArrayRef(spec.shape), " ", spec.dtype);
-  }
-  sl.output = output;
   if (s + 1 < S()) {
-    if (local(s + 1, m)) slot(s + 1, m).input = output.detach();
-    if (!training && local(s + 1, m)) sl.output = torch::Tensor();
-    if (!training) sl.input = torch::Tensor();
+    if (local(s + 1, m)) {
+      Tensors next;
+      for (const auto& t : outputs)
+        next.push_back(as_input(t, training && t.requires_grad(), stage_devices[static_cast<size_t>(s) + 1]));
+      slot(s + 1, m).inputs = std::move(next);
+    }
+    sl.outputs = std::move(outputs);  // SEND_F reads them; a backward keeps them
+    if (!training) sl.inputs.clear();
+    if (!training && local(s + 1, m)) sl.outputs.clear();
     return;
   }
-  if (label_chunks[m].defined() && args->criterion) {
-    sl.loss = args->criterion(output, label_chunks[m]);
+  if (!label_chunks[m].empty() && args->criterion) {
+    sl.loss = args->criterion(outputs, label_chunks[m]);
     result.losses[m] = sl.loss.detach();
   }
-  if (args->return_outputs) result.outputs[m] = output.detach();
-  if (!training) sl = Slot{};
+  if (args->return_outputs) {
+    Tensors detached;
+    for (const auto& t : outputs) detached.push_back(t.detach());
+    result.outputs[m] = std::move(detached);
+  }
+  if (training) {
+    sl.outputs = std::move(outputs);
+  } else {
+    sl = Slot{};
+  }
 }
 
-BackwardHalf Executor::Impl::backward_half(int s, int m) {
+// Runs the backward of (s, m) and leaves the gradients of its inputs in the slot for finish_backward. `split`:
+// only the input gradients now, the parameter gradients at the W action.
+BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
   Slot& sl = slot(s, m);
-  BackwardHalf half;
-  half.stage = &stage(s);
+  Tensors roots, grads;
   if (s == S() - 1) {
     DUALPIPE_CHECK(sl.loss.defined(), "backward of the last stage for micro-batch ", m, " without a loss");
-    half.roots = {sl.loss};
+    roots = {sl.loss};
+    grads = {torch::Tensor()};
   } else {
-    DUALPIPE_CHECK(sl.output.defined() && sl.output_grad.defined(), "backward of stage ", s, " micro-batch ", m,
-                   " before its forward or its output gradient");
-    half.roots = {sl.output};
-    half.grads = {sl.output_grad};
-  }
-  return half;
-}
-
-void Executor::Impl::finish_backward(int s, int m) {
-  Slot& sl = slot(s, m);
-  torch::Tensor input_grad;
-  if (s > 0) {
-    input_grad = sl.input.grad();
-    // A stage whose output does not depend on its input still owes the previous stage a gradient.
-    if (!input_grad.defined()) input_grad = torch::zeros_like(sl.input);
-  }
-  sl = Slot{};  // frees the activations and the graph
-  if (s > 0) {
-    if (local(s - 1, m)) {
-      slot(s - 1, m).output_grad = input_grad;
-    } else {
-      sl.input_grad = input_grad;
+    DUALPIPE_CHECK(!sl.outputs.empty() && sl.output_grads.size() == sl.outputs.size(), "backward of stage ", s,
+                   " micro-batch ", m, " before its forward or its output gradients");
+    for (size_t i = 0; i < sl.outputs.size(); ++i) {
+      if (!sl.outputs[i].requires_grad() || !sl.output_grads[i].defined()) continue;
+      roots.push_back(sl.outputs[i]);
+      grads.push_back(sl.output_grads[i]);
     }
   }
+  const bool generic = split && options.weight_split == WeightSplit::Generic;
+  return BackwardHalf{[this, s, m, split, generic, roots = std::move(roots), grads = std::move(grads)] {
+    Slot& sl = slot(s, m);
+    c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
+    if (roots.empty()) {  // no output carries a gradient: nothing to do but owe zeros
+      sl.input_grads.assign(sl.inputs.size(), torch::Tensor());
+    } else if (generic) {
+      sl.input_grads = detail::backward_input(roots, grads, sl.inputs, sl.weight);
+      sl.weight_pending = true;
+    } else if (split) {
+      Deferral deferral(store, s, m);
+      sl.input_grads = detail::backward_full(roots, grads, sl.inputs);
+    } else {
+      sl.input_grads = detail::backward_full(roots, grads, sl.inputs);
+    }
+  }};
+}
+
+// Hands the gradients of the stage's inputs to the previous stage (or to SEND_B) and frees what the backward no
+// longer needs; the pending W state of an I stays.
+void Executor::Impl::finish_backward(int s, int m, Tensors input_grads) {
+  Slot& sl = slot(s, m);
+  // An input that carries a gradient but did not influence the loss still owes the previous stage one.
+  for (size_t i = 0; i < sl.inputs.size(); ++i)
+    if (sl.inputs[i].requires_grad() && !input_grads[i].defined()) input_grads[i] = torch::zeros_like(sl.inputs[i]);
+  Tensors inputs = std::move(sl.inputs);
+  sl.inputs.clear();
+  sl.outputs.clear();
+  sl.output_grads.clear();
+  sl.loss = torch::Tensor();
+  sl.input_grads.clear();
+  if (s == 0) return;
+  if (local(s - 1, m)) {
+    slot(s - 1, m).output_grads = std::move(input_grads);  // aligned: stage s's inputs are stage s-1's outputs
+    return;
+  }
+  Tensors to_send;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad()) to_send.push_back(input_grads[i]);
+  sl.input_grads = std::move(to_send);
 }
 
 void Executor::Impl::on_forward(const Action& a) {
-  torch::Tensor input = forward_input(a.stage, a.microbatch);
-  finish_forward(a.stage, a.microbatch, stage(a.stage).forward(input));
+  Tensors inputs = forward_inputs(a.stage, a.microbatch);
+  c10::DeviceGuard guard(stage_devices[static_cast<size_t>(a.stage)]);
+  finish_forward(a.stage, a.microbatch, stage(a.stage).forward(inputs));
 }
 
 void Executor::Impl::on_backward(const Action& a) {
   if (!training) return;
-  backward_half(a.stage, a.microbatch).run();
-  finish_backward(a.stage, a.microbatch);
+  backward_half(a.stage, a.microbatch, false).run();
+  finish_backward(a.stage, a.microbatch, slot(a.stage, a.microbatch).input_grads);
 }
 
 void Executor::Impl::on_backward_input(const Action& a) {
   if (!training) return;
-  BackwardHalf half = backward_half(a.stage, a.microbatch);
-  {
-    Deferral deferral(store, a.stage, a.microbatch);
-    half.run();
-  }
-  finish_backward(a.stage, a.microbatch);
+  backward_half(a.stage, a.microbatch, true).run();
+  finish_backward(a.stage, a.microbatch, slot(a.stage, a.microbatch).input_grads);
 }
 
 void Executor::Impl::on_backward_weight(const Action& a) {
   if (!training) return;
+  Slot& sl = slot(a.stage, a.microbatch);
+  c10::DeviceGuard guard(stage_devices[static_cast<size_t>(a.stage)]);
+  sl.weight.run();
+  sl.weight_pending = false;
   store.run(a.stage, a.microbatch);
 }
 
 void Executor::Impl::on_overlapped(const Action& a) {
-  torch::Tensor input = forward_input(a.stage, a.microbatch);
+  Tensors inputs = forward_inputs(a.stage, a.microbatch);
+  c10::DeviceGuard guard(stage_devices[static_cast<size_t>(a.stage)]);
   if (!training) {  // inference: only the forward half exists
-    finish_forward(a.stage, a.microbatch, stage(a.stage).forward(input));
+    finish_forward(a.stage, a.microbatch, stage(a.stage).forward(inputs));
     return;
   }
-  BackwardHalf half = backward_half(a.bwd_stage, a.bwd_microbatch);
-  torch::Tensor output = stage(a.stage).overlapped_forward_backward(input, half);
-  finish_forward(a.stage, a.microbatch, output);
-  finish_backward(a.bwd_stage, a.bwd_microbatch);
+  BackwardHalf half = backward_half(a.bwd_stage, a.bwd_microbatch, false);
+  Tensors outputs = stage(a.stage).overlapped_forward_backward(inputs, half);
+  finish_forward(a.stage, a.microbatch, std::move(outputs));
+  finish_backward(a.bwd_stage, a.bwd_microbatch, slot(a.bwd_stage, a.bwd_microbatch).input_grads);
 }
 
 void Executor::Impl::on_send_forward(const Action& a) {
   Slot& sl = slot(a.stage, a.microbatch);
-  DUALPIPE_CHECK(sl.output.defined(), "SEND_F before the forward of stage ", a.stage, " micro-batch ", a.microbatch);
-  mail->send(Direction::Forward, a.stage, a.microbatch, comm_rank(a.peer), sl.output);
-  if (!training) sl.output = torch::Tensor();
+  DUALPIPE_CHECK(!sl.outputs.empty(), "SEND_F before the forward of stage ", a.stage, " micro-batch ", a.microbatch);
+  mail->send({Direction::Forward, a.stage, a.microbatch}, comm_rank(a.peer), sl.outputs);
+  if (!training) sl.outputs.clear();
 }
 
 void Executor::Impl::on_recv_forward(const Action& a) {
-  slot(a.stage, a.microbatch).input = mail->take(Direction::Forward, a.stage - 1, a.microbatch);
+  detail::Message message = mail->take({Direction::Forward, a.stage - 1, a.microbatch});
+  Tensors inputs;
+  for (size_t i = 0; i < message.tensors.size(); ++i)
+    inputs.push_back(as_input(message.tensors[i], training && message.requires_grad[i],
+                              stage_devices[static_cast<size_t>(a.stage)]));
+  slot(a.stage, a.microbatch).inputs = std::move(inputs);
 }
 
 void Executor::Impl::on_send_backward(const Action& a) {
   if (!training) return;
   Slot& sl = slot(a.stage, a.microbatch);
-  DUALPIPE_CHECK(sl.input_grad.defined(), "SEND_B before the backward of stage ", a.stage, " micro-batch ",
-                 a.microbatch);
-  mail->send(Direction::Backward, a.stage, a.microbatch, comm_rank(a.peer), sl.input_grad);
-  sl.input_grad = torch::Tensor();
+  mail->send({Direction::Backward, a.stage, a.microbatch}, comm_rank(a.peer), sl.input_grads);
+  sl.input_grads.clear();
 }
 
+// The message holds the gradients of the outputs that require one, in order; the others get none.
 void Executor::Impl::on_recv_backward(const Action& a) {
   if (!training) return;
-  slot(a.stage, a.microbatch).output_grad = mail->take(Direction::Backward, a.stage + 1, a.microbatch);
+  detail::Message message = mail->take({Direction::Backward, a.stage + 1, a.microbatch});
+  Slot& sl = slot(a.stage, a.microbatch);
+  Tensors grads(sl.outputs.size());
+  size_t k = 0;
+  for (size_t i = 0; i < sl.outputs.size(); ++i)
+    if (sl.outputs[i].requires_grad()) {
+      DUALPIPE_REQUIRE(k < message.tensors.size(), "stage ", a.stage + 1, " sent ", message.tensors.size(),
+                       " gradients for micro-batch ", a.microbatch, " but stage ", a.stage,
+                       " has more outputs that require one");
+      grads[i] = message.tensors[k++];
+    }
+  DUALPIPE_REQUIRE(k == message.tensors.size(), "stage ", a.stage + 1, " sent ", message.tensors.size(),
+                   " gradients for micro-batch ", a.microbatch, " but stage ", a.stage, " has ", k,
+                   " outputs that require one");
+  sl.output_grads = std::move(grads);
 }
 
 }  // namespace dualpipe::runtime

@@ -1,25 +1,31 @@
 // The executor's private state and handlers (internal): executor.cpp builds it and drives a step,
-// executor_actions.cpp holds one handler per action type.
+// executor_actions.cpp holds one handler per action type, executor_checks.cpp what the caller can get wrong.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "backward_split.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/weight_grad_store.h"
 #include "mailbox.h"
+#include "memory_meter.h"
 
 namespace dualpipe::runtime {
 
 // Per (stage, micro-batch) tensors of the step in flight.
 struct Slot {
-  torch::Tensor input;        // stage input (a leaf requiring grad when training and stage > 0)
-  torch::Tensor output;       // stage output, kept for the backward
-  torch::Tensor loss;         // last stage only
-  torch::Tensor output_grad;  // gradient of output, from the next stage
-  torch::Tensor input_grad;   // gradient of input, waiting for SEND_B
+  Tensors inputs;        // stage inputs (leaves requiring grad where they carry one back, when training)
+  Tensors outputs;       // stage outputs, kept for the backward
+  torch::Tensor loss;    // last stage only
+  Tensors output_grads;  // gradients of the outputs that require one, from the next stage
+  Tensors input_grads;   // gradients of the inputs that require one, waiting for SEND_B
+  detail::DeferredWeightGrad weight;  // after I, until W
+  bool weight_pending = false;
 };
 
 struct Executor::Impl {
@@ -30,7 +36,10 @@ struct Executor::Impl {
   int rank = -1;  // pipeline rank
   std::chrono::milliseconds timeout{0};
   std::vector<int> entering, loss_owned;
-  WeightGradStore store;
+  std::vector<c10::Device> stage_devices;  // of local stages; CPU elsewhere
+  // Communicator rank -> messages it sends this rank, in order; with and without the backward messages.
+  std::map<int, std::vector<detail::MessageKey>> incoming_training, incoming_forward_only;
+  WeightGradStore store;  // SplitLinear's deferral, with WeightSplit::SplitAwareLayers
 
   // Instrumentation (ExecutorOptions::record_trace, Executor::last_step_stats).
   bool recording = false;
@@ -44,7 +53,9 @@ struct Executor::Impl {
   std::vector<Slot> slots;
   std::unique_ptr<detail::Mailbox> mail;
   StepResult result;
-  std::vector<torch::Tensor> input_chunks, label_chunks;  // indexed by micro-batch
+  std::vector<Tensors> input_chunks, label_chunks;  // indexed by micro-batch
+  std::optional<detail::MemoryMeter> meter;
+  int64_t grad_bytes_at_start = 0;
 
   int S() const { return schedule.num_stages; }
   int M() const { return schedule.num_microbatches; }
@@ -53,18 +64,24 @@ struct Executor::Impl {
   int comm_rank(int r) const { return options.rank_mapping.empty() ? r : options.rank_mapping[r]; }
   Stage& stage(int s) { return *stages.at(s); }
 
+  // executor_checks.cpp
+  void check_stages_against_boundaries();
   void check_args(const StepArgs& a) const;
   void split_batches(const StepArgs& a);
-  void post_receives();
+  void check_output(int s, int m, const Tensors& outputs) const;
+
+  void plan_messages();
   void run(const Action& a);
-  // (stage, micro-batch) activations held right now: outputs kept for a backward + pending W groups.
+  // (stage, micro-batch) activations held right now: outputs kept for a backward + pending W.
   int live_activations() const;
+  int64_t activation_bytes() const;
+  int64_t parameter_grad_bytes() const;
 
   // The halves shared by F, B, I and the overlapped pair.
-  torch::Tensor forward_input(int s, int m);
-  void finish_forward(int s, int m, const torch::Tensor& output);
-  BackwardHalf backward_half(int s, int m);
-  void finish_backward(int s, int m);
+  Tensors forward_inputs(int s, int m);
+  void finish_forward(int s, int m, Tensors outputs);
+  BackwardHalf backward_half(int s, int m, bool split);
+  void finish_backward(int s, int m, Tensors input_grads);
 
   void on_forward(const Action& a);
   void on_backward(const Action& a);

@@ -17,7 +17,7 @@ std::vector<torch::Tensor> gather_to_root(comm::Communicator& communicator, cons
     auto sent_length = communicator.isend(length, root, tag);
     std::shared_ptr<comm::Work> sent_data;
     // Empty tensors are not sent: some transports reject zero-byte messages.
-    if (data.numel() > 0) sent_data = communicator.isend(data, root, tag + 1);
+    if (data.numel() > 0) sent_data = communicator.isend(data, root, tag);
     sent_length->wait(timeout);
     if (sent_data) sent_data->wait(timeout);
     return {};
@@ -31,7 +31,7 @@ std::vector<torch::Tensor> gather_to_root(comm::Communicator& communicator, cons
     torch::Tensor length = torch::empty({1}, torch::kLong);
     communicator.irecv(length, r, tag)->wait(timeout);
     gathered[r] = torch::empty({length.item<int64_t>()}, data.options());
-    if (gathered[r].numel() > 0) communicator.irecv(gathered[r], r, tag + 1)->wait(timeout);
+    if (gathered[r].numel() > 0) communicator.irecv(gathered[r], r, tag)->wait(timeout);
   }
   return gathered;
 }

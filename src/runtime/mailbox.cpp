@@ -4,144 +4,232 @@
 
 #include <algorithm>
 
-#include "dualpipe/runtime/replicas.h"
+#include "dualpipe/comm/channels.h"
 
 namespace dualpipe::runtime::detail {
 namespace {
-constexpr int kMaxDims = 8;  // shapes exchanged at run time: [dtype, ndim, d0 .. d7]
+
+// Header of a message whose shapes travel: [count, then per tensor: dtype, requires_grad, ndim, d0 ..].
+constexpr int64_t kHeaderWords = 64;
+
+bool is_floating(at::ScalarType t) { return at::isFloatingType(t) || at::isComplexType(t); }
+
+// The tensors of a backward message are the gradients of the boundary's tensors that carry one.
+BoundarySpec gradient_specs(const BoundarySpec& boundary) {
+  BoundarySpec specs;
+  for (const TensorSpec& s : boundary)
+    if (s.requires_grad && is_floating(s.dtype)) specs.push_back(s);
+  return specs;
 }
 
-Mailbox::Mailbox(comm::Communicator& communicator, std::chrono::milliseconds timeout,
-                 const std::vector<TensorSpec>& boundaries, int num_stages, int num_microbatches)
-    : comm_(communicator),
-      timeout_(timeout),
-      boundaries_(boundaries),
-      num_stages_(num_stages),
-      num_microbatches_(num_microbatches) {
-  DUALPIPE_REQUIRE(static_cast<long long>(num_stages) * num_microbatches * 4 < kReplicaTagBase,
-                   "too many stages x micro-batches for the message tag space: S=", num_stages,
-                   " M=", num_microbatches);
+std::string key_text(const MessageKey& key) {
+  return dualpipe::detail::concat(key.producer, key.direction == Direction::Forward ? "SEND_F" : "SEND_B",
+                                  key.microbatch);
 }
 
-int Mailbox::tag(Direction direction, int producer, int microbatch, bool meta) const {
-  return ((microbatch * num_stages_ + producer) * 2 + static_cast<int>(direction)) * 2 + (meta ? 1 : 0);
+}  // namespace
+
+struct Mailbox::Incoming {
+  MessageKey key;
+  bool header_arrived = false, posted = false, completed = false, taken = false;
+  torch::Tensor header;
+  std::shared_ptr<comm::Work> header_work;
+  Message message;
+  std::vector<std::shared_ptr<comm::Work>> works;
+};
+
+struct Mailbox::Peer {
+  int rank = -1;
+  std::vector<Incoming> queue;
+  size_t next_to_post = 0, next_to_complete = 0;
+};
+
+struct Mailbox::Sent {
+  MessageKey key;
+  int dst = -1;
+  Tensors buffers;
+  std::vector<std::shared_ptr<comm::Work>> works;
+};
+
+Mailbox::Mailbox(MailboxSetup setup) : setup_(std::move(setup)), tag_(comm::tag(comm::Channel::Pipeline)) {
+  for (const auto& [src, keys] : setup_.incoming) {
+    Peer& peer = peers_[src];
+    peer.rank = src;
+    for (const MessageKey& key : keys) {
+      where_[key] = {src, peer.queue.size()};
+      peer.queue.emplace_back();
+      peer.queue.back().key = key;
+    }
+  }
+  // Declared messages are posted now, each peer's up to its first message whose shapes travel.
+  for (auto& [src, peer] : peers_) post(peer);
 }
 
-// A forward message carries the producer's output (boundary producer+1); a backward message the gradient of
-// the producer's input (boundary producer).
-const TensorSpec& Mailbox::spec(Direction direction, int producer) const {
-  return boundaries_[static_cast<size_t>(direction == Direction::Forward ? producer + 1 : producer)];
+Mailbox::~Mailbox() = default;
+
+const BoundarySpec* Mailbox::declared(const MessageKey& key) const {
+  if (setup_.boundaries == nullptr || setup_.boundaries->empty()) return nullptr;
+  // A forward message carries the producer's outputs (boundary producer+1); a backward one the gradients of
+  // the producer's inputs (boundary producer).
+  const int b = key.direction == Direction::Forward ? key.producer + 1 : key.producer;
+  return &(*setup_.boundaries)[static_cast<size_t>(b)];
 }
 
-void Mailbox::wait_for(comm::Work& work, const Key& key, bool receive, int peer) {
+bool Mailbox::shapes_travel(const MessageKey& key) const {
+  const BoundarySpec* specs = declared(key);
+  if (specs == nullptr) return true;
+  return std::any_of(specs->begin(), specs->end(), [](const TensorSpec& s) {
+    return std::find(s.shape.begin(), s.shape.end(), -1) != s.shape.end();
+  });
+}
+
+void Mailbox::fail(const comm::CommError& e, const MessageKey& key, bool receive, int peer) const {
+  throw comm::CommError(dualpipe::detail::concat("rank ", setup_.communicator->rank(), ": ",
+                                                 receive ? "waiting for " : "sending ", key_text(key),
+                                                 receive ? " from rank " : " to rank ", peer, ": ", e.reason()),
+                        e.rank(), e.reason());
+}
+
+void Mailbox::wait_for(comm::Work& work, const MessageKey& key, bool receive, int peer) {
   try {
-    work.wait(timeout_);
+    work.wait(setup_.timeout);
   } catch (const comm::CommError& e) {
     fail(e, key, receive, peer);
   }
 }
 
-void Mailbox::fail(const comm::CommError& e, const Key& key, bool receive, int peer) const {
-  auto [direction, producer, microbatch] = key;
-  const char* kind = direction == static_cast<int>(Direction::Forward) ? "SEND_F" : "SEND_B";
-  throw comm::CommError(dualpipe::detail::concat("rank ", comm_.rank(), ": ", receive ? "waiting for " : "sending ",
-                                                 producer, kind, microbatch, receive ? " from rank " : " to rank ",
-                                                 peer, ": ", e.reason()),
-                        e.rank(), e.reason());
-}
-
-void Mailbox::post_recv(Direction direction, int producer, int microbatch, int src) {
-  Pending p;
-  p.src = src;
-  const Key key{static_cast<int>(direction), producer, microbatch};
-  try {
-    post_recv(p, direction, producer, microbatch);
-  } catch (const comm::CommError& e) {
-    fail(e, key, true, src);
-  }
-  bool inserted = recvs_.emplace(key, std::move(p)).second;
-  DUALPIPE_CHECK(inserted, "receive posted twice");
-}
-
-void Mailbox::post_recv(Pending& p, Direction direction, int producer, int microbatch) {
-  const int src = p.src;
-  if (boundaries_.empty()) {
-    p.meta = torch::empty({2 + kMaxDims}, torch::kLong);
-    p.meta_work = comm_.irecv(p.meta, src, tag(direction, producer, microbatch, true));
-  } else {
-    const TensorSpec& s = spec(direction, producer);
-    p.buffer = torch::empty(s.shape, torch::TensorOptions().dtype(s.dtype));
-    p.work = comm_.irecv(p.buffer, src, tag(direction, producer, microbatch, false));
-  }
-}
-
-torch::Tensor Mailbox::take(Direction direction, int producer, int microbatch) {
-  auto it = recvs_.find(Key{static_cast<int>(direction), producer, microbatch});
-  DUALPIPE_CHECK(it != recvs_.end(), "receive of a message that was never posted");
-  Pending p = std::move(it->second);
-  recvs_.erase(it);
-  const Key key = it->first;
-  if (p.meta_work) {
-    wait_for(*p.meta_work, key, true, p.src);
-    auto m = p.meta.accessor<int64_t, 1>();
-    std::vector<int64_t> shape(m.data() + 2, m.data() + 2 + m[1]);
-    p.buffer = torch::empty(shape, torch::TensorOptions().dtype(static_cast<at::ScalarType>(m[0])));
+// Posts the peer's receives in its sending order, as far as their shapes are known: a message whose shapes
+// travel gets its header posted, and stops the walk until the header arrived (complete() resumes it).
+void Mailbox::post(Peer& peer) {
+  auto& comm = *setup_.communicator;
+  while (peer.next_to_post < peer.queue.size()) {
+    Incoming& in = peer.queue[peer.next_to_post];
+    const int consumer = in.key.direction == Direction::Forward ? in.key.producer + 1 : in.key.producer - 1;
+    const auto options = [&](at::ScalarType dtype) {
+      return torch::TensorOptions().dtype(dtype).device(setup_.stage_devices.at(static_cast<size_t>(consumer)));
+    };
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<at::ScalarType> dtypes;
     try {
-      p.work = comm_.irecv(p.buffer, p.src, tag(direction, producer, microbatch, false));
+      if (shapes_travel(in.key)) {
+        if (!in.header.defined()) {
+          in.header = torch::empty({kHeaderWords}, torch::kLong);
+          in.header_work = comm.irecv(in.header, peer.rank, tag_);
+          return;
+        }
+        if (!in.header_arrived) return;  // complete() waits for it and resumes
+        const int64_t* h = in.header.data_ptr<int64_t>();
+        int64_t at = 1;
+        for (int64_t i = 0; i < h[0]; ++i) {
+          dtypes.push_back(static_cast<at::ScalarType>(h[at]));
+          in.message.requires_grad.push_back(h[at + 1] != 0);
+          shapes.emplace_back(h + at + 3, h + at + 3 + h[at + 2]);
+          at += 3 + h[at + 2];
+        }
+      } else {
+        const BoundarySpec specs =
+            in.key.direction == Direction::Forward ? *declared(in.key) : gradient_specs(*declared(in.key));
+        for (const TensorSpec& s : specs) {
+          dtypes.push_back(s.dtype);
+          shapes.push_back(s.shape);
+          in.message.requires_grad.push_back(s.requires_grad && is_floating(s.dtype));
+        }
+      }
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        in.message.tensors.push_back(torch::empty(shapes[i], options(dtypes[i])));
+        if (in.message.tensors.back().numel() > 0)
+          in.works.push_back(comm.irecv(in.message.tensors.back(), peer.rank, tag_));
+      }
     } catch (const comm::CommError& e) {
-      fail(e, key, true, p.src);
+      fail(e, in.key, true, peer.rank);
     }
+    in.posted = true;
+    ++peer.next_to_post;
   }
-  wait_for(*p.work, key, true, p.src);
-  return p.buffer;
 }
 
-void Mailbox::send(Direction direction, int producer, int microbatch, int dst, const torch::Tensor& tensor) {
-  Sent s;
-  s.dst = dst;
-  s.key = Key{static_cast<int>(direction), producer, microbatch};
-  s.buffer = tensor.detach().contiguous();
-  if (boundaries_.empty()) {
-    DUALPIPE_REQUIRE(s.buffer.dim() <= kMaxDims, "tensors sent between stages have at most ", kMaxDims,
-                     " dimensions, got ", s.buffer.dim());
-    s.meta = torch::zeros({2 + kMaxDims}, torch::kLong);
-    auto m = s.meta.accessor<int64_t, 1>();
-    m[0] = static_cast<int64_t>(s.buffer.scalar_type());
-    m[1] = s.buffer.dim();
-    for (int64_t d = 0; d < s.buffer.dim(); ++d) m[2 + d] = s.buffer.size(d);
-    try {
-      s.meta_work = comm_.isend(s.meta, dst, tag(direction, producer, microbatch, true));
-    } catch (const comm::CommError& e) {
-      fail(e, s.key, false, dst);
-    }
+void Mailbox::complete(Peer& peer, Incoming& in) {
+  if (in.header_work && !in.header_arrived) {
+    wait_for(*in.header_work, in.key, true, peer.rank);
+    in.header_arrived = true;
+    post(peer);
   }
+  DUALPIPE_CHECK(in.posted, "message ", key_text(in.key), " could not be posted");
+  for (auto& work : in.works) wait_for(*work, in.key, true, peer.rank);
+  in.works.clear();
+  in.header_work.reset();
+  in.completed = true;
+}
+
+Message Mailbox::take(const MessageKey& key) {
+  auto it = where_.find(key);
+  DUALPIPE_CHECK(it != where_.end(), "receive of ", key_text(key), ", which no rank sends here");
+  Peer& peer = peers_.at(it->second.first);
+  const size_t index = it->second.second;
+  // In the sender's order: a backend that matches receives by order alone (NCCL, the in-process hub) must see
+  // the earlier messages waited on first.
+  while (peer.next_to_complete <= index) complete(peer, peer.queue[peer.next_to_complete++]);
+  post(peer);  // the next header, now that this message's tensors are posted
+  Incoming& in = peer.queue[index];
+  DUALPIPE_CHECK(!in.taken, "message ", key_text(key), " taken twice");
+  in.taken = true;
+  return std::move(in.message);
+}
+
+void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
+  auto& comm = *setup_.communicator;
+  Sent sent;
+  sent.key = key;
+  sent.dst = dst;
   try {
-    s.work = comm_.isend(s.buffer, dst, tag(direction, producer, microbatch, false));
+    if (shapes_travel(key)) {
+      torch::Tensor header = torch::zeros({kHeaderWords}, torch::kLong);
+      int64_t* h = header.data_ptr<int64_t>();
+      int64_t at = 1;
+      h[0] = static_cast<int64_t>(tensors.size());
+      for (const auto& t : tensors) {
+        DUALPIPE_REQUIRE(at + 3 + t.dim() <= kHeaderWords, "message ", key_text(key), " has ", tensors.size(),
+                         " tensors whose shapes do not fit in the ", kHeaderWords,
+                         "-word header; declare the boundary's shapes (ExecutorOptions::boundaries)");
+        h[at] = static_cast<int64_t>(t.scalar_type());
+        h[at + 1] = t.requires_grad() ? 1 : 0;
+        h[at + 2] = t.dim();
+        for (int64_t d = 0; d < t.dim(); ++d) h[at + 3 + d] = t.size(d);
+        at += 3 + t.dim();
+      }
+      sent.buffers.push_back(header);
+      sent.works.push_back(comm.isend(header, dst, tag_));
+    }
+    for (const auto& t : tensors) {
+      if (t.numel() == 0) continue;
+      sent.buffers.push_back(t.detach().contiguous());
+      sent.works.push_back(comm.isend(sent.buffers.back(), dst, tag_));
+    }
   } catch (const comm::CommError& e) {
-    fail(e, s.key, false, dst);
+    fail(e, key, false, dst);
   }
-  sends_.push_back(std::move(s));
+  sends_.push_back(std::move(sent));
 }
 
-// Runs after every action: in place, so the common case (nothing completed yet; with Gloo a send only reports
-// completion once waited on) moves nothing and allocates nothing.
+// Runs after every action: in place, so the common case (nothing completed yet) moves nothing and allocates
+// nothing.
 void Mailbox::poll_sends() {
   auto completed = [&](Sent& s) {
-    if (!s.work->is_completed() || (s.meta_work && !s.meta_work->is_completed())) return false;
-    wait_for(*s.work, s.key, false, s.dst);  // surfaces a failed transfer
-    if (s.meta_work) wait_for(*s.meta_work, s.key, false, s.dst);
+    for (auto& w : s.works)
+      if (!w->is_completed()) return false;
+    for (auto& w : s.works) wait_for(*w, s.key, false, s.dst);  // surfaces a failed transfer
     return true;
   };
   sends_.erase(std::remove_if(sends_.begin(), sends_.end(), completed), sends_.end());
 }
 
 void Mailbox::finish() {
-  for (auto& s : sends_) {
-    if (s.meta_work) wait_for(*s.meta_work, s.key, false, s.dst);
-    wait_for(*s.work, s.key, false, s.dst);
-  }
+  for (auto& s : sends_)
+    for (auto& w : s.works) wait_for(*w, s.key, false, s.dst);
   sends_.clear();
-  DUALPIPE_CHECK(recvs_.empty(), recvs_.size(), " posted receives were never consumed");
+  for (const auto& [src, peer] : peers_)
+    for (const Incoming& in : peer.queue)
+      DUALPIPE_CHECK(in.taken, "message ", key_text(in.key), " from rank ", src, " was never taken");
 }
 
 }  // namespace dualpipe::runtime::detail

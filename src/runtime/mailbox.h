@@ -1,12 +1,20 @@
-// The executor's messages of one step (internal). Every message is identified by (direction, producer stage,
-// micro-batch), mapped to a tag, so messages between the same two ranks may be posted and matched in any
-// order. Receives are posted when the step starts and waited on only when their tensor is needed; sends are
-// asynchronous and their buffers are kept until complete.
+// The executor's messages of one step (internal).
+//
+// A message is the list of tensors one SEND action carries: a stage's outputs (forward), or the gradients of
+// a stage's inputs that require one (backward). Between two ranks, messages travel in the order of the
+// sender's SEND actions in the lowered schedule; the receiver reads that order from the same schedule
+// (`incoming`), posts its receives in it and completes them in it. Nothing depends on tags, so backends that
+// ignore them (NCCL) deliver the same bytes.
+//
+// Receives whose shapes are declared (ExecutorOptions::boundaries without -1) are all posted when the step
+// starts, into buffers on the consuming stage's device. Otherwise a small header travels first (count, and
+// per tensor dtype, requires_grad and shape), and a peer's next header is posted as soon as the previous
+// message's tensors are. Sends are asynchronous; a send's buffers are dropped as soon as it completed.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
@@ -16,49 +24,61 @@ namespace dualpipe::runtime::detail {
 
 enum class Direction : int { Forward = 0, Backward = 1 };
 
+// (direction, producer stage, micro-batch): "2SEND_F3" is (Forward, 2, 3).
+struct MessageKey {
+  Direction direction = Direction::Forward;
+  int producer = 0, microbatch = 0;
+  bool operator==(const MessageKey& o) const {
+    return direction == o.direction && producer == o.producer && microbatch == o.microbatch;
+  }
+  bool operator<(const MessageKey& o) const {
+    return std::tie(direction, producer, microbatch) < std::tie(o.direction, o.producer, o.microbatch);
+  }
+};
+
+struct Message {
+  Tensors tensors;
+  std::vector<bool> requires_grad;  // per tensor, as the sender had it
+};
+
+struct MailboxSetup {
+  comm::Communicator* communicator = nullptr;
+  std::chrono::milliseconds timeout{0};
+  const std::vector<BoundarySpec>* boundaries = nullptr;  // empty: shapes always travel
+  std::vector<c10::Device> stage_devices;                // where each stage's received tensors go
+  // Communicator rank -> the messages it sends this rank, in its sending order.
+  std::map<int, std::vector<MessageKey>> incoming;
+};
+
 class Mailbox {
  public:
-  // `boundaries` as in ExecutorOptions (empty: shapes travel with every message).
-  Mailbox(comm::Communicator& communicator, std::chrono::milliseconds timeout,
-          const std::vector<TensorSpec>& boundaries, int num_stages, int num_microbatches);
+  explicit Mailbox(MailboxSetup setup);
+  ~Mailbox();
 
-  // Posts the receive of (direction, producer stage, micro-batch) from communicator rank `src`.
-  void post_recv(Direction direction, int producer, int microbatch, int src);
-  // Waits for a posted receive and returns its tensor.
-  torch::Tensor take(Direction direction, int producer, int microbatch);
+  // Waits for the message and returns it; the messages before it from the same sender complete first.
+  Message take(const MessageKey& key);
   // Sends asynchronously to communicator rank `dst`.
-  void send(Direction direction, int producer, int microbatch, int dst, const torch::Tensor& tensor);
-  // Frees the buffers of sends that completed.
+  void send(const MessageKey& key, int dst, const Tensors& tensors);
+  // Drops the buffers of sends that completed.
   void poll_sends();
-  // Waits for every send; throws if a receive was posted but never taken (a schedule/lowering bug).
+  // Waits for every send; throws if a message was expected but never taken (a schedule/lowering bug).
   void finish();
 
  private:
-  struct Pending {
-    torch::Tensor buffer, meta;
-    std::shared_ptr<comm::Work> work, meta_work;
-    int src = -1;
-  };
-  using Key = std::tuple<int, int, int>;
-  int tag(Direction direction, int producer, int microbatch, bool meta) const;
-  const TensorSpec& spec(Direction direction, int producer) const;
+  struct Incoming;
+  struct Peer;
+  struct Sent;
+  bool shapes_travel(const MessageKey& key) const;
+  const BoundarySpec* declared(const MessageKey& key) const;
+  void post(Peer& peer);
+  void complete(Peer& peer, Incoming& message);
+  void wait_for(comm::Work& work, const MessageKey& key, bool receive, int peer);
+  [[noreturn]] void fail(const comm::CommError& e, const MessageKey& key, bool receive, int peer) const;
 
-  comm::Communicator& comm_;
-  std::chrono::milliseconds timeout_;
-  const std::vector<TensorSpec>& boundaries_;
-  int num_stages_, num_microbatches_;
-  std::map<Key, Pending> recvs_;
-  struct Sent {
-    torch::Tensor buffer, meta;
-    std::shared_ptr<comm::Work> work, meta_work;
-    int dst;
-    Key key;
-  };
-  // Waits for `work`, rewording a CommError with the message it is about: "rank 1: waiting for 2SEND_F3 from
-  // rank 2: peer rank 2 closed the connection ...".
-  void wait_for(comm::Work& work, const Key& key, bool receive, int peer);
-  [[noreturn]] void fail(const comm::CommError& e, const Key& key, bool receive, int peer) const;
-  void post_recv(Pending& p, Direction direction, int producer, int microbatch);
+  MailboxSetup setup_;
+  int tag_;
+  std::map<int, Peer> peers_;                  // by communicator rank
+  std::map<MessageKey, std::pair<int, size_t>> where_;  // message -> (sender, index in its queue)
   std::vector<Sent> sends_;
 };
 

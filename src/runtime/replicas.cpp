@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "dualpipe/comm/channels.h"
+
 namespace dualpipe::runtime {
 
 void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
@@ -24,8 +26,6 @@ void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
     int other = pipeline_rank == r0 ? r1 : r0;
     if (other == pipeline_rank) continue;
     auto params = module->parameters();
-    DUALPIPE_REQUIRE(params.size() < 4096, "stage ", stage, " has ", params.size(),
-                     " parameter tensors; replica reduction supports up to 4095");
     for (size_t i = 0; i < params.size(); ++i) {
       auto& p = params[i];
       if (!p.requires_grad()) continue;
@@ -34,7 +34,8 @@ void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
       e.grad = p.mutable_grad();
       e.mine = e.grad.detach().contiguous();
       e.theirs = torch::empty_like(e.mine);
-      int tag = kReplicaTagBase + stage * 4096 + static_cast<int>(i);
+      // Both replicas walk their stages and parameters in the same order: one channel, FIFO.
+      const int tag = comm::tag(comm::Channel::Replica);
       e.stage = stage;
       e.other = comm_rank(other);
       e.send = communicator.isend(e.mine, e.other, tag);

@@ -1,17 +1,16 @@
 #include "dualpipe/runtime/stage.h"
 
-#include <torch/autograd.h>
-
 namespace dualpipe::runtime {
 
-void BackwardHalf::run() const {
-  torch::autograd::backward(roots, grads);
+c10::Device Stage::device() const {
+  for (const auto& p : module()->parameters()) return p.device();
+  return c10::Device(c10::kCPU);
 }
 
-torch::Tensor Stage::overlapped_forward_backward(const torch::Tensor& input, const BackwardHalf& backward) {
-  torch::Tensor output = forward(input);
+Tensors Stage::overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) {
+  Tensors outputs = forward(inputs);
   backward.run();
-  return output;
+  return outputs;
 }
 
 }  // namespace dualpipe::runtime

@@ -9,7 +9,7 @@
 namespace dualpipe::runtime {
 namespace {
 
-constexpr int kTraceTag = kServiceTagBase + 0x200;
+constexpr int kTraceTag = comm::tag(comm::Channel::Gather);
 constexpr int kFieldsPerEvent = 4;  // step, index, start, duration: exact in doubles (indices < 2^53)
 
 }  // namespace

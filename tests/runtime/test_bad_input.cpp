@@ -38,16 +38,16 @@ struct OneRank {
     for (int m = 0; m < schedule.num_microbatches; ++m)
       for (int s = 0; s < schedule.num_stages; ++s)
         if (schedule.placement.rank(s, m) == rank && !stages.count(s)) stages[s] = make_stage(MlpStage(kHidden));
-    options.boundaries = ExecutorOptions::uniform({{kRows, kHidden}, torch::kFloat}, schedule.num_stages);
+    options.boundaries = ExecutorOptions::uniform({{{kRows, kHidden}, torch::kFloat}}, schedule.num_stages);
   }
   Executor executor() { return Executor(schedule, stages, comm, options); }
   StepArgs good_args(const Executor& e) const {
     StepArgs args;
     auto k = static_cast<int64_t>(e.entering_microbatches().size());
     auto l = static_cast<int64_t>(e.loss_microbatches().size());
-    if (k) args.inputs = torch::randn({k * kRows, kHidden});
-    if (l) args.labels = torch::randn({l * kRows, kHidden});
-    args.criterion = [](const torch::Tensor& o, const torch::Tensor& y) { return torch::mse_loss(o, y); };
+    if (k) args.inputs = {torch::randn({k * kRows, kHidden})};
+    if (l) args.labels = {torch::randn({l * kRows, kHidden})};
+    args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& y) { return torch::mse_loss(o, y); });
     args.num_microbatches = schedule.num_microbatches;
     return args;
   }
@@ -74,15 +74,15 @@ TEST(BadInput, WrongInputShape) {
   OneRank rank(0);
   auto executor = rank.executor();
   auto args = rank.good_args(executor);
-  args.inputs = torch::randn({4 * kRows, kHidden + 1});
-  expect_rejected(rank, executor, args, "declared with");
+  args.inputs = {torch::randn({4 * kRows, kHidden + 1})};
+  expect_rejected(rank, executor, args, "is [2, 9] Float, boundary 0 declares [2, 8] Float");
 }
 
 TEST(BadInput, WrongInputDtype) {
   OneRank rank(0);
   auto executor = rank.executor();
   auto args = rank.good_args(executor);
-  args.inputs = args.inputs.to(torch::kDouble);
+  args.inputs = {args.inputs[0].to(torch::kDouble)};
   expect_rejected(rank, executor, args, "Double");
 }
 
@@ -90,7 +90,7 @@ TEST(BadInput, BatchDoesNotSplitIntoMicrobatches) {
   OneRank rank(0);
   auto executor = rank.executor();
   auto args = rank.good_args(executor);
-  args.inputs = torch::randn({4 * kRows + 1, kHidden});
+  args.inputs = {torch::randn({4 * kRows + 1, kHidden})};
   expect_rejected(rank, executor, args, "do not split into 4");
 }
 
@@ -114,16 +114,16 @@ TEST(BadInput, MissingLabelsOnLossRank) {
   OneRank rank(1);
   auto executor = rank.executor();
   auto args = rank.good_args(executor);
-  args.labels = torch::Tensor();
-  expect_rejected(rank, executor, args, "no labels");
+  args.labels = {};
+  expect_rejected(rank, executor, args, "give either labels (whole batches) or microbatch_labels, got neither");
 }
 
 TEST(BadInput, MissingInputsOnEntryRank) {
   OneRank rank(0, "dualpipe");
   auto executor = rank.executor();
   auto args = rank.good_args(executor);
-  args.inputs = torch::Tensor();
-  expect_rejected(rank, executor, args, "no inputs");
+  args.inputs = {};
+  expect_rejected(rank, executor, args, "give either inputs (whole batches) or microbatch_inputs, got neither");
 }
 
 TEST(BadInput, ScheduleRankCountDiffersFromGroup) {

@@ -41,8 +41,10 @@ TEST(SplitLinear, DefersWeightGradientWhileTheStoreIsDeferring) {
 class CountingStage : public runtime::ModuleStage {
  public:
   CountingStage(runtime::MlpStage m, std::atomic<int>& calls)
-      : ModuleStage(m.ptr(), [m](const torch::Tensor& x) mutable { return m->forward(x); }), calls_(calls) {}
-  torch::Tensor overlapped_forward_backward(const torch::Tensor& input, const runtime::BackwardHalf& bwd) override {
+      : ModuleStage(m.ptr(), [m](const runtime::Tensors& x) mutable -> runtime::Tensors { return {m->forward(x[0])}; }),
+        calls_(calls) {}
+  runtime::Tensors overlapped_forward_backward(const runtime::Tensors& input,
+                                               const runtime::BackwardHalf& bwd) override {
     ++calls_;
     return Stage::overlapped_forward_backward(input, bwd);
   }
@@ -113,9 +115,9 @@ TEST(Executor, ModulesWithoutSplitAwareLayersStillTrain) {
     int r = comm->rank();
     runtime::Executor executor(schedule, {{r, runtime::make_stage(model[r])}}, comm);
     runtime::StepArgs args;
-    if (r == 0) args.inputs = inputs;
-    if (r == 1) args.labels = labels;
-    args.criterion = mse;
+    if (r == 0) args.inputs = {inputs};
+    if (r == 1) args.labels = {labels};
+    args.criterion = runtime::single_tensor_criterion(mse);
     args.num_microbatches = 4;
     auto result = executor.step(args);
     std::vector<std::string> out;

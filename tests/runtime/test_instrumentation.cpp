@@ -40,16 +40,16 @@ struct RankRun {
         }
     runtime::ExecutorOptions options;
     options.boundaries =
-        runtime::ExecutorOptions::uniform({{setup.rows, setup.hidden}, torch::kFloat}, schedule.num_stages);
+        runtime::ExecutorOptions::uniform({{{setup.rows, setup.hidden}, torch::kFloat}}, schedule.num_stages);
     options.record_trace = record;
     executor = std::make_unique<runtime::Executor>(schedule, stages, comm, options);
   }
 
   void step(const ReferenceSetup& setup) {
     runtime::StepArgs args;
-    args.inputs = select_microbatches(setup.inputs, executor->entering_microbatches(), setup.num_microbatches);
-    args.labels = select_microbatches(setup.labels, executor->loss_microbatches(), setup.num_microbatches);
-    args.criterion = mse;
+    args.inputs = {select_microbatches(setup.inputs, executor->entering_microbatches(), setup.num_microbatches)};
+    args.labels = {select_microbatches(setup.labels, executor->loss_microbatches(), setup.num_microbatches)};
+    args.criterion = runtime::single_tensor_criterion(mse);
     args.num_microbatches = setup.num_microbatches;
     executor->step(args);
   }
@@ -154,7 +154,7 @@ TEST(Gather, RanksContributeTensorsOfDifferentLengths) {
   std::vector<torch::Tensor> got;
   auto problems = run_ranks(3, [&](std::shared_ptr<comm::Communicator> comm) {
     torch::Tensor mine = torch::arange(comm->rank(), torch::kDouble);  // rank 0 sends an empty tensor
-    auto all = runtime::gather_to_root(*comm, mine, runtime::kServiceTagBase + 0x1000);
+    auto all = runtime::gather_to_root(*comm, mine, comm::application_tag(0));
     if (comm->rank() == 0) got = all;
     return std::vector<std::string>{};
   });

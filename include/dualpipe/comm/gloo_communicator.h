@@ -1,5 +1,7 @@
-// Communicator over c10d's ProcessGroupGloo (TCP), for ranks that are processes on one or many machines.
-// Rendezvous goes through a c10d::TCPStore hosted by rank 0, configured like torchrun.
+// A ProcessGroupCommunicator over a ProcessGroupGloo (TCP) that it builds itself, for ranks that are processes
+// on one or many machines. Rendezvous goes through a c10d::TCPStore hosted by rank 0, configured like torchrun.
+// It adds a peer monitor (docs/runtime.md, "Failures") so that every rank names a dead or stopped rank, also
+// when it was waiting on a live neighbour. To run on a group you already have, use ProcessGroupCommunicator.
 #pragma once
 
 #include <chrono>
@@ -7,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "dualpipe/comm/communicator.h"
+#include "dualpipe/comm/process_group_communicator.h"
 
 namespace dualpipe::comm {
 
@@ -22,31 +24,26 @@ struct GlooOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Network interface for Gloo's transport; empty: $GLOO_SOCKET_IFNAME, else the host name's address.
   std::string interface;
+  // Test mode: every message with tag 0 (ProcessGroupCommunicatorOptions::single_tag).
+  bool single_tag = false;
 };
 
-class GlooCommunicator : public Communicator {
+class GlooCommunicator : public ProcessGroupCommunicator {
  public:
   // Rendezvous with the other ranks. Sets SIGPIPE to ignored when it has the default disposition, so that a
   // write to a dead peer fails with an error naming it instead of killing this process.
   explicit GlooCommunicator(const GlooOptions& options);
-  ~GlooCommunicator() override;
 
-  // Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE as torchrun sets them; throws InvalidArgument naming
-  // the variable when one is missing or invalid.
+  // Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE as torchrun sets them, and DUALPIPE_SINGLE_TAG=1 (the
+  // test mode above); throws InvalidArgument naming the variable when one is missing or invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-  int rank() const override;
-  int size() const override;
-  std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, int tag) override;
-  std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
-  void barrier() override;
-  std::chrono::milliseconds timeout() const override;
-
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  struct Connection;
+  static Connection connect(const GlooOptions& options);
+  explicit GlooCommunicator(Connection connection);
 };
 
 }  // namespace dualpipe::comm

@@ -1,8 +1,9 @@
 // Runs any Schedule on this rank's stage modules, one training (or inference) step per call.
 //
-// The executor lowers the schedule (adds SEND/RECV), posts every receive of the step up front, and walks the
-// rank's action list through a table of handlers, one per ActionType. It holds no schedule-specific logic:
-// placement and action order come from the Schedule alone.
+// The executor lowers the schedule (adds SEND/RECV) and walks the rank's action list through a table of
+// handlers, one per ActionType. It holds no schedule-specific logic: placement and action order come from the
+// Schedule alone. Between any two ranks, messages travel in the order of the sender's SEND actions, which
+// both sides read from the lowered schedule, so no backend needs to match tags (NCCL ignores them).
 //
 // Loss convention: each micro-batch's loss is criterion(output, label) as the criterion returns it, and the
 // backward starts from that loss unscaled, so parameter gradients are the SUM over micro-batches. Divide the
@@ -23,39 +24,65 @@
 
 namespace dualpipe::runtime {
 
-// Shape and dtype of one micro-batch's tensor.
+// One tensor of one micro-batch at a stage boundary. A dimension of -1 may differ between micro-batches
+// (sequence length, a smaller last micro-batch); the actual shape then travels with the message.
 struct TensorSpec {
   std::vector<int64_t> shape;
   at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::kCPU;
+  // Whether the tensor carries a gradient back (floating-point activations do; masks and ids do not). Only
+  // checked for floating-point dtypes while training.
+  bool requires_grad = true;
+};
+// The tensors crossing one stage boundary, in the order the stages take and return them.
+using BoundarySpec = std::vector<TensorSpec>;
+
+// The loss of one micro-batch from the last stage's outputs and that micro-batch's labels.
+using Criterion = std::function<torch::Tensor(const Tensors& outputs, const Tensors& labels)>;
+// For the common case of one output and one label tensor.
+Criterion single_tensor_criterion(std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> loss);
+
+// How a backward is split into I (input gradients) and W (parameter gradients) for Zero Bubble schedules.
+enum class WeightSplit {
+  // Any module: I computes only the gradients the previous stage needs, W the parameter gradients, without
+  // computing anything twice (backward_split.h). Parameter gradients are bit-identical to an unsplit backward.
+  Generic,
+  // Only split-aware layers (SplitLinear) defer their dW, as closures; other layers do all their work in I.
+  SplitAwareLayers,
 };
 
-using Criterion = std::function<torch::Tensor(const torch::Tensor& output, const torch::Tensor& label)>;
-
 struct ExecutorOptions {
-  // boundaries[s] is the input of stage s for one micro-batch, boundaries[S] the last stage's output. With
-  // them declared, receive buffers are allocated ahead and inputs and outputs are checked. Left empty, every
-  // message carries its shape and dtype (use this when they vary per micro-batch).
-  std::vector<TensorSpec> boundaries;
+  // boundaries[s] lists the inputs of stage s for one micro-batch, boundaries[S] the last stage's outputs.
+  // Declared, they are checked before any message moves (every local stage runs once on zeros of its declared
+  // inputs when the executor is built, and must return its declared outputs), receive buffers are allocated
+  // ahead, and shapes do not travel. Left empty, every message carries its shapes and dtypes.
+  std::vector<BoundarySpec> boundaries;
   // Pipeline rank -> communicator rank, when the pipeline is a sub-group of a larger job. Empty: identity.
   std::vector<int> rank_mapping;
   // Wait limit for every receive and send; 0 takes the communicator's.
   std::chrono::milliseconds timeout{0};
+  WeightSplit weight_split = WeightSplit::Generic;
   // Record every executed action's start and end (see Executor::recorded_actions()). Off, the cost is one
   // branch per action.
   bool record_trace = false;
 
-  // The same spec at every boundary (stages that keep the shape, like a transformer's blocks).
-  static std::vector<TensorSpec> uniform(const TensorSpec& spec, int num_stages) {
-    return std::vector<TensorSpec>(static_cast<size_t>(num_stages) + 1, spec);
+  // The same tensors at every boundary (stages that keep the shape, like a transformer's blocks).
+  static std::vector<BoundarySpec> uniform(const BoundarySpec& spec, int num_stages) {
+    return std::vector<BoundarySpec>(static_cast<size_t>(num_stages) + 1, spec);
   }
 };
 
 struct StepArgs {
-  // The micro-batches that enter the pipeline on this rank (placement of stage 0), concatenated along dim 0
-  // in micro-batch order; split into that many equal chunks. Ignored on other ranks.
-  torch::Tensor inputs;
-  // Labels of the micro-batches whose loss this rank computes (placement of the last stage), same layout.
-  torch::Tensor labels;
+  // What enters the pipeline on this rank (placement of stage 0; ignored elsewhere), in one of two forms:
+  //  - `inputs`: whole batches, one tensor per stage-0 input; the runtime cuts each along dim 0 into as many
+  //    micro-batches as enter here, like torch.chunk (equal parts of ceil(rows/k), the last may be smaller);
+  //  - `microbatch_inputs`: ready micro-batches in entering order, which may differ in shape (sequence length).
+  Tensors inputs;
+  std::vector<Tensors> microbatch_inputs;
+  // The labels of the micro-batches whose loss this rank computes (placement of the last stage), in the same
+  // two forms.
+  Tensors labels;
+  std::vector<Tensors> microbatch_labels;
   Criterion criterion;
   int num_microbatches = 0;  // must equal the schedule's
   bool return_outputs = false;
@@ -71,12 +98,16 @@ struct ActionRecord {
 
 // Measured from the executor's real state during the last step() call.
 struct StepStats {
+  // Peak bytes of activations this rank held, sampled after every action: everything the step allocated on
+  // this thread and had not freed (saved tensors of the autograd graphs, held outputs, received tensors,
+  // pending weight-gradient state, buffers of sends in flight), less the parameter gradients it created.
+  // Measured through c10's allocator reporting (CPU and CUDA allocators report); 0 where none reports.
+  int64_t peak_activation_bytes = 0;
+  int64_t activation_bytes_at_end = 0;
   // Peak number of (stage, micro-batch) activations this rank held, sampled after every action: slots whose
-  // stage output (and so its autograd graph) is kept for a backward, plus deferred weight-gradient groups
-  // still pending in the WeightGradStore (their closures hold the layer inputs until the W action). This is
-  // the quantity simulate.h's peak_activations() counts in stage units, so the two agree for split-aware
-  // stages (SplitLinear). For stages without split-aware layers an I action frees everything and W holds
-  // nothing, so the measured peak can be lower than the simulated one.
+  // stage outputs (and so their autograd graph) are kept for a backward, plus (stage, micro-batch) pairs whose
+  // I ran and whose W has not (they hold the layer inputs the weight gradients need). This is the quantity
+  // simulate.h's peak_activations() counts in stage units.
   int peak_live_activations = 0;
   // The same count when the step ended (0 after a complete training step).
   int live_activations_at_end = 0;
@@ -85,7 +116,7 @@ struct StepStats {
 struct StepResult {
   // Indexed by micro-batch; defined only for the micro-batches whose last stage ran on this rank.
   std::vector<torch::Tensor> losses;
-  std::vector<torch::Tensor> outputs;  // last-stage outputs, when return_outputs
+  std::vector<Tensors> outputs;  // last-stage outputs, when return_outputs
 };
 
 class Executor {

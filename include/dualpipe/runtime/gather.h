@@ -8,17 +8,15 @@
 #include <chrono>
 #include <vector>
 
+#include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/communicator.h"
 
 namespace dualpipe::runtime {
 
-// Tags at and above this value carry these service messages (clock alignment, gathers): above the pipeline's
-// messages and the replica reduction's range (replicas.h), so they never match a step's message.
-constexpr int kServiceTagBase = 0x7F000000;
-
 // Every rank of `communicator` calls this with its 1-D `local` tensor (same dtype on every rank). On `root` it
 // returns the tensors of all ranks, indexed by communicator rank (its own included); elsewhere an empty vector.
-// Uses tags `tag` and `tag + 1`. Throws CommError naming the rank that did not answer within `timeout` (0: the
+// The length and then the data travel with `tag` (channels.h: comm::tag(Channel::Gather), or a program's own
+// application_tag), in that order. Throws CommError naming the rank that did not answer within `timeout` (0: the
 // communicator's).
 std::vector<torch::Tensor> gather_to_root(comm::Communicator& communicator, const torch::Tensor& local, int tag,
                                           std::chrono::milliseconds timeout = std::chrono::milliseconds(0),

@@ -15,9 +15,6 @@
 
 namespace dualpipe::runtime {
 
-// Tags at and above this value are reserved for replica reduction (pipeline messages stay below).
-constexpr int kReplicaTagBase = 1 << 30;
-
 // `pipeline_rank` is this rank's index in the placement; `rank_mapping` maps pipeline ranks to communicator
 // ranks when the pipeline is a sub-group of a larger job (empty: identity). Stages whose two replicas live on
 // the same rank, and single-replica placements, need no exchange.

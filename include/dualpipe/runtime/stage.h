@@ -1,10 +1,15 @@
-// A pipeline stage as the executor sees it: a forward over one tensor, its parameters, and an optional
-// overlapped forward-backward routine.
+// A pipeline stage as the executor sees it: a forward over a list of tensors, its parameters, its device, and
+// an optional overlapped forward-backward routine.
 //
-// Users keep their own torch::nn::Modules; make_stage() wraps any module holder with a
-// `Tensor forward(const Tensor&)`. A stage type that can overlap the forward of one micro-batch with the
-// backward of another (for example by interleaving expert-parallel all-to-all with compute, the hook DualPipe
-// exposes) overrides overlapped_forward_backward(); the default runs the forward, then the backward.
+// Like the reference DualPipe's List[Tensor] interface, a stage takes and returns any number of tensors of any
+// dtype. Floating-point tensors that require a gradient carry one back to the previous stage; the others
+// (attention masks, position ids, anything computed without grad) pass through.
+//
+// Users keep their own torch::nn::Modules: make_stage() wraps any module holder whose forward takes and
+// returns one tensor, make_list_stage() one whose forward takes and returns a std::vector<torch::Tensor>.
+// A stage type that can overlap the forward of one micro-batch with the backward of another (for example by
+// interleaving expert-parallel all-to-all with compute, the hook DualPipe exposes) overrides
+// overlapped_forward_backward(); the default runs the forward, then the backward.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -16,30 +21,28 @@
 
 namespace dualpipe::runtime {
 
-class Stage;
+using Tensors = std::vector<torch::Tensor>;
 
-// The backward half of an overlapped pair: run autograd from `roots` with `grads` (empty for a loss root).
+// The backward half of an overlapped pair, prepared by the executor (a full backward, or an input-gradient
+// half whose weight gradients are deferred). run() leaves the input gradients where the executor reads them.
 struct BackwardHalf {
-  Stage* stage = nullptr;
-  std::vector<torch::Tensor> roots;
-  std::vector<torch::Tensor> grads;
-
-  // torch::autograd::backward(roots, grads): gradients accumulate into the stage's parameters and into the
-  // stage input's .grad.
-  void run() const;
+  std::function<void()> body;
+  void run() const { body(); }
 };
 
 class Stage {
  public:
   virtual ~Stage() = default;
 
-  virtual torch::Tensor forward(const torch::Tensor& input) = 0;
+  virtual Tensors forward(const Tensors& inputs) = 0;
   // The module whose parameters this stage trains (for gradient reduction and inspection).
   virtual std::shared_ptr<torch::nn::Module> module() const = 0;
+  // Where the stage computes: received tensors are placed here. Default: its first parameter's device, else CPU.
+  virtual c10::Device device() const;
 
-  // Forward of `input` on this stage and `backward` (of another stage or micro-batch on this rank) as one
-  // unit. Returns the forward output. Must leave the same results as forward() followed by backward.run().
-  virtual torch::Tensor overlapped_forward_backward(const torch::Tensor& input, const BackwardHalf& backward);
+  // Forward of `inputs` on this stage and `backward` (of another stage or micro-batch on this rank) as one
+  // unit. Returns the forward outputs. Must leave the same results as forward() followed by backward.run().
+  virtual Tensors overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward);
 
   std::vector<torch::Tensor> parameters() const { return module()->parameters(); }
 };
@@ -47,11 +50,11 @@ class Stage {
 // A Stage around a module and a forward function.
 class ModuleStage : public Stage {
  public:
-  using ForwardFn = std::function<torch::Tensor(const torch::Tensor&)>;
+  using ForwardFn = std::function<Tensors(const Tensors&)>;
   ModuleStage(std::shared_ptr<torch::nn::Module> module, ForwardFn forward)
       : module_(std::move(module)), forward_(std::move(forward)) {}
 
-  torch::Tensor forward(const torch::Tensor& input) override { return forward_(input); }
+  Tensors forward(const Tensors& inputs) override { return forward_(inputs); }
   std::shared_ptr<torch::nn::Module> module() const override { return module_; }
 
  private:
@@ -62,8 +65,16 @@ class ModuleStage : public Stage {
 // Wraps a module holder (TORCH_MODULE type) whose forward takes and returns one tensor.
 template <typename Holder>
 std::shared_ptr<Stage> make_stage(Holder holder) {
-  return std::make_shared<ModuleStage>(holder.ptr(),
-                                       [holder](const torch::Tensor& x) mutable { return holder->forward(x); });
+  return std::make_shared<ModuleStage>(holder.ptr(), [holder](const Tensors& x) mutable -> Tensors {
+    TORCH_CHECK(x.size() == 1, "this stage takes one tensor, got ", x.size());
+    return {holder->forward(x[0])};
+  });
+}
+
+// Wraps a module holder whose forward takes and returns a list of tensors.
+template <typename Holder>
+std::shared_ptr<Stage> make_list_stage(Holder holder) {
+  return std::make_shared<ModuleStage>(holder.ptr(), [holder](const Tensors& x) mutable { return holder->forward(x); });
 }
 
 }  // namespace dualpipe::runtime

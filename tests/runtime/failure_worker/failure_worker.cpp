@@ -41,7 +41,7 @@ class FaultStage : public runtime::Stage {
   FaultStage(runtime::MlpStage module, const Fault& fault, const int& step, int& forwards, int rank)
       : module_(std::move(module)), fault_(fault), step_(step), forwards_(forwards), rank_(rank) {}
 
-  torch::Tensor forward(const torch::Tensor& input) override {
+  runtime::Tensors forward(const runtime::Tensors& input) override {
     if (fault_.rank == rank_ && fault_.step == step_ && ++forwards_ == fault_.after_forwards) {
       if (fault_.kind == "kill") {
         std::cerr << "rank " << rank_ << ": dying in the middle of step " << step_ << std::endl;
@@ -51,7 +51,7 @@ class FaultStage : public runtime::Stage {
         ::raise(SIGSTOP);
       }
     }
-    return module_->forward(input);
+    return {module_->forward(input.at(0))};
   }
   std::shared_ptr<torch::nn::Module> module() const override { return module_.ptr(); }
 
@@ -129,16 +129,16 @@ int main(int argc, char** argv) {
           stages[s] = std::make_shared<FaultStage>(runtime::MlpStage(hidden), fault, step, forwards, rank);
         }
     runtime::ExecutorOptions options;
-    options.boundaries = runtime::ExecutorOptions::uniform({{rows, hidden}, torch::kFloat}, schedule.num_stages);
+    options.boundaries = runtime::ExecutorOptions::uniform({{{rows, hidden}, torch::kFloat}}, schedule.num_stages);
     runtime::Executor executor(schedule, stages, communicator, options);
 
     torch::manual_seed(100 + rank);
     runtime::StepArgs args;
     args.num_microbatches = schedule.num_microbatches;
-    args.inputs = torch::randn({static_cast<int64_t>(executor.entering_microbatches().size()) * rows, hidden});
+    args.inputs = {torch::randn({static_cast<int64_t>(executor.entering_microbatches().size()) * rows, hidden})};
     if (!executor.loss_microbatches().empty())
-      args.labels = torch::randn({static_cast<int64_t>(executor.loss_microbatches().size()) * rows, hidden});
-    args.criterion = [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); };
+      args.labels = {torch::randn({static_cast<int64_t>(executor.loss_microbatches().size()) * rows, hidden})};
+    args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
 
     const std::string checkpoint = out_dir + "/rank" + std::to_string(rank) + ".ckpt";
     for (step = 0; step < steps; ++step) {

@@ -105,13 +105,13 @@ std::vector<std::string> run_and_check_rank(const ReferenceSetup& setup, const R
   runtime::ExecutorOptions options;
   options.rank_mapping = mapping;
   if (declare_shapes)
-    options.boundaries = runtime::ExecutorOptions::uniform({{setup.rows, setup.hidden}, torch::kFloat},
+    options.boundaries = runtime::ExecutorOptions::uniform({{{setup.rows, setup.hidden}, torch::kFloat}},
                                                            schedule.num_stages);
   runtime::Executor executor(schedule, stages, communicator, options);
   runtime::StepArgs args;
-  args.inputs = select_microbatches(setup.inputs, executor.entering_microbatches(), setup.num_microbatches);
-  args.labels = select_microbatches(setup.labels, executor.loss_microbatches(), setup.num_microbatches);
-  args.criterion = mse;
+  args.inputs = {select_microbatches(setup.inputs, executor.entering_microbatches(), setup.num_microbatches)};
+  args.labels = {select_microbatches(setup.labels, executor.loss_microbatches(), setup.num_microbatches)};
+  args.criterion = runtime::single_tensor_criterion(mse);
   args.num_microbatches = setup.num_microbatches;
   args.return_outputs = true;
   runtime::StepResult result = executor.step(args);
@@ -131,7 +131,7 @@ std::vector<std::string> run_and_check_rank(const ReferenceSetup& setup, const R
     if (!torch::equal(result.losses[m], reference.losses[m]))
       report("loss of micro-batch ", m, " is ", result.losses[m].item<float>(), ", reference ",
              reference.losses[m].item<float>());
-    if (!torch::equal(result.outputs[m], reference.outputs[m])) report("output of micro-batch ", m, " differs");
+    if (result.outputs[m].size() != 1 || !torch::equal(result.outputs[m][0], reference.outputs[m])) report("output of micro-batch ", m, " differs");
   }
   if (training) {
     for (auto& [s, module] : modules) {

@@ -16,7 +16,7 @@ double cosine_distance(const torch::Tensor& x, const torch::Tensor& y) {
   return xx + yy == 0 ? 0 : 1.0 - 2.0 * xy / (xx + yy);
 }
 
-constexpr int kReplicaCheckTag = runtime::kServiceTagBase + 0x10000;
+constexpr int kReplicaCheckTag = comm::application_tag(0);
 
 }  // namespace
 
@@ -83,12 +83,11 @@ ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::m
   for (const auto& [s, stage] : stages) {
     const int other = placement.rank_of(0, s) == rank ? placement.rank_of(1, s) : placement.rank_of(0, s);
     if (other == rank) continue;  // both replicas are this module
-    int i = 0;
     for (const auto& p : stage->named_parameters()) {
       Exchange e{s, p.key(), p.value().detach().contiguous(), torch::empty_like(p.value()), nullptr, nullptr};
-      const int tag = kReplicaCheckTag + s * 4096 + i++;
-      e.send = communicator.isend(e.mine, other, tag);
-      e.recv = communicator.irecv(e.theirs, other, tag);
+      // One channel: both replicas walk their stages and parameters in the same order.
+      e.send = communicator.isend(e.mine, other, kReplicaCheckTag);
+      e.recv = communicator.irecv(e.theirs, other, kReplicaCheckTag);
       exchanges.push_back(std::move(e));
     }
   }

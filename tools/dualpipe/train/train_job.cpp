@@ -24,8 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kStepStatsTag = runtime::kServiceTagBase + 0x300;
-constexpr int kReplicaStatsTag = runtime::kServiceTagBase + 0x310;
+constexpr int kStepStatsTag = comm::application_tag(1);
+constexpr int kReplicaStatsTag = comm::application_tag(2);
 
 // What every rank reports to rank 0 after each step (one double each, in this order).
 enum StepField {
@@ -191,7 +191,7 @@ void run_train_rank(const TrainOptions& o) {
         stages.emplace(s, runtime::make_stage(stage));
       }
   runtime::ExecutorOptions eo;
-  eo.boundaries = runtime::ExecutorOptions::uniform({{o.batch, o.hidden}, torch::kFloat}, S);
+  eo.boundaries = runtime::ExecutorOptions::uniform({{{o.batch, o.hidden}, torch::kFloat}}, S);
   eo.record_trace = true;
   eo.timeout = timeout;
   runtime::Executor executor(schedule, stages, communicator, eo);
@@ -207,11 +207,10 @@ void run_train_rank(const TrainOptions& o) {
     const auto inputs = batch.inputs.chunk(M, 0), targets = batch.targets.chunk(M, 0);
     for (int m : executor.entering_microbatches()) in.push_back(inputs[m]);
     for (int m : executor.loss_microbatches()) out.push_back(targets[m]);
-    if (!in.empty()) args.inputs = torch::cat(in, 0);
-    if (!out.empty()) args.labels = torch::cat(out, 0);
-    args.criterion = [M](const torch::Tensor& output, const torch::Tensor& target) {
-      return microbatch_loss(output, target, M);
-    };
+    if (!in.empty()) args.inputs = {torch::cat(in, 0)};
+    if (!out.empty()) args.labels = {torch::cat(out, 0)};
+    args.criterion = runtime::single_tensor_criterion(
+        [M](const torch::Tensor& output, const torch::Tensor& target) { return microbatch_loss(output, target, M); });
     args.num_microbatches = M;
 
     const size_t first_record = executor.recorded_actions().size();

@@ -1,0 +1,61 @@
+// The communicator over any c10d::ProcessGroup: Gloo here; NCCL, MPI or UCC with a LibTorch that has them.
+//
+// Hand it the group your job already has (a pipeline sub-group of a larger world works: ranks are the group's
+// own), or let GlooCommunicator (gloo_communicator.h) build one from torchrun's environment.
+//
+// Failures: every wait has a timeout and a failed or timed-out transfer throws CommError naming the peer it was
+// with. c10d itself cannot name the root cause when a rank waits on a live neighbour that is stuck behind a
+// dead rank, nor notice a stopped (SIGSTOP, frozen) peer before the timeout; GlooCommunicator adds a peer
+// monitor for those cases (see docs/runtime.md, "Failures").
+//
+// Sends: c10d only reports a Gloo send complete once it is waited on, so a watcher thread per destination waits
+// on the sends in order; is_completed() then tells the executor that it may drop the buffer.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <chrono>
+#include <memory>
+
+#include "dualpipe/comm/communicator.h"
+
+namespace dualpipe::comm {
+
+namespace internal {
+class PeerMonitor;
+}
+
+struct ProcessGroupCommunicatorOptions {
+  // Wait limit for sends, receives and barriers.
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // Test mode: every message travels with tag 0, as on a backend that ignores tags (NCCL). Runs must be
+  // bit-identical with and without it (channels.h).
+  bool single_tag = false;
+};
+
+class ProcessGroupCommunicator : public Communicator {
+ public:
+  explicit ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                    ProcessGroupCommunicatorOptions options = {});
+  ~ProcessGroupCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, int tag) override;
+  std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
+  void barrier() override;
+  std::chrono::milliseconds timeout() const override;
+
+  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const;
+
+ protected:
+  // For GlooCommunicator: a group it built, with a peer monitor that names lost ranks.
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group, ProcessGroupCommunicatorOptions options,
+                           std::unique_ptr<internal::PeerMonitor> monitor);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dualpipe::comm

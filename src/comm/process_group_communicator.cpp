@@ -1,0 +1,274 @@
+#include "dualpipe/comm/process_group_communicator.h"
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "peer_monitor.h"
+
+namespace dualpipe::comm {
+
+using dualpipe::detail::concat;
+using internal::PeerFailure;
+using internal::PeerMonitor;
+
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return concat(d.count() / 1000, " s");
+  return concat(static_cast<double>(d.count()) / 1000.0, " s");
+}
+
+// The error of a wait that did not complete. With a monitor, its lost peer comes first (it names the root cause
+// even when the wait was on a live neighbour); otherwise the backend's failure is worded with the peer it was
+// about.
+CommError wait_error(PeerMonitor* monitor, int self, const std::string& operation, int peer,
+                     std::chrono::milliseconds timeout, const std::string& backend_error) {
+  std::optional<PeerFailure> failure = monitor ? monitor->failure() : std::nullopt;
+  if (!failure && !backend_error.empty()) {
+    if (backend_error.find("imed out") != std::string::npos) {
+      if (monitor) failure = monitor->silent_peer();
+      std::string waited = concat("timed out after ", seconds_text(timeout));
+      if (failure) {
+        failure->reason = waited + "; " + failure->reason;
+      } else {
+        failure = PeerFailure{peer, peer >= 0 ? concat("rank ", peer, " did not answer: ", waited) : waited};
+      }
+    } else {
+      // The connection broke, maybe a neighbour's that is leaving because of another rank: give the monitor a
+      // moment to learn which.
+      if (monitor) failure = monitor->await_failure(std::chrono::milliseconds(500));
+      if (!failure)
+        failure = PeerFailure{peer, peer >= 0 ? concat("peer rank ", peer, " closed the connection or failed (",
+                                                       backend_error, ")")
+                                              : concat("failed (", backend_error, ")")};
+    }
+    if (monitor) monitor->report(*failure);  // other waits end too, and this rank's departure passes the blame on
+  }
+  if (!failure) failure = PeerFailure{peer, "aborted"};
+  return CommError(concat("rank ", self, ": ", operation, ": ", failure->reason), failure->rank, failure->reason);
+}
+
+// Waits for a c10d work; a lost peer (monitor) aborts the wait. Returns the backend's error, empty on success.
+std::string wait_c10d(const c10::intrusive_ptr<c10d::Work>& work, PeerMonitor* monitor,
+                      std::chrono::milliseconds timeout) {
+  std::optional<PeerMonitor::Guard> guard;
+  if (monitor) guard.emplace(*monitor, [work] { work->abort(); });
+  try {
+    if (work->wait(timeout)) return {};
+    return "aborted";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// One transfer. A receive is waited on by the caller; a send by its destination's watcher thread, which
+// records the outcome for wait() and is_completed().
+class TransferWork : public Work {
+ public:
+  TransferWork(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, PeerMonitor* monitor, int self, int peer,
+               int tag, const char* what)
+      : work_(std::move(work)), tensor_(std::move(tensor)), monitor_(monitor), self_(self), peer_(peer), tag_(tag),
+        what_(what) {}
+
+  std::string operation() const { return concat(what_, " rank ", peer_, " (tag ", tag_, ")"); }
+
+  // The receive path, and the watcher's wait for a send.
+  std::string wait_backend(std::chrono::milliseconds timeout) { return wait_c10d(work_, monitor_, timeout); }
+
+  void abort_backend() { work_->abort(); }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (watched_) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (!done_.wait_for(lock, timeout, [&] { return finished_; }))
+        throw wait_error(monitor_, self_, operation(), peer_, timeout, "Timed out");
+      if (!error_.empty()) throw wait_error(monitor_, self_, operation(), peer_, timeout, error_);
+      return;
+    }
+    if (finished_) return;
+    std::string error = wait_backend(timeout);
+    if (!error.empty()) throw wait_error(monitor_, self_, operation(), peer_, timeout, error);
+    finished_ = true;
+    tensor_ = at::Tensor();
+  }
+
+  bool is_completed() override {
+    if (!watched_) return finished_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_;
+  }
+
+  // Watcher side.
+  void watch() { watched_ = true; }
+  void finish(std::string error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::move(error);
+    finished_ = true;
+    tensor_ = at::Tensor();  // dropped on the watcher thread only after the transfer ended
+    done_.notify_all();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor tensor_;  // alive until the transfer completed
+  PeerMonitor* monitor_;
+  int self_, peer_, tag_;
+  const char* what_;
+  bool watched_ = false;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::string error_;
+};
+
+// Waits, in posting order, on the sends to one destination (they complete in that order).
+class SendWatcher {
+ public:
+  explicit SendWatcher(std::chrono::milliseconds timeout) : timeout_(timeout), thread_([this] { run(); }) {}
+  ~SendWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      for (auto& w : queue_) w->abort_backend();
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  void add(std::shared_ptr<TransferWork> work) {
+    work->watch();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(work));
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::shared_ptr<TransferWork> work;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        work = queue_.front();
+      }
+      std::string error = work->wait_backend(timeout_);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.pop_front();
+      }
+      work->finish(std::move(error));
+    }
+  }
+
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::shared_ptr<TransferWork>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+struct ProcessGroupCommunicator::Impl {
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  ProcessGroupCommunicatorOptions options;
+  std::unique_ptr<PeerMonitor> monitor;
+  std::map<int, std::unique_ptr<SendWatcher>> watchers;  // by destination, made on first use
+  int wire_tag(int tag) const { return options.single_tag ? 0 : tag; }
+};
+
+ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                   ProcessGroupCommunicatorOptions options)
+    : ProcessGroupCommunicator(std::move(group), options, nullptr) {}
+
+ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                   ProcessGroupCommunicatorOptions options,
+                                                   std::unique_ptr<internal::PeerMonitor> monitor)
+    : impl_(new Impl) {
+  DUALPIPE_REQUIRE(group, "ProcessGroupCommunicator needs a process group, got none");
+  DUALPIPE_REQUIRE(options.timeout.count() > 0, "the communicator timeout must be positive, got ",
+                   options.timeout.count(), " ms");
+  impl_->group = std::move(group);
+  impl_->options = options;
+  impl_->monitor = std::move(monitor);
+}
+
+ProcessGroupCommunicator::~ProcessGroupCommunicator() {
+  const bool failed = impl_->monitor && impl_->monitor->failure();
+  impl_->watchers.clear();  // aborts and joins: no send outlives the communicator
+  impl_->monitor.reset();   // goodbye, or the rank this one leaves because of
+  // After a failure a collective may still run on the group's worker thread, blocked on the lost peer until the
+  // backend's own timeout, and destroying the group would join that thread: the process would linger. It is
+  // ending anyway, so the group is left to the operating system.
+  if (failed) (void)impl_->group.release();
+}
+
+int ProcessGroupCommunicator::rank() const { return impl_->group->getRank(); }
+int ProcessGroupCommunicator::size() const { return impl_->group->getSize(); }
+std::chrono::milliseconds ProcessGroupCommunicator::timeout() const { return impl_->options.timeout; }
+const c10::intrusive_ptr<c10d::ProcessGroup>& ProcessGroupCommunicator::group() const { return impl_->group; }
+
+std::shared_ptr<Work> ProcessGroupCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
+  DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank(), "rank ", rank(), " cannot send to rank ", dst);
+  std::vector<at::Tensor> tensors{tensor.contiguous()};
+  c10::intrusive_ptr<c10d::Work> work;
+  PeerMonitor* monitor = impl_->monitor.get();
+  try {  // Gloo throws at once when the peer's connection is already broken
+    work = impl_->group->send(tensors, dst, impl_->wire_tag(tag));
+  } catch (const std::exception& e) {
+    throw wait_error(monitor, rank(), concat("send to rank ", dst, " (tag ", tag, ")"), dst, timeout(), e.what());
+  }
+  auto transfer = std::make_shared<TransferWork>(std::move(work), tensors[0], monitor, rank(), dst, tag, "send to");
+  auto& watcher = impl_->watchers[dst];
+  if (!watcher) watcher = std::make_unique<SendWatcher>(timeout());
+  watcher->add(transfer);
+  return transfer;
+}
+
+std::shared_ptr<Work> ProcessGroupCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
+  DUALPIPE_REQUIRE(src >= 0 && src < size() && src != rank(), "rank ", rank(), " cannot receive from rank ", src);
+  DUALPIPE_REQUIRE(tensor.is_contiguous(), "receive buffers must be contiguous");
+  std::vector<at::Tensor> tensors{tensor};
+  c10::intrusive_ptr<c10d::Work> work;
+  PeerMonitor* monitor = impl_->monitor.get();
+  try {
+    work = impl_->group->recv(tensors, src, impl_->wire_tag(tag));
+  } catch (const std::exception& e) {
+    throw wait_error(monitor, rank(), concat("receive from rank ", src, " (tag ", tag, ")"), src, timeout(),
+                     e.what());
+  }
+  return std::make_shared<TransferWork>(std::move(work), tensor, monitor, rank(), src, tag, "receive from");
+}
+
+// c10d runs the barrier on the group's worker thread; waiting for it in slices lets a lost peer end the wait.
+void ProcessGroupCommunicator::barrier() {
+  using Clock = std::chrono::steady_clock;
+  const auto limit = timeout();
+  const auto deadline = Clock::now() + limit;
+  PeerMonitor* monitor = impl_->monitor.get();
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = impl_->group->barrier();
+  } catch (const std::exception& e) {
+    throw wait_error(monitor, rank(), "barrier", -1, limit, e.what());
+  }
+  for (;;) {
+    if (monitor && monitor->failure()) throw wait_error(monitor, rank(), "barrier", -1, limit, "");
+    try {
+      work->wait(std::chrono::milliseconds(100));
+      return;
+    } catch (const std::exception& e) {
+      if (work->isCompleted()) throw wait_error(monitor, rank(), "barrier", -1, limit, e.what());
+      if (Clock::now() >= deadline) throw wait_error(monitor, rank(), "barrier", -1, limit, "Timed out");
+    }
+  }
+}
+
+}  // namespace dualpipe::comm

@@ -1,0 +1,149 @@
+#include "backward_split.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dualpipe::runtime::detail {
+
+using torch::autograd::Edge;
+using torch::autograd::edge_list;
+using torch::autograd::Node;
+
+namespace {
+
+struct Seeds {
+  edge_list roots;
+  std::vector<torch::Tensor> grads;
+};
+
+Seeds seeds(const std::vector<torch::Tensor>& roots, const std::vector<torch::Tensor>& root_grads) {
+  Seeds s;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    s.roots.push_back(torch::autograd::impl::gradient_edge(roots[i]));
+    const bool given = i < root_grads.size() && root_grads[i].defined();
+    // What torch.autograd.backward seeds a scalar root with.
+    s.grads.push_back(given ? root_grads[i] : torch::ones_like(roots[i], at::MemoryFormat::Preserve));
+  }
+  return s;
+}
+
+struct Closure {
+  std::unordered_set<Node*> nodes;
+  std::vector<Node*> in_order;  // the same nodes, in a deterministic (depth-first post-) order
+  bool contains(const Node* n) const { return nodes.count(const_cast<Node*>(n)) > 0; }
+};
+
+// The nodes from which one of `targets` is reachable, walking the graph from `roots` (iteratively: graphs of
+// deep stages are deep).
+Closure closure_of(const edge_list& roots, const std::unordered_set<Node*>& targets) {
+  Closure closure;
+  std::unordered_map<Node*, bool> reaches;
+  std::vector<std::pair<Node*, size_t>> stack;
+  auto visit = [&](Node* n) {
+    if (n == nullptr || reaches.count(n)) return;
+    reaches.emplace(n, targets.count(n) > 0);
+    stack.emplace_back(n, 0);
+  };
+  for (const Edge& e : roots) visit(e.function.get());
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->num_outputs()) {
+      visit(node->next_edge(next++).function.get());
+      continue;
+    }
+    Node* done = node;
+    stack.pop_back();
+    bool& r = reaches[done];
+    for (const Edge& e : done->next_edges())
+      if (e.function && reaches[e.function.get()]) r = true;
+    if (r) {
+      closure.nodes.insert(done);
+      closure.in_order.push_back(done);
+    }
+  }
+  return closure;
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> backward_input(const std::vector<torch::Tensor>& roots,
+                                          const std::vector<torch::Tensor>& root_grads,
+                                          const std::vector<torch::Tensor>& inputs, DeferredWeightGrad& weight) {
+  Seeds seed = seeds(roots, root_grads);
+  edge_list input_edges;
+  std::unordered_set<Node*> targets;
+  for (const auto& x : inputs) {
+    if (!x.defined() || !x.requires_grad()) continue;
+    input_edges.push_back(torch::autograd::impl::gradient_edge(x));
+    targets.insert(input_edges.back().function.get());
+  }
+  const Closure closure = closure_of(seed.roots, targets);
+
+  // Roots outside the closure (an output that does not depend on any input) belong to W whole.
+  for (size_t i = 0; i < seed.roots.size(); ++i) {
+    if (closure.contains(seed.roots[i].function.get())) continue;
+    weight.roots_.push_back(seed.roots[i]);
+    weight.grads_.push_back(seed.grads[i]);
+  }
+  // Weight nodes: in the closure, with an edge leaving it. Their incoming gradients are captured.
+  std::vector<std::shared_ptr<Node>> weight_nodes;
+  edge_list outputs = input_edges;
+  for (Node* n : closure.in_order) {
+    const auto& edges = n->next_edges();
+    if (std::none_of(edges.begin(), edges.end(),
+                     [&](const Edge& e) { return e.function && !closure.contains(e.function.get()); }))
+      continue;
+    weight_nodes.push_back(n->shared_from_this());
+    for (uint32_t slot = 0; slot < n->num_inputs(); ++slot) outputs.emplace_back(weight_nodes.back(), slot);
+  }
+
+  std::vector<torch::Tensor> input_grads(inputs.size());
+  if (input_edges.empty()) return input_grads;  // nothing to send back: all of it is W
+  const std::vector<torch::Tensor> results = torch::autograd::Engine::get_default_engine().execute(
+      seed.roots, seed.grads, /*keep_graph=*/true, /*create_graph=*/false, /*accumulate_grad=*/false, outputs);
+  size_t k = 0;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) input_grads[i] = results[k++];
+  for (const auto& node : weight_nodes) {
+    for (uint32_t slot = 0; slot < node->num_inputs(); ++slot, ++k) {
+      if (!results[k].defined()) continue;
+      weight.roots_.emplace_back(node, slot);
+      weight.grads_.push_back(results[k]);
+    }
+    // From now on the node can only produce parameter gradients. (Through the mutable edge list: Node's
+    // set_next_edge refuses nodes that have a parent, to guard the topological order, which removing an edge
+    // keeps.)
+    for (Edge& e : node->next_edges())
+      if (e.function && closure.contains(e.function.get())) e = Edge();
+  }
+  return input_grads;
+}
+
+void DeferredWeightGrad::run() {
+  if (roots_.empty()) return;
+  edge_list roots = std::move(roots_);
+  std::vector<torch::Tensor> grads = std::move(grads_);
+  roots_.clear();
+  grads_.clear();
+  torch::autograd::Engine::get_default_engine().execute(roots, grads, /*keep_graph=*/false, /*create_graph=*/false,
+                                                        /*accumulate_grad=*/true);
+}
+
+std::vector<torch::Tensor> backward_full(const std::vector<torch::Tensor>& roots,
+                                         const std::vector<torch::Tensor>& root_grads,
+                                         const std::vector<torch::Tensor>& inputs) {
+  Seeds seed = seeds(roots, root_grads);
+  torch::autograd::Engine::get_default_engine().execute(seed.roots, seed.grads, /*keep_graph=*/false,
+                                                        /*create_graph=*/false, /*accumulate_grad=*/true);
+  std::vector<torch::Tensor> input_grads(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) input_grads[i] = inputs[i].grad();
+  return input_grads;
+}
+
+}  // namespace dualpipe::runtime::detail

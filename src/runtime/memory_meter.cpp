@@ -1,0 +1,38 @@
+#include "memory_meter.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
+#include <atomic>
+#include <optional>
+
+namespace dualpipe::runtime::detail {
+namespace {
+
+class Counter : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void*, int64_t alloc_size, int64_t, int64_t, c10::Device) override { live += alloc_size; }
+  bool memoryProfilingEnabled() const override { return true; }
+  // Atomic: LibTorch hands the thread's debug info on to the threads it starts work on (intra-op pools).
+  std::atomic<int64_t> live{0};
+};
+
+}  // namespace
+
+struct MemoryMeter::Impl {
+  std::shared_ptr<Counter> counter;
+  std::optional<c10::DebugInfoGuard> guard;
+};
+
+MemoryMeter::MemoryMeter() : impl_(new Impl) {
+  if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) != nullptr) return;  // a profiler's
+  impl_->counter = std::make_shared<Counter>();
+  impl_->guard.emplace(c10::DebugInfoKind::PROFILER_STATE, impl_->counter);
+}
+
+MemoryMeter::~MemoryMeter() = default;
+
+int64_t MemoryMeter::live_bytes() const { return impl_->counter ? impl_->counter->live.load() : 0; }
+bool MemoryMeter::active() const { return impl_->counter != nullptr; }
+
+}  // namespace dualpipe::runtime::detail
