@@ -13,18 +13,21 @@ namespace dualpipe::comm {
 struct InProcessHub::State {
   int world_size = 0;
   std::chrono::milliseconds timeout{0};
+  bool single_tag = false;
   std::mutex mutex;
   std::condition_variable changed;
   std::map<std::tuple<int, int, int>, std::deque<at::Tensor>> mailboxes;  // (src, dst, tag) -> FIFO
+  int mailbox_tag(int tag) const { return single_tag ? 0 : tag; }
   std::string abort_reason;  // non-empty once aborted
   int barrier_arrived = 0;
   long barrier_generation = 0;
 };
 
-InProcessHub::InProcessHub(int world_size, std::chrono::milliseconds timeout) : state_(new State) {
+InProcessHub::InProcessHub(int world_size, std::chrono::milliseconds timeout, bool single_tag) : state_(new State) {
   DUALPIPE_REQUIRE(world_size >= 1, "InProcessHub needs at least one rank, got ", world_size);
   state_->world_size = world_size;
   state_->timeout = timeout;
+  state_->single_tag = single_tag;
 }
 
 InProcessHub::~InProcessHub() = default;
@@ -109,7 +112,7 @@ std::shared_ptr<Work> InProcessCommunicator::isend(const at::Tensor& tensor, int
   auto& state = hub_->state();
   at::Tensor copy = tensor.detach().clone(at::MemoryFormat::Contiguous);
   std::lock_guard<std::mutex> lock(state.mutex);
-  state.mailboxes[{rank_, dst, tag}].push_back(std::move(copy));
+  state.mailboxes[{rank_, dst, state.mailbox_tag(tag)}].push_back(std::move(copy));
   state.changed.notify_all();
   return std::make_shared<DoneWork>();
 }
@@ -117,7 +120,7 @@ std::shared_ptr<Work> InProcessCommunicator::isend(const at::Tensor& tensor, int
 std::shared_ptr<Work> InProcessCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
   DUALPIPE_REQUIRE(src >= 0 && src < size() && src != rank_, "rank ", rank_, " cannot receive from rank ", src);
   DUALPIPE_REQUIRE(tag >= 0, "message tags must be >= 0, got ", tag);
-  return std::make_shared<RecvWork>(hub_->state(), tensor, src, rank_, tag);
+  return std::make_shared<RecvWork>(hub_->state(), tensor, src, rank_, hub_->state().mailbox_tag(tag));
 }
 
 void InProcessCommunicator::barrier() {

@@ -28,15 +28,7 @@ TEST_P(ReferenceCheck, TrainingStepMatchesSingleProcess) { check(GetParam(), tru
 TEST_P(ReferenceCheck, ForwardOnlyMatchesSingleProcess) { check(GetParam(), false, true); }
 TEST_P(ReferenceCheck, ShapesExchangedAtRunTime) { check(GetParam(), true, false); }
 
-std::vector<KindCase> all_cases() {
-  std::vector<KindCase> cases;
-  for (const char* kind :
-       {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera", "dualpipe", "dualpipev"})
-    for (int r : {2, 4}) cases.push_back({kind, r});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(AllKinds, ReferenceCheck, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(AllKinds, ReferenceCheck, ::testing::ValuesIn(all_kind_cases()), case_name);
 
 }  // namespace
 }  // namespace dualpipe::testing

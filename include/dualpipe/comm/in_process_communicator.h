@@ -13,7 +13,10 @@ namespace dualpipe::comm {
 
 class InProcessHub {
  public:
-  explicit InProcessHub(int world_size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // `single_tag`: messages are matched by (source, destination) alone, in order, as on a backend that ignores
+  // tags (NCCL); the runtime must not depend on tags (channels.h).
+  explicit InProcessHub(int world_size, std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                        bool single_tag = false);
   ~InProcessHub();
   InProcessHub(const InProcessHub&) = delete;
   InProcessHub& operator=(const InProcessHub&) = delete;

@@ -6,6 +6,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "dualpipe/generators.h"
 #include "dualpipe/schedule.h"
@@ -25,6 +26,15 @@ inline std::string case_name(const ::testing::TestParamInfo<KindCase>& info) {
   for (char& c : name)
     if (c == '-') c = '_';
   return name;
+}
+
+// The nine kinds at R in {2, 4}.
+inline std::vector<KindCase> all_kind_cases() {
+  std::vector<KindCase> cases;
+  for (const char* kind :
+       {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera", "dualpipe", "dualpipev"})
+    for (int r : {2, 4}) cases.push_back({kind, r});
+  return cases;
 }
 
 inline Schedule make_case_schedule(const std::string& kind, int ranks) {

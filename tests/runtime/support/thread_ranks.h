@@ -14,9 +14,11 @@ namespace dualpipe::testing {
 
 using RankFn = std::function<std::vector<std::string>(std::shared_ptr<comm::Communicator>)>;
 
+// `single_tag`: the hub ignores tags, like NCCL (in_process_communicator.h).
 inline std::vector<std::string> run_ranks(int num_ranks, const RankFn& fn,
-                                          std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-  auto hub = std::make_shared<comm::InProcessHub>(num_ranks, timeout);
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                                          bool single_tag = false) {
+  auto hub = std::make_shared<comm::InProcessHub>(num_ranks, timeout, single_tag);
   std::vector<std::vector<std::string>> problems(num_ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < num_ranks; ++r) {
