@@ -1,6 +1,6 @@
-// Issue 3, item 6 over real processes: R = 4 ranks of runtime_gloo_worker talk over Gloo/TCP for DualPipe and
-// DualPipeV, each checking its step against its own single-process reference. Workers that do not finish in
-// time are killed, so a hang fails the test and never leaves processes behind.
+// Real processes: R = 4 ranks of runtime_gloo_worker talk over Gloo/TCP, each checking its step against its own
+// single-process reference. Workers that do not finish in time are killed, so a hang fails the test and never
+// leaves processes behind.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -22,5 +22,9 @@ void expect_all_pass(const std::vector<std::string>& args) {
 TEST(GlooProcesses, DualPipeFourRanks) { expect_all_pass({"dualpipe"}); }
 TEST(GlooProcesses, DualPipeVFourRanks) { expect_all_pass({"dualpipev"}); }
 TEST(GlooProcesses, DualPipeFourRanksForwardOnly) { expect_all_pass({"dualpipe", "forward-only"}); }
+// Issue 8: every message with tag 0, as on NCCL, which ignores tags: all nine kinds still bit-identical.
+TEST(GlooProcesses, AllKindsWithOneTagForEveryMessage) { expect_all_pass({"all", "single-tag"}); }
+// Issue 8: a pipeline on a user-built sub-group of a larger Gloo world (two pipelines side by side).
+TEST(GlooProcesses, PipelinesOnUserSuppliedSubgroups) { expect_all_pass({"subgroups"}); }
 
 }  // namespace

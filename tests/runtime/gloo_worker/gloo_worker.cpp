@@ -1,7 +1,16 @@
-// One rank of the Gloo/TCP reference check, launched as a process by test_gloo_processes.cpp with
-// torchrun-style MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE. Usage: runtime_gloo_worker <kind> [forward-only].
-// Runs one step of the schedule, reduces replica gradients, compares with its own single-process reference,
-// and exits 0 when everything matches (1 with the mismatches on stderr otherwise).
+// One rank of the Gloo/TCP reference checks, launched as a process by test_gloo_processes.cpp with
+// torchrun-style MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE. Usage:
+//   runtime_gloo_worker <kind|all> [forward-only] [single-tag]
+//     one step of the schedule (every kind in turn with `all`), replica gradients reduced, compared with its
+//     own single-process reference; `single-tag` sends every message with tag 0, as NCCL would see them.
+//   runtime_gloo_worker subgroups
+//     a world of 4 ranks split into two pipeline sub-groups {0, 2} and {1, 3}, each a ProcessGroupGloo the
+//     worker builds itself over a prefix of the world's store and hands to ProcessGroupCommunicator; both
+//     pipelines run DualPipe side by side, then the world group must still work.
+// Exits 0 when everything matches (1 with the mismatches on stderr otherwise).
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include <iostream>
@@ -11,24 +20,85 @@
 #include "dualpipe/generators.h"
 #include "runtime/support/reference_model.h"
 
+namespace {
+
+using namespace dualpipe;
+
+std::vector<std::string> check_kind(const std::string& kind, std::shared_ptr<comm::Communicator> communicator,
+                                    bool training) {
+  ScheduleOptions options;
+  options.num_ranks = communicator->size();
+  options.num_microbatches = 2 * communicator->size();
+  Schedule schedule = make_schedule(kind, options);
+  auto setup = testing::make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 1234);
+  auto reference = testing::run_reference(setup, training);
+  auto problems = testing::run_and_check_rank(setup, reference, schedule, communicator, training);
+  for (auto& p : problems) p = kind + ": " + p;
+  return problems;
+}
+
+// Two pipelines, each on a sub-group of the 4-rank world made by the caller, as a job with data parallelism
+// would make them.
+std::vector<std::string> check_subgroups() {
+  const comm::GlooOptions env = comm::GlooCommunicator::options_from_environment();
+  if (env.world_size != 4) return {"the sub-group check needs WORLD_SIZE=4"};
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(env.master_port);
+  store_options.isServer = env.rank == 0;
+  store_options.numWorkers = 4;
+  store_options.timeout = std::chrono::seconds(60);
+  auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+  auto device = ::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
+  options->devices.push_back(device);
+  auto world = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, 4, options);
+  const int pipeline = env.rank % 2;  // {0, 2} and {1, 3}
+  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      c10::make_intrusive<c10d::PrefixStore>("pipeline" + std::to_string(pipeline), store), env.rank / 2, 2,
+      options);
+  auto communicator = std::make_shared<comm::ProcessGroupCommunicator>(group);
+  if (communicator->rank() != env.rank / 2 || communicator->size() != 2)
+    return {"the communicator does not report the sub-group's own rank and size"};
+  auto problems = check_kind("dualpipe", communicator, true);
+  std::vector<at::Tensor> one{torch::ones({1})};
+  world->allreduce(one)->wait();
+  if (one[0].item<float>() != 4.0f) problems.push_back("the world group's all-reduce gave a wrong sum");
+  communicator->barrier();
+  return problems;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace dualpipe;
   if (argc < 2) {
-    std::cerr << "usage: runtime_gloo_worker <kind> [forward-only]\n";
+    std::cerr << "usage: runtime_gloo_worker <kind|all> [forward-only] [single-tag] | subgroups\n";
     return 2;
   }
   try {
     at::set_num_threads(1);
-    bool training = !(argc > 2 && std::string(argv[2]) == "forward-only");
-    auto communicator = comm::GlooCommunicator::from_environment(std::chrono::seconds(60));
-    ScheduleOptions options;
-    options.num_ranks = communicator->size();
-    options.num_microbatches = 2 * communicator->size();
-    Schedule schedule = make_schedule(argv[1], options);
-    auto setup = testing::make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 1234);
-    auto reference = testing::run_reference(setup, training);
-    auto problems = testing::run_and_check_rank(setup, reference, schedule, communicator, training);
-    communicator->barrier();  // nobody tears down its transport while a peer still reads from it
+    const std::string what = argv[1];
+    std::vector<std::string> problems;
+    if (what == "subgroups") {
+      problems = check_subgroups();
+    } else {
+      bool training = true, single_tag = false;
+      for (int i = 2; i < argc; ++i) {
+        training = training && std::string(argv[i]) != "forward-only";
+        single_tag = single_tag || std::string(argv[i]) == "single-tag";
+      }
+      comm::GlooOptions options = comm::GlooCommunicator::options_from_environment();
+      options.single_tag = single_tag;
+      auto communicator = std::make_shared<comm::GlooCommunicator>(options);
+      const std::vector<std::string> kinds =
+          what == "all" ? std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv",
+                                                   "chimera", "dualpipe", "dualpipev"}
+                        : std::vector<std::string>{what};
+      for (const auto& kind : kinds) {
+        auto found = check_kind(kind, communicator, training);
+        problems.insert(problems.end(), found.begin(), found.end());
+      }
+      communicator->barrier();  // nobody tears down its transport while a peer still reads from it
+    }
     for (const auto& p : problems) std::cerr << p << "\n";
     return problems.empty() ? 0 : 1;
   } catch (const std::exception& e) {
