@@ -94,12 +94,17 @@ void Executor::Impl::check_stages_against_boundaries() {
     for (const auto& sub : module->modules()) modes.emplace_back(sub, sub->is_training());
     module->eval();
     Tensors outputs;
+    auto refuse = [&](const char* reason) {
+      for (auto& [sub, mode] : modes) sub->train(mode);
+      return InvalidArgument(
+          concat("stage ", s, " failed on zeros shaped like its declared inputs (boundary ", s, "): ", reason));
+    };
     try {
       outputs = st->forward(zeros);
+    } catch (const c10::Error& e) {
+      throw refuse(e.what_without_backtrace());
     } catch (const std::exception& e) {
-      for (auto& [sub, mode] : modes) sub->train(mode);
-      throw InvalidArgument(concat("stage ", s, " failed on zeros shaped like its declared inputs (boundary ", s,
-                                   "): ", e.what()));
+      throw refuse(e.what());
     }
     for (auto& [sub, mode] : modes) sub->train(mode);
     check_output(s, -1, outputs);

@@ -1,4 +1,5 @@
-// Issue 3, item 7: bad input raises a clear dualpipe::Error before any message is posted.
+// Issue 3, item 7 and issue 8: bad input raises a clear dualpipe::Error before any message is posted, naming the
+// stage, the micro-batch (or the construction-time shape check), the value and the rule.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -47,7 +48,9 @@ struct OneRank {
     auto l = static_cast<int64_t>(e.loss_microbatches().size());
     if (k) args.inputs = {torch::randn({k * kRows, kHidden})};
     if (l) args.labels = {torch::randn({l * kRows, kHidden})};
-    args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& y) { return torch::mse_loss(o, y); });
+    args.criterion = single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& y) {
+      return torch::mse_loss(o, y);
+    });
     args.num_microbatches = schedule.num_microbatches;
     return args;
   }
@@ -153,6 +156,74 @@ TEST(BadInput, RankMappingMustBeDistinctRanks) {
   EXPECT_THROW(rank.executor(), InvalidArgument);
   rank.options.rank_mapping = {1, 2};  // communicator rank 0 is not in the pipeline
   EXPECT_THROW(rank.executor(), InvalidArgument);
+}
+
+// Builds the executor and expects it to refuse, with `needle` in the message and no transfer started.
+void expect_construction_rejected(OneRank& rank, const std::string& needle) {
+  try {
+    rank.executor();
+    FAIL() << "accepted; expected an error containing: " << needle;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rank.comm->transfers, 0);
+}
+
+// A stage whose forward returns [x, x]: one tensor more than a one-tensor boundary declares.
+std::shared_ptr<Stage> two_output_stage() {
+  MlpStage m(kHidden);
+  return std::make_shared<ModuleStage>(m.ptr(), [m](const Tensors& x) mutable -> Tensors {
+    auto y = m->forward(x.at(0));
+    return {y, y};
+  });
+}
+
+TEST(BadInput, StageReturnsWrongNumberOfTensors) {
+  OneRank rank(0);
+  rank.stages[0] = two_output_stage();
+  expect_construction_rejected(rank, "stage 0 returned 2 tensors for the shape check, boundary 1 declares 1");
+}
+
+TEST(BadInput, DtypeMismatchBetweenStages) {
+  // Boundary 1 says doubles; stage 0 makes floats (its rank says so) and stage 1 cannot take doubles (its rank
+  // says so, with LibTorch's reason).
+  OneRank producer(0), consumer(1);
+  producer.options.boundaries[1][0].dtype = torch::kDouble;
+  consumer.options.boundaries[1][0].dtype = torch::kDouble;
+  expect_construction_rejected(producer, "stage 0 returned tensor 0 as [2, 8] Float on cpu for the shape check, "
+                                         "boundary 1 declares [2, 8] Double");
+  expect_construction_rejected(consumer, "stage 1 failed on zeros shaped like its declared inputs (boundary 1): "
+                                         "expected scalar type Double but found Float");
+}
+
+TEST(BadInput, DeviceMismatchBetweenStages) {
+  OneRank rank(0);
+  rank.options.boundaries[1][0].device = c10::Device("cuda:0");  // the next stage expects its input on a GPU
+  expect_construction_rejected(rank, "stage 0 returned tensor 0 as [2, 8] Float on cpu for the shape check, "
+                                     "boundary 1 declares [2, 8] Float on cuda:0");
+}
+
+TEST(BadInput, BoundaryCountDiffersFromStages) {
+  OneRank rank(0);
+  rank.options.boundaries.pop_back();
+  expect_construction_rejected(rank, "ExecutorOptions::boundaries needs S+1 = 3 entries (or none), got 2");
+}
+
+TEST(BadInput, BatchSmallerThanItsMicrobatchCount) {
+  OneRank rank(0);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.inputs = {torch::randn({3, kHidden})};  // 4 micro-batches enter rank 0 under 1F1B
+  expect_rejected(rank, executor, args, "input tensor 0 has 3 rows, which do not split into 4 micro-batches");
+}
+
+TEST(BadInput, MicrobatchListOfTheWrongLength) {
+  OneRank rank(0);
+  auto executor = rank.executor();
+  auto args = rank.good_args(executor);
+  args.inputs.clear();
+  args.microbatch_inputs = {{torch::randn({kRows, kHidden})}};
+  expect_rejected(rank, executor, args, "rank 0 feeds 4 micro-batches into stage 0 but got 1 microbatch_inputs");
 }
 
 TEST(BadInput, GlooEnvironmentMissing) {
