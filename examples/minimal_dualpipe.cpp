@@ -38,13 +38,15 @@ void train_one_step(std::shared_ptr<comm::Communicator> communicator) {
   options.boundaries = runtime::ExecutorOptions::uniform({{{rows, hidden}, torch::kFloat}}, schedule.num_stages);
   runtime::Executor executor(schedule, stages, communicator, options);
 
-  // Rank 0 feeds direction 0 (micro-batches 0, 1) and computes direction 1's losses; rank 1 the reverse.
+  // Rank 0 feeds direction 0 (micro-batches 0, 1) and computes direction 1's losses; rank 1 the reverse. Each
+  // stage takes and returns a list of tensors (here one); whole batches are cut into micro-batches by the runtime.
   torch::manual_seed(100 + communicator->rank());
   runtime::StepArgs args;
   args.inputs = {torch::randn({2 * rows, hidden})};
   args.labels = {torch::randn({2 * rows, hidden})};
   lock.unlock();
-  args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& out, const torch::Tensor& label) { return torch::mse_loss(out, label); });
+  args.criterion = runtime::single_tensor_criterion(
+      [](const torch::Tensor& out, const torch::Tensor& label) { return torch::mse_loss(out, label); });
   args.num_microbatches = num_microbatches;
   runtime::StepResult result = executor.step(args);
 

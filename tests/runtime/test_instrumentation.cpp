@@ -45,13 +45,13 @@ struct RankRun {
     executor = std::make_unique<runtime::Executor>(schedule, stages, comm, options);
   }
 
-  void step(const ReferenceSetup& setup) {
+  runtime::StepResult step(const ReferenceSetup& setup) {
     runtime::StepArgs args;
     args.inputs = {select_microbatches(setup.inputs, executor->entering_microbatches(), setup.num_microbatches)};
     args.labels = {select_microbatches(setup.labels, executor->loss_microbatches(), setup.num_microbatches)};
     args.criterion = runtime::single_tensor_criterion(mse);
     args.num_microbatches = setup.num_microbatches;
-    executor->step(args);
+    return executor->step(args);
   }
 };
 
@@ -101,6 +101,46 @@ TEST(LiveActivations, ForwardOnlyStepHoldsNothing) {
     return out;
   });
   for (const auto& p : problems) ADD_FAILURE() << p;
+}
+
+// One rank, so that no message is allocated on one thread and freed on another (the in-process hub keeps copies
+// of sent tensors until they are received): the meter sees every byte of the step.
+struct BytesOfOneStep {
+  int64_t peak = 0, at_end = 0, losses = 0;  // losses: the storage the returned losses keep alive
+};
+
+BytesOfOneStep one_rank_step(const std::string& kind, int microbatches) {
+  const Schedule schedule = make_schedule(kind, {1, microbatches});
+  const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 64, 16, 7);
+  BytesOfOneStep bytes;
+  auto problems = run_ranks(1, [&](std::shared_ptr<comm::Communicator> comm) {
+    RankRun run(setup, schedule, comm, false);
+    const runtime::StepResult result = run.step(setup);
+    bytes.peak = run.executor->last_step_stats().peak_activation_bytes;
+    bytes.at_end = run.executor->last_step_stats().activation_bytes_at_end;
+    for (const auto& loss : result.losses) bytes.losses += static_cast<int64_t>(loss.storage().nbytes());
+    return std::vector<std::string>{};
+  });
+  for (const auto& p : problems) ADD_FAILURE() << p;
+  return bytes;
+}
+
+TEST(ActivationBytes, OnlyTheReturnedLossesAreLeftAfterAStep) {
+  for (const char* kind : {"gpipe", "1f1b", "zb-h1"}) {
+    const BytesOfOneStep bytes = one_rank_step(kind, 8);
+    EXPECT_GT(bytes.peak, bytes.losses) << kind;
+    EXPECT_EQ(bytes.at_end, bytes.losses) << kind << ": bytes left besides the returned losses";
+  }
+}
+
+TEST(ActivationBytes, PeakGrowsWithHeldActivationsOnly) {
+  // GPipe holds every micro-batch's activations at its peak: each added micro-batch adds the same bytes. 1F1B on
+  // one rank holds one at a time: added micro-batches add only their returned losses.
+  const BytesOfOneStep g2 = one_rank_step("gpipe", 2), g4 = one_rank_step("gpipe", 4), g8 = one_rank_step("gpipe", 8);
+  EXPECT_EQ(g8.peak - g4.peak, 2 * (g4.peak - g2.peak));
+  EXPECT_GT(g4.peak - g2.peak, g4.losses - g2.losses);
+  const BytesOfOneStep f4 = one_rank_step("1f1b", 4), f8 = one_rank_step("1f1b", 8);
+  EXPECT_EQ(f8.peak - f4.peak, f8.losses - f4.losses);
 }
 
 TEST(ActionRecorder, RecordsEveryLoweredActionOfEveryStepInOrder) {
