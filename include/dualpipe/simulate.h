@@ -16,6 +16,7 @@ struct RankMetrics {
   double span = 0;  // last end - first start on this rank
   int peak_activations = 0;              // in stage activations
   double peak_activation_fraction = 0;   // peak_activations / S: a fraction of the whole model's activations
+  double peak_activation_bytes = 0;      // peak_activations x the cost model's act_bytes (0 when not given)
   int parameter_copies = 0;              // stage modules held (2 for DualPipe and Chimera)
 };
 

@@ -1,6 +1,7 @@
 #include "dualpipe/simulate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "dualpipe/error.h"
@@ -44,6 +45,14 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
                                          b.waiting_for, " (", walk.blocked.size(), " ranks stuck)"));
   }
 
+  // Costs that are each finite can still add up past the largest double: the step would end at inf, every
+  // metric would be inf or NaN and the picture's axis would divide by zero (found by UBSan).
+  for (std::size_t r = 0; r < walk.times.size(); ++r)
+    for (std::size_t i = 0; i < walk.times[r].size(); ++i)
+      DUALPIPE_REQUIRE(std::isfinite(walk.times[r][i].end), "costs ", costs.to_string(),
+                       " are too large to simulate: the step time overflows at rank ", r, ", action ",
+                       to_string(schedule.actions[r][i]), "; give them in a larger time unit");
+
   Simulation sim;
   sim.timeline = std::move(walk.times);
   Metrics& m = sim.metrics;
@@ -70,6 +79,7 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
     }
     rm.peak_activations = peaks[r];
     rm.peak_activation_fraction = static_cast<double>(peaks[r]) / schedule.num_stages;
+    rm.peak_activation_bytes = peaks[r] * costs.activation_bytes;
     rm.parameter_copies = schedule.placement.stages_held(r);
   }
   m.makespan = first <= last ? last - first : 0.0;

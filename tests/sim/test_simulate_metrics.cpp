@@ -2,6 +2,7 @@
 // comments, and CostModel parsing.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,14 @@ TEST(SimulateMetrics, PeakActivationRules) {
   const Metrics m = simulate(pair, CostModel{}).metrics;
   EXPECT_EQ(m.per_rank[0].peak_activations, 2);
   EXPECT_DOUBLE_EQ(m.per_rank[0].peak_activation_fraction, 1.0);
+  EXPECT_DOUBLE_EQ(m.per_rank[0].peak_activation_bytes, 0.0) << "no act_bytes given";
+}
+
+TEST(SimulateMetrics, PeakActivationBytesAreTheCountTimesTheUnit) {
+  // 1F1B at R=4: 4 3 2 1 stage activations at the peak (PeakActivationRules), 1.5 MB each.
+  const Metrics m = simulate(make_1f1b(ScheduleOptions{4, 8}), CostModel::parse("act_bytes=1.5e6")).metrics;
+  const double expected[] = {6e6, 4.5e6, 3e6, 1.5e6};
+  for (int r = 0; r < 4; ++r) EXPECT_DOUBLE_EQ(m.per_rank[r].peak_activation_bytes, expected[r]) << "rank " << r;
 }
 
 TEST(SimulateMetrics, ParameterCopies) {
@@ -183,6 +192,21 @@ TEST(SimulateMetrics, LoweredScheduleBusyCountsComputeOnly) {
 
 TEST(SimulateMetrics, BadCostsAreRejected) {
   EXPECT_THROW(simulate(make_gpipe(ScheduleOptions{2, 2}), costs(1, 2, 3)), InvalidArgument);  // W > B
+  CostModel infinite;
+  infinite.forward = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(contains(test::error_message([&] { infinite.check(); }), "costs must be finite numbers"));
+}
+
+// Each cost is finite, but two of them add up past the largest double: the step time would be inf and the
+// metrics NaN (found by UBSan's float-divide-by-zero in the picture's axis, scripts/test_sanitized.sh).
+TEST(SimulateMetrics, CostsWhoseSumOverflowsAreRejected) {
+  const Schedule gpipe = make_gpipe(ScheduleOptions{2, 2});
+  const std::string message =
+      test::error_message([&] { simulate(gpipe, CostModel::parse("F=1e308,B=1e308,W=1")); });
+  EXPECT_TRUE(contains(message, "too large to simulate")) << message;
+  EXPECT_TRUE(contains(message, "F=1e+308")) << message;
+  // The same ratios in a larger unit simulate fine.
+  EXPECT_GT(simulate(gpipe, CostModel::parse("F=1e300,B=1e300,W=1")).metrics.makespan, 1e300);
 }
 
 // ================================================================================================
@@ -243,6 +267,7 @@ TEST(CostModelParse, BadInputsNameTheKeyOrValue) {
       {"W=-1", "W=-1"},
       {"FB=0", "FB=0"},
       {"comm=-0.5", "comm=-0.5"},
+      {"act_bytes=-1", "act_bytes=-1"},
       {"scale=1:0", "stage 1"},  // multipliers must be positive
       {"scale=1::2", "scale"},
   };

@@ -48,6 +48,7 @@ nlohmann::ordered_json result_json(const Result& r) {
                         {"span", m.span},
                         {"peak_activations", m.peak_activations},
                         {"peak_activation_fraction", m.peak_activation_fraction},
+                        {"peak_activation_bytes", m.peak_activation_bytes},
                         {"parameter_copies", m.parameter_copies}});
   }
   return {{"kind", r.schedule.kind},
@@ -70,13 +71,16 @@ void print_one(const Result& r) {
             << s.num_microbatches << " micro-batches, costs " << costs.to_string() << "\n"
             << "makespan " << fixed(m.makespan) << "  bubble " << fixed(m.bubble) << "  bubble rate "
             << fixed(m.bubble_rate, 4) << "  peak activations " << m.peak_activations() << "\n\n";
-  std::printf("%4s  %10s  %10s  %10s  %16s  %12s\n", "rank", "busy", "idle", "span", "peak activations",
-              "stages held");
+  const bool bytes = costs.activation_bytes > 0;
+  std::printf("%4s  %10s  %10s  %10s  %16s  %12s%s\n", "rank", "busy", "idle", "span", "peak activations",
+              "stages held", bytes ? "  peak activation bytes" : "");
   for (const RankMetrics& rm : m.per_rank) {
     const std::string peak = std::to_string(rm.peak_activations) + " (" +
                              fixed(rm.peak_activation_fraction) + " model)";
-    std::printf("%4d  %10s  %10s  %10s  %16s  %12d\n", rm.rank, fixed(rm.busy).c_str(), fixed(rm.idle).c_str(),
+    std::printf("%4d  %10s  %10s  %10s  %16s  %12d", rm.rank, fixed(rm.busy).c_str(), fixed(rm.idle).c_str(),
                 fixed(rm.span).c_str(), peak.c_str(), rm.parameter_copies);
+    if (bytes) std::printf("  %21.0f", rm.peak_activation_bytes);
+    std::printf("\n");
   }
 }
 
@@ -86,18 +90,21 @@ void print_comparison(const std::vector<Result>& results, const std::vector<Skip
   std::cout << "R=" << plan.ranks << " ranks, M=" << plan.microbatches << " micro-batches, costs "
             << costs.to_string() << " per 1/R of the model\n"
             << "(schedules with S > R stages run each stage at R/S of these costs; sorted by bubble)\n\n";
-  std::printf("%-17s %3s %9s %9s %11s %10s %9s %12s\n", "schedule", "S", "makespan", "bubble", "bubble rate",
-              "peak act", "act/model", "stages held");
+  const bool bytes = costs.activation_bytes > 0;
+  std::printf("%-17s %3s %9s %9s %11s %10s %9s %12s%s\n", "schedule", "S", "makespan", "bubble", "bubble rate",
+              "peak act", "act/model", "stages held", bytes ? "  peak act bytes" : "");
   for (const Result& r : results) {
     const RankMetrics& worst = *std::max_element(
         r.metrics.per_rank.begin(), r.metrics.per_rank.end(),
         [](const RankMetrics& a, const RankMetrics& b) { return a.peak_activations < b.peak_activations; });
     int held = 0;
     for (const RankMetrics& rm : r.metrics.per_rank) held = std::max(held, rm.parameter_copies);
-    std::printf("%-17s %3d %9s %9s %11s %10d %9s %12d\n", r.schedule.kind.c_str(), r.schedule.num_stages,
+    std::printf("%-17s %3d %9s %9s %11s %10d %9s %12d", r.schedule.kind.c_str(), r.schedule.num_stages,
                 fixed(r.metrics.makespan).c_str(), fixed(r.metrics.bubble).c_str(),
                 fixed(r.metrics.bubble_rate, 4).c_str(), worst.peak_activations,
                 fixed(worst.peak_activation_fraction).c_str(), held);
+    if (bytes) std::printf("  %15.0f", worst.peak_activation_bytes);
+    std::printf("\n");
   }
   if (!skipped.empty()) {
     std::cout << "\nskipped:\n";
@@ -112,14 +119,18 @@ void run(const SimulateCommand& c) {
   const bool all = c.plan.from_file.empty() && c.plan.kind == "all";
   if (all) {
     for (const GeneratorInfo& g : generators()) {
+      // Only a kind that cannot serve R and M is skipped: costs the simulator refuses (too large) are the
+      // user's error for every kind, not "no schedule accepts R, M".
+      Schedule s;
       try {
-        Schedule s = build_schedule(c.plan, std::string(g.name));
-        const CostModel scaled = costs_for_comparison(costs, s);
-        Metrics m = simulate(s, scaled).metrics;
-        results.push_back({std::move(s), scaled, std::move(m)});
+        s = build_schedule(c.plan, std::string(g.name));
       } catch (const InvalidArgument& e) {
         skipped.push_back({std::string(g.name), e.what()});
+        continue;
       }
+      const CostModel scaled = costs_for_comparison(costs, s);
+      Metrics m = simulate(s, scaled).metrics;
+      results.push_back({std::move(s), scaled, std::move(m)});
     }
     DUALPIPE_REQUIRE(!results.empty(), "no schedule accepts R=", c.plan.ranks, " M=", c.plan.microbatches);
     std::stable_sort(results.begin(), results.end(),

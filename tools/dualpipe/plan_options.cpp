@@ -84,6 +84,7 @@ CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& 
   costs.backward *= k;
   costs.weight *= k;
   if (costs.overlapped) *costs.overlapped *= k;
+  costs.activation_bytes *= k;  // a stage holds R/S of the model, and so of its activations
   return costs;
 }
 

@@ -29,7 +29,7 @@ constexpr int kReplicaStatsTag = comm::application_tag(2);
 
 // What every rank reports to rank 0 after each step (one double each, in this order).
 enum StepField {
-  kLossSum, kStepMs, kSpanUs, kBusyUs, kLossesChecked, kGradsChecked, kWorstCosine, kHalfRtt, kPeakActivations,
+  kLossSum, kStepMs, kSpanUs, kBusyUs, kLossesChecked, kGradsChecked, kWorstCosine, kHalfRtt, kPeakActivations, kPeakBytes,
   kFields
 };
 
@@ -101,6 +101,8 @@ class Report {
     for (size_t r = 0; r < gathered.size(); ++r) {
       const int peak = static_cast<int>(gathered[r].data_ptr<double>()[kPeakActivations]);
       peak_activations_[r] = std::max(peak_activations_[r], peak);
+      peak_bytes_.resize(gathered.size());
+      peak_bytes_[r] = std::max(peak_bytes_[r], gathered[r].data_ptr<double>()[kPeakBytes]);
     }
     if (step == 0) first_loss_ = loss;
     last_loss_ = loss;
@@ -141,6 +143,15 @@ class Report {
     for (int p : peak_activations(s)) planned += " " + std::to_string(p);
     std::cout << "peak live activations per rank (stage units):" << measured << " measured,"
               << planned << " planned\n";
+    // Bytes per planned stage activation: the act_bytes that makes `dualpipe simulate` predict this run's memory.
+    std::string bytes, per_unit;
+    const std::vector<int> plan = peak_activations(s);
+    for (size_t r = 0; r < peak_bytes_.size(); ++r) {
+      bytes += " " + fixed(peak_bytes_[r] / 1024.0, 1);
+      per_unit += " " + (plan[r] > 0 ? fixed(peak_bytes_[r] / plan[r] / 1024.0, 1) : std::string("-"));
+    }
+    std::cout << "peak activation KiB per rank:" << bytes << " measured, per planned stage activation:" << per_unit
+              << " (give it to `dualpipe simulate --cost act_bytes=...`)\n";
     const double change = first_loss_ != 0 ? 100 * (last_loss_ - first_loss_) / first_loss_ : 0;
     std::cout << "loss " << fixed(first_loss_, 6) << " -> " << fixed(last_loss_, 6) << " (" << (change <= 0 ? "" : "+")
               << fixed(change, 1) << "%) over " << options_.steps << " steps\n";
@@ -162,6 +173,7 @@ class Report {
   double first_loss_ = 0, last_loss_ = 0, step_ms_sum_ = 0, bubble_sum_ = 0, half_rtt_us_ = 0;
   int averaged_ = 0;
   std::vector<int> peak_activations_;  // per rank, max over steps
+  std::vector<double> peak_bytes_;     // per rank, max over steps
 };
 
 }  // namespace
@@ -239,6 +251,7 @@ void run_train_rank(const TrainOptions& o) {
     f[kWorstCosine] = check.worst_cosine_distance;
     f[kHalfRtt] = clock.round_trip_ns / 2000.0;
     f[kPeakActivations] = executor.last_step_stats().peak_live_activations;
+    f[kPeakBytes] = static_cast<double>(executor.last_step_stats().peak_activation_bytes);
     const auto gathered = runtime::gather_to_root(*communicator, stats, kStepStatsTag, timeout);
     if (report) report->step(step, gathered);
   }
