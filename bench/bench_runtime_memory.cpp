@@ -58,7 +58,8 @@ std::vector<int> measure(const Schedule& schedule) {
       const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
       if (entering > 0) args.inputs = {torch::randn({entering * rows, hidden})};
       if (losses > 0) args.labels = {torch::randn({losses * rows, hidden})};
-      args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
+      args.criterion = runtime::single_tensor_criterion(
+          [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
       executor.step(args);
       peaks[rank] = executor.last_step_stats().peak_live_activations;
     } catch (const std::exception& e) {

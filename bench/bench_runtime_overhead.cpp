@@ -66,7 +66,8 @@ void run_rank(std::shared_ptr<comm::Communicator> communicator, int microbatches
   const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
   if (entering > 0) args.inputs = {torch::randn({entering * batch, sequence, hidden})};
   if (losses > 0) args.labels = {torch::randn({losses * batch, sequence, hidden})};
-  args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
+  args.criterion = runtime::single_tensor_criterion(
+      [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
 
   std::vector<double> step_ms, own_ms, barrier_ms;
   for (int i = 0; i < warmup + steps; ++i) {

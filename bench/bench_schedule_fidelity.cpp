@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
@@ -32,7 +33,9 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 // One-way latency of a boundary tensor between ranks 0 and 1: half the median round trip. As in a step, every
-// receive is posted before the messages start to flow.
+// receive is posted before the messages start to flow, in order, on one channel.
+constexpr int kProbeTag = comm::application_tag(0);
+
 double measure_latency_ms(comm::Communicator& communicator, const runtime::TensorSpec& spec) {
   const int rank = communicator.rank(), rounds = 220, peer = 1 - rank;
   if (rank > 1) return 0;
@@ -42,17 +45,17 @@ double measure_latency_ms(comm::Communicator& communicator, const runtime::Tenso
   std::vector<std::shared_ptr<comm::Work>> receives;
   for (int i = 0; i < rounds; ++i) {
     buffers.push_back(torch::empty(spec.shape, options));
-    receives.push_back(communicator.irecv(buffers.back(), peer, 2 * i + (rank == 0 ? 1 : 0)));
+    receives.push_back(communicator.irecv(buffers.back(), peer, kProbeTag));
   }
   std::vector<double> round_trips;
   for (int i = 0; i < rounds; ++i) {
     auto start = Clock::now();
     if (rank == 0) {
-      communicator.isend(message, peer, 2 * i)->wait(communicator.timeout());
+      communicator.isend(message, peer, kProbeTag)->wait(communicator.timeout());
       receives[i]->wait(communicator.timeout());
     } else {
       receives[i]->wait(communicator.timeout());
-      communicator.isend(message, peer, 2 * i + 1)->wait(communicator.timeout());
+      communicator.isend(message, peer, kProbeTag)->wait(communicator.timeout());
     }
     if (i >= 20) round_trips.push_back(ms_since(start));
   }
@@ -93,7 +96,8 @@ int run_rank(int steps, double f_ms, double b_ms, double w_ms) {
     const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
     if (entering > 0) args.inputs = {torch::zeros({entering * spec.shape[0], spec.shape[1]})};
     if (losses > 0) args.labels = {torch::zeros({losses * spec.shape[0], spec.shape[1]})};
-    args.criterion = runtime::single_tensor_criterion([](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
+    args.criterion = runtime::single_tensor_criterion(
+        [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });
     std::vector<double> times;
     for (int i = 0; i < 1 + steps; ++i) {
       communicator->barrier();

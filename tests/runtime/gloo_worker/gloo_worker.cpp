@@ -3,6 +3,9 @@
 //   runtime_gloo_worker <kind|all> [forward-only] [single-tag]
 //     one step of the schedule (every kind in turn with `all`), replica gradients reduced, compared with its
 //     own single-process reference; `single-tag` sends every message with tag 0, as NCCL would see them.
+//   runtime_gloo_worker soak <steps>
+//     every kind in turn, <steps> training steps each (new modules and executor every step, each step checked
+//     against the single-process reference); rank 0 prints a line per kind. For scripts/soak.sh.
 //   runtime_gloo_worker subgroups
 //     a world of 4 ranks split into two pipeline sub-groups {0, 2} and {1, 3}, each a ProcessGroupGloo the
 //     worker builds itself over a prefix of the world's store and hands to ProcessGroupCommunicator; both
@@ -13,6 +16,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -67,11 +72,40 @@ std::vector<std::string> check_subgroups() {
   return problems;
 }
 
+// Repeated reference-checked steps of every kind; rank 0 reports each kind's count of steps and mismatches.
+std::vector<std::string> soak(int steps) {
+  auto communicator = comm::GlooCommunicator::from_environment(std::chrono::seconds(60));
+  std::vector<std::string> problems;
+  for (const char* kind :
+       {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera", "dualpipe", "dualpipev"}) {
+    const auto start = std::chrono::steady_clock::now();
+    ScheduleOptions options;
+    options.num_ranks = communicator->size();
+    options.num_microbatches = 2 * communicator->size();
+    const Schedule schedule = make_schedule(kind, options);
+    const auto setup = testing::make_setup(schedule.num_stages, schedule.num_microbatches, 8, 2, 99);
+    const auto reference = testing::run_reference(setup, true);
+    int mismatched_steps = 0;
+    for (int step = 0; step < steps; ++step) {
+      auto found = testing::run_and_check_rank(setup, reference, schedule, communicator, true);
+      mismatched_steps += found.empty() ? 0 : 1;
+      for (auto& p : found) problems.push_back(std::string(kind) + " step " + std::to_string(step) + ": " + p);
+    }
+    communicator->barrier();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (communicator->rank() == 0)
+      std::printf("soak: %-16s R=%d M=%d  %d steps  %d with a mismatch on rank 0  %.1f s\n", kind,
+                  schedule.num_ranks, schedule.num_microbatches, steps, mismatched_steps, seconds);
+    std::fflush(stdout);
+  }
+  return problems;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: runtime_gloo_worker <kind|all> [forward-only] [single-tag] | subgroups\n";
+    std::cerr << "usage: runtime_gloo_worker <kind|all> [forward-only] [single-tag] | subgroups | soak <steps>\n";
     return 2;
   }
   try {
@@ -80,6 +114,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> problems;
     if (what == "subgroups") {
       problems = check_subgroups();
+    } else if (what == "soak") {
+      problems = soak(argc > 2 ? std::atoi(argv[2]) : 200);
     } else {
       bool training = true, single_tag = false;
       for (int i = 2; i < argc; ++i) {
