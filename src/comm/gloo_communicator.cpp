@@ -67,8 +67,9 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
                                          : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
     connection.group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, group_options);
-    connection.monitor = std::make_unique<internal::PeerMonitor>(*store, options.master_addr, options.rank,
-                                                                 options.world_size, options.timeout);
+    if (options.peer_monitor)
+      connection.monitor = std::make_unique<internal::PeerMonitor>(*store, options.master_addr, options.rank,
+                                                                   options.world_size, options.timeout);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -94,6 +95,8 @@ GlooOptions GlooCommunicator::options_from_environment() {
   options.rank = parse_int_env("RANK", 0, options.world_size - 1);
   const char* single_tag = std::getenv("DUALPIPE_SINGLE_TAG");
   options.single_tag = single_tag != nullptr && std::string(single_tag) == "1";
+  const char* monitor = std::getenv("DUALPIPE_PEER_MONITOR");
+  options.peer_monitor = monitor == nullptr || std::string(monitor) != "0";
   return options;
 }
 

@@ -26,6 +26,8 @@ struct GlooOptions {
   std::string interface;
   // Test mode: every message with tag 0 (ProcessGroupCommunicatorOptions::single_tag).
   bool single_tag = false;
+  // The peer monitor (docs/runtime.md, "Failures"). Off, failures are what c10d alone reports.
+  bool peer_monitor = true;
 };
 
 class GlooCommunicator : public ProcessGroupCommunicator {
@@ -34,8 +36,9 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   // write to a dead peer fails with an error naming it instead of killing this process.
   explicit GlooCommunicator(const GlooOptions& options);
 
-  // Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE as torchrun sets them, and DUALPIPE_SINGLE_TAG=1 (the
-  // test mode above); throws InvalidArgument naming the variable when one is missing or invalid.
+  // Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE as torchrun sets them, DUALPIPE_SINGLE_TAG=1 (the test
+  // mode above) and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument naming the variable when one
+  // is missing or invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
