@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <sstream>
 
 #include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
@@ -133,34 +132,18 @@ std::vector<std::string> run_rank(Variant v, const Data& d, const Reference& ref
   const runtime::StepResult result = executor.step(args);
   executor.reduce_replica_gradients();
 
-  std::vector<std::string> problems;
-  auto report = [&](auto... parts) {
-    std::ostringstream out;
-    out << "rank " << rank << ": ";
-    (out << ... << parts);
-    problems.push_back(out.str());
-  };
+  Problems problems(rank);
   for (int m : executor.loss_microbatches()) {
     if (!torch::equal(result.losses[m], ref.losses[m]))
-      report("loss of micro-batch ", m, " is ", result.losses[m].item<float>(), ", reference ",
-             ref.losses[m].item<float>());
+      problems.add("loss of micro-batch ", m, " is ", result.losses[m].item<float>(), ", reference ",
+                   ref.losses[m].item<float>());
     if (result.outputs[m].size() != 2 || !torch::equal(result.outputs[m][0], ref.outputs[m]))
-      report("hidden output of micro-batch ", m, " differs");
+      problems.add("hidden output of micro-batch ", m, " differs");
     else if (!torch::equal(result.outputs[m][1], d.inputs[m][1]))
-      report("the mask of micro-batch ", m, " did not pass through unchanged");
+      problems.add("the mask of micro-batch ", m, " did not pass through unchanged");
   }
-  for (auto& [s, module] : modules) {
-    auto params = module->parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      if (!params[i].grad().defined()) {
-        report("stage ", s, " parameter ", i, " has no gradient");
-        continue;
-      }
-      const double distance = cosine_distance(params[i].grad(), ref.grads[s][i]);
-      if (!(distance <= 1e-13)) report("stage ", s, " parameter ", i, " gradient cosine distance ", distance);
-    }
-  }
-  return problems;
+  for (auto& [s, module] : modules) problems.check_gradients(s, module->parameters(), ref.grads[s]);
+  return problems.list;
 }
 
 class ListStages : public ::testing::TestWithParam<KindCase> {

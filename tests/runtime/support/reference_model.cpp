@@ -77,6 +77,18 @@ double cosine_distance(const torch::Tensor& x, const torch::Tensor& y) {
   return 1.0 - 2.0 * xy / (xx + yy);
 }
 
+void Problems::check_gradients(int stage, const std::vector<torch::Tensor>& parameters,
+                               const std::vector<torch::Tensor>& reference) {
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (!parameters[i].grad().defined()) {
+      add("stage ", stage, " parameter ", i, " has no gradient");
+      continue;
+    }
+    const double d = cosine_distance(parameters[i].grad(), reference[i]);
+    if (!(d <= 1e-13)) add("stage ", stage, " parameter ", i, " gradient cosine distance ", d);
+  }
+}
+
 std::vector<std::string> run_and_check_rank(const ReferenceSetup& setup, const ReferenceResult& reference,
                                             const Schedule& schedule,
                                             std::shared_ptr<comm::Communicator> communicator, bool training,
@@ -117,36 +129,21 @@ std::vector<std::string> run_and_check_rank(const ReferenceSetup& setup, const R
   runtime::StepResult result = executor.step(args);
   if (training) executor.reduce_replica_gradients();
 
-  std::vector<std::string> problems;
-  auto report = [&](auto... parts) {
-    std::ostringstream out;
-    out << "rank " << rank << ": ";
-    (out << ... << parts);
-    problems.push_back(out.str());
-  };
+  Problems problems(rank);
   for (int m = 0; m < setup.num_microbatches; ++m) {
     bool owned = std::count(executor.loss_microbatches().begin(), executor.loss_microbatches().end(), m) > 0;
-    if (owned != result.losses[m].defined()) report("loss of micro-batch ", m, " defined=", result.losses[m].defined());
+    if (owned != result.losses[m].defined())
+      problems.add("loss of micro-batch ", m, " defined=", result.losses[m].defined());
     if (!owned) continue;
     if (!torch::equal(result.losses[m], reference.losses[m]))
-      report("loss of micro-batch ", m, " is ", result.losses[m].item<float>(), ", reference ",
-             reference.losses[m].item<float>());
-    if (result.outputs[m].size() != 1 || !torch::equal(result.outputs[m][0], reference.outputs[m])) report("output of micro-batch ", m, " differs");
+      problems.add("loss of micro-batch ", m, " is ", result.losses[m].item<float>(), ", reference ",
+                   reference.losses[m].item<float>());
+    if (result.outputs[m].size() != 1 || !torch::equal(result.outputs[m][0], reference.outputs[m]))
+      problems.add("output of micro-batch ", m, " differs");
   }
-  if (training) {
-    for (auto& [s, module] : modules) {
-      auto params = module->parameters();
-      for (size_t i = 0; i < params.size(); ++i) {
-        if (!params[i].grad().defined()) {
-          report("stage ", s, " parameter ", i, " has no gradient");
-          continue;
-        }
-        double d = cosine_distance(params[i].grad(), reference.grads[s][i]);
-        if (!(d <= 1e-13)) report("stage ", s, " parameter ", i, " gradient cosine distance ", d);
-      }
-    }
-  }
-  return problems;
+  if (training)
+    for (auto& [s, module] : modules) problems.check_gradients(s, module->parameters(), reference.grads[s]);
+  return problems.list;
 }
 
 }  // namespace dualpipe::testing

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,26 @@ torch::Tensor mse(const torch::Tensor& output, const torch::Tensor& label);
 torch::Tensor select_microbatches(const torch::Tensor& batch, const std::vector<int>& microbatches, int total);
 // 1 - 2 x.y / (x.x + y.y) in double.
 double cosine_distance(const torch::Tensor& x, const torch::Tensor& y);
+
+// The mismatches one rank found, each "rank r: ...".
+class Problems {
+ public:
+  explicit Problems(int rank) : rank_(rank) {}
+  template <typename... Parts>
+  void add(const Parts&... parts) {
+    std::ostringstream out;
+    out << "rank " << rank_ << ": ";
+    (out << ... << parts);
+    list.push_back(out.str());
+  }
+  // Every parameter of `stage` has a gradient within cosine distance 1e-13 of the reference's.
+  void check_gradients(int stage, const std::vector<torch::Tensor>& parameters,
+                       const std::vector<torch::Tensor>& reference);
+  std::vector<std::string> list;
+
+ private:
+  int rank_;
+};
 
 struct RankOptions {
   // Pipeline rank -> communicator rank (sub-group); empty: identity.
