@@ -140,11 +140,13 @@ class SendWatcher {
   }
   void add(std::shared_ptr<TransferWork> work) {
     work->watch();
+    bool idle;
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      idle = queue_.empty();  // otherwise the thread is waiting on an earlier send and comes back for this one
       queue_.push_back(std::move(work));
     }
-    changed_.notify_all();
+    if (idle) changed_.notify_all();  // one wake-up fewer per send on a busy channel
   }
 
  private:
