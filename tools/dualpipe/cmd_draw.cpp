@@ -87,17 +87,21 @@ Picture draw_comparison(const DrawCommand& c) {
   Picture p;
   std::vector<std::string> skipped;
   for (const std::string& kind : split_kinds(c.compare)) {
+    // Only a kind that cannot serve R and M is skipped: costs the simulator refuses (too large) are the
+    // user's error for every kind, not "no schedule accepts R, M".
+    Schedule s;
     try {
-      const Schedule s = build_schedule(c.plan, kind);
-      const CostModel scaled = costs_for_comparison(costs, s);
-      Timeline t = timeline_from_simulation(s, simulate(s, scaled), scaled);
-      t.title = detail::concat(kind, " (S=", s.num_stages, ")");
-      p.timelines.push_back(std::move(t));
+      s = build_schedule(c.plan, kind);
     } catch (const InvalidArgument& e) {
       if (!all) throw InvalidArgument(detail::concat("--compare: ", kind, ": ", e.what()));
       skipped.push_back(detail::concat(kind, " (", e.what(), ")"));
       std::cerr << "dualpipe draw: skipped " << kind << ": " << e.what() << "\n";
+      continue;
     }
+    const CostModel scaled = costs_for_comparison(costs, s);
+    Timeline t = timeline_from_simulation(s, simulate(s, scaled), scaled);
+    t.title = detail::concat(kind, " (S=", s.num_stages, ")");
+    p.timelines.push_back(std::move(t));
   }
   DUALPIPE_REQUIRE(!p.timelines.empty(), "--compare all: no schedule accepts R=", c.plan.ranks,
                    " M=", c.plan.microbatches);

@@ -29,6 +29,9 @@ void add_train_options(CLI::App& sub, TrainOptions& o) {
   sub.add_option("--timeout", o.timeout_seconds,
                  "Seconds a rank waits for a peer (rendezvous, messages) before failing with its name")
       ->capture_default_str();
+  sub.add_option("--act-bytes", o.act_bytes,
+                 "Bytes of one stage's activations for one micro-batch (simulate's act_bytes): prints the planned "
+                 "peak in bytes beside the measured one");
 }
 
 double learning_rate(const TrainOptions& o) {
@@ -46,6 +49,8 @@ Schedule check_train_options(const TrainOptions& o) {
   DUALPIPE_REQUIRE(o.optimizer == "adam" || o.optimizer == "sgd", "--optimizer must be adam or sgd, got '",
                    o.optimizer, "'");
   DUALPIPE_REQUIRE(o.lr >= 0 && std::isfinite(o.lr), "--lr must be a positive number, got ", o.lr);
+  DUALPIPE_REQUIRE(o.act_bytes >= 0 && std::isfinite(o.act_bytes), "--act-bytes must be a number of bytes >= 0, got ",
+                   o.act_bytes);
   DUALPIPE_REQUIRE(o.timeout_seconds > 0 && o.timeout_seconds <= 86400,
                    "--timeout must be between 0 and 86400 seconds, got ", o.timeout_seconds);
   ScheduleOptions so;
@@ -60,7 +65,8 @@ Schedule check_train_options(const TrainOptions& o) {
 }
 
 std::vector<std::string> train_arguments(const TrainOptions& o) {
-  char lr[32], timeout[32];
+  char lr[32], timeout[32], act_bytes[32];
+  std::snprintf(act_bytes, sizeof act_bytes, "%.17g", o.act_bytes);
   std::snprintf(lr, sizeof lr, "%.17g", o.lr);
   std::snprintf(timeout, sizeof timeout, "%.17g", o.timeout_seconds);
   return {"--schedule", o.schedule,
@@ -75,7 +81,8 @@ std::vector<std::string> train_arguments(const TrainOptions& o) {
           "--lr", lr,
           "--seed", std::to_string(o.seed),
           "--trace", o.trace,
-          "--timeout", timeout};
+          "--timeout", timeout,
+          "--act-bytes", act_bytes};
 }
 
 }  // namespace dualpipe::cli

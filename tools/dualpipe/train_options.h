@@ -27,6 +27,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string trace = "dualpipe-trace.json";  // empty: no trace file
   double timeout_seconds = 60;
+  double act_bytes = 0;  // bytes of one stage activation, for the planned peak in bytes; 0: not given
 };
 
 constexpr double kDefaultAdamLr = 0.003;

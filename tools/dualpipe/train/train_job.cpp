@@ -150,8 +150,14 @@ class Report {
       bytes += " " + fixed(peak_bytes_[r] / 1024.0, 1);
       per_unit += " " + (plan[r] > 0 ? fixed(peak_bytes_[r] / plan[r] / 1024.0, 1) : std::string("-"));
     }
-    std::cout << "peak activation KiB per rank:" << bytes << " measured, per planned stage activation:" << per_unit
-              << " (give it to `dualpipe simulate --cost act_bytes=...`)\n";
+    std::cout << "peak activation KiB per rank:" << bytes << " measured";
+    if (options_.act_bytes > 0) {
+      std::string planned_bytes;
+      for (int p : plan) planned_bytes += " " + fixed(p * options_.act_bytes / 1024.0, 1);
+      std::cout << "," << planned_bytes << " planned (act_bytes=" << options_.act_bytes << ")\n";
+    } else {
+      std::cout << "; per planned stage activation:" << per_unit << " (--act-bytes or simulate's act_bytes)\n";
+    }
     const double change = first_loss_ != 0 ? 100 * (last_loss_ - first_loss_) / first_loss_ : 0;
     std::cout << "loss " << fixed(first_loss_, 6) << " -> " << fixed(last_loss_, 6) << " (" << (change <= 0 ? "" : "+")
               << fixed(change, 1) << "%) over " << options_.steps << " steps\n";
