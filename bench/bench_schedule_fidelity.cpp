@@ -94,7 +94,9 @@ int run_rank(int steps, double f_ms, double b_ms, double w_ms) {
     args.num_microbatches = M;
     const auto entering = static_cast<int64_t>(executor.entering_microbatches().size());
     const auto losses = static_cast<int64_t>(executor.loss_microbatches().size());
-    if (entering > 0) args.inputs = {torch::zeros({entering * spec.shape[0], spec.shape[1]})};
+    // Inputs that ask for a gradient, so that stage 0's backward sleeps I like every other stage's (the
+    // simulator charges I = B - W to every stage).
+    for (int64_t i = 0; i < entering; ++i) args.microbatch_inputs.push_back({torch::zeros(spec.shape).requires_grad_()});
     if (losses > 0) args.labels = {torch::zeros({losses * spec.shape[0], spec.shape[1]})};
     args.criterion = runtime::single_tensor_criterion(
         [](const torch::Tensor& o, const torch::Tensor& l) { return torch::mse_loss(o, l); });

@@ -1,7 +1,9 @@
 // A pipeline stage whose forward, input-gradient and weight-gradient parts take fixed times by sleeping, so many
 // ranks fit on few cores and the measured step can be compared with the simulator's makespan for the same costs.
-// The weight-gradient part follows the executor's rules like SplitLinear: deferred to the W action while an I
-// action runs (WeightGradStore deferring), run inside the backward otherwise (B actions, overlapped pairs).
+// Its backward behaves like LibTorch's own layers: it sleeps for the input gradient only when the engine asks
+// for the input's gradient, and for the weight gradient only when it asks for the weight's. So the executor's
+// generic I/W split (docs/runtime.md) puts the first sleep in the I action and the second in the W action, and a
+// full backward (B actions, overlapped pairs) runs both.
 #pragma once
 
 #include <torch/torch.h>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "dualpipe/runtime/stage.h"
-#include "dualpipe/runtime/weight_grad_store.h"
 
 namespace dualpipe::bench {
 
@@ -29,23 +30,20 @@ struct SleepFunction : public torch::autograd::Function<SleepFunction> {
                                int64_t input_grad_us, int64_t weight_grad_us) {
     ctx->saved_data["i"] = input_grad_us;
     ctx->saved_data["w"] = weight_grad_us;
-    // Taken at forward time, as SplitLinear does: the store of the executor running this stage.
-    ctx->saved_data["store"] =
-        static_cast<int64_t>(reinterpret_cast<std::intptr_t>(runtime::WeightGradStore::current()));
-    (void)weight;
+    ctx->save_for_backward({weight});
     return input.clone();
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto weight_us = std::chrono::microseconds(ctx->saved_data["w"].toInt());
-    std::this_thread::sleep_for(std::chrono::microseconds(ctx->saved_data["i"].toInt()));
-    auto* store =
-        reinterpret_cast<runtime::WeightGradStore*>(static_cast<std::intptr_t>(ctx->saved_data["store"].toInt()));
-    if (store != nullptr && store->deferring()) {
-      store->defer([weight_us] { std::this_thread::sleep_for(weight_us); });
-    } else {
-      std::this_thread::sleep_for(weight_us);
+    torch::Tensor grad_input, grad_weight;
+    if (ctx->needs_input_grad(0)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(ctx->saved_data["i"].toInt()));
+      grad_input = grad_outputs[0];
     }
-    return {grad_outputs[0], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    if (ctx->needs_input_grad(1)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(ctx->saved_data["w"].toInt()));
+      grad_weight = torch::zeros_like(ctx->get_saved_variables()[0]);
+    }
+    return {grad_input, grad_weight, torch::Tensor(), torch::Tensor()};
   }
 };
 }  // namespace detail
