@@ -1,5 +1,11 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (after scripts/build.sh).
+# Runs the whole test suite (after scripts/build.sh), then the same tests under AddressSanitizer and
+# UndefinedBehaviorSanitizer (scripts/test_sanitized.sh, its own build in build-asan/; SANITIZE=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ctest --test-dir build --output-on-failure -j "${JOBS:-2}" --timeout 300
+if [[ "${SANITIZE:-1}" != 0 ]]; then
+  echo
+  echo "==== the tests again under AddressSanitizer + UndefinedBehaviorSanitizer (scripts/test_sanitized.sh) ===="
+  scripts/test_sanitized.sh
+fi

@@ -243,6 +243,10 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
   s.t0 = timelines[0].begin();
   s.t1 = timelines[0].end();
   for (const Timeline& t : timelines) s.t0 = std::min(s.t0, t.begin()), s.t1 = std::max(s.t1, t.end());
+  // Finite start and end times can still be further apart than the largest double (a trace with ts -1e308
+  // and 1e308): the scale would be 0 pixels per unit and every position NaN.
+  DUALPIPE_REQUIRE(std::isfinite(s.t1 - s.t0), "cannot draw timelines from ", s.t0, " to ", s.t1,
+                   ": the time range is too large");
   if (s.t1 <= s.t0) s.t1 = s.t0 + 1;
   const std::string title = !options.title.empty() ? options.title
                             : single                 ? timelines[0].title

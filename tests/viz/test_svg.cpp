@@ -259,6 +259,12 @@ TEST(Svg, RejectsWhatItCannotDraw) {
   Timeline measured = t;
   measured.time_unit = "us";
   EXPECT_TRUE(contains(error_message([&] { render_svg({t, measured}); }), "different time units"));
+  // Finite times further apart than the largest double (a trace with ts -1e308 and 1e308): the scale was 0
+  // pixels per unit and every position NaN (found by UBSan's float-divide-by-zero, scripts/test_sanitized.sh).
+  Timeline far = t;
+  far.rows[0].cells.front().start = -1e308;
+  far.rows[0].cells.back().end = 1e308;
+  EXPECT_TRUE(contains(error_message([&] { render_svg({far}); }), "time range is too large"));
 }
 
 TEST(Svg, EscapesTitles) {

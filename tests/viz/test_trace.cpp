@@ -159,6 +159,18 @@ TEST(Trace, ErrorsNameTheFileAndTheField) {
                "traceEvents[0].args.rank: rank 5 is outside the 2 ranks");
 }
 
+// A wrong field that is a container is described, not printed: printing a deeply nested one recursed once per
+// level and overflowed the stack (found by AddressSanitizer, scripts/test_sanitized.sh).
+TEST(Trace, DeeplyNestedWrongFieldIsDescribedNotPrinted) {
+  const std::size_t depth = 200000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  expect_error(nested, "(top level): expected an object with 'traceEvents', got an array of 1 elements");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "dur": 1, "args": {"index": 0}, "ts": )" + nested +
+                          "}"),
+               "traceEvents[1].ts: expected a number, got an array of 1 elements");
+  expect_error(R"({"traceEvents": {"a": 1, "b": 2}})", "traceEvents: expected an array, got an object with 2 fields");
+}
+
 TEST(Trace, MissingFileIsNamed) {
   const std::string message = error_message([] { read_trace("/nonexistent/run.json"); });
   EXPECT_TRUE(contains(message, "/nonexistent/run.json")) << message;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the tests of the core, the CLI and the runtime with AddressSanitizer and UndefinedBehaviorSanitizer
+# into build-asan/ (Debug, no benchmarks) and runs them. Run by scripts/test.sh after the normal suite.
+#   scripts/test_sanitized.sh        JOBS=N for N parallel jobs (default 2), ASAN_BUILD_DIR=DIR instead of build-asan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# ccache: share hits between checkouts in different folders (CI clones afresh).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# LibTorch keeps allocations alive until exit by design (operator registries, thread pools): leak reports
+# would be about LibTorch, not us. Set before building: gtest_discover_tests runs the tests to list them.
+export ASAN_OPTIONS=detect_leaks=0
+# A UBSan finding prints its stack and fails the test (the code is also built with -fno-sanitize-recover).
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+dir=${ASAN_BUILD_DIR:-build-asan}
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DDUALPIPE_SANITIZE=address,undefined \
+  -DDUALPIPE_BUILD_BENCH=OFF >/dev/null
+# Only the test programs and what they run (test_runtime brings its workers, the example and `dualpipe`).
+# A new test program must be added here, or ctest reports it as *_NOT_BUILT.
+targets=(test_schedule test_sim test_viz test_cli)
+if grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$dir/CMakeCache.txt"; then targets+=(test_runtime); fi
+cmake --build "$dir" -j "${JOBS:-2}" --target "${targets[@]}"
+# The browser test renders pictures of the normal build already; Chromium adds nothing under sanitizers.
+ctest --test-dir "$dir" --output-on-failure -j "${JOBS:-2}" --timeout 300 -E '^viz_browser_render$'
