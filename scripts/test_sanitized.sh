@@ -13,7 +13,9 @@ export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 dir=${ASAN_BUILD_DIR:-build-asan}
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DDUALPIPE_SANITIZE=address,undefined \
+# Debug with line tables only (-g1): reports still name file:line, and the LibTorch-heavy files compile
+# about a quarter faster than with full -g.
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DDUALPIPE_SANITIZE=address,undefined \
   -DDUALPIPE_BUILD_BENCH=OFF >/dev/null
 # Only the test programs and what they run (test_runtime brings its workers, the example and `dualpipe`).
 # A new test program must be added here, or ctest reports it as *_NOT_BUILT.
