@@ -155,7 +155,7 @@ StepResult Executor::step(const StepArgs& args) {
   const int step_number = I.steps_run++;
   WeightGradStore::Scope scope(&I.store);
   I.grad_bytes_at_start = I.parameter_grad_bytes();
-  I.meter.emplace();
+  if (I.options.measure_memory) I.meter.emplace();
   auto clear = [&] {
     I.slots.clear();
     I.store.clear();

@@ -42,6 +42,7 @@ struct RankRun {
     options.boundaries =
         runtime::ExecutorOptions::uniform({{{setup.rows, setup.hidden}, torch::kFloat}}, schedule.num_stages);
     options.record_trace = record;
+    options.measure_memory = true;
     executor = std::make_unique<runtime::Executor>(schedule, stages, comm, options);
   }
 

@@ -62,6 +62,10 @@ struct ExecutorOptions {
   // Wait limit for every receive and send; 0 takes the communicator's.
   std::chrono::milliseconds timeout{0};
   WeightSplit weight_split = WeightSplit::Generic;
+  // Measure activation bytes (StepStats::peak_activation_bytes). Off by default: every allocation then goes
+  // through c10's reporting hook and its global lock, which costs about 1-4 ms per step of
+  // bench_runtime_overhead's R=4 M=20 case (docs/benchmarks.md).
+  bool measure_memory = false;
   // Record every executed action's start and end (see Executor::recorded_actions()). Off, the cost is one
   // branch per action.
   bool record_trace = false;
@@ -101,7 +105,8 @@ struct StepStats {
   // Peak bytes of activations this rank held, sampled after every action: everything the step allocated on
   // this thread and had not freed (saved tensors of the autograd graphs, held outputs, received tensors,
   // pending weight-gradient state, buffers of sends in flight), less the parameter gradients it created.
-  // Measured through c10's allocator reporting (CPU and CUDA allocators report); 0 where none reports.
+  // Measured through c10's allocator reporting (CPU and CUDA allocators report) when
+  // ExecutorOptions::measure_memory is on; 0 otherwise or where no allocator reports.
   int64_t peak_activation_bytes = 0;
   int64_t activation_bytes_at_end = 0;
   // Peak number of (stage, micro-batch) activations this rank held, sampled after every action: slots whose

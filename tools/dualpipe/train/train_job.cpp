@@ -211,6 +211,7 @@ void run_train_rank(const TrainOptions& o) {
   runtime::ExecutorOptions eo;
   eo.boundaries = runtime::ExecutorOptions::uniform({{{o.batch, o.hidden}, torch::kFloat}}, S);
   eo.record_trace = true;
+  eo.measure_memory = true;
   eo.timeout = timeout;
   runtime::Executor executor(schedule, stages, communicator, eo);
   auto optimizer = make_optimizer(o, parameters);
