@@ -9,6 +9,9 @@
 namespace dualpipe::runtime::detail {
 namespace {
 
+// The thread-local slot the profiler's memory events use.
+using DebugSlot = c10::DebugInfoKind;
+
 class Counter : public c10::MemoryReportingInfoBase {
  public:
   void reportMemoryUsage(void*, int64_t alloc_size, int64_t, int64_t, c10::Device) override { live += alloc_size; }
@@ -25,9 +28,9 @@ struct MemoryMeter::Impl {
 };
 
 MemoryMeter::MemoryMeter() : impl_(new Impl) {
-  if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) != nullptr) return;  // a profiler's
+  if (c10::ThreadLocalDebugInfo::get(DebugSlot::PROFILER_STATE) != nullptr) return;  // a profiler's
   impl_->counter = std::make_shared<Counter>();
-  impl_->guard.emplace(c10::DebugInfoKind::PROFILER_STATE, impl_->counter);
+  impl_->guard.emplace(DebugSlot::PROFILER_STATE, impl_->counter);
 }
 
 MemoryMeter::~MemoryMeter() = default;
