@@ -5,7 +5,7 @@
 // Schedule alone. Between any two ranks, messages travel in the order of the sender's SEND actions, which
 // both sides read from the lowered schedule, so no backend needs to match tags (NCCL ignores them).
 //
-// Loss convention: each micro-batch's loss is criterion(output, label) as the criterion returns it, and the
+// Loss convention: each micro-batch's loss is criterion(outputs, labels) as the criterion returns it, and the
 // backward starts from that loss unscaled, so parameter gradients are the SUM over micro-batches. Divide the
 // loss (in the criterion) by the number of micro-batches if you want the mean.
 #pragma once
