@@ -267,6 +267,35 @@ TEST(Launch, SignalToTheLauncherStopsEveryRank) {
   expect_all_gone(dir.pids(), 6);
 }
 
+// Gone, or a zombie waiting for whoever inherited it to reap it: either way it runs no more.
+bool stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, name, state;
+  if (!(stat >> pid_field >> name >> state)) return true;
+  return state == "Z" || state == "X";
+}
+
+TEST(Launch, RanksDieWithAKilledLauncher) {
+  TempDir dir;
+  std::vector<pid_t> pids;
+  const Launched run = dualpipe({"launch", "--nproc", "2", "--", "/bin/sh", "-c",
+                                 "echo $$ > '" + dir.path() + "'/pid.sh.$RANK; exec sleep 60"},
+                                [&](pid_t launcher) {
+                                  const auto deadline = Clock::now() + std::chrono::seconds(5);
+                                  while (dir.pids().size() < 2 && Clock::now() < deadline)
+                                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                  pids = dir.pids();
+                                  kill(launcher, SIGKILL);  // what the OOM killer does: no chance to stop anything
+                                });
+  EXPECT_EQ(run.status, -SIGKILL) << run.out;
+  ASSERT_EQ(pids.size(), 2u) << run.out;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (pid_t pid : pids) {
+    while (!stopped(pid) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(stopped(pid)) << "rank process " << pid << " still runs 5 s after its launcher was killed";
+  }
+}
+
 TEST(Launch, BadArgumentsExitWithStatus2AndSayWhy) {
   struct Case {
     std::vector<std::string> args;

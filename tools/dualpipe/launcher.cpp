@@ -80,12 +80,17 @@ struct ExecPlan {
   int stdin_fd = -1, out_fd = -1, err_fd = -1, report_fd = -1;
   sigset_t mask;
   rlimit files;
+  pid_t launcher = -1;
 };
 
 // In the forked child. Never returns: execs the program, or reports errno through the CLOEXEC pipe (which a
 // successful exec closes, so the parent reads EOF) and exits.
 [[noreturn]] void exec_child(const ExecPlan& plan) {
   setpgid(0, 0);  // its own group, so the launcher can stop it and everything it starts with one kill()
+  // A rank never outlives its launcher, also when the launcher is SIGKILLed (or OOM-killed) and cannot stop it.
+  // The signal survives exec. A launcher that died before this line left the rank to another parent already.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != plan.launcher) _exit(127);
   dup2(plan.stdin_fd, STDIN_FILENO);
   dup2(plan.out_fd, STDOUT_FILENO);
   dup2(plan.err_fd, STDERR_FILENO);
@@ -206,6 +211,7 @@ int Supervisor::start(int r) {
   for (std::string& e : plan.env) plan.envp.push_back(e.data());
   plan.envp.push_back(nullptr);
   plan.files = original_files_;
+  plan.launcher = getpid();
 
   int out[2], err[2], report[2];
   DUALPIPE_CHECK(pipe2(out, O_CLOEXEC) == 0, std::strerror(errno));
