@@ -1,4 +1,5 @@
-// Per-action costs for the simulator (spec section 2). Time units are arbitrary.
+// Per-action costs for the simulator (spec section 2) and the activation-memory model. Time units are
+// arbitrary; the memory unit is one stage's activations for one micro-batch.
 #pragma once
 
 #include <optional>
@@ -21,16 +22,34 @@ struct CostModel {
   // your model (for example the runtime's peak_activation_bytes of a one-micro-batch step); 0: not given.
   double activation_bytes = 0;
 
+  // The memory model (activation_memory.h). w_mem: the share of a stage's activation that an I keeps for its W
+  // (1: all of it, the accounting of spec section 2; the Zero Bubble paper's M_W/M_B = 32h/(34h+5as) frees
+  // the rest at I).
+  double w_mem = 1;
+  // Activation recomputation: a forward keeps only its stage input (input_mem of the unit) and every backward
+  // (B, I, the backward half of a pair) first re-runs the forward, taking F longer.
+  bool recompute = false;
+  // The share of a stage's activation that is its input. A transformer layer saves about 34*s*b*h bytes of
+  // activations for backward (Korthikanti et al. 2022, 16-bit, without attention scores) and its input is
+  // 2*s*b*h of them, about 0.06; 0.05 leaves a little for the rest of a stage.
+  double input_mem = 0.05;
+
   double scale(int stage) const;
   // The duration of one compute action; zero for communication actions.
   double duration(const Action& action) const;
+  // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
+  double recompute_time(int stage) const;
 
-  // Parses "F=1,B=2,W=1,FB=3,comm=0,act_bytes=1e6" (any subset, any order; keys case-insensitive,
-  // "scale=1:1:2" for per-stage multipliers). Throws InvalidArgument naming the bad key or value.
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order;
+  // keys case-insensitive, "scale=1:1:2" for per-stage multipliers). Strict: every item is KEY=VALUE, each key
+  // at most once, no empty items, finite numbers. Throws InvalidArgument naming the bad item and the rule.
   static CostModel parse(std::string_view spec);
-  // Checks the rules (all costs >= 0, W <= B, FB > 0 when set); throws InvalidArgument naming the value.
+  // Checks the rules (all costs >= 0, W <= B, FB > 0 when set, shares in [0, 1], sums finite); throws
+  // InvalidArgument naming the value.
   void check() const;
-  // The canonical "F=1,B=2,W=1,FB=3,comm=0" form.
+  // check(), and a per-stage list has exactly one value per stage of a schedule with num_stages stages.
+  void check_stages(int num_stages) const;
+  // The canonical "F=1,B=2,W=1,FB=3,comm=0" form (memory keys only where they differ from the defaults).
   std::string to_string() const;
 };
 

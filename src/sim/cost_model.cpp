@@ -1,8 +1,11 @@
 #include "dualpipe/cost_model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "dualpipe/error.h"
@@ -10,12 +13,18 @@
 namespace dualpipe {
 namespace {
 
+constexpr const char* kKnownKeys = "F, B, W, FB, comm, act_bytes, w_mem, recompute, input_mem, scale";
+
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
   char* end = nullptr;
-  const double value = std::strtod(s.c_str(), &end);
-  DUALPIPE_REQUIRE(!s.empty() && end == s.c_str() + s.size() && std::isfinite(value), "cost ", key,
-                   ": '", text, "' is not a number");
+  // strtod skips leading blanks and reads "inf", "nan" and hex floats: only plain finite decimals are costs.
+  const bool plain = !s.empty() && !std::isspace(static_cast<unsigned char>(s.front())) &&
+                     s.find_first_of("xXnN") == std::string::npos;
+  const double value = plain ? std::strtod(s.c_str(), &end) : 0.0;
+  DUALPIPE_REQUIRE(plain && end == s.c_str() + s.size(), "cost ", key, ": '", text, "' is not a number");
+  DUALPIPE_REQUIRE(std::isfinite(value), "cost ", key, ": '", text,
+                   "' is not a finite number (it overflows a double); give costs in a larger unit");
   return value;
 }
 
@@ -25,23 +34,48 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// Costs in text: enough digits to read back the same double in practice, "1e+308" for the huge ones.
+std::string number(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.10g", value);
+  return buffer;
+}
+
+std::vector<double> parse_list(std::string_view key, std::string_view value) {
+  std::vector<double> out;
+  DUALPIPE_REQUIRE(!value.empty(), "cost ", key, ": empty list; write ", key, "=1:1:2, one value per stage");
+  while (true) {
+    const std::size_t colon = value.find(':');
+    const std::string_view item = value.substr(0, colon);
+    DUALPIPE_REQUIRE(!item.empty(), "cost ", key, ": empty value at position ", out.size() + 1,
+                     " of the list; write ", key, "=1:1:2, one value per stage");
+    out.push_back(parse_number(key, item));
+    if (colon == std::string_view::npos) break;
+    value.remove_prefix(colon + 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 double CostModel::scale(int stage) const {
   return stage >= 0 && stage < static_cast<int>(stage_scale.size()) ? stage_scale[stage] : 1.0;
 }
 
+double CostModel::recompute_time(int stage) const { return recompute ? forward * scale(stage) : 0.0; }
+
 double CostModel::duration(const Action& a) const {
   const double k = scale(a.stage);
   switch (a.type) {
     case ActionType::Forward: return forward * k;
-    case ActionType::Backward: return backward * k;
-    case ActionType::BackwardInput: return (backward - weight) * k;
+    case ActionType::Backward: return backward * k + recompute_time(a.stage);
+    case ActionType::BackwardInput: return (backward - weight) * k + recompute_time(a.stage);
     case ActionType::BackwardWeight: return weight * k;
     case ActionType::Overlapped: {
       const double separate = forward * k + backward * scale(a.bwd_stage);
-      // FB is given for a pair of uniform stages; uneven stages scale it like the separate halves.
-      return overlapped ? *overlapped * separate / (forward + backward) : separate;
+      // FB is given for a pair of uniform stages; uneven stages scale it like the separate halves. The backward
+      // half's recomputation is not overlapped with anything: it comes on top.
+      return (overlapped ? *overlapped * separate / (forward + backward) : separate) + recompute_time(a.bwd_stage);
     }
     default: return 0.0;
   }
@@ -49,32 +83,41 @@ double CostModel::duration(const Action& a) const {
 
 CostModel CostModel::parse(std::string_view spec) {
   CostModel costs;
+  std::set<std::string> seen;
+  const std::string_view whole = spec;
+  int position = 0;
   while (!spec.empty()) {
     const std::size_t comma = spec.find(',');
     const std::string_view item = spec.substr(0, comma);
+    ++position;
+    DUALPIPE_REQUIRE(!item.empty(), "cost item ", position, " of '", whole,
+                     "' is empty; write KEY=VALUE items separated by single commas");
+    DUALPIPE_REQUIRE(comma == std::string_view::npos || comma + 1 < spec.size(), "cost list '", whole,
+                     "' ends with a comma; write KEY=VALUE items separated by single commas");
     spec.remove_prefix(comma == std::string_view::npos ? spec.size() : comma + 1);
-    if (item.empty()) continue;
     const std::size_t eq = item.find('=');
-    DUALPIPE_REQUIRE(eq != std::string_view::npos, "cost item '", item,
-                     "' must be KEY=VALUE, with KEY one of F, B, W, FB, comm, act_bytes, scale");
+    DUALPIPE_REQUIRE(eq != std::string_view::npos, "cost item '", item, "' must be KEY=VALUE, with KEY one of ",
+                     kKnownKeys);
     const std::string key = lower(item.substr(0, eq));
     const std::string_view value = item.substr(eq + 1);
+    DUALPIPE_REQUIRE(seen.insert(key).second, "cost key '", item.substr(0, eq), "' is given twice in '", whole,
+                     "'; give each key once");
     if (key == "f") costs.forward = parse_number("F", value);
     else if (key == "b") costs.backward = parse_number("B", value);
     else if (key == "w") costs.weight = parse_number("W", value);
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
-    else if (key == "scale") {
-      std::string_view rest = value;
-      while (!rest.empty()) {
-        const std::size_t colon = rest.find(':');
-        costs.stage_scale.push_back(parse_number("scale", rest.substr(0, colon)));
-        rest.remove_prefix(colon == std::string_view::npos ? rest.size() : colon + 1);
-      }
+    else if (key == "w_mem") costs.w_mem = parse_number("w_mem", value);
+    else if (key == "input_mem") costs.input_mem = parse_number("input_mem", value);
+    else if (key == "recompute") {
+      DUALPIPE_REQUIRE(value == "0" || value == "1", "cost recompute must be 0 or 1, got recompute=", value);
+      costs.recompute = value == "1";
+    } else if (key == "scale") {
+      costs.stage_scale = parse_list("scale", value);
     } else {
-      throw InvalidArgument(detail::concat("unknown cost key '", item.substr(0, eq),
-                                           "' (known keys: F, B, W, FB, comm, act_bytes, scale)"));
+      throw InvalidArgument(
+          detail::concat("unknown cost key '", item.substr(0, eq), "' (known keys: ", kKnownKeys, ")"));
     }
   }
   costs.check();
@@ -83,7 +126,8 @@ CostModel CostModel::parse(std::string_view spec) {
 
 void CostModel::check() const {
   // parse() only reads finite numbers, but a CostModel built in code (or fitted from a trace) could hold inf.
-  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, activation_bytes})
+  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, activation_bytes, w_mem,
+                             input_mem})
     DUALPIPE_REQUIRE(std::isfinite(value), "costs must be finite numbers, got ", to_string());
   for (const double value : stage_scale)
     DUALPIPE_REQUIRE(std::isfinite(value), "stage scales must be finite numbers, got ", to_string());
@@ -94,18 +138,38 @@ void CostModel::check() const {
   DUALPIPE_REQUIRE(!overlapped || *overlapped > 0, "cost FB must be positive, got FB=", overlapped.value_or(0));
   DUALPIPE_REQUIRE(comm >= 0, "cost comm must not be negative, got comm=", comm);
   DUALPIPE_REQUIRE(activation_bytes >= 0, "cost act_bytes must not be negative, got act_bytes=", activation_bytes);
+  DUALPIPE_REQUIRE(w_mem >= 0 && w_mem <= 1, "cost w_mem is a share of a stage's activation, so 0 <= w_mem <= 1, "
+                   "got w_mem=", w_mem);
+  DUALPIPE_REQUIRE(input_mem >= 0 && input_mem <= 1, "cost input_mem is a share of a stage's activation, so "
+                   "0 <= input_mem <= 1, got input_mem=", input_mem);
   for (std::size_t s = 0; s < stage_scale.size(); ++s) {
     DUALPIPE_REQUIRE(stage_scale[s] > 0, "stage scale must be positive, got ", stage_scale[s], " for stage ", s);
   }
+  // Each value finite, but the pair's default F+B (or a recomputing backward's B+F) could overflow.
+  double largest_scale = 1;
+  for (const double k : stage_scale) largest_scale = std::max(largest_scale, k);
+  const double longest = (forward + backward + overlapped.value_or(0) + forward) * largest_scale;
+  DUALPIPE_REQUIRE(std::isfinite(longest), "costs ", to_string(),
+                   " are too large to simulate: F+B overflows a double; give them in a larger time unit");
+}
+
+void CostModel::check_stages(int num_stages) const {
+  check();
+  DUALPIPE_REQUIRE(stage_scale.empty() || static_cast<int>(stage_scale.size()) == num_stages, "cost scale has ",
+                   stage_scale.size(), " values for a schedule with ", num_stages,
+                   " stages; give one multiplier per stage");
 }
 
 std::string CostModel::to_string() const {
-  std::string out = detail::concat("F=", forward, ",B=", backward, ",W=", weight,
-                                   ",FB=", overlapped.value_or(forward + backward), ",comm=", comm);
-  if (activation_bytes > 0) out += detail::concat(",act_bytes=", activation_bytes);
+  std::string out = "F=" + number(forward) + ",B=" + number(backward) + ",W=" + number(weight) +
+                    ",FB=" + number(overlapped.value_or(forward + backward)) + ",comm=" + number(comm);
+  if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);
+  if (w_mem != 1) out += ",w_mem=" + number(w_mem);
+  if (recompute) out += ",recompute=1";
+  if (input_mem != CostModel{}.input_mem) out += ",input_mem=" + number(input_mem);
   if (!stage_scale.empty()) {
     out += ",scale=";
-    for (std::size_t s = 0; s < stage_scale.size(); ++s) out += detail::concat(s ? ":" : "", stage_scale[s]);
+    for (std::size_t s = 0; s < stage_scale.size(); ++s) out += (s ? ":" : "") + number(stage_scale[s]);
   }
   return out;
 }

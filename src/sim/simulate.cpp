@@ -4,33 +4,20 @@
 #include <cmath>
 #include <limits>
 
+#include "dualpipe/activation_memory.h"
 #include "dualpipe/error.h"
 
 namespace dualpipe {
 
-int Metrics::peak_activations() const {
-  int peak = 0;
+double Metrics::peak_activations() const {
+  double peak = 0;
   for (const RankMetrics& r : per_rank) peak = std::max(peak, r.peak_activations);
   return peak;
 }
 
 std::vector<int> peak_activations(const Schedule& schedule) {
   std::vector<int> peaks;
-  for (const auto& actions : schedule.actions) {
-    // One unit from the end of sFm to the end of sBm (or of sWm when split); a pair adds its forward's
-    // unit and frees its backward's at the same moment.
-    int live = 0, peak = 0;
-    for (const Action& a : actions) {
-      switch (a.type) {
-        case ActionType::Forward: ++live; break;
-        case ActionType::Backward:
-        case ActionType::BackwardWeight: --live; break;
-        default: break;
-      }
-      peak = std::max(peak, live);
-    }
-    peaks.push_back(peak);
-  }
+  for (const double peak : activation_peaks(schedule, CostModel{})) peaks.push_back(static_cast<int>(peak));
   return peaks;
 }
 
@@ -57,7 +44,7 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
   sim.timeline = std::move(walk.times);
   Metrics& m = sim.metrics;
   const int R = static_cast<int>(schedule.actions.size());
-  const std::vector<int> peaks = peak_activations(schedule);
+  const std::vector<double> peaks = activation_peaks(schedule, costs);
   double first = std::numeric_limits<double>::infinity();
   double last = -std::numeric_limits<double>::infinity();
   m.per_rank.resize(R);
@@ -78,19 +65,21 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
       last = std::max(last, rank_last[r]);
     }
     rm.peak_activations = peaks[r];
-    rm.peak_activation_fraction = static_cast<double>(peaks[r]) / schedule.num_stages;
+    rm.peak_activation_fraction = peaks[r] / schedule.num_stages;
     rm.peak_activation_bytes = peaks[r] * costs.activation_bytes;
     rm.parameter_copies = schedule.placement.stages_held(r);
   }
   m.makespan = first <= last ? last - first : 0.0;
-  double max_span = 0, max_busy = 0;
+  double max_span = 0, max_busy = 0, total_busy = 0;
   for (RankMetrics& rm : m.per_rank) {
+    total_busy += rm.busy;
     rm.idle = m.makespan - rm.busy;
     m.bubble = std::max(m.bubble, rm.idle);
     max_span = std::max(max_span, rm.span);
     max_busy = std::max(max_busy, rm.busy);
   }
   m.bubble_rate = max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
+  m.step_bubble_rate = m.makespan > 0 ? 1.0 - total_busy / (R * m.makespan) : 0.0;
   return sim;
 }
 

@@ -232,8 +232,8 @@ TEST(CostModelParse, GoodInputs) {
   EXPECT_EQ(c.comm, 0.25);
   EXPECT_EQ(c.to_string(), "F=1.5,B=3,W=1,FB=4,comm=0.25");
 
-  // Any subset, any order, keys case-insensitive, empty items skipped.
-  const CostModel k = CostModel::parse("comm=1,fb=2.5,,f=2,b=4,w=0");
+  // Any subset, any order, keys case-insensitive (empty items are refused: test_cost_parse.cpp).
+  const CostModel k = CostModel::parse("comm=1,fb=2.5,f=2,b=4,w=0");
   EXPECT_EQ(k.forward, 2);
   EXPECT_EQ(k.backward, 4);
   EXPECT_EQ(k.weight, 0);

@@ -43,7 +43,9 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
     command.add_option("-c,--cost", o.cost,
                        "Costs KEY=VALUE,...: F forward [1], B full backward [2], W weight part of B [1], "
                        "FB overlapped F&B pair [F+B], comm cross-rank latency [0], scale=1:1:2 per-stage "
-                       "multipliers");
+                       "multipliers (one per stage), act_bytes bytes of one stage activation [none]; memory "
+                       "model: w_mem share of a stage activation I keeps for W [1], recompute=0|1 "
+                       "activation recomputation [0], input_mem share that is the stage input [0.05]");
   }
   if (with_from) {
     command.add_option("--from", o.from_file,
@@ -85,6 +87,16 @@ CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& 
   costs.weight *= k;
   if (costs.overlapped) *costs.overlapped *= k;
   costs.activation_bytes *= k;  // a stage holds R/S of the model, and so of its activations
+  // Multipliers given per 1/R slice apply to every stage cut from that slice.
+  const int R = schedule.num_ranks, S = schedule.num_stages;
+  if (static_cast<int>(costs.stage_scale.size()) == R && S != R && S % R == 0) {
+    std::vector<double> per_stage(S);
+    for (int s = 0; s < S; ++s) per_stage[s] = costs.stage_scale[static_cast<std::size_t>(s) * R / S];
+    costs.stage_scale = std::move(per_stage);
+  }
+  DUALPIPE_REQUIRE(costs.stage_scale.empty() || static_cast<int>(costs.stage_scale.size()) == S,
+                   "cost scale has ", per_rank_slice.stage_scale.size(), " values; comparing schedules on R=", R,
+                   " ranks needs one per 1/R of the model (", R, " values)");
   return costs;
 }
 

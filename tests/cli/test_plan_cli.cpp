@@ -1,0 +1,88 @@
+// `dualpipe simulate` and `dualpipe plan` as the planner's user runs them (issue 12): tables sorted by step time,
+// both bubble rates, fractional peaks, strict costs with exit status 2.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "cli/run_command.h"
+
+namespace {
+
+using dualpipe::test::CommandResult;
+
+CommandResult dualpipe(const std::string& args) {
+  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
+}
+
+nlohmann::json json_of(const CommandResult& run) {
+  return nlohmann::json::parse(run.out.substr(0, run.out.rfind(']') + 1));
+}
+
+TEST(SimulateCli, AllIsSortedByStepTime) {
+  // R=8, M=16, FB=2.5 (issue 12): DualPipe's bubble is (S/2-1)(FB+B-3W) = 4.5, larger than ZBV's 3.5, but its
+  // overlapped pairs make its step shorter. Sorting by bubble put ZBV first; by step time DualPipe comes first.
+  const CommandResult run = dualpipe("simulate --kind all --ranks 8 --microbatches 16 --cost FB=2.5 --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json j = json_of(run);
+  ASSERT_EQ(j.size(), 9u);
+  for (std::size_t i = 1; i < j.size(); ++i) EXPECT_LE(j[i - 1]["makespan"], j[i]["makespan"]) << i;
+  std::size_t dualpipe_row = 0, zbv_row = 0;
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    if (j[i]["kind"] == "dualpipe") dualpipe_row = i;
+    if (j[i]["kind"] == "zbv") zbv_row = i;
+  }
+  EXPECT_DOUBLE_EQ(j[dualpipe_row]["bubble"].get<double>(), 3 * (2.5 + 2 - 3));
+  EXPECT_GT(j[dualpipe_row]["bubble"].get<double>(), j[zbv_row]["bubble"].get<double>());
+  EXPECT_LT(dualpipe_row, zbv_row);
+}
+
+TEST(SimulateCli, BothBubbleRatesAreNamed) {
+  // ZB-H2 R=4 M=8 F=I=W=1: span rate 0 (the paper's), step rate 1 - 4*24 / (4*27) = 1/9 (test_bubble_rates.cpp).
+  const CommandResult run = dualpipe("simulate --kind zb-h2 --ranks 4 --microbatches 8 --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_DOUBLE_EQ(j["bubble_rate"].get<double>(), 0.0);
+  EXPECT_NEAR(j["step_bubble_rate"].get<double>(), 1.0 / 9.0, 1e-12);
+  const CommandResult table = dualpipe("simulate --kind all --ranks 4 --microbatches 8");
+  for (const char* column : {"step time", "largest idle", "span rate", "step rate", "sorted by step time"})
+    EXPECT_NE(table.out.find(column), std::string::npos) << column << "\n" << table.out;
+}
+
+TEST(SimulateCli, FractionalPeaksKeepTheirFieldNames) {
+  // ZB-H1 R=4 M=8, w_mem=0.4, recompute: the last rank holds three I's shares for W (1.2) while an I recomputes
+  // its forward (1): 2.2 (test_activation_memory.cpp derives the same order by hand). Whole peaks stay integers.
+  const CommandResult run =
+      dualpipe("simulate --kind zb-h1 --ranks 4 --microbatches 8 --cost w_mem=0.4,recompute=1 --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_NEAR(j["per_rank"][3]["peak_activations"].get<double>(), 2.2, 1e-12);
+  EXPECT_NEAR(j["peak_activations"].get<double>(), 2.2, 1e-12);
+  const CommandResult plain = dualpipe("simulate --kind 1f1b --ranks 4 --microbatches 8 --format json");
+  EXPECT_TRUE(nlohmann::json::parse(plain.out)["peak_activations"].is_number_integer());
+  const CommandResult table = dualpipe("simulate --kind zb-h1 --ranks 4 --microbatches 8 --cost w_mem=0.4,recompute=1");
+  EXPECT_NE(table.out.find("peak activations 2.2\n"), std::string::npos) << table.out;
+}
+
+TEST(SimulateCli, StrictCostsExitTwoNamingTheRule) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"simulate --kind 1f1b --ranks 4 --cost scale=1:1:2", "3 values for a schedule with 4 stages"},
+                        Case{"simulate --kind all --ranks 4 --cost scale=1:1:2", "needs one per 1/R of the model (4 values)"},
+                        Case{"simulate --cost F=1,F=2", "'F' is given twice"},
+                        Case{"simulate --cost F=1,,B=2", "item 2"},
+                        Case{"simulate --cost F=inf", "'inf' is not a number"},
+                        Case{"simulate --cost F=1e999", "overflows"},
+                        Case{"simulate --cost w_mem=2", "0 <= w_mem <= 1"},
+                        Case{"simulate --cost recompute=2", "recompute must be 0 or 1"}}) {
+    const CommandResult run = dualpipe(c.args);
+    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
+    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
+  }
+  // Per 1/R slice in comparisons: 4 values at R=4 also serve the 8-stage schedules.
+  EXPECT_EQ(dualpipe("simulate --kind all --ranks 4 --cost scale=1:1:2:1").status, 0);
+}
+
+}  // namespace
