@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libtorch-dev libgloo-dev
+  fortunes              # the default training corpus of dualpipe train (/usr/share/games/fortunes)
   chromium              # renders the SVG pictures in the browser test
 )
 
