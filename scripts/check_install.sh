@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Issue 9: the libraries are installable. Installs a build tree into a temporary prefix, builds examples/ against it
+# as an outside project would (find_package(dualpipe), dualpipe::runtime), runs the example and the installed
+# `dualpipe`. Registered as the ctest test install_and_build_example (cmake/install.cmake).
+#
+#   scripts/check_install.sh [BUILD_DIR]     (default: build; must be built already)
+#
+# Exit 0: passed; 1: failed; 77: skipped (something outside the project is missing: cmake, a C++ compiler, a build
+# configured with LibTorch).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source_dir="$(dirname "$here")"
+build_dir="${1:-$source_dir/build}"
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+command -v cmake >/dev/null || skip "cmake is not installed"
+[[ -f "$build_dir/CMakeCache.txt" ]] || fail "$build_dir is not a configured build directory"
+build_dir="$(cd "$build_dir" && pwd)"
+grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$build_dir/CMakeCache.txt" ||
+  skip "$build_dir was configured without LibTorch (DUALPIPE_WITH_TORCH=OFF): there is no dualpipe::runtime"
+sanitize="$(sed -n 's/^DUALPIPE_SANITIZE:STRING=//p' "$build_dir/CMakeCache.txt")"
+[[ -z "$sanitize" ]] || skip "$build_dir is sanitized ($sanitize): its libraries need the sanitizer runtime to link"
+compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")"
+[[ -n "$compiler" && -x "$compiler" ]] || compiler="$(command -v c++ || true)"
+[[ -n "$compiler" ]] || skip "no C++ compiler"
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/dualpipe-install.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+
+echo "== cmake --install $build_dir --prefix $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log" >&2; fail "cmake --install failed"; }
+echo "installed $(find "$prefix" -type f | wc -l) files"
+
+config="$(find "$prefix" -path '*/cmake/dualpipe/dualpipeConfig.cmake' | head -n 1)"
+[[ -n "$config" ]] || fail "no dualpipeConfig.cmake under $prefix"
+for file in include/dualpipe/schedule.h include/dualpipe/runtime/executor.h bin/dualpipe bin/dualpipe-train-worker; do
+  [[ -e "$prefix/$file" ]] || fail "$prefix/$file was not installed"
+done
+# The package must name nothing of the source or build tree: it is used after they are gone.
+if grep -rl -e "$source_dir/" -e "$build_dir/" "$(dirname "$config")"; then
+  fail "the installed package refers to the source or build tree (files above)"
+fi
+
+# The example, as an outside project: it sees only the installed tree (and LibTorch, nlohmann_json on the system).
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # The temporary paths change at every run: let ccache see them as relative so that a rerun hits its cache.
+  export CCACHE_BASEDIR="$tmp" CCACHE_NOHASHDIR=1
+fi
+torch_dir="$(sed -n 's/^Torch_DIR:PATH=//p' "$build_dir/CMakeCache.txt")"
+echo "== configure examples/ against $prefix (Torch_DIR=$torch_dir)"
+cmake -S "$source_dir/examples" -B "$tmp/examples" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$prefix" -DTorch_DIR="$torch_dir" -DCMAKE_CXX_COMPILER="$compiler" "${launcher[@]}" \
+      >"$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log" >&2; fail "configuring examples/ failed"; }
+grep -E '^-- (Found|Configuring done)' "$tmp/configure.log" || true
+dualpipe_dir="$(sed -n 's/^dualpipe_DIR:PATH=//p' "$tmp/examples/CMakeCache.txt")"
+[[ "$dualpipe_dir" == "$prefix"/* ]] || fail "examples/ found dualpipe in '$dualpipe_dir', not under $prefix"
+echo "dualpipe_DIR=$dualpipe_dir"
+if grep -q -F "$source_dir/include" "$tmp/examples/CMakeFiles/minimal_dualpipe.dir/flags.make"; then
+  fail "examples/ compiled with the source tree's headers"
+fi
+
+echo "== build examples/"
+start=$SECONDS
+cmake --build "$tmp/examples" -j2 >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; fail "building examples/ failed"; }
+echo "built minimal_dualpipe in $((SECONDS - start)) s"
+
+echo "== run minimal_dualpipe (two ranks as threads)"
+output="$(env -u RANK "$tmp/examples/minimal_dualpipe" 2>&1)" || { echo "$output" >&2; fail "minimal_dualpipe failed"; }
+echo "$output"
+# One loss per micro-batch (4), from both ranks, each a finite number.
+losses="$(grep -cE '^rank [01] micro-batch [0-3] loss [0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?$' <<<"$output" || true)"
+[[ "$losses" == 4 ]] || fail "expected 4 finite losses from minimal_dualpipe, got $losses"
+for rank in 0 1; do
+  grep -q "^rank $rank " <<<"$output" || fail "no loss from rank $rank"
+done
+
+echo "== $prefix/bin/dualpipe --help"
+help="$("$prefix/bin/dualpipe" --help 2>&1)" || { echo "$help" >&2; fail "installed dualpipe --help failed"; }
+head -n 3 <<<"$help"
+grep -q 'train' <<<"$help" || fail "installed dualpipe --help does not list train"
+
+echo "PASS: installed into a temporary prefix, built and ran examples/ against it"
