@@ -19,8 +19,8 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DDUAL
   -DDUALPIPE_BUILD_BENCH=OFF >/dev/null
 # Only the test programs and what they run (test_runtime brings its workers, the example and `dualpipe`).
 # A new test program must be added here, or ctest reports it as *_NOT_BUILT.
-targets=(test_schedule test_sim test_viz test_cli)
-if grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$dir/CMakeCache.txt"; then targets+=(test_runtime); fi
+targets=(test_schedule test_sim test_viz test_cli test_data)
+if grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$dir/CMakeCache.txt"; then targets+=(test_runtime test_train); fi
 cmake --build "$dir" -j "${JOBS:-2}" --target "${targets[@]}"
 # The browser test renders pictures of the normal build already; Chromium adds nothing under sanitizers.
 ctest --test-dir "$dir" --output-on-failure -j "${JOBS:-2}" --timeout 300 -E '^viz_browser_render$'

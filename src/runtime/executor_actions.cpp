@@ -70,9 +70,28 @@ void Executor::Impl::finish_forward(int s, int m, Tensors outputs) {
   }
 }
 
+// Recomputation: keep the outputs' values and whether they carry a gradient, drop everything the graph saved.
+void Executor::Impl::drop_graph(int s, int m) {
+  Slot& sl = slot(s, m);
+  for (auto& t : sl.outputs) t = t.requires_grad() ? t.detach().requires_grad_(true) : t.detach();
+  if (sl.loss.defined()) sl.loss = sl.loss.detach();
+  sl.needs_recompute = true;
+}
+
+// Rebuilds the graph that drop_graph dropped: the same forward (and loss) on the same input leaves.
+void Executor::Impl::recompute_forward(int s, int m) {
+  Slot& sl = slot(s, m);
+  if (!sl.needs_recompute) return;
+  c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
+  sl.outputs = stage(s).forward(sl.inputs);
+  if (s == S() - 1) sl.loss = args->criterion(sl.outputs, label_chunks[m]);
+  sl.needs_recompute = false;
+}
+
 // Runs the backward of (s, m) and leaves the gradients of its inputs in the slot for finish_backward. `split`:
 // only the input gradients now, the parameter gradients at the W action.
 BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
+  recompute_forward(s, m);
   Slot& sl = slot(s, m);
   Tensors roots, grads;
   if (s == S() - 1) {
@@ -134,6 +153,7 @@ void Executor::Impl::on_forward(const Action& a) {
   Tensors inputs = forward_inputs(a.stage, a.microbatch);
   c10::DeviceGuard guard(stage_devices[static_cast<size_t>(a.stage)]);
   finish_forward(a.stage, a.microbatch, stage(a.stage).forward(inputs));
+  if (training && options.recompute) drop_graph(a.stage, a.microbatch);
 }
 
 void Executor::Impl::on_backward(const Action& a) {
@@ -167,6 +187,7 @@ void Executor::Impl::on_overlapped(const Action& a) {
   BackwardHalf half = backward_half(a.bwd_stage, a.bwd_microbatch, false);
   Tensors outputs = stage(a.stage).overlapped_forward_backward(inputs, half);
   finish_forward(a.stage, a.microbatch, std::move(outputs));
+  if (options.recompute) drop_graph(a.stage, a.microbatch);
   finish_backward(a.bwd_stage, a.bwd_microbatch, slot(a.bwd_stage, a.bwd_microbatch).input_grads);
 }
 

@@ -20,12 +20,13 @@ namespace dualpipe::runtime {
 // Per (stage, micro-batch) tensors of the step in flight.
 struct Slot {
   Tensors inputs;        // stage inputs (leaves requiring grad where they carry one back, when training)
-  Tensors outputs;       // stage outputs, kept for the backward
+  Tensors outputs;       // stage outputs, kept for the backward (detached under recomputation until it runs)
   torch::Tensor loss;    // last stage only
   Tensors output_grads;  // gradients of the outputs that require one, from the next stage
   Tensors input_grads;   // gradients of the inputs that require one, waiting for SEND_B
   detail::DeferredWeightGrad weight;  // after I, until W
   bool weight_pending = false;
+  bool needs_recompute = false;  // ExecutorOptions::recompute: the forward's graph was dropped
 };
 
 struct Executor::Impl {
@@ -80,6 +81,8 @@ struct Executor::Impl {
   // The halves shared by F, B, I and the overlapped pair.
   Tensors forward_inputs(int s, int m);
   void finish_forward(int s, int m, Tensors outputs);
+  void drop_graph(int s, int m);
+  void recompute_forward(int s, int m);
   BackwardHalf backward_half(int s, int m, bool split);
   void finish_backward(int s, int m, Tensors input_grads);
 

@@ -36,4 +36,25 @@ std::vector<torch::Tensor> gather_to_root(comm::Communicator& communicator, cons
   return gathered;
 }
 
+torch::Tensor sum_over_ranks(comm::Communicator& communicator, const torch::Tensor& local, int tag,
+                             std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = communicator.timeout();
+  const auto parts = gather_to_root(communicator, local, tag, timeout);
+  torch::Tensor total = local.contiguous().clone();
+  if (communicator.rank() == 0) {
+    total = parts[0].clone();
+    for (size_t r = 1; r < parts.size(); ++r) {
+      DUALPIPE_REQUIRE(parts[r].numel() == total.numel(), "sum_over_ranks: rank ", r, " contributed ",
+                       parts[r].numel(), " values, rank 0 ", total.numel());
+      total += parts[r];
+    }
+    std::vector<std::shared_ptr<comm::Work>> sends;
+    for (int r = 1; r < communicator.size(); ++r) sends.push_back(communicator.isend(total, r, tag));
+    for (auto& s : sends) s->wait(timeout);
+  } else {
+    communicator.irecv(total, 0, tag)->wait(timeout);
+  }
+  return total;
+}
+
 }  // namespace dualpipe::runtime

@@ -3,6 +3,7 @@
 // is available), so `dualpipe` itself never loads LibTorch. Without --worker this process becomes
 // `dualpipe launch --nproc R -- dualpipe-train-worker OPTIONS` (free port, rank-prefixed output, every rank
 // stopped when one fails) and the launcher's exit status is the job's; with --worker it becomes one rank.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,7 +23,7 @@ namespace {
 constexpr const char* kWorkerName = "dualpipe-train-worker";
 
 struct TrainCommand {
-  TrainOptions options;
+  train::TrainConfig options;
   bool worker = false;
 };
 
@@ -50,10 +51,33 @@ std::string worker_executable(const std::string& self) {
   throw Error(detail::concat("cannot run '", program, "': ", std::strerror(errno)));
 }
 
+// `worker --check OPTIONS`: the options and the files checked once, with one clear error, before any rank
+// starts. Its exit status 2 (bad input) becomes ours.
+void check_options(const std::string& worker, const train::TrainConfig& options) {
+  std::vector<std::string> args = {worker, "--check"};
+  for (std::string& a : train_arguments(options)) args.push_back(std::move(a));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  const pid_t pid = fork();
+  DUALPIPE_REQUIRE(pid >= 0, "cannot start '", worker, "' to check the options: ", std::strerror(errno));
+  if (pid == 0) {
+    execv(worker.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  // The worker printed the reason.
+  std::exit(WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1);
+}
+
 void run(const TrainCommand& c) {
-  check_train_options(c.options);  // one clear error here rather than one per rank
   const std::string self = self_executable();
   const std::string worker = worker_executable(self);
+  if (!c.worker) check_options(worker, c.options);
   std::vector<std::string> args;
   if (!c.worker) args = {"dualpipe", "launch", "--nproc", std::to_string(c.options.ranks), "--"};
   args.push_back(worker);
@@ -66,17 +90,18 @@ void run(const TrainCommand& c) {
 void add_train_command(CLI::App& app) {
   auto command = std::make_shared<TrainCommand>();
   CLI::App* sub = app.add_subcommand(
-      "train", "Train a small model with a pipeline schedule on local processes: per-step loss, step time and "
-               "measured bubble; step 1 checked against a single-process run; a trace of every action");
+      "train", "Train a transformer language model on text with a pipeline schedule on local processes: loss, "
+               "validation loss, tokens/s; step 1 checked against a single-process run; a sample at the end");
   sub->footer(
-      "The model: --layers residual MLP blocks (h -> 4h -> h, split-aware so I/W actions defer weight gradients)\n"
-      "cut into the schedule's stages, regressing a fixed random teacher network on inputs generated from --seed;\n"
-      "every rank builds the same weights and batches from the seed. The trace opens in https://ui.perfetto.dev;\n"
-      "'dualpipe compare --trace FILE' sets it beside the simulated plan. See docs/train.md.\n"
+      "The model: a byte-level decoder-only transformer (--layers pre-LayerNorm blocks of causal attention and a\n"
+      "GELU MLP) cut into the schedule's stages, trained with AdamW on --data (default: Debian's fortunes). Every\n"
+      "rank builds the same weights and reads the same sequences from --seed. See docs/train.md.\n"
       "Examples:\n"
       "  dualpipe train\n"
-      "  dualpipe train --schedule zbv --steps 50 --hidden 64\n"
-      "  dualpipe train --schedule 1f1b --optimizer sgd --trace 1f1b.json");
+      "  dualpipe train --schedule zbv --steps 100 --metrics run.jsonl && dualpipe plot --metrics run.jsonl\n"
+      "  dualpipe train --data my.txt --checkpoint-dir ckpt --save-every 20 --keep 2\n"
+      "  dualpipe train --checkpoint-dir ckpt --resume --steps 200\n"
+      "  dualpipe train --schedule 1f1b --layers 14 --layers-per-stage 3,4,4,3 --recompute");
   add_train_options(*sub, command->options);
   sub->add_flag("--worker", command->worker,
                 "Run as one rank of a job started elsewhere, found through MASTER_ADDR, MASTER_PORT, RANK and "

@@ -1,88 +1,112 @@
 #include "train_options.h"
 
-#include <cmath>
 #include <cstdio>
 
-#include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 
 namespace dualpipe::cli {
+namespace {
 
-void add_train_options(CLI::App& sub, TrainOptions& o) {
+std::string exact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& sub, train::TrainConfig& o) {
   std::string kinds;
   for (const GeneratorInfo& g : generators()) kinds += (kinds.empty() ? "" : ", ") + std::string(g.name);
-  sub.add_option("-s,--schedule", o.schedule, "Schedule kind: " + kinds)->capture_default_str();
-  sub.add_option("-r,--ranks", o.ranks, "Pipeline ranks, one local process each")->capture_default_str();
+  sub.add_option("-s,--schedule", o.schedule, "Schedule kind: " + kinds)->capture_default_str()->group("Pipeline");
+  sub.add_option("-r,--ranks", o.ranks, "Pipeline ranks, one local process each")->capture_default_str()->group("Pipeline");
   sub.add_option("-m,--microbatches", o.microbatches, "Micro-batches per step (the schedule's rules apply)")
-      ->capture_default_str();
-  sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)");
-  sub.add_option("-n,--steps", o.steps, "Training steps")->capture_default_str();
-  sub.add_option("--hidden", o.hidden, "Hidden size h of the blocks")->capture_default_str();
-  sub.add_option("-b,--batch", o.batch, "Rows per micro-batch")->capture_default_str();
-  sub.add_option("--layers", o.layers, "Residual blocks in the whole model, a multiple of the stage count")
-      ->capture_default_str();
-  sub.add_option("--optimizer", o.optimizer, "adam or sgd")->capture_default_str();
-  sub.add_option("--lr", o.lr, "Learning rate (default: 0.003 for adam, 0.3 for sgd)");
-  sub.add_option("--seed", o.seed, "Seed of the weights, the teacher and the data")->capture_default_str();
+      ->capture_default_str()->group("Pipeline");
+  sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)")
+      ->group("Pipeline");
+  sub.add_flag("--recompute", o.recompute,
+               "Activation recomputation: keep only each stage's input after its forward, run the forward again "
+               "in the backward (same losses, less memory, one more forward)")
+      ->group("Pipeline");
+
+  sub.add_option("--layers", o.layers, "Transformer blocks in the whole model")->capture_default_str()->group("Model");
+  sub.add_option("--hidden", o.hidden, "Width of the residual stream")->capture_default_str()->group("Model");
+  sub.add_option("--heads", o.heads, "Attention heads (must divide --hidden)")->capture_default_str()->group("Model");
+  sub.add_option("--seq-len", o.seq_len, "Tokens (bytes) per training sequence, the model's context")
+      ->capture_default_str()->group("Model");
+  sub.add_option("--layers-per-stage", o.layers_per_stage,
+                 "Uneven cut of the layers into the schedule's stages, e.g. 3,4,4,3 (default: balanced)")
+      ->group("Model");
+
+  sub.add_option("--data", o.data, "Text files (or directories of them) to train on (default: Debian's fortunes, "
+                                   "installed by scripts/setup.sh)")
+      ->group("Data");
+  sub.add_option("-b,--batch", o.batch, "Sequences per micro-batch")->capture_default_str()->group("Data");
+
+  sub.add_option("-n,--steps", o.steps, "Training steps")->capture_default_str()->group("Optimization");
+  sub.add_option("--lr", o.lr, "Peak learning rate of AdamW")->capture_default_str()->group("Optimization");
+  sub.add_option("--min-lr", o.min_lr, "Learning rate at the last step (cosine decay)")->capture_default_str()
+      ->group("Optimization");
+  sub.add_option("--warmup", o.warmup, "Linear warm-up steps")->capture_default_str()->group("Optimization");
+  sub.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (matrices and embeddings)")
+      ->capture_default_str()->group("Optimization");
+  sub.add_option("--clip", o.clip, "Clip the global gradient norm to this (0: off)")->capture_default_str()
+      ->group("Optimization");
+  sub.add_option("--seed", o.seed, "Seed of the weights, the data order and the sample")->capture_default_str()
+      ->group("Optimization");
+
+  sub.add_option("--eval-every", o.eval_every, "Validation loss every N steps (also before the first and after "
+                                               "the last; 0: only those)")
+      ->capture_default_str()->group("Evaluation");
+  sub.add_option("--prompt", o.prompt, "Start of the sample generated at the end")->capture_default_str()
+      ->group("Evaluation");
+  sub.add_option("--sample-tokens", o.sample_tokens, "Bytes to generate after the prompt (0: no sample)")
+      ->capture_default_str()->group("Evaluation");
+  sub.add_option("--temperature", o.temperature, "Sampling temperature (0: greedy)")->capture_default_str()
+      ->group("Evaluation");
+
+  sub.add_option("--checkpoint-dir", o.checkpoint_dir, "Directory of sharded checkpoints (DIR/step-N/)")
+      ->group("Checkpoints");
+  sub.add_option("--save-every", o.save_every, "Save every N steps (0: after the last step only)")
+      ->capture_default_str()->group("Checkpoints");
+  sub.add_option("--keep", o.keep, "Keep the newest K checkpoints (0: all)")->capture_default_str()
+      ->group("Checkpoints");
+  sub.add_flag("--resume", o.resume, "Continue from the newest complete checkpoint in --checkpoint-dir")
+      ->group("Checkpoints");
+
+  sub.add_option("--metrics", o.metrics, "Write JSON lines of the config, every step and every evaluation here")
+      ->group("Output");
   sub.add_option("--trace", o.trace, "Where rank 0 writes the merged Chrome trace (empty: none)")
-      ->capture_default_str();
-  sub.add_option("--timeout", o.timeout_seconds,
-                 "Seconds a rank waits for a peer (rendezvous, messages) before failing with its name")
-      ->capture_default_str();
+      ->capture_default_str()->group("Output");
   sub.add_option("--act-bytes", o.act_bytes,
                  "Bytes of one stage's activations for one micro-batch (simulate's act_bytes): prints the planned "
-                 "peak in bytes beside the measured one");
+                 "peak in bytes beside the measured one")
+      ->group("Output");
+  sub.add_option("--timeout", o.timeout_seconds,
+                 "Seconds a rank waits for a peer (rendezvous, messages) before failing with its name")
+      ->capture_default_str()->group("Output");
 }
 
-double learning_rate(const TrainOptions& o) {
-  if (o.lr > 0) return o.lr;
-  return o.optimizer == "sgd" ? kDefaultSgdLr : kDefaultAdamLr;
-}
-
-Schedule check_train_options(const TrainOptions& o) {
-  DUALPIPE_REQUIRE(o.ranks >= 1 && o.ranks <= 64, "--ranks must be between 1 and 64 local processes, got ", o.ranks);
-  DUALPIPE_REQUIRE(o.microbatches >= 1, "--microbatches must be at least 1, got ", o.microbatches);
-  DUALPIPE_REQUIRE(o.steps >= 1, "--steps must be at least 1, got ", o.steps);
-  DUALPIPE_REQUIRE(o.hidden >= 1 && o.hidden <= 8192, "--hidden must be between 1 and 8192, got ", o.hidden);
-  DUALPIPE_REQUIRE(o.batch >= 1, "--batch (rows per micro-batch) must be at least 1, got ", o.batch);
-  DUALPIPE_REQUIRE(o.layers >= 1, "--layers must be at least 1, got ", o.layers);
-  DUALPIPE_REQUIRE(o.optimizer == "adam" || o.optimizer == "sgd", "--optimizer must be adam or sgd, got '",
-                   o.optimizer, "'");
-  DUALPIPE_REQUIRE(o.lr >= 0 && std::isfinite(o.lr), "--lr must be a positive number, got ", o.lr);
-  DUALPIPE_REQUIRE(o.act_bytes >= 0 && std::isfinite(o.act_bytes), "--act-bytes must be a number of bytes >= 0, got ",
-                   o.act_bytes);
-  DUALPIPE_REQUIRE(o.timeout_seconds > 0 && o.timeout_seconds <= 86400,
-                   "--timeout must be between 0 and 86400 seconds, got ", o.timeout_seconds);
-  ScheduleOptions so;
-  so.num_ranks = o.ranks;
-  so.num_microbatches = o.microbatches;
-  so.stages_per_rank = o.stages_per_rank;
-  Schedule schedule = make_schedule(o.schedule, so);
-  DUALPIPE_REQUIRE(o.layers % schedule.num_stages == 0, "--layers ", o.layers, " does not split into the ",
-                   schedule.num_stages, " stages of ", o.schedule, " with ", o.ranks,
-                   " ranks: use a multiple of the stage count (for example ", 2 * schedule.num_stages, ")");
-  return schedule;
-}
-
-std::vector<std::string> train_arguments(const TrainOptions& o) {
-  char lr[32], timeout[32], act_bytes[32];
-  std::snprintf(act_bytes, sizeof act_bytes, "%.17g", o.act_bytes);
-  std::snprintf(lr, sizeof lr, "%.17g", o.lr);
-  std::snprintf(timeout, sizeof timeout, "%.17g", o.timeout_seconds);
-  return {"--schedule", o.schedule,
-          "--ranks", std::to_string(o.ranks),
-          "--microbatches", std::to_string(o.microbatches),
-          "--stages-per-rank", std::to_string(o.stages_per_rank),
-          "--steps", std::to_string(o.steps),
-          "--hidden", std::to_string(o.hidden),
-          "--batch", std::to_string(o.batch),
-          "--layers", std::to_string(o.layers),
-          "--optimizer", o.optimizer,
-          "--lr", lr,
-          "--seed", std::to_string(o.seed),
-          "--trace", o.trace,
-          "--timeout", timeout,
-          "--act-bytes", act_bytes};
+std::vector<std::string> train_arguments(const train::TrainConfig& o) {
+  std::vector<std::string> args = {
+      "--schedule", o.schedule, "--ranks", std::to_string(o.ranks), "--microbatches", std::to_string(o.microbatches),
+      "--stages-per-rank", std::to_string(o.stages_per_rank),
+      "--layers", std::to_string(o.layers), "--hidden", std::to_string(o.hidden), "--heads", std::to_string(o.heads),
+      "--seq-len", std::to_string(o.seq_len), "--layers-per-stage", o.layers_per_stage,
+      "--batch", std::to_string(o.batch), "--steps", std::to_string(o.steps), "--lr", exact(o.lr),
+      "--min-lr", exact(o.min_lr), "--warmup", std::to_string(o.warmup), "--weight-decay", exact(o.weight_decay),
+      "--clip", exact(o.clip), "--seed", std::to_string(o.seed), "--eval-every", std::to_string(o.eval_every),
+      "--prompt", o.prompt, "--sample-tokens", std::to_string(o.sample_tokens),
+      "--temperature", exact(o.temperature), "--checkpoint-dir", o.checkpoint_dir,
+      "--save-every", std::to_string(o.save_every), "--keep", std::to_string(o.keep), "--metrics", o.metrics,
+      "--trace", o.trace, "--act-bytes", exact(o.act_bytes), "--timeout", exact(o.timeout_seconds)};
+  for (const std::string& file : o.data) {
+    args.push_back("--data");
+    args.push_back(file);
+  }
+  if (o.resume) args.push_back("--resume");
+  if (o.recompute) args.push_back("--recompute");
+  return args;
 }
 
 }  // namespace dualpipe::cli

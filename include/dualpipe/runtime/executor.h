@@ -69,6 +69,12 @@ struct ExecutorOptions {
   // Record every executed action's start and end (see Executor::recorded_actions()). Off, the cost is one
   // branch per action.
   bool record_trace = false;
+  // Activation recomputation: after a stage's forward only its inputs (and its outputs, detached, for the next
+  // stage) are kept; the autograd graph is dropped and rebuilt by running the forward again when the
+  // micro-batch's backward (B, I, or the backward half of an overlapped pair) starts. Trades one more forward
+  // per backward for the memory of every saved tensor in between. Gradients and losses are bit-identical as
+  // long as the stage's forward is deterministic (same inputs, same outputs: no dropout or other random ops).
+  bool recompute = false;
 
   // The same tensors at every boundary (stages that keep the shape, like a transformer's blocks).
   static std::vector<BoundarySpec> uniform(const BoundarySpec& spec, int num_stages) {

@@ -22,4 +22,9 @@ std::vector<torch::Tensor> gather_to_root(comm::Communicator& communicator, cons
                                           std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
                                           int root = 0);
 
+// The element-wise sum of every rank's 1-D `local` (same length and dtype everywhere), on every rank: gathered
+// on rank 0, added in rank order (so every run adds in the same order), and sent back.
+torch::Tensor sum_over_ranks(comm::Communicator& communicator, const torch::Tensor& local, int tag,
+                             std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
 }  // namespace dualpipe::runtime

@@ -1,12 +1,13 @@
-#include "train_check.h"
+#include "correctness_checks.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 
-#include "dualpipe/runtime/gather.h"
+#include "dualpipe/comm/channels.h"
+#include "dualpipe/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::train {
 namespace {
 
 // 1 - 2 x.y / (x.x + y.y) in double: 0 for equal tensors, also sensitive to a difference in norm.
@@ -20,20 +21,18 @@ constexpr int kReplicaCheckTag = comm::application_tag(0);
 
 }  // namespace
 
-ReferenceCheck check_against_reference(const ModelSpec& spec, int num_stages, const Batch& batch,
-                                       int num_microbatches, const runtime::Executor& executor,
-                                       const runtime::StepResult& result,
-                                       const std::map<int, StudentStage>& stages) {
-  // The whole student, fresh from the seed: the weights the pipeline started the step with.
-  std::vector<StudentStage> model;
-  for (int s = 0; s < num_stages; ++s) model.push_back(make_student_stage(spec, s, num_stages));
+ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<torch::Tensor>& inputs,
+                                       const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
+                                       const runtime::StepResult& result, const std::map<int, StageState>& stages) {
+  // The whole model, fresh from the seed: the weights the pipeline started the step with.
+  std::vector<models::GptStage> model;
+  for (int s = 0; s < plan.cut.num_stages(); ++s) model.emplace_back(plan.model, plan.cut, s);
+  const int M = static_cast<int>(inputs.size());
   std::vector<torch::Tensor> losses;
-  const auto inputs = batch.inputs.chunk(num_microbatches, 0);
-  const auto targets = batch.targets.chunk(num_microbatches, 0);
-  for (int m = 0; m < num_microbatches; ++m) {
-    torch::Tensor x = inputs[m];
+  for (int m = 0; m < M; ++m) {
+    runtime::Tensors x = {inputs[m]};
     for (auto& stage : model) x = stage->forward(x);
-    torch::Tensor loss = microbatch_loss(x, targets[m], num_microbatches);
+    torch::Tensor loss = models::next_token_loss(x[0], targets[m], M);
     loss.backward();
     losses.push_back(loss.detach());
   }
@@ -49,16 +48,14 @@ ReferenceCheck check_against_reference(const ModelSpec& spec, int num_stages, co
           ", the single-process reference has ", losses[m].item<double>(), " (they must be bit-identical)"));
   }
   for (const auto& [s, stage] : stages) {
-    const auto mine = stage->named_parameters();
     const auto reference = model[s]->named_parameters();
-    for (const auto& p : mine) {
+    for (const auto& p : stage.module->named_parameters()) {
       ++check.gradients_compared;
-      const torch::Tensor& expected = reference[p.key()].grad();
       if (!p.value().grad().defined()) {
         check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(), " has no gradient"));
         continue;
       }
-      const double d = cosine_distance(p.value().grad(), expected);
+      const double d = cosine_distance(p.value().grad(), reference[p.key()].grad());
       check.worst_cosine_distance = std::max(check.worst_cosine_distance, d);
       if (!(d <= kMaxGradientCosineDistance))
         check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(),
@@ -69,7 +66,7 @@ ReferenceCheck check_against_reference(const ModelSpec& spec, int num_stages, co
   return check;
 }
 
-ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::map<int, StudentStage>& stages,
+ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::map<int, StageState>& stages,
                               comm::Communicator& communicator, std::chrono::milliseconds timeout) {
   ReplicaCheck check;
   if (placement.num_replicas() < 2) return check;
@@ -83,7 +80,7 @@ ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::m
   for (const auto& [s, stage] : stages) {
     const int other = placement.rank_of(0, s) == rank ? placement.rank_of(1, s) : placement.rank_of(0, s);
     if (other == rank) continue;  // both replicas are this module
-    for (const auto& p : stage->named_parameters()) {
+    for (const auto& p : stage.module->named_parameters()) {
       Exchange e{s, p.key(), p.value().detach().contiguous(), torch::empty_like(p.value()), nullptr, nullptr};
       // One channel: both replicas walk their stages and parameters in the same order.
       e.send = communicator.isend(e.mine, other, kReplicaCheckTag);
@@ -103,4 +100,4 @@ ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::m
   return check;
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::train

@@ -1,0 +1,71 @@
+// A decoder-only transformer language model (GPT-2 style, as in nanoGPT): token and position embeddings,
+// pre-LayerNorm blocks of causal multi-head self-attention and a GELU MLP, a final LayerNorm and the LM head,
+// cut into pipeline stages by layer (stage_cut.h). The first stage also holds the embeddings, the last the final
+// LayerNorm and the head.
+//
+// Every weight is drawn from the seed and the index of the layer that holds it, never from a global generator,
+// so the model is the same whichever cut, schedule or rank builds it, and ranks may be threads.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "dualpipe/models/stage_cut.h"
+#include "dualpipe/runtime/stage.h"
+
+namespace dualpipe::models {
+
+struct GptConfig {
+  int64_t vocab = 256;   // byte-level tokens
+  int64_t seq_len = 64;  // the longest context (position embeddings)
+  int64_t hidden = 128;
+  int64_t heads = 4;
+  int layers = 8;
+  uint64_t seed = 0;
+
+  // Throws InvalidArgument naming the option (--hidden, --heads, ...) and the rule.
+  void check() const;
+  // Parameters of the whole model.
+  int64_t parameter_count() const;
+};
+
+// One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)).
+class GptBlockImpl : public torch::nn::Module {
+ public:
+  GptBlockImpl(const GptConfig& config, int layer);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  torch::Tensor attention(const torch::Tensor& x);
+  int64_t heads_;
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(GptBlock);
+
+// Stage `stage` of `cut`: takes [token ids [rows, tokens]] on the first stage and [hidden [rows, tokens,
+// hidden]] elsewhere; returns [hidden], or [logits [rows, tokens, vocab]] on the last stage.
+class GptStageImpl : public torch::nn::Module {
+ public:
+  GptStageImpl(const GptConfig& config, const StageCut& cut, int stage);
+  runtime::Tensors forward(const runtime::Tensors& inputs);
+
+  bool first() const { return first_; }
+  bool last() const { return last_; }
+
+ private:
+  bool first_, last_;
+  torch::nn::Embedding tokens{nullptr}, positions{nullptr};
+  std::vector<GptBlock> blocks_;
+  torch::nn::LayerNorm final_norm{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(GptStage);
+
+// Mean next-token cross-entropy (nats) of logits [rows, tokens, vocab] against targets [rows, tokens], divided
+// by `num_microbatches`: the pipeline sums micro-batch gradients, so the step's gradient is the batch mean's.
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches = 1);
+
+}  // namespace dualpipe::models

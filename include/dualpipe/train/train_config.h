@@ -1,0 +1,60 @@
+// Everything one training run is made of, as plain values: the command line of `dualpipe train` maps onto it
+// one to one (tools/dualpipe/train_options.cpp), and a C++ user fills it in directly. LibTorch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dualpipe::train {
+
+struct TrainConfig {
+  // The pipeline.
+  std::string schedule = "dualpipe";
+  int ranks = 4;          // pipeline ranks (processes)
+  int microbatches = 8;   // per step
+  int stages_per_rank = 0;  // interleaved-1f1b; 0: the schedule's default
+
+  // The model (models/gpt.h): a byte-level decoder-only transformer.
+  int layers = 8;
+  int64_t hidden = 128;
+  int64_t heads = 4;
+  int64_t seq_len = 64;          // tokens per training sequence
+  std::string layers_per_stage;  // "3,4,4,3"; empty: a balanced cut
+
+  // The data (data/): the user's files, or the default corpus when empty.
+  std::vector<std::string> data;
+  int64_t batch = 4;  // sequences per micro-batch
+
+  // The optimizer: AdamW, linear warm-up then cosine decay to min_lr, clipping by the global gradient norm.
+  int steps = 40;
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  int warmup = 4;  // steps
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95;
+  double clip = 1.0;  // max global gradient norm; 0: no clipping
+  uint64_t seed = 0;  // weights, data order, sampling
+
+  // Evaluation and the sample printed at the end.
+  int eval_every = 10;  // also before the first step and after the last
+  std::string prompt = "The ";
+  int sample_tokens = 120;
+  double temperature = 0.8;
+
+  // Outputs.
+  std::string metrics;                        // JSON lines; empty: none
+  std::string trace = "dualpipe-trace.json";  // merged Chrome trace; empty: none
+  double act_bytes = 0;  // simulate's act_bytes, to print the planned peak in bytes; 0: not given
+
+  // Checkpoints (checkpoint.h).
+  std::string checkpoint_dir;  // empty: none
+  int save_every = 0;          // steps; 0: once, after the last step (when checkpoint_dir is set)
+  int keep = 0;                // newest checkpoints kept; 0: all
+  bool resume = false;
+
+  bool recompute = false;  // activation recomputation (ExecutorOptions::recompute)
+  double timeout_seconds = 60;
+};
+
+}  // namespace dualpipe::train

@@ -1,0 +1,132 @@
+#include "dualpipe/models/gpt.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "dualpipe/error.h"
+
+namespace dualpipe::models {
+namespace {
+
+// Distinct, well-mixed generator seeds for each part of the model (splitmix64's finaliser).
+at::Generator generator(uint64_t seed, uint64_t stream) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return at::make_generator<at::CPUGeneratorImpl>(z ^ (z >> 31));
+}
+
+constexpr uint64_t kEmbeddingStream = 0;
+constexpr uint64_t kHeadStream = 1;
+constexpr uint64_t kFirstBlockStream = 1000;  // + layer
+
+// GPT-2's initialisation: weights N(0, 0.02), biases 0, LayerNorm 1 and 0 (its defaults); the projections that
+// end a residual branch get 0.02 / sqrt(2 * layers), so the residual stream's variance does not grow with depth.
+constexpr double kInitStd = 0.02;
+
+void init_linear(torch::nn::Linear& layer, double std, at::Generator& gen) {
+  layer->weight.normal_(0, std, gen);
+  if (layer->bias.defined()) layer->bias.zero_();
+}
+
+}  // namespace
+
+void GptConfig::check() const {
+  DUALPIPE_REQUIRE(vocab >= 2 && vocab <= 1 << 20, "the vocabulary must have 2 to 2^20 tokens, got ", vocab);
+  DUALPIPE_REQUIRE(seq_len >= 1 && seq_len <= 65536, "--seq-len must be between 1 and 65536 tokens, got ", seq_len);
+  DUALPIPE_REQUIRE(hidden >= 1 && hidden <= 65536, "--hidden must be between 1 and 65536, got ", hidden);
+  DUALPIPE_REQUIRE(heads >= 1 && hidden % heads == 0, "--heads ", heads, " must divide --hidden ", hidden,
+                   " (each head gets hidden/heads dimensions)");
+  DUALPIPE_REQUIRE(layers >= 1 && layers <= 100000, "--layers must be between 1 and 100000, got ", layers);
+}
+
+int64_t GptConfig::parameter_count() const {
+  const int64_t h = hidden;
+  const int64_t block = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h);
+  return vocab * h + seq_len * h + layers * block + 2 * h + h * vocab;
+}
+
+GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer) : heads_(c.heads) {
+  const int64_t h = c.hidden;
+  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
+  qkv = register_module("qkv", torch::nn::Linear(h, 3 * h));
+  proj = register_module("proj", torch::nn::Linear(h, h));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
+  fc1 = register_module("fc1", torch::nn::Linear(h, 4 * h));
+  fc2 = register_module("fc2", torch::nn::Linear(4 * h, h));
+  torch::NoGradGuard no_grad;
+  auto gen = generator(c.seed, kFirstBlockStream + static_cast<uint64_t>(layer));
+  const double residual_std = kInitStd / std::sqrt(2.0 * c.layers);
+  init_linear(qkv, kInitStd, gen);
+  init_linear(proj, residual_std, gen);
+  init_linear(fc1, kInitStd, gen);
+  init_linear(fc2, residual_std, gen);
+}
+
+torch::Tensor GptBlockImpl::attention(const torch::Tensor& x) {
+  const int64_t rows = x.size(0), n = x.size(1), width = x.size(2), d = width / heads_;
+  auto parts = qkv(x).chunk(3, -1);
+  auto split_heads = [&](const torch::Tensor& t) { return t.reshape({rows, n, heads_, d}).transpose(1, 2); };
+  const torch::Tensor q = split_heads(parts[0]), k = split_heads(parts[1]), v = split_heads(parts[2]);
+  // Causal: position i attends to positions <= i.
+  const torch::Tensor future =
+      torch::ones({n, n}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+  const torch::Tensor scores =
+      (torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d))).masked_fill(future, -INFINITY);
+  const torch::Tensor mixed = torch::matmul(torch::softmax(scores, -1), v);
+  return proj(mixed.transpose(1, 2).reshape({rows, n, width}));
+}
+
+torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
+  const torch::Tensor y = x + attention(ln1(x));
+  return y + fc2(torch::gelu(fc1(ln2(y))));
+}
+
+GptStageImpl::GptStageImpl(const GptConfig& c, const StageCut& cut, int stage)
+    : first_(stage == 0), last_(stage == cut.num_stages() - 1) {
+  c.check();
+  DUALPIPE_REQUIRE(cut.num_layers() == c.layers, "the stage cut ", cut.to_string(), " has ", cut.num_layers(),
+                   " layers, the model ", c.layers);
+  DUALPIPE_REQUIRE(stage >= 0 && stage < cut.num_stages(), "stage ", stage, " is not one of the cut's ",
+                   cut.num_stages());
+  torch::NoGradGuard no_grad;
+  if (first_) {
+    tokens = register_module("tokens", torch::nn::Embedding(c.vocab, c.hidden));
+    positions = register_module("positions", torch::nn::Embedding(c.seq_len, c.hidden));
+    auto gen = generator(c.seed, kEmbeddingStream);
+    tokens->weight.normal_(0, kInitStd, gen);
+    positions->weight.normal_(0, kInitStd, gen);
+  }
+  const int first_layer = cut.first_layer(stage);
+  for (int i = 0; i < cut.layers_per_stage[stage]; ++i)
+    blocks_.push_back(register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i)));
+  if (last_) {
+    final_norm = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})));
+    // Not tied to the token embedding: that would couple the first and last stages' weights across ranks.
+    head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(c.hidden, c.vocab).bias(false)));
+    auto gen = generator(c.seed, kHeadStream);
+    head->weight.normal_(0, kInitStd, gen);
+  }
+}
+
+runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
+  TORCH_CHECK(inputs.size() == 1, "a transformer stage takes one tensor, got ", inputs.size());
+  torch::Tensor x = inputs[0];
+  if (first_) {
+    TORCH_CHECK(x.dim() == 2 && x.size(1) <= positions->weight.size(0), "token ids must be [rows, tokens] with at most ",
+                positions->weight.size(0), " tokens, got ", x.sizes());
+    const torch::Tensor where = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    x = tokens(x) + positions(where);
+  }
+  for (auto& block : blocks_) x = block(x);
+  if (last_) x = head(final_norm(x));
+  return {x};
+}
+
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches) {
+  const torch::Tensor loss = torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  return num_microbatches == 1 ? loss : loss / num_microbatches;
+}
+
+}  // namespace dualpipe::models

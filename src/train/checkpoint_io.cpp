@@ -1,0 +1,107 @@
+#include "checkpoint_io.h"
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dualpipe/atomic_file.h"
+#include "dualpipe/comm/channels.h"
+#include "dualpipe/error.h"
+#include "dualpipe/runtime/gather.h"
+
+namespace dualpipe::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kShardRecordTag = comm::application_tag(6);
+
+std::string shard_name(int stage) { return "stage-" + std::to_string(stage) + ".pt"; }
+
+CheckpointIdentity identity_of(const TrainConfig& c, const RunPlan& plan) {
+  return {plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
+          plan.model.layers, plan.cut.to_string(), c.ranks};
+}
+
+// For the test that kills a job while it saves (tests/train): DUALPIPE_TEST_KILL_BEFORE_MANIFEST=N makes rank
+// 0 die by SIGKILL once every shard of step N is written and before the manifest is, the worst moment.
+void maybe_die_before_manifest(int step) {
+  const char* when = std::getenv("DUALPIPE_TEST_KILL_BEFORE_MANIFEST");
+  if (when && std::atoi(when) == step) raise(SIGKILL);
+}
+
+}  // namespace
+
+std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step, const data::ReaderPosition& position,
+                            const std::map<int, StageState>& stages, comm::Communicator& communicator,
+                            std::chrono::milliseconds timeout) {
+  const std::string dir = step_directory(c.checkpoint_dir, step);
+  const int rank = communicator.rank();
+  if (rank == 0) {
+    std::error_code error;
+    fs::remove_all(dir, error);  // a leftover of a killed save, or this step saved by an earlier run
+    fs::create_directories(dir, error);
+    DUALPIPE_REQUIRE(!error, "cannot create the checkpoint directory ", dir, ": ", error.message());
+  }
+  communicator.barrier();
+
+  std::vector<int64_t> records;  // (stage, bytes, checksum) per shard this rank wrote
+  for (const auto& [s, state] : stages) {
+    if (plan.schedule.placement.rank_of(0, s) != rank) continue;  // the other replica's rank writes it
+    const std::string bytes = state.save();
+    write_file_atomically((fs::path(dir) / shard_name(s)).string(), bytes);
+    const uint64_t checksum = fnv1a64(bytes);
+    records.insert(records.end(), {s, static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)});
+  }
+  const auto gathered = runtime::gather_to_root(communicator, torch::tensor(records, torch::kLong), kShardRecordTag,
+                                                timeout);
+  if (rank != 0) return dir;
+
+  CheckpointManifest m;
+  m.step = step;
+  m.planned_steps = c.steps;
+  m.schedule = c.schedule;
+  m.microbatches = c.microbatches;
+  m.batch = c.batch;
+  m.seed = c.seed;
+  m.identity = identity_of(c, plan);
+  m.data_position = position;
+  for (const auto& part : gathered) {
+    const int64_t* r = part.data_ptr<int64_t>();
+    for (int64_t i = 0; i + 2 < part.numel(); i += 3)
+      m.shards.push_back({static_cast<int>(r[i]), shard_name(static_cast<int>(r[i])), static_cast<uint64_t>(r[i + 1]),
+                          static_cast<uint64_t>(r[i + 2])});
+  }
+  DUALPIPE_CHECK(static_cast<int>(m.shards.size()) == plan.cut.num_stages(), m.shards.size(), " shards for ",
+                 plan.cut.num_stages(), " stages");
+  maybe_die_before_manifest(step);
+  write_manifest(dir, m);
+  prune_checkpoints(c.checkpoint_dir, c.keep);
+  return dir;
+}
+
+std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const RunPlan& plan,
+                                              std::map<int, StageState>& stages, std::vector<std::string>* skipped) {
+  const auto dir = newest_complete_checkpoint(c.checkpoint_dir, skipped);
+  if (!dir) return std::nullopt;
+  Resumed resumed{*dir, read_manifest(*dir)};
+  check_identity(*dir, resumed.manifest.identity, identity_of(c, plan));
+  verify_shards(*dir, resumed.manifest);
+  for (auto& [s, state] : stages) {
+    const ShardRecord* shard = nullptr;
+    for (const ShardRecord& r : resumed.manifest.shards)
+      if (r.stage == s) shard = &r;
+    DUALPIPE_REQUIRE(shard, "checkpoint ", *dir, " has no shard for stage ", s);
+    const fs::path path = fs::path(*dir) / shard->file;
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    state.load(bytes.str(), path.string());
+  }
+  return resumed;
+}
+
+}  // namespace dualpipe::train

@@ -1,0 +1,192 @@
+#include "progress_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "dualpipe/error.h"
+#include "dualpipe/simulate.h"
+
+namespace dualpipe::train {
+namespace {
+
+using nlohmann::json;
+
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+std::string millions(int64_t n) { return fixed(n / 1e6, 2) + "M"; }
+
+}  // namespace
+
+ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const data::Corpus& corpus,
+                               int64_t train_sequences, int64_t validation_sequences)
+    : config_(c), plan_(plan), baseline_(corpus.unigram_entropy_nats()) {
+  const auto& m = plan.model;
+  const int64_t tokens = c.microbatches * c.batch * c.seq_len;
+  std::cout << "dualpipe train: a " << millions(m.parameter_count()) << "-parameter transformer language model ("
+            << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads, " << m.seq_len
+            << "-token context, byte-level vocabulary of " << m.vocab << ")\n"
+            << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
+            << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers; " << c.microbatches
+            << " micro-batches x " << c.batch << " sequences = " << tokens << " tokens per step"
+            << (c.recompute ? "; activation recomputation on" : "") << "\n"
+            << "  corpus: " << corpus.source << ", " << corpus.bytes() << " bytes; " << train_sequences
+            << " training and " << validation_sequences << " validation sequences\n"
+            << "  unigram baseline (byte frequencies alone): " << fixed(baseline_, 4) << " nats per byte\n"
+            << "  AdamW lr " << c.lr << " (warm-up " << c.warmup << " steps, cosine to " << c.min_lr
+            << "), weight decay " << c.weight_decay << ", clip " << c.clip << ", " << c.steps << " steps, seed "
+            << c.seed << ", 1 intra-op thread per rank\n\n";
+  std::printf("%5s  %9s  %9s  %9s  %8s  %9s  %9s\n", "step", "loss", "val loss", "tokens/s", "step ms", "lr",
+              "grad norm");
+  std::fflush(stdout);
+
+  if (c.metrics.empty()) return;
+  metrics_.open(c.metrics, std::ios::trunc);
+  DUALPIPE_REQUIRE(metrics_, "--metrics '", c.metrics, "' cannot be written");
+  write_metrics(json{{"type", "config"},
+                     {"schedule", plan.schedule.kind},
+                     {"ranks", c.ranks},
+                     {"microbatches", c.microbatches},
+                     {"batch", c.batch},
+                     {"seq_len", c.seq_len},
+                     {"layers", c.layers},
+                     {"hidden", c.hidden},
+                     {"heads", c.heads},
+                     {"stage_cut", plan.cut.to_string()},
+                     {"parameters", m.parameter_count()},
+                     {"steps", c.steps},
+                     {"lr", c.lr},
+                     {"min_lr", c.min_lr},
+                     {"warmup", c.warmup},
+                     {"weight_decay", c.weight_decay},
+                     {"clip", c.clip},
+                     {"seed", c.seed},
+                     {"recompute", c.recompute},
+                     {"corpus", corpus.source},
+                     {"corpus_bytes", corpus.bytes()},
+                     {"unigram_baseline", baseline_}}
+                    .dump());
+}
+
+void ProgressReport::write_metrics(const std::string& line) {
+  if (!metrics_.is_open()) return;
+  metrics_ << line << '\n';
+  metrics_.flush();
+  DUALPIPE_REQUIRE(metrics_, "--metrics '", config_.metrics, "': write failed (disk full?)");
+}
+
+void ProgressReport::resumed(const std::string& directory, int step, int planned_steps,
+                             const std::vector<std::string>& skipped) {
+  for (const auto& s : skipped) std::printf("       skipping incomplete checkpoint %s (no manifest)\n", s.c_str());
+  std::printf("       resumed from %s after step %d\n", directory.c_str(), step);
+  if (planned_steps != config_.steps)
+    std::printf("       warning: the checkpoint was written by a run of %d steps and this run has --steps %d: the "
+                "learning-rate schedule changes from here on\n",
+                planned_steps, config_.steps);
+  std::fflush(stdout);
+}
+
+void ProgressReport::step(const StepReport& r) {
+  steps_.push_back(r);
+  std::printf("%5d  %9.4f  %9s  %9.0f  %8.1f  %9.2e  %9.3f\n", r.step, r.loss, "", r.tokens_per_s, r.step_ms, r.lr,
+              r.grad_norm);
+  std::fflush(stdout);
+  json peaks = r.peak_activation_bytes;
+  write_metrics(json{{"type", "step"},
+                     {"step", r.step},
+                     {"loss", r.loss},
+                     {"tokens_per_s", r.tokens_per_s},
+                     {"step_ms", r.step_ms},
+                     {"lr", r.lr},
+                     {"grad_norm", r.grad_norm},
+                     {"bubble", r.bubble},
+                     {"peak_activation_bytes", peaks}}
+                    .dump());
+}
+
+void ProgressReport::evaluation(int step, double val_loss) {
+  if (first_val_ < 0) first_val_ = val_loss;
+  last_val_ = val_loss;
+  std::printf("%5d  %9s  %9.4f\n", step, "", val_loss);
+  std::fflush(stdout);
+  write_metrics(json{{"type", "eval"}, {"step", step}, {"val_loss", val_loss}}.dump());
+}
+
+void ProgressReport::reference_check(int losses, int gradients, double worst_cosine) {
+  std::printf("       step matches the single-process reference: %d losses bit-identical, %d gradients within "
+              "cosine distance 1e-13 (worst %.1e)\n",
+              losses, gradients, worst_cosine);
+  std::fflush(stdout);
+}
+
+void ProgressReport::checkpoint_saved(const std::string& directory) {
+  std::printf("       checkpoint %s\n", directory.c_str());
+  std::fflush(stdout);
+}
+
+void ProgressReport::summary(int replica_tensors_compared, const std::string& trace_path, size_t trace_events,
+                             double half_rtt_us, const std::string& sample) {
+  const Schedule& s = plan_.schedule;
+  std::cout << "\n";
+  if (s.placement.num_replicas() < 2) {
+    std::cout << "replicas: one copy of every stage under " << s.kind << ", nothing to compare\n";
+  } else {
+    std::cout << "replicas identical: all " << replica_tensors_compared << " parameter tensors bit-identical between "
+              << "the two copies of every stage\n";
+  }
+  if (!steps_.empty()) {
+    const size_t R = steps_.front().peak_activation_bytes.size();
+    std::vector<double> peak_bytes(R, 0);
+    std::vector<int> peak_live(R, 0);
+    for (const auto& r : steps_)
+      for (size_t i = 0; i < R; ++i) {
+        peak_bytes[i] = std::max(peak_bytes[i], r.peak_activation_bytes[i]);
+        peak_live[i] = std::max(peak_live[i], r.peak_live_activations[i]);
+      }
+    std::string bytes, live, planned;
+    for (double b : peak_bytes) bytes += " " + fixed(b / (1 << 20), 2);
+    for (int p : peak_live) live += " " + std::to_string(p);
+    const std::vector<int> plan = peak_activations(s);
+    for (int p : plan) planned += " " + std::to_string(p);
+    std::cout << "peak activation MiB per rank" << (config_.recompute ? " (with recomputation):" : ":") << bytes
+              << " measured";
+    if (config_.act_bytes > 0) {
+      std::string planned_bytes;
+      for (int p : plan) planned_bytes += " " + fixed(p * config_.act_bytes / (1 << 20), 2);
+      std::cout << "," << planned_bytes << " planned (act_bytes=" << config_.act_bytes << ")";
+    }
+    std::cout << "\npeak live stage activations per rank:" << live << " measured," << planned << " planned\n";
+
+    const StepReport& last = steps_.back();
+    double ms = 0, tokens = 0;
+    int n = 0;
+    for (const auto& r : steps_)
+      if (r.step > steps_.front().step || steps_.size() == 1) {
+        ms += r.step_ms;
+        tokens += r.tokens_per_s;
+        ++n;
+      }
+    std::cout << "loss " << fixed(steps_.front().loss, 4) << " -> " << fixed(last.loss, 4);
+    if (last_val_ >= 0)
+      std::cout << "; validation " << fixed(first_val_, 4) << " -> " << fixed(last_val_, 4) << " ("
+                << (last_val_ < baseline_ ? fixed(baseline_ - last_val_, 3) + " below" :
+                                            fixed(last_val_ - baseline_, 3) + " above")
+                << " the unigram baseline " << fixed(baseline_, 4) << ")";
+    std::cout << "\nmean step " << fixed(ms / std::max(n, 1), 1) << " ms, " << fixed(tokens / std::max(n, 1), 0)
+              << " tokens/s (after the first step)\n";
+  }
+  if (!trace_path.empty())
+    std::cout << "trace: " << trace_path << " (" << trace_events << " events, clocks aligned to rank 0 within "
+              << fixed(half_rtt_us, 0) << " us); dualpipe compare --trace " << trace_path << "\n";
+  if (!sample.empty()) std::cout << "\nsample (" << config_.sample_tokens << " bytes after the prompt, temperature "
+                                 << config_.temperature << "):\n" << sample << "\n";
+  std::cout.flush();
+}
+
+}  // namespace dualpipe::train

@@ -1,0 +1,50 @@
+// What rank 0 tells the user and the metrics file while training (internal to the trainer): the header, one
+// line per step and per evaluation, the checks, the summary and the sample. Metrics are JSON lines (docs/train.md):
+// a config record, then step and eval records, with every float at full precision so that runs compare exactly.
+#pragma once
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "dualpipe/data/corpus.h"
+#include "dualpipe/train/run_plan.h"
+
+namespace dualpipe::train {
+
+// One step as measured on every rank, reduced on rank 0.
+struct StepReport {
+  int step = 0;
+  double loss = 0, step_ms = 0, tokens_per_s = 0, lr = 0, grad_norm = 0;
+  double bubble = 0;  // (max span - max busy) / max span over ranks
+  std::vector<double> peak_activation_bytes;  // per rank
+  std::vector<int> peak_live_activations;     // per rank
+};
+
+class ProgressReport {
+ public:
+  // Opens --metrics (truncating it) and writes the config record; prints the run's header.
+  ProgressReport(const TrainConfig& config, const RunPlan& plan, const data::Corpus& corpus, int64_t train_sequences,
+                 int64_t validation_sequences);
+
+  void resumed(const std::string& directory, int step, int planned_steps, const std::vector<std::string>& skipped);
+  void step(const StepReport& report);
+  void evaluation(int step, double val_loss);
+  void reference_check(int losses, int gradients, double worst_cosine);
+  void checkpoint_saved(const std::string& directory);
+  // The end: replica check, memory (measured and planned), losses against the baseline, timing, trace, sample.
+  void summary(int replica_tensors_compared, const std::string& trace_path, size_t trace_events, double half_rtt_us,
+               const std::string& sample);
+
+ private:
+  void write_metrics(const std::string& json_line);
+
+  const TrainConfig& config_;
+  const RunPlan& plan_;
+  double baseline_ = 0;
+  std::ofstream metrics_;
+  std::vector<StepReport> steps_;
+  double first_val_ = -1, last_val_ = -1;
+};
+
+}  // namespace dualpipe::train

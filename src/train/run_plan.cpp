@@ -1,0 +1,70 @@
+#include "dualpipe/train/run_plan.h"
+
+#include <cmath>
+
+#include "dualpipe/data/byte_tokenizer.h"
+#include "dualpipe/error.h"
+#include "dualpipe/generators.h"
+#include "dualpipe/train/checkpoint.h"
+#include "training_data.h"
+
+namespace dualpipe::train {
+
+RunPlan make_run_plan(const TrainConfig& c) {
+  DUALPIPE_REQUIRE(c.ranks >= 1 && c.ranks <= 64, "--ranks must be between 1 and 64 local processes, got ", c.ranks);
+  DUALPIPE_REQUIRE(c.microbatches >= 1 && c.microbatches <= 4096, "--microbatches must be between 1 and 4096, got ",
+                   c.microbatches);
+  DUALPIPE_REQUIRE(c.batch >= 1 && c.batch <= 65536, "--batch (sequences per micro-batch) must be between 1 and "
+                   "65536, got ", c.batch);
+  DUALPIPE_REQUIRE(c.steps >= 1 && c.steps <= 10000000, "--steps must be between 1 and 10^7, got ", c.steps);
+  DUALPIPE_REQUIRE(c.eval_every >= 0, "--eval-every must be 0 (only before and after) or more steps, got ",
+                   c.eval_every);
+  DUALPIPE_REQUIRE(std::isfinite(c.weight_decay) && c.weight_decay >= 0 && c.weight_decay < 1,
+                   "--weight-decay must be in [0, 1), got ", c.weight_decay);
+  DUALPIPE_REQUIRE(std::isfinite(c.clip) && c.clip >= 0, "--clip must be 0 (off) or a positive norm, got ", c.clip);
+  DUALPIPE_REQUIRE(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1,
+                   "AdamW betas must be in [0, 1), got ", c.beta1, " and ", c.beta2);
+  DUALPIPE_REQUIRE(c.sample_tokens >= 0 && c.sample_tokens <= 100000, "--sample-tokens must be between 0 and "
+                   "100000, got ", c.sample_tokens);
+  DUALPIPE_REQUIRE(std::isfinite(c.temperature) && c.temperature >= 0 && c.temperature <= 100,
+                   "--temperature must be between 0 (greedy) and 100, got ", c.temperature);
+  DUALPIPE_REQUIRE(c.sample_tokens == 0 || !c.prompt.empty(), "--prompt must not be empty (or use --sample-tokens 0)");
+  DUALPIPE_REQUIRE(std::isfinite(c.act_bytes) && c.act_bytes >= 0, "--act-bytes must be a number of bytes >= 0, got ",
+                   c.act_bytes);
+  DUALPIPE_REQUIRE(c.timeout_seconds > 0 && c.timeout_seconds <= 86400,
+                   "--timeout must be between 0 and 86400 seconds, got ", c.timeout_seconds);
+  DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
+                   " and ", c.keep);
+  DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),
+                   "--save-every, --keep and --resume need --checkpoint-dir DIR");
+
+  RunPlan plan;
+  ScheduleOptions so;
+  so.num_ranks = c.ranks;
+  so.num_microbatches = c.microbatches;
+  so.stages_per_rank = c.stages_per_rank;
+  plan.schedule = make_schedule(c.schedule, so);
+  const int stages = plan.schedule.num_stages;
+  DUALPIPE_REQUIRE(c.layers >= stages, "--layers ", c.layers, " is fewer than the ", stages, " stages of ",
+                   c.schedule, " on ", c.ranks, " ranks: every stage needs at least one layer");
+  plan.cut = c.layers_per_stage.empty() ? models::StageCut::balanced(c.layers, stages)
+                                        : models::StageCut::parse(c.layers_per_stage, c.layers, stages);
+  plan.model.vocab = data::ByteTokenizer::kVocabSize;
+  plan.model.seq_len = c.seq_len;
+  plan.model.hidden = c.hidden;
+  plan.model.heads = c.heads;
+  plan.model.layers = c.layers;
+  plan.model.seed = c.seed;
+  plan.model.check();
+  plan.lr = {c.lr, c.min_lr, c.warmup, c.steps};
+  plan.lr.check();
+  return plan;
+}
+
+void check_config(const TrainConfig& c) {
+  make_run_plan(c);
+  load_training_data(c);
+  if (!c.checkpoint_dir.empty()) prepare_checkpoint_dir(c.checkpoint_dir);
+}
+
+}  // namespace dualpipe::train

@@ -1,0 +1,28 @@
+// One pipeline stage as the trainer holds it: the module and its own AdamW. An optimizer per stage (not per
+// rank) makes a stage's checkpoint shard self-contained, so a run with another schedule but the same cut can
+// load it whichever rank now holds the stage.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "dualpipe/models/gpt.h"
+#include "dualpipe/train/train_config.h"
+
+namespace dualpipe::train {
+
+struct StageState {
+  models::GptStage module{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+
+  StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage);
+  void set_lr(double lr);
+  // Parameters and optimizer state, serialized (a checkpoint shard), and back. load throws InvalidArgument
+  // naming `what` when the bytes do not hold this stage's tensors with these shapes.
+  std::string save() const;
+  void load(const std::string& bytes, const std::string& what);
+};
+
+}  // namespace dualpipe::train

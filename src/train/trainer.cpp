@@ -1,0 +1,322 @@
+#include "dualpipe/train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "checkpoint_io.h"
+#include "correctness_checks.h"
+#include "dualpipe/comm/channels.h"
+#include "dualpipe/comm/gloo_communicator.h"
+#include "dualpipe/data/byte_tokenizer.h"
+#include "dualpipe/runtime/clock_sync.h"
+#include "dualpipe/runtime/executor.h"
+#include "dualpipe/runtime/gather.h"
+#include "dualpipe/runtime/trace_gather.h"
+#include "dualpipe/trace.h"
+#include "progress_report.h"
+#include "training_data.h"
+
+namespace dualpipe::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kStepStatsTag = comm::application_tag(1);
+constexpr int kReplicaStatsTag = comm::application_tag(2);
+constexpr int kNormTag = comm::application_tag(3);
+constexpr int kEvalTag = comm::application_tag(4);
+constexpr int kSampleTag = comm::application_tag(5);
+constexpr uint64_t kSampleStream = 0x5A3D1E;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
+  return out;
+}
+
+// What every rank reports to rank 0 after each step (one double each, in this order).
+enum StepField { kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kFields };
+
+// Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
+// records[from..]: the spec's per-rank quantities, measured.
+std::pair<double, double> span_and_busy(const runtime::Executor& executor, size_t from) {
+  const auto& records = executor.recorded_actions();
+  const auto& actions = executor.lowered_schedule().actions[executor.pipeline_rank()];
+  Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
+  double busy = 0;
+  for (size_t i = from; i < records.size(); ++i) {
+    if (!actions[records[i].index].is_compute()) continue;
+    first = std::min(first, records[i].start);
+    last = std::max(last, records[i].end);
+    busy += std::chrono::duration<double, std::micro>(records[i].end - records[i].start).count();
+  }
+  if (first > last) return {0.0, 0.0};
+  return {std::chrono::duration<double, std::micro>(last - first).count(), busy};
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator)
+      : c_(c), plan_(make_run_plan(c)), data_(load_training_data(c)), comm_(std::move(communicator)),
+        timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
+    DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
+                     ": start one process per pipeline rank");
+    const int64_t per_step = static_cast<int64_t>(c.microbatches) * c.batch;
+    DUALPIPE_REQUIRE(data_.reader.validation_windows() >= per_step, "the validation split holds ",
+                     data_.reader.validation_windows(), " sequences of --seq-len ", c.seq_len, ", fewer than one step's ",
+                     per_step, " (--microbatches x --batch): use more --data or a shorter --seq-len");
+    rank_ = comm_->rank();
+    const Schedule& s = plan_.schedule;
+    std::map<int, std::shared_ptr<runtime::Stage>> stages;
+    for (int m = 0; m < s.num_microbatches; ++m)
+      for (int st = 0; st < s.num_stages; ++st)
+        if (s.placement.rank(st, m) == rank_ && !stages_.count(st)) {
+          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st));
+          stages.emplace(st, runtime::make_list_stage(stages_.at(st).module));
+        }
+    runtime::ExecutorOptions options;
+    options.timeout = timeout_;
+    options.recompute = c.recompute;
+    options.record_trace = true;
+    options.measure_memory = true;
+    // Training declares its fixed shapes (checked once, buffers posted ahead). Evaluation and sampling (whose
+    // context grows) run on an executor of their own that declares none, so the trace's steps are training steps.
+    runtime::ExecutorOptions forward_only = options;
+    forward_only.record_trace = false;
+    forward_only.measure_memory = false;
+    const int64_t b = c.batch, T = c.seq_len;
+    options.boundaries.push_back({{{b, T}, torch::kLong, c10::kCPU, false}});
+    for (int st = 1; st < s.num_stages; ++st) options.boundaries.push_back({{{b, T, c.hidden}, torch::kFloat}});
+    options.boundaries.push_back({{{b, T, plan_.model.vocab}, torch::kFloat}});
+    executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
+    forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
+    clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
+    if (rank_ == 0)
+      report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
+                                                 data_.reader.validation_windows());
+  }
+
+  void run() {
+    int step = 0;
+    if (c_.resume) step = resume();
+    if (!c_.checkpoint_dir.empty()) prepare_checkpoint_dir(c_.checkpoint_dir);
+    evaluate(step);
+    for (++step; step <= c_.steps; ++step) {
+      train_step(step);
+      if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
+      const bool save_now = c_.save_every > 0 ? step % c_.save_every == 0 : step == c_.steps;
+      if (!c_.checkpoint_dir.empty() && (save_now || step == c_.steps)) {
+        const std::string dir = save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, *comm_, timeout_);
+        if (report_) report_->checkpoint_saved(dir);
+      }
+    }
+    evaluate(c_.steps);
+    finish();
+  }
+
+ private:
+  int resume() {
+    std::vector<std::string> skipped;
+    const auto resumed = load_newest_checkpoint(c_, plan_, stages_, &skipped);
+    if (!resumed) {
+      if (report_) std::printf("       no complete checkpoint in %s: starting from step 0\n", c_.checkpoint_dir.c_str());
+      return 0;
+    }
+    data_.reader.restore(resumed->manifest.data_position);
+    if (report_) report_->resumed(resumed->directory, resumed->manifest.step, resumed->manifest.planned_steps, skipped);
+    return resumed->manifest.step;
+  }
+
+  // The micro-batches of `batch` as [rows, seq_len] inputs and targets, indexed by micro-batch.
+  std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> microbatches(const data::SequenceBatch& batch) {
+    auto [inputs, targets] = to_tensors(batch);
+    return {inputs.chunk(c_.microbatches, 0), targets.chunk(c_.microbatches, 0)};
+  }
+
+  runtime::StepArgs step_args(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
+    runtime::StepArgs args;
+    for (int m : executor_->entering_microbatches()) args.microbatch_inputs.push_back({inputs[m]});
+    for (int m : executor_->loss_microbatches()) args.microbatch_labels.push_back({targets[m]});
+    const int M = c_.microbatches;
+    args.criterion = [M](const runtime::Tensors& logits, const runtime::Tensors& labels) {
+      return models::next_token_loss(logits.at(0), labels.at(0), M);
+    };
+    args.num_microbatches = M;
+    return args;
+  }
+
+  // The global gradient norm over every stage once (first replicas only), clipped to --clip on every copy.
+  double clip_gradients() {
+    double squares = 0;
+    for (auto& [s, state] : stages_) {
+      if (plan_.schedule.placement.rank_of(0, s) != rank_) continue;
+      for (const auto& p : state.module->parameters())
+        if (p.grad().defined()) squares += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    }
+    const double norm =
+        std::sqrt(runtime::sum_over_ranks(*comm_, torch::full({1}, squares, torch::kDouble), kNormTag, timeout_)
+                      .item<double>());
+    if (c_.clip > 0 && norm > c_.clip) {
+      const double scale = c_.clip / (norm + 1e-6);
+      for (auto& [s, state] : stages_)
+        for (auto& p : state.module->parameters())
+          if (p.grad().defined()) p.grad().mul_(scale);
+    }
+    return norm;
+  }
+
+  void train_step(int step) {
+    const auto [inputs, targets] = microbatches(data_.reader.next(static_cast<int64_t>(c_.microbatches) * c_.batch));
+    const size_t first_record = executor_->recorded_actions().size();
+    const auto start = Clock::now();
+    for (auto& [s, state] : stages_) state.optimizer->zero_grad();
+    const runtime::StepResult result = executor_->step(step_args(inputs, targets));
+    executor_->reduce_replica_gradients();
+    double step_ms = ms_since(start);
+    ReferenceCheck check;
+    if (step == 1) {
+      check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_);
+      if (!check.problems.empty())
+        throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
+    }
+    const auto update_start = Clock::now();
+    const double grad_norm = clip_gradients();
+    const double lr = plan_.lr.at(step);
+    for (auto& [s, state] : stages_) {
+      state.set_lr(lr);
+      state.optimizer->step();
+    }
+    step_ms += ms_since(update_start);
+
+    torch::Tensor stats = torch::zeros({kFields}, torch::kDouble);
+    double* f = stats.data_ptr<double>();
+    for (int m : executor_->loss_microbatches()) f[kLossSum] += result.losses[m].item<double>();
+    f[kStepMs] = step_ms;
+    std::tie(f[kSpanUs], f[kBusyUs]) = span_and_busy(*executor_, first_record);
+    f[kChecked] = check.losses_compared;
+    f[kGradsChecked] = check.gradients_compared;
+    f[kWorstCosine] = check.worst_cosine_distance;
+    f[kPeakBytes] = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
+    f[kPeakLive] = executor_->last_step_stats().peak_live_activations;
+    const auto gathered = runtime::gather_to_root(*comm_, stats, kStepStatsTag, timeout_);
+    if (!report_) return;
+    StepReport r;
+    r.step = step;
+    r.lr = lr;
+    r.grad_norm = grad_norm;
+    double span = 0, busy = 0, losses = 0, grads = 0, worst = 0;
+    for (const auto& t : gathered) {
+      const double* g = t.data_ptr<double>();
+      r.loss += g[kLossSum];
+      r.step_ms = std::max(r.step_ms, g[kStepMs]);
+      span = std::max(span, g[kSpanUs]);
+      busy = std::max(busy, g[kBusyUs]);
+      losses += g[kChecked];
+      grads += g[kGradsChecked];
+      worst = std::max(worst, g[kWorstCosine]);
+      r.peak_activation_bytes.push_back(g[kPeakBytes]);
+      r.peak_live_activations.push_back(static_cast<int>(g[kPeakLive]));
+    }
+    r.bubble = span > 0 ? (span - busy) / span : 0;
+    r.tokens_per_s = c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
+    report_->step(r);
+    if (step == 1) report_->reference_check(static_cast<int>(losses), static_cast<int>(grads), worst);
+  }
+
+  // Mean loss over one step's worth of validation sequences, through the forward-only mode.
+  void evaluate(int step) {
+    const auto [inputs, targets] = microbatches(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
+    torch::NoGradGuard no_grad;
+    const runtime::StepResult result = forward_only_->step(step_args(inputs, targets));
+    double sum = 0;
+    for (int m : forward_only_->loss_microbatches()) sum += result.losses[m].item<double>();
+    const double total = runtime::sum_over_ranks(*comm_, torch::full({1}, sum, torch::kDouble), kEvalTag, timeout_)
+                             .item<double>();
+    if (report_) report_->evaluation(step, total);
+  }
+
+  // --sample-tokens bytes after --prompt, one pipeline forward per byte; every micro-batch carries the same
+  // context, the rank where micro-batch 0 leaves the pipeline draws the next byte and tells the others.
+  std::string sample() {
+    if (c_.sample_tokens == 0) return "";
+    data::ByteTokenizer tokenizer;
+    std::vector<int64_t> text = tokenizer.encode(c_.prompt);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(c_.seed ^ kSampleStream);
+    torch::NoGradGuard no_grad;
+    const auto& exits = forward_only_->loss_microbatches();
+    const bool draws = std::find(exits.begin(), exits.end(), 0) != exits.end();
+    for (int i = 0; i < c_.sample_tokens; ++i) {
+      const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c_.seq_len));
+      const torch::Tensor context =
+          torch::tensor(std::vector<int64_t>(text.end() - n, text.end()), torch::kLong).reshape({1, -1});
+      runtime::StepArgs args;
+      for (size_t k = 0; k < forward_only_->entering_microbatches().size(); ++k) args.microbatch_inputs.push_back({context});
+      args.num_microbatches = c_.microbatches;
+      args.return_outputs = true;
+      const runtime::StepResult result = forward_only_->step(args);
+      double next = 0;
+      if (draws) {
+        const torch::Tensor logits = result.outputs[0][0][0][-1].to(torch::kDouble);
+        next = c_.temperature == 0 ? logits.argmax().item<double>()
+                                   : torch::softmax(logits / c_.temperature, -1).multinomial(1, false, gen).item<double>();
+      }
+      next = runtime::sum_over_ranks(*comm_, torch::full({1}, next, torch::kDouble), kSampleTag, timeout_).item<double>();
+      text.push_back(static_cast<int64_t>(next));
+    }
+    return tokenizer.decode(text);
+  }
+
+  void finish() {
+    const ReplicaCheck replicas = compare_replicas(plan_.schedule.placement, rank_, stages_, *comm_, timeout_);
+    if (!replicas.problems.empty())
+      throw Error("replicas differ after " + std::to_string(c_.steps) + " steps:\n" + join(replicas.problems));
+    // Reaching this gather means this rank's replicas matched; rank 0 counts the comparisons.
+    const auto counts = runtime::gather_to_root(
+        *comm_, torch::full({1}, double(replicas.tensors_compared), torch::kDouble), kReplicaStatsTag, timeout_);
+    int compared = 0;
+    for (const auto& t : counts) compared += static_cast<int>(t.item<double>());
+    const std::string text = sample();
+    const Trace trace = runtime::gather_trace(*executor_, *comm_, clock_, timeout_);
+    std::string trace_path;
+    if (rank_ == 0 && !c_.trace.empty()) {
+      trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();
+      write_trace_file(trace_path, trace);
+    }
+    // Each pair was compared twice, once from each side.
+    if (report_) report_->summary(compared / 2, trace_path, trace.events.size(), clock_.round_trip_ns / 2000.0, text);
+    comm_->barrier();  // rank 0 hosts the rendezvous store: leave together
+  }
+
+  const TrainConfig& c_;
+  RunPlan plan_;
+  TrainingData data_;
+  std::shared_ptr<comm::Communicator> comm_;
+  std::chrono::milliseconds timeout_;
+  int rank_ = 0;
+  std::map<int, StageState> stages_;
+  std::unique_ptr<runtime::Executor> executor_, forward_only_;
+  runtime::ClockSync clock_;
+  std::unique_ptr<ProgressReport> report_;
+};
+
+}  // namespace
+
+void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator) {
+  at::set_num_threads(1);
+  Trainer(config, std::move(communicator)).run();
+}
+
+void run_training_rank(const TrainConfig& config) {
+  make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
+  run_training_rank(config, comm::GlooCommunicator::from_environment(timeout));
+}
+
+}  // namespace dualpipe::train

@@ -1,0 +1,170 @@
+// The pieces of the training library checked on their own against values worked out by hand: the stage cut,
+// the learning-rate schedule, the model's independence of its cut, and the checkpoint manifest's checks.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "dualpipe/error.h"
+#include "dualpipe/models/gpt.h"
+#include "dualpipe/train/checkpoint.h"
+#include "dualpipe/train/lr_schedule.h"
+
+namespace dualpipe::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(StageCut, BalancedPutsTheLargerPartsFirst) {
+  EXPECT_EQ(models::StageCut::balanced(10, 4).layers_per_stage, (std::vector<int>{3, 3, 2, 2}));
+  EXPECT_EQ(models::StageCut::balanced(8, 8).layers_per_stage, std::vector<int>(8, 1));
+  EXPECT_EQ(models::StageCut::parse("3,4,4,3", 14, 4).first_layer(2), 7);
+  EXPECT_THROW(models::StageCut::balanced(3, 4), InvalidArgument);
+}
+
+TEST(StageCut, ParseNamesWhatIsWrong) {
+  auto message = [](const std::string& text, int layers, int stages) {
+    try {
+      models::StageCut::parse(text, layers, stages);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message("3,4,4", 14, 4).find("gives 3 stages, but the schedule has 4"), std::string::npos);
+  EXPECT_NE(message("3,4,4,2", 14, 4).find("adds up to 13 layers, but --layers is 14"), std::string::npos);
+  EXPECT_NE(message("3,0,4,7", 14, 4).find("'0' is not a positive layer count"), std::string::npos);
+  EXPECT_NE(message("3,,4,7", 14, 4).find("'' is not a positive layer count"), std::string::npos);
+  EXPECT_NE(message("3,4x,4,3", 14, 4).find("'4x'"), std::string::npos);
+}
+
+TEST(LrSchedule, WarmsUpLinearlyThenFollowsTheCosineToMinLr) {
+  // 3 warm-up steps of 1/4, 2/4, 3/4; the cosine runs over steps 4 to 12.
+  const LrSchedule s{1.0, 0.1, 3, 12};
+  EXPECT_DOUBLE_EQ(s.at(1), 0.25);
+  EXPECT_DOUBLE_EQ(s.at(3), 0.75);
+  EXPECT_DOUBLE_EQ(s.at(4), 1.0);
+  EXPECT_NEAR(s.at(8), 0.55, 1e-15);  // halfway: 0.1 + 0.9 * (1 + cos(pi/2)) / 2
+  EXPECT_DOUBLE_EQ(s.at(12), 0.1);
+  EXPECT_DOUBLE_EQ(s.at(20), 0.1);  // past the planned steps (a resumed run with more --steps)
+}
+
+TEST(Gpt, TheModelIsTheSameWhicheverCutBuildsIt) {
+  models::GptConfig c;
+  c.hidden = 16;
+  c.heads = 2;
+  c.layers = 4;
+  c.seq_len = 8;
+  c.seed = 3;
+  const torch::Tensor ids = torch::randint(256, {2, 8}, torch::kLong);
+  auto run = [&](const models::StageCut& cut) {
+    runtime::Tensors x = {ids};
+    for (int s = 0; s < cut.num_stages(); ++s) x = models::GptStage(c, cut, s)->forward(x);
+    return x[0];
+  };
+  const torch::Tensor whole = run(models::StageCut{{4}});
+  EXPECT_EQ(whole.sizes(), (std::vector<int64_t>{2, 8, 256}));
+  EXPECT_TRUE(torch::equal(run(models::StageCut{{1, 3}}), whole));
+  EXPECT_TRUE(torch::equal(run(models::StageCut{{2, 1, 1}}), whole));
+  // The parameter count formula against the modules.
+  int64_t counted = 0;
+  for (int s = 0; s < 2; ++s)
+    for (const auto& p : models::GptStage(c, models::StageCut{{1, 3}}, s)->parameters()) counted += p.numel();
+  EXPECT_EQ(counted, c.parameter_count());
+}
+
+TEST(Gpt, PositionIAttendsOnlyToPositionsUpToI) {
+  models::GptConfig c;
+  c.hidden = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.seq_len = 8;
+  models::GptStage model(c, models::StageCut{{2}}, 0);
+  torch::Tensor ids = torch::randint(256, {1, 8}, torch::kLong);
+  const torch::Tensor before = model->forward({ids})[0];
+  ids[0][5] = (ids[0][5].item<int64_t>() + 1) % 256;
+  const torch::Tensor after = model->forward({ids})[0];
+  EXPECT_TRUE(torch::equal(before.slice(1, 0, 5), after.slice(1, 0, 5)));
+  EXPECT_FALSE(torch::equal(before.slice(1, 5, 8), after.slice(1, 5, 8)));
+}
+
+TEST(NextTokenLoss, UniformLogitsCostLnVocab) {
+  const torch::Tensor logits = torch::zeros({2, 3, 256});
+  const torch::Tensor targets = torch::randint(256, {2, 3}, torch::kLong);
+  EXPECT_NEAR(models::next_token_loss(logits, targets).item<double>(), std::log(256.0), 1e-6);
+  EXPECT_NEAR(models::next_token_loss(logits, targets, 4).item<double>(), std::log(256.0) / 4, 1e-6);
+}
+
+class Checkpoints : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/dualpipe_ckpt_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // A complete checkpoint of `step` with one shard holding `payload`.
+  void write(int step, const std::string& payload, bool manifest = true) {
+    const std::string d = step_directory(dir_, step);
+    fs::create_directories(d);
+    std::ofstream(d + "/stage-0.pt", std::ios::binary) << payload;
+    CheckpointManifest m;
+    m.step = step;
+    m.identity = identity;
+    m.shards.push_back({0, "stage-0.pt", payload.size(), fnv1a64(payload)});
+    if (manifest) write_manifest(d, m);
+  }
+  std::string dir_;
+  CheckpointIdentity identity{256, 16, 32, 2, 8, "2,2,2,2", 4};
+};
+
+TEST_F(Checkpoints, TheNewestCompleteOneIsFoundAndIncompleteOnesAreReported) {
+  write(2, "two");
+  write(10, "ten");
+  write(12, "twelve", /*manifest=*/false);
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newest_complete_checkpoint(dir_, &skipped), step_directory(dir_, 10));
+  EXPECT_EQ(skipped, std::vector<std::string>{step_directory(dir_, 12)});
+  const CheckpointManifest m = read_manifest(step_directory(dir_, 10));
+  EXPECT_EQ(m.step, 10);
+  EXPECT_NO_THROW(verify_shards(step_directory(dir_, 10), m));
+  EXPECT_NO_THROW(check_identity("x", m.identity, identity));
+}
+
+TEST_F(Checkpoints, AFlippedByteATruncationAndAnotherShapeAreRefused) {
+  write(4, "0123456789");
+  const std::string d = step_directory(dir_, 4);
+  const CheckpointManifest m = read_manifest(d);
+  std::ofstream(d + "/stage-0.pt", std::ios::binary | std::ios::trunc) << "0123456788";
+  EXPECT_THROW(verify_shards(d, m), InvalidArgument);
+  std::ofstream(d + "/stage-0.pt", std::ios::binary | std::ios::trunc) << "012345678";
+  EXPECT_THROW(verify_shards(d, m), InvalidArgument);
+  CheckpointIdentity other = identity;
+  other.world_size = 2;
+  try {
+    check_identity(d, m.identity, other);
+    FAIL() << "accepted another world size";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("world size (--ranks) 4, this run has 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Checkpoints, KeepPrunesTheOldestCompleteOnes) {
+  for (int step : {2, 4, 6, 8}) write(step, "x");
+  write(10, "partial", false);
+  prune_checkpoints(dir_, 2);
+  for (int step : {2, 4}) EXPECT_FALSE(fs::exists(step_directory(dir_, step))) << step;
+  for (int step : {6, 8, 10}) EXPECT_TRUE(fs::exists(step_directory(dir_, step))) << step;
+}
+
+TEST_F(Checkpoints, ACheckpointDirThatIsAFileIsRefused) {
+  const std::string file = dir_ + "/file";
+  std::ofstream(file) << "x";
+  EXPECT_THROW(prepare_checkpoint_dir(file), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace dualpipe::train
