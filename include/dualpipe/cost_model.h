@@ -53,4 +53,10 @@ struct CostModel {
   std::string to_string() const;
 };
 
+// Comparisons hold the model fixed: per_slice holds the costs of one rank's 1/R slice of the model, and a schedule
+// that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) runs each stage at R/S of them (act_bytes
+// too). A scale list with R values (one per slice) gives every stage cut from a slice that slice's multiplier; a
+// list with S values is taken as it is; any other length is refused, naming both counts.
+CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages);
+
 }  // namespace dualpipe

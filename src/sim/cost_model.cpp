@@ -160,6 +160,29 @@ void CostModel::check_stages(int num_stages) const {
                    " stages; give one multiplier per stage");
 }
 
+CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages) {
+  DUALPIPE_REQUIRE(num_ranks >= 1 && num_stages >= num_ranks, "costs per stage need 1 <= R <= S, got R=", num_ranks,
+                   " S=", num_stages);
+  CostModel costs = per_slice;
+  const double k = static_cast<double>(num_ranks) / num_stages;
+  costs.forward *= k;
+  costs.backward *= k;
+  costs.weight *= k;
+  if (costs.overlapped) *costs.overlapped *= k;
+  costs.activation_bytes *= k;  // a stage holds R/S of the model, and so of its activations
+  const int given = static_cast<int>(costs.stage_scale.size());
+  if (given == num_ranks && num_stages != num_ranks) {
+    std::vector<double> per_stage(num_stages);
+    for (int s = 0; s < num_stages; ++s)
+      per_stage[s] = per_slice.stage_scale[static_cast<std::size_t>(s) * num_ranks / num_stages];
+    costs.stage_scale = std::move(per_stage);
+  }
+  DUALPIPE_REQUIRE(costs.stage_scale.empty() || static_cast<int>(costs.stage_scale.size()) == num_stages,
+                   "cost scale has ", given, " values; comparing schedules on R=", num_ranks,
+                   " ranks needs one per 1/R of the model (", num_ranks, " values)");
+  return costs;
+}
+
 std::string CostModel::to_string() const {
   std::string out = "F=" + number(forward) + ",B=" + number(backward) + ",W=" + number(weight) +
                     ",FB=" + number(overlapped.value_or(forward + backward)) + ",comm=" + number(comm);

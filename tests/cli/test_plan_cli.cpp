@@ -86,3 +86,79 @@ TEST(SimulateCli, StrictCostsExitTwoNamingTheRule) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string temp_path(const std::string& name) { return testing::TempDir() + "/dualpipe_plan_cli_" + name; }
+
+TEST(PlanCli, OutputValidatesAndRoundTripsThroughSimulate) {
+  for (const std::string placement : {"linear", "v", "two"}) {
+    for (const std::string format : {"text", "csv"}) {
+      SCOPED_TRACE(placement + " " + format);
+      const std::string args = "plan -r 4 -m 8 --cost F=1,B=2,W=1,comm=0.1,w_mem=0.5 --memory-limit 4 --placements " +
+                               placement;
+      const CommandResult json = dualpipe(args + " --format json");
+      ASSERT_EQ(json.status, 0) << json.out;
+      const nlohmann::json j = nlohmann::json::parse(json.out);
+      EXPECT_LE(j["peak_activations_per_slice"].get<double>(), 4 + 1e-9);
+      const std::string path = temp_path(placement + "." + (format == "csv" ? "csv" : "txt"));
+      const CommandResult written = dualpipe(args + " --format " + format + " -o " + path);
+      ASSERT_EQ(written.status, 0) << written.out;
+      // `schedule --from` validates; `simulate --from` with the plan's own (per stage) costs gives its makespan.
+      const CommandResult checked = dualpipe("schedule --from " + path);
+      EXPECT_EQ(checked.status, 0) << checked.out;
+      const CommandResult sim =
+          dualpipe("simulate --from " + path + " --cost " + j["costs"].get<std::string>() + " --format json");
+      ASSERT_EQ(sim.status, 0) << sim.out;
+      const nlohmann::json s = nlohmann::json::parse(sim.out);
+      EXPECT_NEAR(s["makespan"].get<double>(), j["makespan"].get<double>(), 1e-9);
+      EXPECT_EQ(s["per_rank"].size(), 4u);
+    }
+  }
+}
+
+TEST(PlanCli, MemoryLimitInBytes) {
+  // act_bytes = 1e6 per 1/R slice activation: 3MB is 3 activations, the same plan as --memory-limit 3.
+  const CommandResult bytes = dualpipe("plan -r 4 -m 8 --cost act_bytes=1e6 --memory-limit 3MB --format json");
+  const CommandResult units = dualpipe("plan -r 4 -m 8 --cost act_bytes=1e6 --memory-limit 3 --format json");
+  ASSERT_EQ(bytes.status, 0) << bytes.out;
+  const nlohmann::json a = nlohmann::json::parse(bytes.out), b = nlohmann::json::parse(units.out);
+  EXPECT_DOUBLE_EQ(a["memory_limit"].get<double>(), 3);
+  EXPECT_EQ(a["makespan"], b["makespan"]);
+  EXPECT_EQ(a["actions"], b["actions"]);
+}
+
+TEST(PlanCli, BadInputExitsTwoNamingTheValueAndTheRule) {
+  const std::string not_dualpipe = temp_path("not_dualpipe.json");
+  {
+    FILE* f = std::fopen(not_dualpipe.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("{\"traceEvents\": []}\n", f);
+    std::fclose(f);
+  }
+  struct Case {
+    std::string args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"plan -r 4 -m 8 --memory-limit 0.5", "below the feasible minimum of 1"},
+                        Case{"plan -r 4 -m 8 --cost recompute=1 --placements linear --memory-limit 0.9",
+                             "below the feasible minimum of 1"},
+                        Case{"plan -r 4 -m 8 --cost F=-1", "F=-1"},
+                        Case{"plan -r 4 -m 8 --cost B=nan", "'nan' is not a number"},
+                        Case{"plan -r 4 -m 8 --cost W=inf", "'inf' is not a number"},
+                        Case{"plan -r 4 -m 8 --cost F=1e999", "overflows"},
+                        Case{"plan -r 4 -m 8 --cost scale=1:2:3", "3 values; plan needs one per 1/R slice"},
+                        Case{"plan -r 4 -m 8 --memory-limit 3GB", "give the bytes of one stage activation"},
+                        Case{"plan -r 4 -m 8 --memory-limit 3parsecs", "unknown unit 'parsecs'"},
+                        Case{"plan -r 4 -m 8 --memory-limit -1", "finite number >= 0"},
+                        Case{"plan -r 4 -m 8 --placements diagonal", "unknown placement 'diagonal'"},
+                        Case{"plan --from-trace " + not_dualpipe, "not a dualpipe trace"},
+                        Case{"plan --from-trace /nonexistent/run.json", "/nonexistent/run.json"},
+                        Case{"plan -r 4 -m 8 -o /nonexistent/dir/plan.txt --format text", "/nonexistent/dir/plan.txt"}}) {
+    const CommandResult run = dualpipe(c.args);
+    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
+    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
+  }
+}
+
+}  // namespace

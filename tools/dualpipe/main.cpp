@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.footer("Run 'dualpipe COMMAND --help' for the options of a command.");
   dualpipe::cli::add_schedule_command(app);
   dualpipe::cli::add_simulate_command(app);
+  dualpipe::cli::add_plan_command(app);
   dualpipe::cli::add_draw_command(app);
   dualpipe::cli::add_launch_command(app);
   dualpipe::cli::add_compare_command(app);

@@ -80,24 +80,7 @@ Schedule build_schedule(const PlanOptions& o, const std::string& kind) {
 CostModel build_cost_model(const PlanOptions& o) { return CostModel::parse(o.cost); }
 
 CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& schedule) {
-  CostModel costs = per_rank_slice;
-  const double k = static_cast<double>(schedule.num_ranks) / schedule.num_stages;
-  costs.forward *= k;
-  costs.backward *= k;
-  costs.weight *= k;
-  if (costs.overlapped) *costs.overlapped *= k;
-  costs.activation_bytes *= k;  // a stage holds R/S of the model, and so of its activations
-  // Multipliers given per 1/R slice apply to every stage cut from that slice.
-  const int R = schedule.num_ranks, S = schedule.num_stages;
-  if (static_cast<int>(costs.stage_scale.size()) == R && S != R && S % R == 0) {
-    std::vector<double> per_stage(S);
-    for (int s = 0; s < S; ++s) per_stage[s] = costs.stage_scale[static_cast<std::size_t>(s) * R / S];
-    costs.stage_scale = std::move(per_stage);
-  }
-  DUALPIPE_REQUIRE(costs.stage_scale.empty() || static_cast<int>(costs.stage_scale.size()) == S,
-                   "cost scale has ", per_rank_slice.stage_scale.size(), " values; comparing schedules on R=", R,
-                   " ranks needs one per 1/R of the model (", R, " values)");
-  return costs;
+  return costs_per_stage(per_rank_slice, schedule.num_ranks, schedule.num_stages);
 }
 
 }  // namespace dualpipe::cli

@@ -1,0 +1,69 @@
+// The planner: the schedule with the smallest step time (or largest per-rank span) whose peak activations stay
+// within a memory limit on every rank, searched across the hand-made families with their knobs and automatic
+// schedules built action by action (list_scheduler.h) for one-direction, V-shaped and two-direction placements;
+// small cases are solved exactly (exact_search.h). docs/planner.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dualpipe/cost_model.h"
+#include "dualpipe/schedule.h"
+#include "dualpipe/simulate.h"
+
+namespace dualpipe {
+
+enum class PlanObjective {
+  Makespan,  // the step time: right when the optimizer step waits for every rank
+  Span,      // the largest per-rank span (the Zero Bubble paper's objective; optimizer post-validation)
+};
+
+struct PlanRequest {
+  int num_ranks = 4;
+  int num_microbatches = 8;
+  CostModel costs;  // of one rank's 1/R slice of the model (costs_per_stage() scales them for S > R stages)
+  // Peak live activations per rank, in activations of a 1/R slice of the model for one micro-batch (the stage
+  // activation of an R-stage cut); none: no limit.
+  std::optional<double> memory_limit;
+  PlanObjective objective = PlanObjective::Makespan;
+  bool automatic = true;       // search automatic schedules too (false: the hand-made families only)
+  // The placements allowed (placement_kind()): "linear" (stage s on rank s), "v" (2R stages in a V), "two" (two
+  // directions, every stage on two ranks: twice the parameters), "looped" (interleaved). Empty: all.
+  std::vector<std::string> placements;
+  int exact_max_actions = 36;     // solve exactly when a placement's schedule has at most this many actions
+  int refine_evaluations = 24;    // policies tried around the best one
+};
+
+struct PlanCandidate {
+  std::string name;   // "zb-h1", "interleaved-1f1b v=3", "auto linear", "exact V", ...
+  Schedule schedule;
+  CostModel costs;    // as simulated (per stage)
+  Metrics metrics;
+  double peak = 0;    // worst rank, in 1/R slice activations
+  double score = 0;   // the objective's value
+};
+
+struct Plan {
+  PlanCandidate best;
+  // Every schedule within the limit that was considered, best first (one per name).
+  std::vector<PlanCandidate> candidates;
+  // The smallest memory limit any placement the planner knows can run under (a micro-batch at a time).
+  double minimum_memory = 0;
+  int evaluated = 0;  // schedules simulated
+};
+
+// Throws InvalidArgument for bad sizes or costs, and when the memory limit is below the feasible minimum (the
+// message names it).
+Plan plan_schedule(const PlanRequest& request);
+
+// "linear", "v", "two" or "looped": how the schedule places its stages.
+std::string placement_kind(const Schedule& schedule);
+
+// The peak of a schedule in 1/R slice activations: the worst rank's stage activations x R/S.
+double slice_peak(const Schedule& schedule, const Metrics& metrics);
+
+// The objective's value of simulated metrics.
+double objective_value(const Metrics& metrics, PlanObjective objective);
+
+}  // namespace dualpipe

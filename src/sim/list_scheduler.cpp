@@ -1,0 +1,409 @@
+#include "dualpipe/list_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <queue>
+#include <utility>
+#include <vector>
+
+#include "dualpipe/activation_memory.h"
+#include "dualpipe/error.h"
+
+namespace dualpipe {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kEps = 1e-9;
+
+// The micro-batches of one replica that pass one stage held by a rank, in order.
+struct Lane {
+  int stage = 0;
+  std::vector<int> microbatches;
+  std::size_t forwards = 0;   // forwards done (the next one is microbatches[forwards])
+  std::size_t backwards = 0;  // backwards done
+  std::vector<int> later;     // lanes of the same rank at a later stage
+};
+
+// When an action can start: exactly (known), or not before a lower bound while its input is not scheduled yet.
+struct Ready {
+  int lane = -1;
+  double time = kInf;
+  bool known = false;
+  bool valid() const { return lane >= 0; }
+};
+
+struct RankState {
+  double clock = 0;
+  std::vector<int> lanes;
+  std::deque<std::pair<int, int>> deferred;  // (stage, micro-batch) of I's whose W is pending, oldest first
+  ActivationCounter memory;
+  std::vector<Action> actions;
+  bool started_backward = false;
+  double first = kInf;  // the start of its first action
+  explicit RankState(const CostModel& costs) : memory(costs) {}
+};
+
+enum class Step { Acted, Idled, Wait, Finished, Failed };
+
+class Builder {
+ public:
+  Builder(const Placement& placement, int num_microbatches, const CostModel& costs, const ListPolicy& policy)
+      : placement_(placement), S_(placement.num_stages()), M_(num_microbatches), costs_(costs), policy_(policy),
+        forward_end_(static_cast<std::size_t>(S_) * M_, -1.0), backward_end_(forward_end_.size(), -1.0) {
+    const int R = placement.num_ranks();
+    ranks_.assign(R, RankState(costs));
+    for (int replica = 0; replica < placement.num_replicas(); ++replica) {
+      std::vector<int> microbatches;
+      for (int m = 0; m < M_; ++m)
+        if (placement.replica(m) == replica) microbatches.push_back(m);
+      if (microbatches.empty()) continue;
+      for (int s = 0; s < S_; ++s) {
+        ranks_[placement.rank_of(replica, s)].lanes.push_back(static_cast<int>(lanes_.size()));
+        lanes_.push_back({s, microbatches, 0, 0, {}});
+      }
+    }
+    // A lane's later lanes: those of its rank at a later stage, of either replica (a micro-batch of the other
+    // direction at its later stage must find room too, or the two directions can block each other).
+    for (const RankState& rank : ranks_)
+      for (int a : rank.lanes)
+        for (int b : rank.lanes)
+          if (lanes_[b].stage > lanes_[a].stage) lanes_[a].later.push_back(b);
+    pair_saves_ = costs.overlapped && *costs.overlapped < costs.forward + costs.backward;
+    neighbours_.resize(R);
+    for (int replica = 0; replica < placement.num_replicas(); ++replica) {
+      for (int s = 0; s + 1 < S_; ++s) {
+        const int a = placement.rank_of(replica, s), b = placement.rank_of(replica, s + 1);
+        if (a == b) continue;
+        neighbours_[a].push_back(b);
+        neighbours_[b].push_back(a);
+      }
+    }
+    for (auto& n : neighbours_) {
+      std::sort(n.begin(), n.end());
+      n.erase(std::unique(n.begin(), n.end()), n.end());
+    }
+  }
+
+  std::optional<Schedule> run(std::string kind, ListTiming* timing) {
+    const int R = static_cast<int>(ranks_.size());
+    // Ranks that may act, earliest clock first (stale entries are skipped); a waiting rank is out of the queue
+    // until a neighbour acts.
+    using Entry = std::pair<double, int>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+    std::vector<char> finished(R, 0), waiting(R, 0);
+    for (int r = 0; r < R; ++r) queue.emplace(0.0, r);
+    int left = R;
+    while (left > 0) {
+      if (queue.empty()) {
+        // Every rank waits for an input whose time only a lower bound tells. Let the earliest one go on with what
+        // it knows; if none knows anything to run, the memory limit leaves nothing to run.
+        if (!force_progress(finished, waiting)) return std::nullopt;
+        for (int r = 0; r < R; ++r)
+          if (!finished[r] && !waiting[r]) queue.emplace(ranks_[r].clock, r);
+        continue;
+      }
+      const auto [clock, pick] = queue.top();
+      queue.pop();
+      if (finished[pick] || waiting[pick] || clock != ranks_[pick].clock) continue;
+      switch (step(pick)) {
+        case Step::Acted:
+          // Only a rank that takes an input from this one can have news (an input, or a later lower bound).
+          for (int q : neighbours_[pick]) {
+            if (!waiting[q]) continue;
+            waiting[q] = 0;
+            queue.emplace(ranks_[q].clock, q);
+          }
+          queue.emplace(ranks_[pick].clock, pick);
+          break;
+        case Step::Idled: queue.emplace(ranks_[pick].clock, pick); break;
+        case Step::Wait: waiting[pick] = 1; break;
+        case Step::Finished:
+          finished[pick] = 1;
+          --left;
+          break;
+        case Step::Failed: return std::nullopt;
+      }
+    }
+    if (timing) {
+      *timing = ListTiming{};
+      double first = kInf, last = 0;
+      for (const RankState& rank : ranks_) {
+        if (rank.actions.empty()) continue;
+        first = std::min(first, rank.first);
+        last = std::max(last, rank.clock);
+        timing->max_span = std::max(timing->max_span, rank.clock - rank.first);
+        timing->peak = std::max(timing->peak, rank.memory.peak());
+      }
+      timing->makespan = first < kInf ? last - first : 0.0;
+    }
+    Schedule s;
+    s.kind = std::move(kind);
+    s.num_ranks = R;
+    s.num_stages = S_;
+    s.num_microbatches = M_;
+    s.placement = placement_;
+    for (RankState& rank : ranks_) s.actions.push_back(std::move(rank.actions));
+    return s;
+  }
+
+ private:
+  std::size_t slot(int stage, int m) const { return static_cast<std::size_t>(stage) * M_ + m; }
+  double latency(int from_rank, int to_rank) const { return from_rank == to_rank ? 0.0 : costs_.comm; }
+
+  // The earliest a forward or an input backward not scheduled yet can end: its inputs' earliest ends, and its rank
+  // not before its clock. A lower bound: the rank may run other actions first.
+  // Followed back at most kBoundDepth inputs: deeper chains cost more than they tell.
+  static constexpr int kBoundDepth = 3;
+
+  double forward_end_bound(int stage, int m, int depth = kBoundDepth) const {
+    const double end = forward_end_[slot(stage, m)];
+    if (end >= 0) return end;
+    const int r = placement_.rank(stage, m);
+    double ready = 0;
+    if (stage > 0 && depth > 0)
+      ready = forward_end_bound(stage - 1, m, depth - 1) + latency(placement_.rank(stage - 1, m), r);
+    return std::max(ranks_[r].clock, ready) + costs_.duration(Action::forward(stage, m));
+  }
+
+  double backward_end_bound(int stage, int m, int depth = kBoundDepth) const {
+    const double end = backward_end_[slot(stage, m)];
+    if (end >= 0) return end;
+    const int r = placement_.rank(stage, m);
+    double ready = depth > 0 ? forward_end_bound(stage, m, depth - 1) : 0.0;
+    if (stage + 1 < S_ && depth > 0)
+      ready = std::max(ready, backward_end_bound(stage + 1, m, depth - 1) + latency(placement_.rank(stage + 1, m), r));
+    return std::max(ranks_[r].clock, ready) + costs_.duration(Action::backward_input(stage, m));
+  }
+
+  Ready forward_ready(int r, int lane_index, bool bounds) const {
+    const Lane& lane = lanes_[lane_index];
+    const int m = lane.microbatches[lane.forwards];
+    if (lane.stage == 0) return {lane_index, 0.0, true};
+    const int producer = placement_.rank(lane.stage - 1, m);
+    const double end = forward_end_[slot(lane.stage - 1, m)];
+    if (end >= 0) return {lane_index, end + latency(producer, r), true};
+    if (!bounds) return {lane_index, kInf, false};
+    return {lane_index, forward_end_bound(lane.stage - 1, m) + latency(producer, r), false};
+  }
+
+  Ready backward_ready(int r, int lane_index, bool bounds) const {
+    const Lane& lane = lanes_[lane_index];
+    const int m = lane.microbatches[lane.backwards];
+    const double own = forward_end_[slot(lane.stage, m)];
+    if (lane.stage == S_ - 1) return {lane_index, own, true};
+    const int producer = placement_.rank(lane.stage + 1, m);
+    const double end = backward_end_[slot(lane.stage + 1, m)];
+    if (end >= 0) return {lane_index, std::max(own, end + latency(producer, r)), true};
+    if (!bounds) return {lane_index, kInf, false};
+    return {lane_index, std::max(own, backward_end_bound(lane.stage + 1, m) + latency(producer, r)), false};
+  }
+
+  // Room for the forward under the limit, keeping a forward's share for each later stage of the rank that still
+  // has forwards to run, and, with recomputation, the rise of the next backward.
+  bool forward_fits(const RankState& rank, const Lane& lane) const {
+    if (policy_.inflight > 0 &&
+        static_cast<double>(lane.forwards - lane.backwards) + 1 > std::ceil(policy_.inflight * (S_ - lane.stage) - kEps))
+      return false;
+    ActivationCounter probe = rank.memory;
+    probe.apply(Action::forward(lane.stage, lane.microbatches[lane.forwards]));
+    const double unit = costs_.recompute ? costs_.input_mem : 1.0;
+    double reserve = costs_.recompute ? 1.0 - costs_.input_mem : 0.0;
+    if (policy_.reserve_for_later_stages)
+      for (int later : lane.later)
+        if (lanes_[later].forwards < lanes_[later].microbatches.size()) reserve += unit;
+    return probe.level() + reserve <= policy_.memory_limit + kEps;
+  }
+
+  // Earlier time first; on a tie a known time (a lower bound may be the rank's own next action), then the later
+  // stage (closer to the loss on the way down).
+  static bool better(const Ready& a, const Ready& b, const std::vector<Lane>& lanes) {
+    if (!b.valid()) return true;
+    if (a.time != b.time) return a.time < b.time;
+    if (a.known != b.known) return a.known;
+    return lanes[a.lane].stage > lanes[b.lane].stage;
+  }
+
+  void record(int r, const Action& a, double start) {
+    RankState& rank = ranks_[r];
+    const double end = start + costs_.duration(a);
+    rank.memory.apply(a);
+    rank.actions.push_back(a);
+    rank.first = std::min(rank.first, start);
+    rank.clock = end;
+    switch (a.type) {
+      case ActionType::Forward: forward_end_[slot(a.stage, a.microbatch)] = end; break;
+      case ActionType::Backward:
+      case ActionType::BackwardInput: backward_end_[slot(a.stage, a.microbatch)] = end; break;
+      case ActionType::Overlapped:
+        forward_end_[slot(a.stage, a.microbatch)] = end;
+        backward_end_[slot(a.bwd_stage, a.bwd_microbatch)] = end;
+        break;
+      default: break;
+    }
+  }
+
+  Step run_weight(int r) {
+    RankState& rank = ranks_[r];
+    const auto [stage, m] = rank.deferred.front();
+    rank.deferred.pop_front();
+    record(r, Action::backward_weight(stage, m), rank.clock);
+    return Step::Acted;
+  }
+
+  Step run_backward(int r, const Ready& ready) {
+    RankState& rank = ranks_[r];
+    Lane& lane = lanes_[ready.lane];
+    const int m = lane.microbatches[lane.backwards];
+    const Action a = policy_.split_backward ? Action::backward_input(lane.stage, m) : Action::backward(lane.stage, m);
+    ActivationCounter probe = rank.memory;
+    if (probe.apply(a) > policy_.memory_limit + kEps) {
+      if (!rank.deferred.empty()) return run_weight(r);  // make room first
+      return Step::Failed;                                // a recomputing backward cannot fit
+    }
+    record(r, a, std::max(rank.clock, ready.time));
+    rank.started_backward = true;
+    ++lane.backwards;
+    if (policy_.split_backward) rank.deferred.emplace_back(lane.stage, m);
+    return Step::Acted;
+  }
+
+  Step run_forward(int r, const Ready& ready) {
+    Lane& lane = lanes_[ready.lane];
+    record(r, Action::forward(lane.stage, lane.microbatches[lane.forwards]), std::max(ranks_[r].clock, ready.time));
+    ++lane.forwards;
+    return Step::Acted;
+  }
+
+  Step run_pair(int r, const Ready& f, const Ready& b) {
+    Lane& fl = lanes_[f.lane];
+    Lane& bl = lanes_[b.lane];
+    const Action a = Action::overlapped(fl.stage, fl.microbatches[fl.forwards], bl.stage, bl.microbatches[bl.backwards]);
+    ActivationCounter probe = ranks_[r].memory;
+    if (probe.apply(a) > policy_.memory_limit + kEps) return run_backward(r, b);
+    record(r, a, std::max({ranks_[r].clock, f.time, b.time}));
+    ranks_[r].started_backward = true;
+    ++fl.forwards;
+    ++bl.backwards;
+    return Step::Acted;
+  }
+
+  struct Candidates {
+    Ready backward, forward, blocked;  // blocked: the earliest forward the memory limit holds back
+    bool pending = false;              // forwards or backwards left on the rank
+  };
+
+  // The rank's next backward and forward; those whose input is not scheduled yet get a lower bound when `bounds`,
+  // else an infinite time (bounds are dear, and not needed when something can start now).
+  Candidates candidates(int r, bool bounds) const {
+    const RankState& rank = ranks_[r];
+    Candidates c;
+    for (int index : rank.lanes) {
+      const Lane& lane = lanes_[index];
+      if (lane.backwards < lane.forwards) {
+        c.pending = true;
+        const Ready b = backward_ready(r, index, bounds);
+        if (better(b, c.backward, lanes_)) c.backward = b;
+      }
+      if (lane.forwards < lane.microbatches.size()) {
+        c.pending = true;
+        const Ready f = forward_ready(r, index, bounds);
+        if (forward_fits(rank, lane)) {
+          if (better(f, c.forward, lanes_)) c.forward = f;
+        } else if (better(f, c.blocked, lanes_)) {
+          c.blocked = f;
+        }
+      }
+    }
+    return c;
+  }
+
+  // Lets the waiting rank with the earliest clock act on its known candidates only; false when no waiting rank can.
+  bool force_progress(std::vector<char>& finished, std::vector<char>& waiting) {
+    std::vector<int> order;
+    for (std::size_t r = 0; r < ranks_.size(); ++r)
+      if (!finished[r] && waiting[r]) order.push_back(static_cast<int>(r));
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return ranks_[a].clock < ranks_[b].clock; });
+    for (int r : order) {
+      const Step result = step(r, true);
+      if (result == Step::Wait) continue;
+      if (result == Step::Failed) return false;
+      waiting[r] = 0;
+      if (result == Step::Finished) finished[r] = 1;
+      for (int q : neighbours_[r]) waiting[q] = 0;
+      return true;
+    }
+    return false;
+  }
+
+  Step step(int r, bool force = false) {
+    RankState& rank = ranks_[r];
+    const double t = rank.clock;
+    Candidates c = candidates(r, false);
+    const bool weights = !rank.deferred.empty();
+    if (!c.pending && !weights) return Step::Finished;
+
+    const bool backward_now = c.backward.valid() && c.backward.known && c.backward.time <= t + kEps;
+    bool forward_now = c.forward.valid() && c.forward.known && c.forward.time <= t + kEps;
+    if (backward_now && forward_now && policy_.overlap_pairs && pair_saves_) return run_pair(r, c.forward, c.backward);
+    if (backward_now && (policy_.backward_first || !forward_now)) return run_backward(r, c.backward);
+    const bool may_delay = rank.started_backward ? policy_.forward_may_delay_backward
+                                                 : policy_.forward_may_delay_first_backward;
+    if (forward_now && !may_delay) {
+      const Ready forward = c.forward;
+      if (!backward_now) c = candidates(r, true);
+      if (c.backward.valid() && c.backward.time < t + costs_.duration(Action::forward(lanes_[forward.lane].stage, 0)) - kEps) {
+        if (!c.backward.known) return Step::Wait;  // it may or may not come in time: decide once it is scheduled
+        forward_now = false;                       // hold the forward back for the backward
+      } else {
+        return run_forward(r, forward);
+      }
+    }
+    if (forward_now) return run_forward(r, c.forward);
+    if (backward_now) return run_backward(r, c.backward);
+
+    // Nothing can start now. The next start: the earliest backward, or forward unless held back.
+    if (!force) c = candidates(r, true);
+    Ready next = c.backward;
+    if (c.forward.valid() && !(c.forward.time <= t + kEps) && better(c.forward, next, lanes_)) next = c.forward;
+    if (weights) {
+      // Recycle memory for a forward that only the limit holds back.
+      if (c.blocked.valid() && c.blocked.known && c.blocked.time <= t + kEps) return run_weight(r);
+      const auto [stage, m] = rank.deferred.front();
+      const double w = costs_.duration(Action::backward_weight(stage, m));
+      // A lower bound of the gap is enough to decide that a W fits in it.
+      if (!next.valid() || next.time - t >= policy_.w_fill * w - kEps) return run_weight(r);
+    }
+    if (next.valid() && next.known) {
+      rank.clock = std::max(t, next.time);
+      return Step::Idled;
+    }
+    return Step::Wait;
+  }
+
+  const Placement& placement_;
+  int S_;
+  int M_;
+  const CostModel& costs_;
+  ListPolicy policy_;
+  std::vector<double> forward_end_;
+  std::vector<double> backward_end_;
+  std::vector<Lane> lanes_;
+  std::vector<RankState> ranks_;
+  bool pair_saves_ = false;
+  std::vector<std::vector<int>> neighbours_;  // ranks that exchange activations or gradients with each rank
+};
+
+}  // namespace
+
+std::optional<Schedule> list_schedule(const Placement& placement, int num_microbatches, const CostModel& costs,
+                                      const ListPolicy& policy, std::string kind, ListTiming* timing) {
+  DUALPIPE_REQUIRE(num_microbatches >= 1, "a schedule needs at least one micro-batch, got M=", num_microbatches);
+  DUALPIPE_REQUIRE(placement.num_replicas() == 1 || placement.num_microbatches() == num_microbatches,
+                   "the placement maps ", placement.num_microbatches(), " micro-batches to replicas, not ",
+                   num_microbatches);
+  return Builder(placement, num_microbatches, costs, policy).run(std::move(kind), timing);
+}
+
+}  // namespace dualpipe

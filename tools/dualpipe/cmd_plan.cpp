@@ -1,0 +1,225 @@
+// `dualpipe plan`: the schedule with the smallest step time (or per-rank span) within a memory limit, searched
+// across the hand-made families and automatic schedules (planner.h); printed as a table, json (the fields of
+// `simulate --format json`), text or csv, which `simulate --from` and `train --schedule-file` read back.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "dualpipe/atomic_file.h"
+#include "dualpipe/error.h"
+#include "dualpipe/planner.h"
+#include "dualpipe/pytorch_csv.h"
+#include "dualpipe/text_format.h"
+#include "dualpipe/trace.h"
+#include "dualpipe/validate.h"
+#include "plan_options.h"
+#include "plan_output.h"
+#include "trace_plan.h"
+
+namespace dualpipe::cli {
+namespace {
+
+struct PlanCommand {
+  int ranks = 4;
+  int microbatches = 8;
+  std::string cost;
+  std::string memory_limit;  // "8" (1/R slice activations) or "24GiB" (bytes, with act_bytes)
+  std::string objective = "makespan";
+  std::string format = "table";
+  std::string output;
+  std::string from_trace;
+  bool families_only = false;
+  std::vector<std::string> placements;
+};
+
+// "8", "7.5": activations; "24GiB", "3e9B", "512MB": bytes, divided by the bytes of one slice activation.
+double parse_memory_limit(const std::string& text, const CostModel& costs) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw InvalidArgument(detail::concat("--memory-limit '", text, "' is not a number (activations) or a size in "
+                                         "bytes such as 24GiB"));
+  }
+  const std::string unit = text.substr(used);
+  DUALPIPE_REQUIRE(std::isfinite(value) && value >= 0, "--memory-limit must be a finite number >= 0, got '", text,
+                   "'");
+  if (unit.empty()) return value;
+  static const std::pair<const char*, double> kUnits[] = {{"B", 1},          {"KB", 1e3},          {"MB", 1e6},
+                                                          {"GB", 1e9},       {"KiB", 1024.0},      {"MiB", 1048576.0},
+                                                          {"GiB", 1073741824.0}};
+  for (const auto& [name, factor] : kUnits) {
+    if (unit != name) continue;
+    DUALPIPE_REQUIRE(costs.activation_bytes > 0, "--memory-limit ", text, " is in bytes: give the bytes of one "
+                     "stage activation too (--cost act_bytes=N, for a 1/R slice of the model)");
+    return value * factor / costs.activation_bytes;
+  }
+  throw InvalidArgument(detail::concat("--memory-limit '", text, "': unknown unit '", unit,
+                                       "' (activations without a unit, or B, KB, MB, GB, KiB, MiB, GiB)"));
+}
+
+// Costs of a 1/R slice fitted from a measured run: the trace's own per-stage costs, times S/R when the run cut
+// the model into S > R stages, and one multiplier per slice (the mean of its stages).
+CostModel costs_from_trace(const std::string& path, int* ranks, int* microbatches) {
+  const Trace trace = read_trace(path);
+  Schedule plan = plan_of_trace(trace, path, "it is not a dualpipe trace: plan needs the schedule that ran (a trace "
+                                "written by dualpipe train or by a runtime program that records its schedule)");
+  const int step = pick_step(trace, path, -1, "fit costs from");
+  CostModel c = fit_costs(trace, step);
+  const int R = plan.num_ranks, S = plan.num_stages;
+  const double k = static_cast<double>(S) / R;
+  c.forward *= k;
+  c.backward *= k;
+  c.weight *= k;
+  if (c.overlapped) *c.overlapped *= k;
+  std::vector<double> per_slice(R, 0.0);
+  if (static_cast<int>(c.stage_scale.size()) == S) {
+    for (int s = 0; s < S; ++s) per_slice[static_cast<std::size_t>(s) * R / S] += c.stage_scale[s] / k;
+    c.stage_scale = per_slice;
+  } else {
+    c.stage_scale.clear();
+  }
+  *ranks = R;
+  *microbatches = plan.num_microbatches;
+  return c;
+}
+
+std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
+  const PlanCandidate& best = plan.best;
+  SimulatedSchedule chosen{best.schedule, best.costs, best.metrics};
+  chosen.schedule.kind = best.name;
+  if (c.format == "text") {
+    return "# dualpipe plan: " + best.name + ", costs " + best.costs.to_string() + "\n" + format_text(best.schedule);
+  }
+  if (c.format == "csv") return format_pytorch_csv(best.schedule);
+  if (c.format == "json") {
+    nlohmann::ordered_json j = simulated_json(chosen);
+    j["objective"] = c.objective;
+    j["objective_value"] = best.score;
+    j["memory_limit"] = request.memory_limit ? nlohmann::ordered_json(*request.memory_limit) : nullptr;
+    j["peak_activations_per_slice"] = best.peak;
+    j["minimum_memory"] = plan.minimum_memory;
+    nlohmann::ordered_json actions = nlohmann::ordered_json::array();
+    for (const auto& rank : best.schedule.actions) {
+      nlohmann::ordered_json row = nlohmann::ordered_json::array();
+      for (const Action& a : rank) row.push_back(to_string(a));
+      actions.push_back(row);
+    }
+    j["actions"] = actions;
+    return j.dump(2) + "\n";
+  }
+  return {};
+}
+
+void print_table(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
+  std::cout << "plan for R=" << c.ranks << " ranks, M=" << c.microbatches << " micro-batches, costs "
+            << plan.best.costs.to_string() << " per stage of the chosen schedule\n"
+            << "objective: " << (c.objective == "span" ? "largest per-rank span" : "step time (makespan)")
+            << ", memory limit: "
+            << (request.memory_limit ? c.memory_limit + " (" + format_units(*request.memory_limit) +
+                                           " activations of a 1/R slice)"
+                                     : std::string("none"))
+            << " (feasible minimum " << format_units(plan.minimum_memory) << "), " << plan.evaluated
+            << " schedules simulated\n\n";
+  SimulatedSchedule chosen{plan.best.schedule, plan.best.costs, plan.best.metrics};
+  chosen.schedule.kind = plan.best.name;
+  print_simulated(chosen);
+  std::cout << "\nbest of each kind within the limit (peak act in 1/R slice activations):\n";
+  std::printf("%-28s %3s %10s %10s %10s %10s %9s\n", "schedule", "S", "step time", "max span", "span rate",
+              "step rate", "peak act");
+  for (const PlanCandidate& k : plan.candidates) {
+    double span = 0;
+    for (const RankMetrics& r : k.metrics.per_rank) span = std::max(span, r.span);
+    std::printf("%-28s %3d %10s %10s %9s%% %9s%% %9s\n", k.name.c_str(), k.schedule.num_stages,
+                fixed(k.metrics.makespan).c_str(), fixed(span).c_str(), fixed(100 * k.metrics.bubble_rate).c_str(),
+                fixed(100 * k.metrics.step_bubble_rate).c_str(), format_units(k.peak).c_str());
+  }
+}
+
+void run(PlanCommand& c) {
+  if (!c.output.empty()) {  // refuse a path that cannot be written before the work, leaving nothing behind
+    const std::size_t slash = c.output.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : c.output.substr(0, std::max<std::size_t>(slash, 1));
+    DUALPIPE_REQUIRE(::access(dir.c_str(), W_OK) == 0, "cannot write '", c.output, "': its folder '", dir,
+                     "' does not exist or is not writable");
+  }
+  PlanRequest request;
+  if (!c.from_trace.empty()) {
+    DUALPIPE_REQUIRE(c.cost.empty(), "--from-trace fits the costs of the run; it cannot be combined with --cost");
+    request.costs = costs_from_trace(c.from_trace, &c.ranks, &c.microbatches);
+  } else {
+    request.costs = CostModel::parse(c.cost);
+  }
+  request.num_ranks = c.ranks;
+  request.num_microbatches = c.microbatches;
+  request.costs.check();
+  DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == c.ranks,
+                   "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
+                   "model (", c.ranks, " values for R=", c.ranks, ")");
+  if (!c.memory_limit.empty()) request.memory_limit = parse_memory_limit(c.memory_limit, request.costs);
+  request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
+  request.automatic = !c.families_only;
+  request.placements = c.placements;
+  const Plan plan = plan_schedule(request);
+  validate(plan.best.schedule);
+  if (c.format == "table") {
+    DUALPIPE_REQUIRE(c.output.empty(), "-o writes json, text or csv; give --format too");
+    print_table(c, plan, request);
+    return;
+  }
+  const std::string text = render(c, plan, request);
+  if (c.output.empty()) {
+    std::cout << text;
+  } else {
+    write_file_atomically(c.output, text);
+  }
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto command = std::make_shared<PlanCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "plan", "Search the schedule with the smallest step time (or span) within a memory limit");
+  sub->footer(
+      "Examples:\n"
+      "  dualpipe plan --ranks 8 --microbatches 24 --cost F=1,B=2,W=1 --memory-limit 8\n"
+      "  dualpipe plan -r 8 -m 24 --cost F=18.522,B=27.423,W=9.337,comm=0.601,w_mem=0.366 --memory-limit 16 "
+      "--objective span\n"
+      "  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt\n"
+      "  dualpipe plan --from-trace run.json --memory-limit 6");
+  sub->add_option("-r,--ranks", command->ranks, "Pipeline ranks (devices), R")->capture_default_str();
+  sub->add_option("-m,--microbatches", command->microbatches, "Micro-batches per step, M")->capture_default_str();
+  sub->add_option("-c,--cost", command->cost,
+                  "Costs of a 1/R slice of the model, as for simulate (F, B, W, FB, comm, scale with one multiplier "
+                  "per slice, act_bytes, w_mem, recompute, input_mem)");
+  sub->add_option("--memory-limit", command->memory_limit,
+                  "Peak live activations per rank: a number of 1/R slice activations (one micro-batch), or bytes "
+                  "with a unit (24GiB, 512MB) given act_bytes");
+  sub->add_option("--objective", command->objective,
+                  "makespan (step time) or span (largest per-rank span, the Zero Bubble paper's objective)")
+      ->check(CLI::IsMember({"makespan", "span"}))
+      ->capture_default_str();
+  sub->add_option("-f,--format", command->format, "table, json, text or csv (text and csv: the schedule itself)")
+      ->check(CLI::IsMember({"table", "json", "text", "csv"}))
+      ->capture_default_str();
+  sub->add_option("-o,--output", command->output, "Write the json, text or csv form to FILE");
+  sub->add_option("--from-trace", command->from_trace,
+                  "Fit the costs, R and M of a measured run (a dualpipe trace) and plan for them");
+  sub->add_flag("--families-only", command->families_only, "Compare the hand-made families only");
+  sub->add_option("--placements", command->placements,
+                  "Placements allowed, comma-separated: linear (stage s on rank s), v (2R stages in a V), two (two "
+                  "directions: every stage on two ranks, twice the parameters), looped (interleaved) [all]")
+      ->delimiter(',');
+  sub->callback([command] { run(*command); });
+}
+
+}  // namespace dualpipe::cli
