@@ -21,11 +21,6 @@ constexpr int kShardRecordTag = comm::application_tag(6);
 
 std::string shard_name(int stage) { return "stage-" + std::to_string(stage) + ".pt"; }
 
-CheckpointIdentity identity_of(const TrainConfig& c, const RunPlan& plan) {
-  return {plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
-          plan.model.layers, plan.cut.to_string(), c.ranks};
-}
-
 // For the test that kills a job while it saves (tests/train): DUALPIPE_TEST_KILL_BEFORE_MANIFEST=N makes rank
 // 0 die by SIGKILL once every shard of step N is written and before the manifest is, the worst moment.
 void maybe_die_before_manifest(int step) {
@@ -67,7 +62,7 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   m.microbatches = c.microbatches;
   m.batch = c.batch;
   m.seed = c.seed;
-  m.identity = identity_of(c, plan);
+  m.identity = checkpoint_identity(c, plan);
   m.data_position = position;
   for (const auto& part : gathered) {
     const int64_t* r = part.data_ptr<int64_t>();
@@ -88,7 +83,7 @@ std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const RunPla
   const auto dir = newest_complete_checkpoint(c.checkpoint_dir, skipped);
   if (!dir) return std::nullopt;
   Resumed resumed{*dir, read_manifest(*dir)};
-  check_identity(*dir, resumed.manifest.identity, identity_of(c, plan));
+  check_identity(*dir, resumed.manifest.identity, checkpoint_identity(c, plan));
   verify_shards(*dir, resumed.manifest);
   for (auto& [s, state] : stages) {
     const ShardRecord* shard = nullptr;

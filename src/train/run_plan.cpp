@@ -62,9 +62,22 @@ RunPlan make_run_plan(const TrainConfig& c) {
 }
 
 void check_config(const TrainConfig& c) {
-  make_run_plan(c);
+  const RunPlan plan = make_run_plan(c);
   load_training_data(c);
-  if (!c.checkpoint_dir.empty()) prepare_checkpoint_dir(c.checkpoint_dir);
+  if (c.checkpoint_dir.empty()) return;
+  prepare_checkpoint_dir(c.checkpoint_dir);
+  if (!c.resume) return;
+  // The checkpoint --resume will load: refused here, once, if it does not fit or is damaged.
+  if (const auto dir = newest_complete_checkpoint(c.checkpoint_dir, nullptr)) {
+    const CheckpointManifest manifest = read_manifest(*dir);
+    check_identity(*dir, manifest.identity, checkpoint_identity(c, plan));
+    verify_shards(*dir, manifest);
+  }
+}
+
+CheckpointIdentity checkpoint_identity(const TrainConfig& c, const RunPlan& plan) {
+  return {plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
+          plan.model.layers, plan.cut.to_string(), c.ranks};
 }
 
 }  // namespace dualpipe::train

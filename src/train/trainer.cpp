@@ -68,10 +68,6 @@ class Trainer {
         timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
                      ": start one process per pipeline rank");
-    const int64_t per_step = static_cast<int64_t>(c.microbatches) * c.batch;
-    DUALPIPE_REQUIRE(data_.reader.validation_windows() >= per_step, "the validation split holds ",
-                     data_.reader.validation_windows(), " sequences of --seq-len ", c.seq_len, ", fewer than one step's ",
-                     per_step, " (--microbatches x --batch): use more --data or a shorter --seq-len");
     rank_ = comm_->rank();
     const Schedule& s = plan_.schedule;
     std::map<int, std::shared_ptr<runtime::Stage>> stages;

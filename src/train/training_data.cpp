@@ -3,12 +3,18 @@
 #include <torch/torch.h>
 
 #include "dualpipe/data/byte_tokenizer.h"
+#include "dualpipe/error.h"
 
 namespace dualpipe::train {
 
 TrainingData load_training_data(const TrainConfig& c) {
   data::Corpus corpus = c.data.empty() ? data::Corpus::default_corpus() : data::Corpus::from_files(c.data);
   data::SequenceReader reader(data::ByteTokenizer().encode(corpus.text), c.seq_len, c.seed);
+  // Validation runs one step's worth of held-out sequences.
+  const int64_t per_step = static_cast<int64_t>(c.microbatches) * c.batch;
+  DUALPIPE_REQUIRE(reader.validation_windows() >= per_step, "the validation split of the corpus holds ",
+                   reader.validation_windows(), " sequences of --seq-len ", c.seq_len, ", fewer than one step's ",
+                   per_step, " (--microbatches x --batch): use more --data or a shorter --seq-len");
   return {std::move(corpus), std::move(reader)};
 }
 

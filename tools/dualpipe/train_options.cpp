@@ -16,6 +16,8 @@ std::string exact(double value) {
 }  // namespace
 
 void add_train_options(CLI::App& sub, train::TrainConfig& o) {
+  // The last of a repeated option wins, so a script can override its defaults by appending.
+  sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string kinds;
   for (const GeneratorInfo& g : generators()) kinds += (kinds.empty() ? "" : ", ") + std::string(g.name);
   sub.add_option("-s,--schedule", o.schedule, "Schedule kind: " + kinds)->capture_default_str()->group("Pipeline");
@@ -40,7 +42,7 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
 
   sub.add_option("--data", o.data, "Text files (or directories of them) to train on (default: Debian's fortunes, "
                                    "installed by scripts/setup.sh)")
-      ->group("Data");
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->group("Data");
   sub.add_option("-b,--batch", o.batch, "Sequences per micro-batch")->capture_default_str()->group("Data");
 
   sub.add_option("-n,--steps", o.steps, "Training steps")->capture_default_str()->group("Optimization");
