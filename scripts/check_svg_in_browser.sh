@@ -4,7 +4,8 @@
 #   scripts/check_svg_in_browser.sh [--dualpipe BIN] [--out DIR] [FILE.svg ...]
 #
 # Without files it draws DualPipe at 8 ranks x 40 micro-batches and a comparison of all schedules at 8 ranks
-# with `dualpipe draw` (BIN: --dualpipe, else $DUALPIPE_BIN, else build/dualpipe). Screenshots go to DIR
+# with `dualpipe draw`, and a training run from tests/viz/data/small_run.jsonl with `dualpipe plot`
+# (BIN: --dualpipe, else $DUALPIPE_BIN, else build/dualpipe). Screenshots go to DIR
 # (default: a temporary directory, printed) as FILE.png, sized to the whole picture.
 # Exit status: 0 all pictures have content, 1 a picture is blank or a step failed, 77 Chromium is not
 # installed (ctest reports the test as skipped; install it with `apt-get install chromium`).
@@ -17,7 +18,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dualpipe) bin=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     --) shift; break ;;
     -*) echo "check_svg_in_browser: unknown option $1" >&2; exit 1 ;;
     *) break ;;
@@ -45,7 +46,8 @@ if [ $# -eq 0 ]; then
   fi
   "$bin" draw --kind dualpipe --ranks 8 --microbatches 40 -o "$out/dualpipe-8x40.svg"
   "$bin" draw --compare all --ranks 8 --microbatches 16 -o "$out/compare-8.svg" 2>/dev/null
-  set -- "$out/dualpipe-8x40.svg" "$out/compare-8.svg"
+  "$bin" plot --metrics "$here/../tests/viz/data/small_run.jsonl" -o "$out/run-plot.svg"
+  set -- "$out/dualpipe-8x40.svg" "$out/compare-8.svg" "$out/run-plot.svg"
 fi
 
 status=0

@@ -12,6 +12,8 @@ void add_plan_command(CLI::App& app);
 void add_draw_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+// Pictures of a training run from its metrics file (docs/plot.md).
+void add_plot_command(CLI::App& app);
 // Its ranks run dualpipe-train-worker, built only with LibTorch; without it the command says so.
 void add_train_command(CLI::App& app);
 
