@@ -5,6 +5,8 @@
 //
 // Target (issue 2): the whole pipeline for R=64, M=1024 (about 130k actions) under 50 ms, with time linear
 // in the number of actions: the M=1024 / M=512 ratio printed at the end should be close to 2.
+// Target (issue 12): a planner search (plan_schedule) for p=32, m=96 at the Zero Bubble paper's 28.3B setting
+// (ZB-2p: memory 2p, objective span) in 50 ms or less, time and memory linear in the schedule (m=96 -> 192).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 
 #include "dualpipe/generators.h"
 #include "dualpipe/lower.h"
+#include "dualpipe/planner.h"
 #include "dualpipe/simulate.h"
 #include "dualpipe/validate.h"
 
@@ -65,6 +68,39 @@ void BM_Simulate(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(simulate(s, CostModel{}).metrics.bubble);
 }
 
+// The planner at the Zero Bubble paper's 28.3B setting (its Table 9: T_F, T_B, T_W, T_comm; our B = T_B + T_W).
+PlanRequest zero_bubble_request(int M, bool linear_only) {
+  PlanRequest q;
+  q.num_ranks = 32;
+  q.num_microbatches = M;
+  q.costs = CostModel::parse("F=10.419,B=17.922,W=7.715,comm=0.408,w_mem=0.432");
+  q.memory_limit = 64;
+  q.objective = PlanObjective::Span;
+  if (linear_only) q.placements = {"linear"};
+  return q;
+}
+
+void BM_Plan(benchmark::State& state) {
+  const PlanRequest q = zero_bubble_request(static_cast<int>(state.range(0)), state.range(1) != 0);
+  double bytes = 0, evaluated = 0;
+  for (auto _ : state) {
+    const Plan plan = plan_schedule(q);
+    // What the plan holds: every candidate's action lists (the search holds at most one schedule per placement
+    // and policy under trial on top of these).
+    bytes = 0;
+    for (const PlanCandidate& c : plan.candidates)
+      for (const auto& actions : c.schedule.actions) bytes += static_cast<double>(actions.size() * sizeof(Action));
+    evaluated = plan.evaluated;
+    benchmark::DoNotOptimize(plan.best.score);
+  }
+  state.counters["schedules"] = evaluated;
+  state.counters["bytes_held"] = bytes;
+}
+
+BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m96")->Args({96, 0})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m192")->Args({192, 0})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m96_linear")->Args({96, 1})->Unit(benchmark::kMillisecond);
+
 BENCHMARK(BM_Pipeline)->Name("Pipeline/R16_M128")->Args({16, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Pipeline)->Name("Pipeline/R64_M512")->Args({64, 512})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Pipeline)->Name("Pipeline/R64_M1024")->Args({64, 1024})->Unit(benchmark::kMillisecond);
@@ -82,6 +118,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       times_[run.run_name.function_name] = run.GetAdjustedRealTime();
       const auto found = run.counters.find("actions");
       if (found != run.counters.end()) actions_[run.run_name.function_name] = found->second.value;
+      const auto held = run.counters.find("bytes_held");
+      if (held != run.counters.end()) bytes_[run.run_name.function_name] = held->second.value;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -93,11 +131,18 @@ class RatioReporter : public benchmark::ConsoleReporter {
                   full->second / half->second);
       std::printf("R=64, M=1024 whole pipeline: %.1f ms (target < 50 ms)\n", full->second);
     }
+    const auto p96 = times_.find("Plan/ZB28B_p32_m96"), p192 = times_.find("Plan/ZB28B_p32_m192");
+    if (p96 != times_.end() && p192 != times_.end()) {
+      std::printf("\nplan p=32, m=96: %.1f ms (target <= 50 ms); m=96 -> 192: time x%.2f, bytes held x%.2f "
+                  "(linear: 2)\n", p96->second, p192->second / p96->second,
+                  bytes_.at("Plan/ZB28B_p32_m192") / bytes_.at("Plan/ZB28B_p32_m96"));
+    }
   }
 
  private:
   std::map<std::string, double> times_;
   std::map<std::string, double> actions_;
+  std::map<std::string, double> bytes_;
 };
 
 }  // namespace

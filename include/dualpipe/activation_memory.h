@@ -7,7 +7,8 @@
 //                      re-runs the forward, so from its start the full unit is live again; then as above.
 //   an overlapped pair adds its forward's share and frees its backward's at its end, so apart from a
 //   recomputation it never raises the count in between.
-// With w_mem = 1 and no recompute this is spec section 2's integer count.
+// Every amount is times the stage's activation size (act_scale, 1 by default). With w_mem = 1, no recompute and
+// default sizes this is spec section 2's integer count.
 #pragma once
 
 #include <vector>
@@ -20,28 +21,31 @@ namespace dualpipe {
 
 class ActivationCounter {
  public:
+  // Keeps a pointer to the costs' per-stage activation sizes: the costs must outlive the counter.
   explicit ActivationCounter(const CostModel& costs)
-      : w_mem_(costs.w_mem), input_mem_(costs.input_mem), recompute_(costs.recompute) {}
+      : w_mem_(costs.w_mem), input_mem_(costs.input_mem), recompute_(costs.recompute),
+        sizes_(costs.stage_activation.empty() ? nullptr : &costs.stage_activation) {}
 
   // Runs one action (communication counts nothing); returns the highest level while it ran or right after.
   double apply(const Action& action);
-  double level() const { return value(full_, weights_, inputs_); }
+  double level() const { return full_ + weights_ * w_mem_ + inputs_ * input_mem_; }
   double peak() const { return peak_; }
 
  private:
-  // Counted in whole units, input units and w_mem units so that long schedules add up without rounding drift.
-  double value(long full, long weights, long inputs) const {
-    return static_cast<double>(full) + static_cast<double>(weights) * w_mem_ + static_cast<double>(inputs) * input_mem_;
+  // Whole activations, I's shares kept for W and kept stage inputs, each summed in units of the stages' sizes: with
+  // the default sizes (1) these are whole numbers, so long schedules add up without rounding drift.
+  double size(int stage) const {
+    return sizes_ && stage >= 0 && stage < static_cast<int>(sizes_->size()) ? (*sizes_)[stage] : 1.0;
   }
-  double raise(double level) { return peak_ = level > peak_ ? level : peak_; }
-  void backward_starts();  // with recompute the stage input becomes the whole unit again
+  void backward_starts(int stage);  // with recompute the stage input becomes the whole activation again
 
   double w_mem_;
   double input_mem_;
   bool recompute_;
-  long full_ = 0;     // whole stage activations live
-  long weights_ = 0;  // I's kept for their W (w_mem each)
-  long inputs_ = 0;   // stage inputs kept for a recomputation (input_mem each)
+  const std::vector<double>* sizes_;
+  double full_ = 0;
+  double weights_ = 0;
+  double inputs_ = 0;
   double peak_ = 0;
 };
 

@@ -18,6 +18,12 @@ struct CostModel {
   std::optional<double> overlapped;  // FB: one overlapped F&B pair; F + B when unset
   double comm = 0;      // latency added to every cross-rank dependency
   std::vector<double> stage_scale;   // per-stage multipliers of all costs; empty means 1 for every stage
+  // Per-stage absolute costs for uneven stages ("F=2:1:1:1.5"): F, B and W of each stage; empty: forward, backward
+  // and weight for every stage. When given, forward/backward/weight hold their means (FB is given for a pair of
+  // mean stages and scaled like the separate halves).
+  std::vector<double> stage_forward, stage_backward, stage_weight;
+  // act_scale: the size of each stage's activation in units (an embedding stage's may be larger); empty: 1.
+  std::vector<double> stage_activation;
   // act_bytes: bytes of one stage's activations for one micro-batch (the simulator's memory unit), measured for
   // your model (for example the runtime's peak_activation_bytes of a one-micro-batch step); 0: not given.
   double activation_bytes = 0;
@@ -35,13 +41,19 @@ struct CostModel {
   double input_mem = 0.05;
 
   double scale(int stage) const;
+  // A stage's F, B, W (per-stage lists or the uniform values, times the stage's multiplier) and activation size.
+  double forward_of(int stage) const;
+  double backward_of(int stage) const;
+  double weight_of(int stage) const;
+  double activation_of(int stage) const;
   // The duration of one compute action; zero for communication actions.
   double duration(const Action& action) const;
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
   // Parses "F=1,B=2,W=1,FB=3,comm=0,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order;
-  // keys case-insensitive, "scale=1:1:2" for per-stage multipliers). Strict: every item is KEY=VALUE, each key
+  // keys case-insensitive, "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs,
+  // "act_scale=1.5:1:1" for per-stage activation sizes). Strict: every item is KEY=VALUE, each key
   // at most once, no empty items, finite numbers. Throws InvalidArgument naming the bad item and the rule.
   static CostModel parse(std::string_view spec);
   // Checks the rules (all costs >= 0, W <= B, FB > 0 when set, shares in [0, 1], sums finite); throws
@@ -55,8 +67,9 @@ struct CostModel {
 
 // Comparisons hold the model fixed: per_slice holds the costs of one rank's 1/R slice of the model, and a schedule
 // that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) runs each stage at R/S of them (act_bytes
-// too). A scale list with R values (one per slice) gives every stage cut from a slice that slice's multiplier; a
-// list with S values is taken as it is; any other length is refused, naming both counts.
+// too). A per-stage list with R values (one per slice: scale, F, B, W, act_scale) gives every stage cut from a
+// slice that slice's value (costs times R/S); a list with S values is taken as it is; any other length is refused,
+// naming both counts.
 CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages);
 
 }  // namespace dualpipe

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dualpipe/cost_model.h"
+#include "dualpipe/layer_partition.h"
 #include "dualpipe/schedule.h"
 #include "dualpipe/simulate.h"
 
@@ -31,8 +32,11 @@ struct PlanRequest {
   // The placements allowed (placement_kind()): "linear" (stage s on rank s), "v" (2R stages in a V), "two" (two
   // directions, every stage on two ranks: twice the parameters), "looped" (interleaved). Empty: all.
   std::vector<std::string> placements;
+  // Per-layer costs (layer_partition.h): each schedule is simulated with the balanced cut of the layers into its
+  // stages, and the costs' F, B, W and per-stage lists are not used (comm, FB, the memory model are).
+  std::vector<LayerCost> layers;
   int exact_max_actions = 36;     // solve exactly when a placement's schedule has at most this many actions
-  int refine_evaluations = 24;    // policies tried around the best one
+  int refine_evaluations = 16;    // policies tried around the best one
 };
 
 struct PlanCandidate {
@@ -42,6 +46,7 @@ struct PlanCandidate {
   Metrics metrics;
   double peak = 0;    // worst rank, in 1/R slice activations
   double score = 0;   // the objective's value
+  std::vector<int> layers_per_stage;  // the cut of the layers, when the request has layer costs
 };
 
 struct Plan {

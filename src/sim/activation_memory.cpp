@@ -4,43 +4,44 @@
 
 namespace dualpipe {
 
-void ActivationCounter::backward_starts() {
+void ActivationCounter::backward_starts(int stage) {
   if (!recompute_) return;
-  --inputs_;
-  ++full_;
+  inputs_ -= size(stage);
+  full_ += size(stage);
 }
 
 double ActivationCounter::apply(const Action& a) {
   double highest = level();
+  const auto forward_ends = [&](int stage) { (recompute_ ? inputs_ : full_) += size(stage); };
   switch (a.type) {
     case ActionType::Forward:
-      ++(recompute_ ? inputs_ : full_);
+      forward_ends(a.stage);
       break;
     case ActionType::Backward:
-      backward_starts();
+      backward_starts(a.stage);
       highest = std::max(highest, level());
-      --full_;
+      full_ -= size(a.stage);
       break;
     case ActionType::BackwardInput:
-      backward_starts();
+      backward_starts(a.stage);
       highest = std::max(highest, level());
-      --full_;
-      ++weights_;
+      full_ -= size(a.stage);
+      weights_ += size(a.stage);
       break;
     case ActionType::BackwardWeight:
-      --weights_;
+      weights_ -= size(a.stage);
       break;
     case ActionType::Overlapped:
-      backward_starts();
+      backward_starts(a.bwd_stage);
       highest = std::max(highest, level());
-      --full_;
-      ++(recompute_ ? inputs_ : full_);
+      full_ -= size(a.bwd_stage);
+      forward_ends(a.stage);
       break;
     default:
       break;
   }
   highest = std::max(highest, level());
-  raise(highest);
+  peak_ = std::max(peak_, highest);
   return highest;
 }
 

@@ -13,7 +13,7 @@
 namespace dualpipe {
 namespace {
 
-constexpr const char* kKnownKeys = "F, B, W, FB, comm, act_bytes, w_mem, recompute, input_mem, scale";
+constexpr const char* kKnownKeys = "F, B, W, FB, comm, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -56,23 +56,45 @@ std::vector<double> parse_list(std::string_view key, std::string_view value) {
   return out;
 }
 
+// "1.5": one value for every stage; "2:1:1:1.5": one per stage, the mean kept as the uniform value.
+void parse_cost(std::string_view key, std::string_view value, double& uniform, std::vector<double>& per_stage) {
+  if (value.find(':') == std::string_view::npos) {
+    uniform = parse_number(key, value);
+    return;
+  }
+  per_stage = parse_list(key, value);
+  double sum = 0;
+  for (double v : per_stage) sum += v;
+  uniform = sum / static_cast<double>(per_stage.size());
+}
+
 }  // namespace
 
 double CostModel::scale(int stage) const {
   return stage >= 0 && stage < static_cast<int>(stage_scale.size()) ? stage_scale[stage] : 1.0;
 }
 
-double CostModel::recompute_time(int stage) const { return recompute ? forward * scale(stage) : 0.0; }
+namespace {
+double at(const std::vector<double>& list, int stage, double otherwise) {
+  return stage >= 0 && stage < static_cast<int>(list.size()) ? list[stage] : otherwise;
+}
+}  // namespace
+
+double CostModel::forward_of(int stage) const { return at(stage_forward, stage, forward) * scale(stage); }
+double CostModel::backward_of(int stage) const { return at(stage_backward, stage, backward) * scale(stage); }
+double CostModel::weight_of(int stage) const { return at(stage_weight, stage, weight) * scale(stage); }
+double CostModel::activation_of(int stage) const { return at(stage_activation, stage, 1.0); }
+
+double CostModel::recompute_time(int stage) const { return recompute ? forward_of(stage) : 0.0; }
 
 double CostModel::duration(const Action& a) const {
-  const double k = scale(a.stage);
   switch (a.type) {
-    case ActionType::Forward: return forward * k;
-    case ActionType::Backward: return backward * k + recompute_time(a.stage);
-    case ActionType::BackwardInput: return (backward - weight) * k + recompute_time(a.stage);
-    case ActionType::BackwardWeight: return weight * k;
+    case ActionType::Forward: return forward_of(a.stage);
+    case ActionType::Backward: return backward_of(a.stage) + recompute_time(a.stage);
+    case ActionType::BackwardInput: return backward_of(a.stage) - weight_of(a.stage) + recompute_time(a.stage);
+    case ActionType::BackwardWeight: return weight_of(a.stage);
     case ActionType::Overlapped: {
-      const double separate = forward * k + backward * scale(a.bwd_stage);
+      const double separate = forward_of(a.stage) + backward_of(a.bwd_stage);
       // FB is given for a pair of uniform stages; uneven stages scale it like the separate halves. The backward
       // half's recomputation is not overlapped with anything: it comes on top.
       return (overlapped ? *overlapped * separate / (forward + backward) : separate) + recompute_time(a.bwd_stage);
@@ -102,9 +124,10 @@ CostModel CostModel::parse(std::string_view spec) {
     const std::string_view value = item.substr(eq + 1);
     DUALPIPE_REQUIRE(seen.insert(key).second, "cost key '", item.substr(0, eq), "' is given twice in '", whole,
                      "'; give each key once");
-    if (key == "f") costs.forward = parse_number("F", value);
-    else if (key == "b") costs.backward = parse_number("B", value);
-    else if (key == "w") costs.weight = parse_number("W", value);
+    if (key == "f") parse_cost("F", value, costs.forward, costs.stage_forward);
+    else if (key == "b") parse_cost("B", value, costs.backward, costs.stage_backward);
+    else if (key == "w") parse_cost("W", value, costs.weight, costs.stage_weight);
+    else if (key == "act_scale") costs.stage_activation = parse_list("act_scale", value);
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
@@ -145,19 +168,43 @@ void CostModel::check() const {
   for (std::size_t s = 0; s < stage_scale.size(); ++s) {
     DUALPIPE_REQUIRE(stage_scale[s] > 0, "stage scale must be positive, got ", stage_scale[s], " for stage ", s);
   }
+  // Per-stage lists: one length for all, positive, finite, W part of B on every stage.
+  std::size_t n = 0;
+  const std::pair<const char*, const std::vector<double>*> lists[] = {
+      {"scale", &stage_scale}, {"F", &stage_forward}, {"B", &stage_backward}, {"W", &stage_weight},
+      {"act_scale", &stage_activation}};
+  for (const auto& [name, list] : lists) {
+    if (list->empty()) continue;
+    DUALPIPE_REQUIRE(n == 0 || list->size() == n, "per-stage lists must have the same length, got ", list->size(),
+                     " values for ", name, " and ", n, " for another");
+    n = list->size();
+    for (std::size_t s = 0; s < list->size(); ++s) {
+      const double v = (*list)[s];
+      DUALPIPE_REQUIRE(std::isfinite(v) && (v > 0 || (v == 0 && std::string(name) == "W")), "cost ", name,
+                       " for stage ", s, " must be a positive finite number, got ", v);
+    }
+  }
+  for (int s = 0; s < static_cast<int>(n); ++s) {
+    DUALPIPE_REQUIRE(weight_of(s) <= backward_of(s) * (1 + 1e-12), "cost W is part of B, so W <= B on every stage, got W=",
+                     weight_of(s), " with B=", backward_of(s), " for stage ", s);
+  }
   // Each value finite, but the pair's default F+B (or a recomputing backward's B+F) could overflow.
-  double largest_scale = 1;
-  for (const double k : stage_scale) largest_scale = std::max(largest_scale, k);
-  const double longest = (forward + backward + overlapped.value_or(0) + forward) * largest_scale;
+  double longest = 0;
+  const int stages = static_cast<int>(std::max({stage_scale.size(), stage_forward.size(), stage_backward.size()}));
+  for (int s = 0; s < std::max(stages, 1); ++s)
+    longest = std::max(longest, (2 * forward_of(s) + backward_of(s)) + overlapped.value_or(0) * scale(s));
   DUALPIPE_REQUIRE(std::isfinite(longest), "costs ", to_string(),
                    " are too large to simulate: F+B overflows a double; give them in a larger time unit");
 }
 
 void CostModel::check_stages(int num_stages) const {
   check();
-  DUALPIPE_REQUIRE(stage_scale.empty() || static_cast<int>(stage_scale.size()) == num_stages, "cost scale has ",
-                   stage_scale.size(), " values for a schedule with ", num_stages,
-                   " stages; give one multiplier per stage");
+  for (const auto& [name, list] : {std::pair<const char*, const std::vector<double>*>{"scale", &stage_scale},
+                                   {"F", &stage_forward}, {"B", &stage_backward}, {"W", &stage_weight},
+                                   {"act_scale", &stage_activation}}) {
+    DUALPIPE_REQUIRE(list->empty() || static_cast<int>(list->size()) == num_stages, "cost ", name, " has ",
+                     list->size(), " values for a schedule with ", num_stages, " stages; give one per stage");
+  }
 }
 
 CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages) {
@@ -170,30 +217,42 @@ CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_sta
   costs.weight *= k;
   if (costs.overlapped) *costs.overlapped *= k;
   costs.activation_bytes *= k;  // a stage holds R/S of the model, and so of its activations
-  const int given = static_cast<int>(costs.stage_scale.size());
-  if (given == num_ranks && num_stages != num_ranks) {
-    std::vector<double> per_stage(num_stages);
-    for (int s = 0; s < num_stages; ++s)
-      per_stage[s] = per_slice.stage_scale[static_cast<std::size_t>(s) * num_ranks / num_stages];
-    costs.stage_scale = std::move(per_stage);
-  }
-  DUALPIPE_REQUIRE(costs.stage_scale.empty() || static_cast<int>(costs.stage_scale.size()) == num_stages,
-                   "cost scale has ", given, " values; comparing schedules on R=", num_ranks,
-                   " ranks needs one per 1/R of the model (", num_ranks, " values)");
+  const auto spread = [&](std::vector<double>& list, const char* name, double factor) {
+    const int given = static_cast<int>(list.size());
+    if (given == num_ranks && num_stages != num_ranks) {
+      std::vector<double> per_stage(num_stages);
+      for (int s = 0; s < num_stages; ++s) per_stage[s] = list[static_cast<std::size_t>(s) * num_ranks / num_stages];
+      list = std::move(per_stage);
+    }
+    DUALPIPE_REQUIRE(list.empty() || static_cast<int>(list.size()) == num_stages, "cost ", name, " has ", given,
+                     " values; comparing schedules on R=", num_ranks, " ranks needs one per 1/R of the model (",
+                     num_ranks, " values)");
+    for (double& v : list) v *= factor;
+  };
+  spread(costs.stage_scale, "scale", 1.0);
+  spread(costs.stage_forward, "F", k);
+  spread(costs.stage_backward, "B", k);
+  spread(costs.stage_weight, "W", k);
+  spread(costs.stage_activation, "act_scale", 1.0);
   return costs;
 }
 
 std::string CostModel::to_string() const {
-  std::string out = "F=" + number(forward) + ",B=" + number(backward) + ",W=" + number(weight) +
-                    ",FB=" + number(overlapped.value_or(forward + backward)) + ",comm=" + number(comm);
+  const auto list_or = [](const std::vector<double>& list, double uniform) {
+    if (list.empty()) return number(uniform);
+    std::string out;
+    for (std::size_t s = 0; s < list.size(); ++s) out += (s ? ":" : "") + number(list[s]);
+    return out;
+  };
+  std::string out = "F=" + list_or(stage_forward, forward) + ",B=" + list_or(stage_backward, backward) +
+                    ",W=" + list_or(stage_weight, weight) + ",FB=" + number(overlapped.value_or(forward + backward)) +
+                    ",comm=" + number(comm);
   if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);
   if (w_mem != 1) out += ",w_mem=" + number(w_mem);
   if (recompute) out += ",recompute=1";
   if (input_mem != CostModel{}.input_mem) out += ",input_mem=" + number(input_mem);
-  if (!stage_scale.empty()) {
-    out += ",scale=";
-    for (std::size_t s = 0; s < stage_scale.size(); ++s) out += (s ? ":" : "") + number(stage_scale[s]);
-  }
+  if (!stage_scale.empty()) out += ",scale=" + list_or(stage_scale, 1);
+  if (!stage_activation.empty()) out += ",act_scale=" + list_or(stage_activation, 1);
   return out;
 }
 

@@ -206,14 +206,14 @@ class Builder {
     if (policy_.inflight > 0 &&
         static_cast<double>(lane.forwards - lane.backwards) + 1 > std::ceil(policy_.inflight * (S_ - lane.stage) - kEps))
       return false;
-    ActivationCounter probe = rank.memory;
-    probe.apply(Action::forward(lane.stage, lane.microbatches[lane.forwards]));
-    const double unit = costs_.recompute ? costs_.input_mem : 1.0;
-    double reserve = costs_.recompute ? 1.0 - costs_.input_mem : 0.0;
+    if (policy_.memory_limit == kInf) return true;
+    // A forward adds its activation (only the stage input with recomputation) at its end: ActivationCounter's rule.
+    const auto unit = [&](int stage) { return (costs_.recompute ? costs_.input_mem : 1.0) * costs_.activation_of(stage); };
+    double reserve = costs_.recompute ? (1.0 - costs_.input_mem) * costs_.activation_of(lane.stage) : 0.0;
     if (policy_.reserve_for_later_stages)
       for (int later : lane.later)
-        if (lanes_[later].forwards < lanes_[later].microbatches.size()) reserve += unit;
-    return probe.level() + reserve <= policy_.memory_limit + kEps;
+        if (lanes_[later].forwards < lanes_[later].microbatches.size()) reserve += unit(lanes_[later].stage);
+    return rank.memory.level() + unit(lane.stage) + reserve <= policy_.memory_limit + kEps;
   }
 
   // Earlier time first; on a tie a known time (a lower bound may be the rank's own next action), then the later

@@ -9,6 +9,7 @@
 #include "dualpipe/error.h"
 #include "dualpipe/exact_search.h"
 #include "dualpipe/generators.h"
+#include "dualpipe/layer_partition.h"
 #include "dualpipe/list_scheduler.h"
 #include "dualpipe/validate.h"
 
@@ -104,14 +105,32 @@ class Search {
   explicit Search(const PlanRequest& request) : request_(request) {}
 
   // Simulates the schedule and keeps it when it is within the limit and the best of its name so far.
+  // The costs of a cut into S stages: the comparison convention, or the balanced cut of the layers.
+  const CostModel& costs_for(int S) {
+    auto it = costs_.find(S);
+    if (it != costs_.end()) return it->second;
+    CostModel c;
+    if (request_.layers.empty()) {
+      c = costs_per_stage(request_.costs, request_.num_ranks, S);
+    } else {
+      const std::vector<int> cut = balanced_cut(request_.layers, S);
+      c = costs_of_cut(request_.layers, cut, request_.num_ranks, request_.costs);
+      cuts_[S] = cut;
+    }
+    return costs_.emplace(S, std::move(c)).first->second;
+  }
+  bool can_cut(int S) const { return request_.layers.empty() || static_cast<int>(request_.layers.size()) >= S; }
+
   void consider(const std::string& name, Schedule schedule) {
-    CostModel costs = costs_per_stage(request_.costs, schedule.num_ranks, schedule.num_stages);
+    if (!can_cut(schedule.num_stages)) return;
+    CostModel costs = costs_for(schedule.num_stages);
     Metrics metrics = simulate(schedule, costs).metrics;
     ++evaluated_;
     const double peak = slice_peak(schedule, metrics);
     if (request_.memory_limit && peak > *request_.memory_limit + kEps) return;
-    PlanCandidate c{name, std::move(schedule), std::move(costs), std::move(metrics), peak, 0.0};
+    PlanCandidate c{name, std::move(schedule), std::move(costs), std::move(metrics), peak, 0.0, {}};
     c.score = objective_value(c.metrics, request_.objective);
+    if (!request_.layers.empty()) c.layers_per_stage = cuts_.at(c.schedule.num_stages);
     auto it = by_name_.find(name);
     if (it == by_name_.end()) {
       by_name_.emplace(name, std::move(c));
@@ -146,7 +165,8 @@ class Search {
     auto run = [&](std::size_t p, const Knobs& k) {
       const PlacementChoice& choice = choices[p];
       const int S = choice.placement.num_stages();
-      const CostModel costs = costs_per_stage(request_.costs, request_.num_ranks, S);
+      if (!can_cut(S)) return false;
+      const CostModel& costs = costs_for(S);
       ListTiming timing;
       std::optional<Schedule> s =
           list_schedule(choice.placement, request_.num_microbatches, costs, policy_of(k, S), "auto", &timing);
@@ -158,11 +178,12 @@ class Search {
       t = Trial{score, k, std::move(s)};
       return true;
     };
+    // Chosen on the Zero Bubble paper's settings and small grids: 1F1B's warm-up with W filling gaps (ZB-1p),
+    // twice the warm-up with W in every gap (ZB-2p), no cap, and the same with forwards after backwards.
     std::vector<Knobs> base = {
         {false, true, true, 1.0, 1.0, false}, {false, true, true, 0.0, 2.0, false},
-        {false, true, true, 1.0, 0.0, false}, {true, true, true, 1.0, 1.0, false},
-        {false, false, true, 1.0, 1.0, false}, {false, false, true, 0.0, 2.0, false},
-        {true, true, true, 0.0, 2.0, false},   {false, false, false, 0.0, 0.0, false},
+        {false, true, true, 1.0, 0.0, false}, {false, false, true, 1.0, 1.0, false},
+        {false, false, true, 0.0, 2.0, false}, {false, false, false, 0.0, 0.0, false},
     };
     if (pairs_save) {
       const std::size_t n = base.size();
@@ -195,11 +216,11 @@ class Search {
   void exact(const std::vector<PlacementChoice>& choices) {
     for (const PlacementChoice& choice : choices) {
       const int S = choice.placement.num_stages();
-      if (3 * S * request_.num_microbatches > request_.exact_max_actions) continue;
+      if (3 * S * request_.num_microbatches > request_.exact_max_actions || !can_cut(S)) continue;
       ExactRequest r;
       r.placement = choice.placement;
       r.num_microbatches = request_.num_microbatches;
-      r.costs = costs_per_stage(request_.costs, request_.num_ranks, S);
+      r.costs = costs_for(S);
       r.memory_limit = request_.memory_limit ? *request_.memory_limit * S / request_.num_ranks
                                              : std::numeric_limits<double>::infinity();
       r.objective = request_.objective;
@@ -237,6 +258,8 @@ class Search {
   }
 
   const PlanRequest& request_;
+  std::map<int, CostModel> costs_;        // by stage count
+  std::map<int, std::vector<int>> cuts_;  // by stage count, with layer costs
   std::map<std::string, PlanCandidate> by_name_;
   int evaluated_ = 0;
 };
@@ -274,16 +297,20 @@ Plan plan_schedule(const PlanRequest& request) {
                      kind, "' (linear, v, two, looped)");
   const std::vector<PlacementChoice> choices = placements(request);
 
+  Search search(request);
   // The least memory any of them allows: one micro-batch at a time.
   double minimum = std::numeric_limits<double>::infinity();
   std::vector<PlacementChoice> for_minimum = choices;  // looped alone: as low as a linear cut's
   if (for_minimum.empty()) for_minimum.push_back({"linear", "linear", Placement::linear(R)});
   for (const PlacementChoice& c : for_minimum) {
+    if (!search.can_cut(c.placement.num_stages())) continue;
     const Schedule s = one_at_a_time(c.placement, M);
     double peak = 0;
-    for (double p : activation_peaks(s, request.costs)) peak = std::max(peak, p);
+    for (double p : activation_peaks(s, search.costs_for(s.num_stages))) peak = std::max(peak, p);
     minimum = std::min(minimum, slice_units(s, peak));
   }
+  DUALPIPE_REQUIRE(minimum < std::numeric_limits<double>::infinity(), "the model has ", request.layers.size(),
+                   " layers: too few to cut into the stages of any allowed placement (R=", R, ")");
   if (request.memory_limit) {
     DUALPIPE_REQUIRE(*request.memory_limit >= minimum - kEps, "memory limit ", *request.memory_limit,
                      " is below the feasible minimum of ", minimum,
@@ -291,7 +318,6 @@ Plan plan_schedule(const PlanRequest& request) {
                      request.costs.to_string());
   }
 
-  Search search(request);
   for (const PlacementChoice& c : choices) search.consider("one-at-a-time " + c.name, one_at_a_time(c.placement, M));
   search.families();
   if (request.automatic) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "dualpipe/atomic_file.h"
 #include "dualpipe/error.h"
+#include "dualpipe/layer_partition.h"
 #include "dualpipe/planner.h"
 #include "dualpipe/pytorch_csv.h"
 #include "dualpipe/text_format.h"
@@ -37,7 +39,20 @@ struct PlanCommand {
   std::string from_trace;
   bool families_only = false;
   std::vector<std::string> placements;
+  std::string layer_costs;
 };
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  DUALPIPE_REQUIRE(in, "cannot open '", path, "' for reading");
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    DUALPIPE_REQUIRE(text.size() <= (64u << 20), "'", path, "' is larger than 64 MiB; a layer-cost table is not");
+  }
+  return text;
+}
 
 // "8", "7.5": activations; "24GiB", "3e9B", "512MB": bytes, divided by the bytes of one slice activation.
 double parse_memory_limit(const std::string& text, const CostModel& costs) {
@@ -97,7 +112,9 @@ std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& re
   SimulatedSchedule chosen{best.schedule, best.costs, best.metrics};
   chosen.schedule.kind = best.name;
   if (c.format == "text") {
-    return "# dualpipe plan: " + best.name + ", costs " + best.costs.to_string() + "\n" + format_text(best.schedule);
+    std::string head = "# dualpipe plan: " + best.name + ", costs " + best.costs.to_string() + "\n";
+    if (!best.layers_per_stage.empty()) head += "# layers per stage: " + format_cut(best.layers_per_stage) + "\n";
+    return head + format_text(best.schedule);
   }
   if (c.format == "csv") return format_pytorch_csv(best.schedule);
   if (c.format == "json") {
@@ -107,6 +124,7 @@ std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& re
     j["memory_limit"] = request.memory_limit ? nlohmann::ordered_json(*request.memory_limit) : nullptr;
     j["peak_activations_per_slice"] = best.peak;
     j["minimum_memory"] = plan.minimum_memory;
+    if (!best.layers_per_stage.empty()) j["layers_per_stage"] = format_cut(best.layers_per_stage);
     nlohmann::ordered_json actions = nlohmann::ordered_json::array();
     for (const auto& rank : best.schedule.actions) {
       nlohmann::ordered_json row = nlohmann::ordered_json::array();
@@ -132,6 +150,10 @@ void print_table(const PlanCommand& c, const Plan& plan, const PlanRequest& requ
   SimulatedSchedule chosen{plan.best.schedule, plan.best.costs, plan.best.metrics};
   chosen.schedule.kind = plan.best.name;
   print_simulated(chosen);
+  if (!plan.best.layers_per_stage.empty()) {
+    std::cout << "\nlayers per stage: " << format_cut(plan.best.layers_per_stage) << " (dualpipe train "
+              << "--layers-per-stage " << format_cut(plan.best.layers_per_stage) << ")\n";
+  }
   std::cout << "\nbest of each kind within the limit (peak act in 1/R slice activations):\n";
   std::printf("%-28s %3s %10s %10s %10s %10s %9s\n", "schedule", "S", "step time", "max span", "span rate",
               "step rate", "peak act");
@@ -166,6 +188,15 @@ void run(PlanCommand& c) {
                    "model (", c.ranks, " values for R=", c.ranks, ")");
   if (!c.memory_limit.empty()) request.memory_limit = parse_memory_limit(c.memory_limit, request.costs);
   request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
+  if (!c.layer_costs.empty()) {
+    const CostModel d;
+    DUALPIPE_REQUIRE(request.costs.forward == d.forward && request.costs.backward == d.backward &&
+                         request.costs.weight == d.weight && request.costs.stage_scale.empty() &&
+                         request.costs.stage_forward.empty() && request.costs.stage_activation.empty(),
+                     "--layer-costs gives F, B, W and activation sizes per layer; leave F, B, W, scale and act_scale "
+                     "out of --cost (comm, FB, w_mem, recompute and input_mem still apply)");
+    request.layers = parse_layer_costs(read_text_file(c.layer_costs), c.layer_costs);
+  }
   request.automatic = !c.families_only;
   request.placements = c.placements;
   const Plan plan = plan_schedule(request);
@@ -214,6 +245,9 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("-o,--output", command->output, "Write the json, text or csv form to FILE");
   sub->add_option("--from-trace", command->from_trace,
                   "Fit the costs, R and M of a measured run (a dualpipe trace) and plan for them");
+  sub->add_option("--layer-costs", command->layer_costs,
+                  "Per-layer costs, one line per layer: F B W act_bytes (commas or blanks; a header line and # "
+                  "comments allowed): each schedule gets the balanced cut of the layers into its stages");
   sub->add_flag("--families-only", command->families_only, "Compare the hand-made families only");
   sub->add_option("--placements", command->placements,
                   "Placements allowed, comma-separated: linear (stage s on rank s), v (2R stages in a V), two (two "
