@@ -100,6 +100,7 @@ void BM_Plan(benchmark::State& state) {
 BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m96")->Args({96, 0})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m192")->Args({192, 0})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m96_linear")->Args({96, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Plan)->Name("Plan/ZB28B_p32_m192_linear")->Args({192, 1})->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Pipeline)->Name("Pipeline/R16_M128")->Args({16, 128})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Pipeline)->Name("Pipeline/R64_M512")->Args({64, 512})->Unit(benchmark::kMillisecond);
@@ -131,12 +132,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
                   full->second / half->second);
       std::printf("R=64, M=1024 whole pipeline: %.1f ms (target < 50 ms)\n", full->second);
     }
-    const auto p96 = times_.find("Plan/ZB28B_p32_m96"), p192 = times_.find("Plan/ZB28B_p32_m192");
-    if (p96 != times_.end() && p192 != times_.end()) {
-      std::printf("\nplan p=32, m=96: %.1f ms (target <= 50 ms); m=96 -> 192: time x%.2f, bytes held x%.2f "
-                  "(linear: 2)\n", p96->second, p192->second / p96->second,
-                  bytes_.at("Plan/ZB28B_p32_m192") / bytes_.at("Plan/ZB28B_p32_m96"));
+    for (const char* suffix : {"", "_linear"}) {
+      const std::string a = std::string("Plan/ZB28B_p32_m96") + suffix, b = std::string("Plan/ZB28B_p32_m192") + suffix;
+      const auto p96 = times_.find(a), p192 = times_.find(b);
+      if (p96 == times_.end() || p192 == times_.end()) continue;
+      std::printf("\nplan p=32, m=96%s: %.1f ms (target <= 50 ms); m=96 -> 192: time x%.2f, bytes held x%.2f "
+                  "(linear: 2)", suffix, p96->second, p192->second / p96->second, bytes_.at(b) / bytes_.at(a));
     }
+    std::printf("\n");
   }
 
  private:

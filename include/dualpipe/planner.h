@@ -36,7 +36,7 @@ struct PlanRequest {
   // stages, and the costs' F, B, W and per-stage lists are not used (comm, FB, the memory model are).
   std::vector<LayerCost> layers;
   int exact_max_actions = 36;     // solve exactly when a placement's schedule has at most this many actions
-  int refine_evaluations = 16;    // policies tried around the best one
+  int refine_evaluations = 8;     // policies tried around the best one
 };
 
 struct PlanCandidate {

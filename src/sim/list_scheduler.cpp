@@ -350,7 +350,7 @@ class Builder {
     if (backward_now && (policy_.backward_first || !forward_now)) return run_backward(r, c.backward);
     const bool may_delay = rank.started_backward ? policy_.forward_may_delay_backward
                                                  : policy_.forward_may_delay_first_backward;
-    if (forward_now && !may_delay) {
+    if (forward_now && !may_delay && !force) {  // forced: the backward may need this very forward
       const Ready forward = c.forward;
       if (!backward_now) c = candidates(r, true);
       if (c.backward.valid() && c.backward.time < t + costs_.duration(Action::forward(lanes_[forward.lane].stage, 0)) - kEps) {

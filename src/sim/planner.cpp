@@ -76,6 +76,9 @@ struct Knobs {
   double w_fill = 1.0;
   double inflight = 1.0;
   bool pairs = false;
+  // The share of the memory limit the builder is given: a tighter budget sometimes schedules better (the
+  // heuristic is greedy with memory), and a plan under a larger limit should never be worse than under a smaller.
+  double memory_share = 1.0;
 };
 
 struct Trial {
@@ -97,6 +100,8 @@ std::vector<Knobs> neighbours(const Knobs& k, bool pairs_save) {
   out.push_back(k), out.back().delay = !k.delay;
   out.push_back(k), out.back().delay_first = !k.delay_first;
   if (pairs_save) out.push_back(k), out.back().pairs = !k.pairs;
+  for (const double share : {0.75, 0.5})
+    if (share < k.memory_share) out.push_back(k), out.back().memory_share = share;
   return out;
 }
 
@@ -189,8 +194,14 @@ class Search {
       const std::size_t n = base.size();
       for (std::size_t i = 0; i < n; ++i) base.push_back(base[i]), base.back().pairs = true;
     }
-    for (std::size_t p = 0; p < choices.size(); ++p)
+    for (std::size_t p = 0; p < choices.size(); ++p) {
       for (const Knobs& k : base) run(p, k);
+      if (request_.memory_limit && best[p].schedule) {  // the best so far under a tighter budget
+        Knobs tighter = best[p].knobs;
+        tighter.memory_share = 0.75;
+        run(p, tighter);
+      }
+    }
 
     // Refine the best placement's policy one knob at a time while that improves it.
     std::size_t top = choices.size();
@@ -231,6 +242,8 @@ class Search {
     }
   }
 
+  void set_minimum(double minimum) { minimum_ = minimum; }
+
   Plan finish(double minimum_memory) {
     Plan plan;
     plan.minimum_memory = minimum_memory;
@@ -246,8 +259,9 @@ class Search {
  private:
   ListPolicy policy_of(const Knobs& k, int num_stages) const {
     ListPolicy p;
-    p.memory_limit = request_.memory_limit ? *request_.memory_limit * num_stages / request_.num_ranks
-                                           : std::numeric_limits<double>::infinity();
+    p.memory_limit = request_.memory_limit
+                         ? std::max(*request_.memory_limit * k.memory_share, minimum_) * num_stages / request_.num_ranks
+                         : std::numeric_limits<double>::infinity();
     p.forward_may_delay_first_backward = k.delay_first;
     p.backward_first = k.backward_first;
     p.forward_may_delay_backward = k.delay;
@@ -258,6 +272,7 @@ class Search {
   }
 
   const PlanRequest& request_;
+  double minimum_ = 0;  // the feasible minimum, in 1/R slice activations
   std::map<int, CostModel> costs_;        // by stage count
   std::map<int, std::vector<int>> cuts_;  // by stage count, with layer costs
   std::map<std::string, PlanCandidate> by_name_;
@@ -309,6 +324,7 @@ Plan plan_schedule(const PlanRequest& request) {
     for (double p : activation_peaks(s, search.costs_for(s.num_stages))) peak = std::max(peak, p);
     minimum = std::min(minimum, slice_units(s, peak));
   }
+  search.set_minimum(minimum);
   DUALPIPE_REQUIRE(minimum < std::numeric_limits<double>::infinity(), "the model has ", request.layers.size(),
                    " layers: too few to cut into the stages of any allowed placement (R=", R, ")");
   if (request.memory_limit) {
