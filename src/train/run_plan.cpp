@@ -1,6 +1,9 @@
 #include "dualpipe/train/run_plan.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/error.h"
@@ -61,8 +64,28 @@ RunPlan make_run_plan(const TrainConfig& c) {
   return plan;
 }
 
+namespace {
+
+// An output file is written at the end of a long run (the trace) or as it goes (the metrics): its folder must
+// exist and be writable before the run starts, not when the work is done.
+void check_output_path(const char* option, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::absolute(path).parent_path();
+  std::error_code error;
+  DUALPIPE_REQUIRE(fs::is_directory(parent, error), option, " '", path, "': the folder ", parent.string(),
+                   " does not exist");
+  DUALPIPE_REQUIRE(access(parent.c_str(), W_OK) == 0, option, " '", path, "': the folder ", parent.string(),
+                   " is not writable");
+  DUALPIPE_REQUIRE(!fs::is_directory(path, error), option, " '", path, "' is a directory, not a file");
+}
+
+}  // namespace
+
 void check_config(const TrainConfig& c) {
   const RunPlan plan = make_run_plan(c);
+  check_output_path("--trace", c.trace);
+  check_output_path("--metrics", c.metrics);
   load_training_data(c);
   if (c.checkpoint_dir.empty()) return;
   prepare_checkpoint_dir(c.checkpoint_dir);

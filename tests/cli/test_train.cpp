@@ -263,6 +263,7 @@ TEST_F(Train, BadInputIsRefusedBeforeAnyProcessStartsAndNothingIsOverwritten) {
       {"--microbatches 6", "DualPipe needs"},
       {"--steps 0", "--steps must be between 1"},
       {"--schedule nope", "nope"},
+      {"--trace /nonexistent/dir/t.json", "--trace '/nonexistent/dir/t.json': the folder /nonexistent/dir does not exist"},
   };
   for (const Case& c : cases) {
     std::string args = kSmall + c.args + " --metrics " + metrics;

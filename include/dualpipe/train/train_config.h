@@ -24,20 +24,20 @@ struct TrainConfig {
 
   // The data (data/): the user's files, or the default corpus when empty.
   std::vector<std::string> data;
-  int64_t batch = 4;  // sequences per micro-batch
+  int64_t batch = 2;  // sequences per micro-batch
 
   // The optimizer: AdamW, linear warm-up then cosine decay to min_lr, clipping by the global gradient norm.
-  int steps = 40;
-  double lr = 3e-3;
-  double min_lr = 3e-4;
-  int warmup = 4;  // steps
+  int steps = 150;
+  double lr = 6e-3;
+  double min_lr = 6e-4;
+  int warmup = 20;  // steps
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95;
   double clip = 1.0;  // max global gradient norm; 0: no clipping
   uint64_t seed = 0;  // weights, data order, sampling
 
   // Evaluation and the sample printed at the end.
-  int eval_every = 10;  // also before the first step and after the last
+  int eval_every = 50;  // also before the first step and after the last
   std::string prompt = "The ";
   int sample_tokens = 120;
   double temperature = 0.8;
