@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "dualpipe/error.h"
+#include "dualpipe/activation_memory.h"
 #include "dualpipe/simulate.h"
 
 namespace dualpipe::train {
@@ -149,11 +150,14 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
         peak_bytes[i] = std::max(peak_bytes[i], r.peak_activation_bytes[i]);
         peak_live[i] = std::max(peak_live[i], r.peak_live_activations[i]);
       }
-    std::string bytes, live, planned;
+    std::string bytes, live, planned, planned_recomputed;
     for (double b : peak_bytes) bytes += " " + fixed(b / (1 << 20), 2);
     for (int p : peak_live) live += " " + std::to_string(p);
     const std::vector<int> plan = peak_activations(s);
     for (int p : plan) planned += " " + std::to_string(p);
+    CostModel recomputed;
+    recomputed.recompute = true;
+    for (double p : activation_peaks(s, recomputed)) planned_recomputed += " " + fixed(p, 2);
     std::cout << "peak activation MiB per rank" << (config_.recompute ? " (with recomputation):" : ":") << bytes
               << " measured";
     if (config_.act_bytes > 0) {
@@ -161,7 +165,11 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
       for (int p : plan) planned_bytes += " " + fixed(p * config_.act_bytes / (1 << 20), 2);
       std::cout << "," << planned_bytes << " planned (act_bytes=" << config_.act_bytes << ")";
     }
-    std::cout << "\npeak live stage activations per rank:" << live << " measured," << planned << " planned\n";
+    std::cout << "\npeak live stage activations per rank:" << live << " measured," << planned << " planned";
+    if (config_.recompute)
+      std::cout << " without recomputation," << planned_recomputed << " planned with it (input_mem "
+                << recomputed.input_mem << ")";
+    std::cout << "\n";
 
     const StepReport& last = steps_.back();
     double ms = 0, tokens = 0;
