@@ -34,6 +34,11 @@ struct ListPolicy {
   // Forwards of a stage that is not the rank's last stage on the micro-batch's path leave room in memory for a
   // forward of each later stage on the rank, so a micro-batch that comes back (V, two directions) can go on.
   bool reserve_for_later_stages = true;
+  // Give up (return nullopt) as soon as the schedule cannot end with a makespan (or, with give_up_on_span, a largest
+  // per-rank span) at or below this: a search's best so far. Not used with overlap_pairs (a pair's saving makes the
+  // remaining work no lower bound).
+  double give_up_above = std::numeric_limits<double>::infinity();
+  bool give_up_on_span = false;
   // At most ceil(inflight x (S - s)) micro-batches between their forward and their backward at stage s: 1 is the
   // 1F1B/ZB-H1 warm-up, 2 about ZB-H2's; memory not spent on more forwards is left for deferred W's. 0: no cap.
   double inflight = 0;

@@ -42,6 +42,7 @@ struct RankState {
   std::vector<Action> actions;
   bool started_backward = false;
   double first = kInf;  // the start of its first action
+  double remaining = 0;  // compute time of the actions it has not run yet
   explicit RankState(const CostModel& costs) : memory(costs) {}
 };
 
@@ -71,6 +72,11 @@ class Builder {
         for (int b : rank.lanes)
           if (lanes_[b].stage > lanes_[a].stage) lanes_[a].later.push_back(b);
     pair_saves_ = costs.overlapped && *costs.overlapped < costs.forward + costs.backward;
+    for (const Lane& lane : lanes_)
+      for (int m : lane.microbatches)
+        ranks_[placement.rank(lane.stage, m)].remaining +=
+            costs.duration(Action::forward(lane.stage, m)) + costs.duration(Action::backward(lane.stage, m));
+    give_up_ = policy.give_up_above < kInf && !(policy.overlap_pairs && pair_saves_);
     neighbours_.resize(R);
     for (int replica = 0; replica < placement.num_replicas(); ++replica) {
       for (int s = 0; s + 1 < S_; ++s) {
@@ -107,7 +113,9 @@ class Builder {
       const auto [clock, pick] = queue.top();
       queue.pop();
       if (finished[pick] || waiting[pick] || clock != ranks_[pick].clock) continue;
-      switch (step(pick)) {
+      const Step result = step(pick);
+      if (gave_up_) return std::nullopt;
+      switch (result) {
         case Step::Acted:
           // Only a rank that takes an input from this one can have news (an input, or a later lower bound).
           for (int q : neighbours_[pick]) {
@@ -232,6 +240,13 @@ class Builder {
     rank.actions.push_back(a);
     rank.first = std::min(rank.first, start);
     rank.clock = end;
+    rank.remaining -= end - start;
+    if (give_up_) {
+      // Every rank's remaining work runs after its clock: a lower bound of what the schedule can still reach.
+      const double bound = policy_.give_up_on_span ? rank.clock - rank.first + rank.remaining
+                                                   : rank.clock + rank.remaining;
+      if (bound > policy_.give_up_above + kEps * std::max(1.0, bound)) gave_up_ = true;
+    }
     switch (a.type) {
       case ActionType::Forward: forward_end_[slot(a.stage, a.microbatch)] = end; break;
       case ActionType::Backward:
@@ -392,6 +407,8 @@ class Builder {
   std::vector<Lane> lanes_;
   std::vector<RankState> ranks_;
   bool pair_saves_ = false;
+  bool give_up_ = false;
+  bool gave_up_ = false;
   std::vector<std::vector<int>> neighbours_;  // ranks that exchange activations or gradients with each rank
 };
 

@@ -173,8 +173,13 @@ class Search {
       if (!can_cut(S)) return false;
       const CostModel& costs = costs_for(S);
       ListTiming timing;
+      ListPolicy policy = policy_of(k, S);
+      if (best[p].schedule) {  // only a better schedule of this placement is of use
+        policy.give_up_above = best[p].score;
+        policy.give_up_on_span = request_.objective == PlanObjective::Span;
+      }
       std::optional<Schedule> s =
-          list_schedule(choice.placement, request_.num_microbatches, costs, policy_of(k, S), "auto", &timing);
+          list_schedule(choice.placement, request_.num_microbatches, costs, policy, "auto", &timing);
       ++evaluated_;
       if (!s) return false;
       const double score = request_.objective == PlanObjective::Makespan ? timing.makespan : timing.max_span;

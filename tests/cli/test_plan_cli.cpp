@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cli/run_command.h"
+#include "dualpipe/generators.h"
+#include "dualpipe/simulate.h"
+#include "dualpipe/trace.h"
 
 namespace {
 
@@ -159,6 +164,66 @@ TEST(PlanCli, BadInputExitsTwoNamingTheValueAndTheRule) {
     EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
     EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(PlanCli, FromTraceFitsTheCostsOfTheRun) {
+  // A DualPipeV run (S = 2R stages) that went exactly as simulated with stage costs F=0.5, B=1.5, W=0.5, 100 us a unit:
+  // per 1/R slice that is F=100, B=300, W=100 us (a slice is two V stages), R=4, M=8.
+  const dualpipe::Schedule s = dualpipe::make_dualpipev({4, 8, 0});
+  const dualpipe::CostModel stage = dualpipe::CostModel::parse("F=0.5,B=1.5,W=0.5");
+  const std::string path = temp_path("dualpipev_trace.json");
+  dualpipe::write_trace_file(path, dualpipe::trace_from_simulation(s, dualpipe::simulate(s, stage), 100.0, 2));
+  const CommandResult run = dualpipe("plan --from-trace " + path + " --placements linear --families-only --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["ranks"], 4);
+  EXPECT_EQ(j["microbatches"], 8);
+  const dualpipe::CostModel fitted = dualpipe::CostModel::parse(j["costs"].get<std::string>());
+  EXPECT_NEAR(fitted.forward, 100, 1e-6);
+  EXPECT_NEAR(fitted.backward, 300, 1e-6);
+  EXPECT_NEAR(fitted.weight, 100, 1e-6);
+  EXPECT_NEAR(fitted.scale(0), 1, 1e-9);
+}
+
+TEST(PlanCli, LayerCostsGiveTheCutForTrain) {
+  // 8 equal layers (F+B = 3) and a head (9): 33 in all. No cut into 4 stages has a slowest stage under 9 (the head
+  // alone is 9), and any stage holding the head and a layer takes 12; so the head is alone on the last stage and
+  // the others hold at most 3 layers each (9): 3,3,2,1 or an order of it.
+  const std::string path = temp_path("layers.txt");
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("F B W act_bytes\n", f);
+    for (int i = 0; i < 8; ++i) std::fputs("1 2 1 1000\n", f);
+    std::fputs("3 6 3 4000 # head\n", f);
+    std::fclose(f);
+  }
+  const CommandResult run =
+      dualpipe("plan -r 4 -m 8 --layer-costs " + path + " --placements linear --memory-limit 12000B --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  const std::string cut = j["layers_per_stage"].get<std::string>();
+  std::vector<int> n;
+  for (std::size_t pos = 0; pos <= cut.size();) {
+    const std::size_t comma = std::min(cut.find(',', pos), cut.size());
+    n.push_back(std::stoi(cut.substr(pos, comma - pos)));
+    pos = comma + 1;
+  }
+  ASSERT_EQ(n.size(), 4u) << cut;
+  EXPECT_EQ(n[3], 1) << cut;
+  EXPECT_EQ(n[0] + n[1] + n[2], 8) << cut;
+  for (int i = 0; i < 3; ++i) EXPECT_LE(n[i], 3) << cut;
+  // 12000 bytes with 12000 / 4 = 3000 bytes a slice: 4 slice activations.
+  EXPECT_DOUBLE_EQ(j["memory_limit"].get<double>(), 4);
+  const CommandResult table = dualpipe("plan -r 4 -m 8 --layer-costs " + path + " --placements linear");
+  EXPECT_NE(table.out.find("dualpipe train --layers-per-stage " + cut), std::string::npos) << table.out;
+  const CommandResult both = dualpipe("plan -r 4 -m 8 --layer-costs " + path + " --cost F=2");
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.out.find("leave F, B, W, scale and act_scale out of --cost"), std::string::npos) << both.out;
 }
 
 }  // namespace

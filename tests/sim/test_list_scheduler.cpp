@@ -117,3 +117,28 @@ TEST(ListScheduler, RejectsAPlacementOfOtherMicroBatches) {
 
 }  // namespace
 }  // namespace dualpipe
+
+namespace dualpipe {
+namespace {
+
+TEST(ListScheduler, GivesUpOnlyWhenTheBoundIsBeaten) {
+  const CostModel costs = CostModel::parse("F=1,B=3,W=1,comm=0.2,w_mem=0.5");
+  for (bool span : {false, true}) {
+    ListPolicy p;
+    p.memory_limit = 6;
+    ListTiming full;
+    const std::optional<Schedule> s = list_schedule(Placement::linear(4), 12, costs, p, "auto", &full);
+    ASSERT_TRUE(s.has_value());
+    const double value = span ? full.max_span : full.makespan;
+    p.give_up_on_span = span;
+    p.give_up_above = value;  // reachable: the same schedule
+    const std::optional<Schedule> same = list_schedule(Placement::linear(4), 12, costs, p);
+    ASSERT_TRUE(same.has_value());
+    EXPECT_EQ(same->actions, s->actions);
+    p.give_up_above = value - 0.5;  // not reachable by this policy
+    EXPECT_FALSE(list_schedule(Placement::linear(4), 12, costs, p).has_value());
+  }
+}
+
+}  // namespace
+}  // namespace dualpipe

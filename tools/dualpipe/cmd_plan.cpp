@@ -186,7 +186,6 @@ void run(PlanCommand& c) {
   DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == c.ranks,
                    "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
                    "model (", c.ranks, " values for R=", c.ranks, ")");
-  if (!c.memory_limit.empty()) request.memory_limit = parse_memory_limit(c.memory_limit, request.costs);
   request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
   if (!c.layer_costs.empty()) {
     const CostModel d;
@@ -196,7 +195,11 @@ void run(PlanCommand& c) {
                      "--layer-costs gives F, B, W and activation sizes per layer; leave F, B, W, scale and act_scale "
                      "out of --cost (comm, FB, w_mem, recompute and input_mem still apply)");
     request.layers = parse_layer_costs(read_text_file(c.layer_costs), c.layer_costs);
+    double bytes = 0;
+    for (const LayerCost& l : request.layers) bytes += l.activation_bytes;
+    request.costs.activation_bytes = bytes / c.ranks;  // the unit: a 1/R slice's activation
   }
+  if (!c.memory_limit.empty()) request.memory_limit = parse_memory_limit(c.memory_limit, request.costs);
   request.automatic = !c.families_only;
   request.placements = c.placements;
   const Plan plan = plan_schedule(request);
