@@ -62,10 +62,16 @@ double slice_units(const Schedule& s, double stage_units) {
   return stage_units * s.num_ranks / s.num_stages;
 }
 
+bool differ(double a, double b) { return std::fabs(a - b) > kEps * std::max(1.0, std::fabs(b)); }
+
+// The objective, then less memory, the shorter step, and on a tie (up to rounding) the simpler schedule: fewer
+// stages, one replica.
 bool better(const PlanCandidate& a, const PlanCandidate& b) {
-  if (std::fabs(a.score - b.score) > kEps * std::max(1.0, std::fabs(b.score))) return a.score < b.score;
-  if (std::fabs(a.peak - b.peak) > kEps) return a.peak < b.peak;
-  return a.metrics.makespan < b.metrics.makespan;
+  if (differ(a.score, b.score)) return a.score < b.score;
+  if (differ(a.peak, b.peak)) return a.peak < b.peak;
+  if (differ(a.metrics.makespan, b.metrics.makespan)) return a.metrics.makespan < b.metrics.makespan;
+  if (a.schedule.num_stages != b.schedule.num_stages) return a.schedule.num_stages < b.schedule.num_stages;
+  return a.schedule.placement.num_replicas() < b.schedule.placement.num_replicas();
 }
 
 // The switches of a list-scheduler policy (list_scheduler.h) the search varies.
