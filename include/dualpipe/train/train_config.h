@@ -27,7 +27,7 @@ struct TrainConfig {
   int64_t batch = 2;  // sequences per micro-batch
 
   // The optimizer: AdamW, linear warm-up then cosine decay to min_lr, clipping by the global gradient norm.
-  int steps = 150;
+  int steps = 120;
   double lr = 6e-3;
   double min_lr = 6e-4;
   int warmup = 20;  // steps
@@ -37,7 +37,7 @@ struct TrainConfig {
   uint64_t seed = 0;  // weights, data order, sampling
 
   // Evaluation and the sample printed at the end.
-  int eval_every = 50;  // also before the first step and after the last
+  int eval_every = 40;  // also before the first step and after the last
   std::string prompt = "The ";
   int sample_tokens = 120;
   double temperature = 0.8;
