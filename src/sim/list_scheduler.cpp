@@ -361,7 +361,28 @@ class Builder {
 
     const bool backward_now = c.backward.valid() && c.backward.known && c.backward.time <= t + kEps;
     bool forward_now = c.forward.valid() && c.forward.known && c.forward.time <= t + kEps;
-    if (backward_now && forward_now && policy_.overlap_pairs && pair_saves_) return run_pair(r, c.forward, c.backward);
+    const bool pairing = policy_.overlap_pairs && pair_saves_;
+    if (backward_now && forward_now && pairing) return run_pair(r, c.forward, c.backward);
+    if (pairing && !force && backward_now != forward_now) {
+      // Wait for the other half when it comes sooner than the pair saves (F + B - FB).
+      const Candidates b = candidates(r, true);
+      const Ready& other = backward_now ? b.forward : b.backward;
+      if (other.valid()) {
+        const Ready& f = backward_now ? other : c.forward;
+        const Ready& bw = backward_now ? c.backward : other;
+        const Lane& fl = lanes_[f.lane];
+        const Lane& bl = lanes_[bw.lane];
+        const Action fa = Action::forward(fl.stage, fl.microbatches[fl.forwards]);
+        const Action ba = Action::backward(bl.stage, bl.microbatches[bl.backwards]);
+        const double saving = costs_.duration(fa) + costs_.duration(ba) -
+                              costs_.duration(Action::overlapped(fa.stage, fa.microbatch, ba.stage, ba.microbatch));
+        if (other.time - t < saving - kEps) {
+          if (!other.known) return Step::Wait;
+          rank.clock = other.time;
+          return Step::Idled;
+        }
+      }
+    }
     if (backward_now && (policy_.backward_first || !forward_now)) return run_backward(r, c.backward);
     const bool may_delay = rank.started_backward ? policy_.forward_may_delay_backward
                                                  : policy_.forward_may_delay_first_backward;
