@@ -15,4 +15,8 @@ namespace dualpipe {
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_file_atomically(const std::string& path, const std::string& contents);
 
+// Checks, before long work starts, that write_file_atomically(path, ...) can create its temporary file next to
+// `path` (the folder exists and is writable); throws InvalidArgument naming the path and the system's reason.
+void check_can_write_file(const std::string& path);
+
 }  // namespace dualpipe

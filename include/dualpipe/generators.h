@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dualpipe/schedule.h"
+#include "dualpipe/schedule_limits.h"
 
 namespace dualpipe {
 
@@ -14,6 +15,8 @@ struct ScheduleOptions {
   int num_microbatches = 8;
   // Stages per rank for looped schedules (interleaved 1F1B); 0 picks the generator's default.
   int stages_per_rank = 0;
+  // make_schedule refuses a request whose estimated memory (estimate_schedule_bytes) is above this.
+  std::int64_t max_memory_bytes = kDefaultMaxScheduleMemory;
 };
 
 using GeneratorFn = Schedule (*)(const ScheduleOptions&);
@@ -27,9 +30,14 @@ struct GeneratorInfo {
 // Every generator, in the order the CLI lists them.
 const std::vector<GeneratorInfo>& generators();
 
-// Builds a schedule by name; throws InvalidArgument for an unknown name (listing the known ones) or for
-// parameters the generator cannot serve (naming the rule).
+// Builds a schedule by name; throws InvalidArgument for an unknown name (listing the known ones), for
+// parameters the generator cannot serve (naming the rule), or when estimate_schedule_bytes is above
+// options.max_memory_bytes (naming both), before anything is allocated.
 Schedule make_schedule(std::string_view kind, const ScheduleOptions& options);
+
+// An upper estimate of the memory that generating, validating and lowering a schedule of this kind and size
+// takes: bytes per (stage, micro-batch) pair, measured (docs/limits.md), times stages x micro-batches.
+double estimate_schedule_bytes(std::string_view kind, const ScheduleOptions& options);
 
 Schedule make_gpipe(const ScheduleOptions& options);
 Schedule make_1f1b(const ScheduleOptions& options);

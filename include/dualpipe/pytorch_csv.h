@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "dualpipe/schedule.h"
+#include "dualpipe/schedule_limits.h"
 
 namespace dualpipe {
 
@@ -13,7 +14,9 @@ namespace dualpipe {
 // for the compute-only form). Rows are padded with empty cells to equal length.
 std::string format_pytorch_csv(const Schedule& schedule);
 
-// Reads the form above; empty cells are skipped. Placement and counts are inferred as for parse_text.
-Schedule parse_pytorch_csv(std::string_view csv);
+// Reads the form above; empty cells are skipped. Placement and counts are inferred as for parse_text, with the
+// same limits. A blank line is an error (a row is a rank; an idle rank would still have its empty cells), except
+// at the end of the file.
+Schedule parse_pytorch_csv(std::string_view csv, const ScheduleReadLimits& limits = {});
 
 }  // namespace dualpipe

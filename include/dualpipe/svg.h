@@ -9,6 +9,7 @@
 // to durations. Idle time is the empty light band of a row.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,18 @@
 
 namespace dualpipe {
 
+// The widest picture render_svg draws (pixels). The grid and axis labels grow with the width, so an unbounded
+// width is unbounded work; 20000 px is about ten 4K screens side by side.
+constexpr int kMinSvgWidth = 300;
+constexpr int kMaxSvgWidth = 20000;
+// The most cells (actions) one picture holds: each is ~350 bytes of SVG, so 250,000 make ~90 MB.
+constexpr std::size_t kMaxSvgCells = 250'000;
+
 struct SvgOptions {
   std::string title;                 // first line; empty: the timeline's title (one timeline) or "comparison"
   std::vector<std::string> subtitle;  // lines under the title (costs, parameters); one timeline adds its summary
   std::vector<std::string> notes;     // lines under the picture ("skipped: chimera (needs M a multiple of R)")
-  int width = 0;        // total width in pixels; 0 picks one where the short cells can hold their numbers
+  int width = 0;  // total width in pixels, kMinSvgWidth..kMaxSvgWidth; 0 picks one where short cells hold their numbers
   bool tooltips = true;  // a <title> per cell: action, start, end, duration (browsers show it on hover)
 };
 

@@ -7,13 +7,15 @@
 #include <string_view>
 
 #include "dualpipe/schedule.h"
+#include "dualpipe/schedule_limits.h"
 
 namespace dualpipe {
 
 std::string format_text(const Schedule& schedule);
 
 // Reads the text form. Ranks, stages and micro-batches are counted from the actions and the placement is
-// inferred from where each forward runs. The result has kind "custom"; it is not validated.
-Schedule parse_text(std::string_view text);
+// inferred from where each forward runs. The result has kind "custom"; it is not validated. Input beyond
+// `limits`, and indices out of range (check_action_indices), throw InvalidArgument naming the line and column.
+Schedule parse_text(std::string_view text, const ScheduleReadLimits& limits = {});
 
 }  // namespace dualpipe

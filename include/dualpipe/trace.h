@@ -14,6 +14,10 @@
 
 namespace dualpipe {
 
+// Bounds of the trace reader (docs/limits.md): the file, the nesting of its JSON, and its events.
+constexpr std::size_t kMaxTraceBytes = std::size_t{64} << 20;  // 64 MiB, about 600,000 events
+constexpr int kMaxTraceDepth = 32;                              // a trace needs 4 levels
+
 struct TraceEvent {
   Action action;      // parsed from the event's name; a message's peer is not in the trace (-1)
   int rank = 0;       // args.rank (pid when absent)
@@ -36,7 +40,9 @@ struct Trace {
   std::vector<int> steps() const;
 };
 
-// Parses trace JSON; `source` names it in errors ("trace 'run.json': traceEvents[4].dur: ...").
+// Parses trace JSON; `source` names it in errors ("trace 'run.json': traceEvents[4].dur: ..."). Strict: input
+// above kMaxTraceBytes or nested deeper than kMaxTraceDepth, two events with the same rank, step and index,
+// and ranks, stages or micro-batches outside the header's counts are errors naming the event.
 Trace parse_trace(std::string_view json, const std::string& source);
 // Reads a trace file; throws InvalidArgument naming the path when it cannot be read or parsed.
 Trace read_trace(const std::string& path);
@@ -46,6 +52,11 @@ Trace read_trace(const std::string& path);
 std::string format_trace(const Trace& trace);
 // Writes format_trace through a temporary file and a rename, so a crash never leaves half a trace.
 void write_trace_file(const std::string& path, const Trace& trace);
+
+// Checks that step `step` of the trace holds, on every rank, exactly the compute actions `schedule` gives that
+// rank (each once), and that the header's counts are the schedule's. Throws InvalidArgument naming the first
+// rank and action that differ, so figures are never computed from a partial or padded step.
+void check_trace_step(const Trace& trace, const Schedule& schedule, int step, const std::string& source);
 
 // A trace of `schedule` without events: its kind, sizes and compute-only text form (the communication actions
 // of a lowered schedule are left out).

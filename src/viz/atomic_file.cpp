@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "dualpipe/error.h"
@@ -34,6 +36,15 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     std::remove(temporary.c_str());
     throw;
   }
+}
+
+void check_can_write_file(const std::string& path) {
+  DUALPIPE_REQUIRE(!path.empty(), "the output file name is empty");
+  const std::string probe = detail::concat(path, ".tmp.", ::getpid(), ".probe");
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  DUALPIPE_REQUIRE(fd >= 0, "cannot write '", path, "': ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {

@@ -234,8 +234,12 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
     DUALPIPE_REQUIRE(t.time_unit == timelines[0].time_unit, "cannot draw timelines in different time units on one "
                      "axis: '", t.time_unit, "' and '", timelines[0].time_unit, "'");
   }
-  DUALPIPE_REQUIRE(options.width == 0 || options.width >= 300, "picture width must be at least 300 px, got ",
-                   options.width);
+  DUALPIPE_REQUIRE(options.width == 0 || (options.width >= kMinSvgWidth && options.width <= kMaxSvgWidth),
+                   "picture width must be ", kMinSvgWidth, " to ", kMaxSvgWidth, " px, got ", options.width);
+  std::size_t cells = 0;
+  for (const Timeline& t : timelines) cells += t.num_cells();
+  DUALPIPE_REQUIRE(cells <= kMaxSvgCells, "a picture of ", cells, " actions is above the limit of ", kMaxSvgCells,
+                   " actions per picture (draw fewer ranks or micro-batches)");
   const bool single = timelines.size() == 1;
   const std::string& unit = timelines[0].time_unit;
 

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/error.h"
+#include "dualpipe/schedule_file.h"
 #include "dualpipe/trace.h"
 
 namespace dualpipe {
@@ -103,9 +106,18 @@ std::vector<int> Trace::steps() const {
 
 Trace parse_trace(std::string_view text, const std::string& source) {
   const FieldReader in(source);
+  DUALPIPE_REQUIRE(text.size() <= kMaxTraceBytes, "trace '", source, "' is ", text.size(),
+                   " bytes, above the limit of ", kMaxTraceBytes, " bytes (", describe_bytes(kMaxTraceBytes), ")");
   json doc;
   try {
-    doc = json::parse(text.begin(), text.end());
+    // The depth is checked as the parser goes, before a deeply nested value is built.
+    doc = json::parse(text.begin(), text.end(), [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxTraceDepth) {
+        throw InvalidArgument(detail::concat("trace '", source, "' nests JSON values deeper than the limit of ",
+                                             kMaxTraceDepth, " levels (a trace needs 4)"));
+      }
+      return true;
+    });
   } catch (const json::exception& e) {
     throw InvalidArgument(detail::concat("trace '", source, "' is not valid JSON: ", e.what()));
   }
@@ -115,28 +127,80 @@ Trace parse_trace(std::string_view text, const std::string& source) {
   if (!doc.contains("traceEvents")) in.fail("traceEvents", "missing: a trace needs its list of events");
   const json& events = doc["traceEvents"];
   if (!events.is_array()) in.fail("traceEvents", "expected an array, " + in.got(events));
+  std::map<std::tuple<int, int, int>, std::size_t> seen;  // (rank, step, index) -> position in traceEvents
   for (std::size_t i = 0; i < events.size(); ++i) {
     const std::string path = detail::concat("traceEvents[", i, "]");
     const json& e = events[i];
     if (!e.is_object()) in.fail(path, "expected an object, " + in.got(e));
     // Only complete events ("X") are actions; metadata ("M") and anything else Perfetto allows is skipped.
     if (!e.contains("ph") || in.string(e["ph"], path + ".ph") != "X") continue;
-    trace.events.push_back(read_event(e, path, in));
-    if (trace.num_ranks > 0 && trace.events.back().rank >= trace.num_ranks) {
-      in.fail(path + ".args.rank", detail::concat("rank ", trace.events.back().rank, " is outside the ",
-                                                  trace.num_ranks, " ranks of dualpipe.ranks"));
+    const TraceEvent& ev = trace.events.emplace_back(read_event(e, path, in));
+    if (trace.num_ranks > 0 && ev.rank >= trace.num_ranks) {
+      in.fail(path + ".args.rank", detail::concat("rank ", ev.rank, " is outside the ", trace.num_ranks,
+                                                  " ranks of dualpipe.ranks"));
+    }
+    const Action& a = ev.action;
+    const int top_stage = std::max(a.stage, a.bwd_stage), top_mb = std::max(a.microbatch, a.bwd_microbatch);
+    if (trace.num_stages > 0 && top_stage >= trace.num_stages) {
+      in.fail(path + ".name", detail::concat("stage ", top_stage, " of '", to_string(a), "' is outside the ",
+                                             trace.num_stages, " stages of dualpipe.stages"));
+    }
+    if (trace.num_microbatches > 0 && top_mb >= trace.num_microbatches) {
+      in.fail(path + ".name", detail::concat("micro-batch ", top_mb, " of '", to_string(a), "' is outside the ",
+                                             trace.num_microbatches, " micro-batches of dualpipe.microbatches"));
+    }
+    const auto [it, fresh] = seen.emplace(std::make_tuple(ev.rank, ev.step, ev.index), i);
+    if (!fresh) {
+      in.fail(path, detail::concat("rank ", ev.rank, " step ", ev.step, " index ", ev.index, " ('", to_string(a),
+                                   "') is recorded twice: traceEvents[", it->second, "] has the same rank, step and "
+                                   "index"));
     }
   }
   return trace;
 }
 
 Trace read_trace(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw InvalidArgument(detail::concat("cannot open trace file '", path, "'"));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) throw InvalidArgument(detail::concat("cannot read trace file '", path, "'"));
-  return parse_trace(text.str(), path);
+  {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw InvalidArgument(detail::concat("cannot open trace file '", path, "'"));
+  }
+  return parse_trace(read_file_within(path, kMaxTraceBytes, "trace files"), path);
+}
+
+void check_trace_step(const Trace& trace, const Schedule& schedule, int step, const std::string& source) {
+  auto require_count = [&](int header, int actual, const char* field) {
+    DUALPIPE_REQUIRE(header == 0 || header == actual, "trace '", source, "': dualpipe.", field, " is ", header,
+                     " but its dualpipe.schedule has ", actual);
+  };
+  require_count(trace.num_ranks, schedule.num_ranks, "ranks");
+  require_count(trace.num_stages, schedule.num_stages, "stages");
+  require_count(trace.num_microbatches, schedule.num_microbatches, "microbatches");
+  // Per rank: how often the schedule runs each compute action, minus how often the step recorded it.
+  std::vector<std::map<std::string, int>> balance(static_cast<std::size_t>(schedule.num_ranks));
+  for (int r = 0; r < schedule.num_ranks; ++r)
+    for (const Action& a : schedule.actions[r])
+      if (a.is_compute()) ++balance[r][to_string(a)];
+  for (const TraceEvent& e : trace.events) {
+    if (e.step != step || !e.action.is_compute()) continue;
+    DUALPIPE_REQUIRE(e.rank < schedule.num_ranks, "trace '", source, "': step ", step, " has an event of rank ",
+                     e.rank, " but the schedule has ", schedule.num_ranks, " ranks");
+    const std::string name = to_string(e.action);
+    int& left = balance[e.rank][name];
+    if (left == 0) {
+      int runs = 0;
+      for (const Action& a : schedule.actions[e.rank]) runs += a.is_compute() && to_string(a) == name;
+      throw InvalidArgument(detail::concat("trace '", source, "': step ", step, " records '", name, "' on rank ",
+                                           e.rank, " (index ", e.index, ") more often than the schedule runs it there (",
+                                           runs, " time", runs == 1 ? "" : "s", ")"));
+    }
+    --left;
+  }
+  for (int r = 0; r < schedule.num_ranks; ++r) {
+    for (const auto& [action, left] : balance[r]) {
+      DUALPIPE_REQUIRE(left == 0, "trace '", source, "': step ", step, " has no event for '", action, "' on rank ",
+                       r, ", which the schedule runs there (the step is incomplete)");
+    }
+  }
 }
 
 }  // namespace dualpipe

@@ -255,7 +255,10 @@ TEST(Svg, RejectsWhatItCannotDraw) {
   Timeline t = timeline_from_simulation(s, simulate(s, CostModel{}), CostModel{});
   SvgOptions narrow;
   narrow.width = 100;
-  EXPECT_TRUE(contains(error_message([&] { render_svg({t}, narrow); }), "width must be at least 300"));
+  EXPECT_TRUE(contains(error_message([&] { render_svg({t}, narrow); }), "width must be 300 to 20000 px, got 100"));
+  SvgOptions wide;
+  wide.width = 20001;
+  EXPECT_TRUE(contains(error_message([&] { render_svg({t}, wide); }), "width must be 300 to 20000 px, got 20001"));
   Timeline measured = t;
   measured.time_unit = "us";
   EXPECT_TRUE(contains(error_message([&] { render_svg({t, measured}); }), "different time units"));

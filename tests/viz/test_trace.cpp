@@ -162,13 +162,42 @@ TEST(Trace, ErrorsNameTheFileAndTheField) {
 // A wrong field that is a container is described, not printed: printing a deeply nested one recursed once per
 // level and overflowed the stack (found by AddressSanitizer, scripts/test_sanitized.sh).
 TEST(Trace, DeeplyNestedWrongFieldIsDescribedNotPrinted) {
-  const std::size_t depth = 200000;
-  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  // Within the depth limit (32 levels), a wrong container is described by its size.
+  const std::string nested = std::string(20, '[') + std::string(20, ']');
   expect_error(nested, "(top level): expected an object with 'traceEvents', got an array of 1 elements");
   expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "dur": 1, "args": {"index": 0}, "ts": )" + nested +
                           "}"),
                "traceEvents[1].ts: expected a number, got an array of 1 elements");
+  // Deeper than the limit, the parser stops at level 33 (the value would otherwise be built 200,000 levels deep).
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  expect_error(deep, "nests JSON values deeper than the limit of 32 levels");
+  expect_error(with_event(R"({"name": "0F3", "ph": "X", "pid": 0, "dur": 1, "args": {"index": 0}, "ts": )" + deep +
+                          "}"),
+               "nests JSON values deeper than the limit of 32 levels");
   expect_error(R"({"traceEvents": {"a": 1, "b": 2}})", "traceEvents: expected an array, got an object with 2 fields");
+}
+
+TEST(Trace, DuplicatedEventsAndEventsOutsideTheHeaderAreErrors) {
+  const std::string header = R"("dualpipe": {"ranks": 2, "stages": 2, "microbatches": 2}, )";
+  auto trace_of = [&](const std::string& events) { return "{" + header + R"("traceEvents": [)" + events + "]}"; };
+  const std::string f0 = R"({"name": "0F0", "ph": "X", "ts": 0, "dur": 1, "args": {"rank": 0, "index": 0}})";
+  const std::string f1 = R"({"name": "0F1", "ph": "X", "ts": 1, "dur": 1, "args": {"rank": 0, "index": 1}})";
+  EXPECT_NO_THROW(parse_trace(trace_of(f0 + ", " + f1), "ok.json"));
+  expect_error(trace_of(f0 + ", " + f1 + ", " + f0),
+               "traceEvents[2]: rank 0 step 0 index 0 ('0F0') is recorded twice: traceEvents[0]");
+  // The same index in another step is another event.
+  const std::string f0_step1 =
+      R"({"name": "0F0", "ph": "X", "ts": 9, "dur": 1, "args": {"rank": 0, "index": 0, "step": 1}})";
+  EXPECT_NO_THROW(parse_trace(trace_of(f0 + ", " + f0_step1), "ok.json"));
+  expect_error(trace_of(R"({"name": "2F0", "ph": "X", "ts": 0, "dur": 1, "args": {"rank": 0, "index": 0}})"),
+               "traceEvents[0].name: stage 2 of '2F0' is outside the 2 stages of dualpipe.stages");
+  expect_error(trace_of(R"x({"name": "(0F1;1B2)", "ph": "X", "ts": 0, "dur": 1, "args": {"rank": 0, "index": 0}})x"),
+               "traceEvents[0].name: micro-batch 2 of '(0F1;1B2)' is outside the 2 micro-batches");
+}
+
+TEST(Trace, TooLargeInputIsRefusedBeforeParsing) {
+  const std::string big(kMaxTraceBytes + 1, ' ');
+  expect_error(big, "above the limit of 67108864 bytes (64 MiB)");
 }
 
 TEST(Trace, MissingFileIsNamed) {

@@ -16,6 +16,7 @@
 #include "dualpipe/simulate.h"
 #include "dualpipe/timeline.h"
 #include "dualpipe/trace.h"
+#include "output.h"
 #include "trace_plan.h"
 
 namespace dualpipe::cli {
@@ -89,6 +90,7 @@ void run(const CompareCommand& c) {
   const Trace trace = read_trace(c.trace);
   const int step = pick_step(trace, c.trace, c.step, "compare");
   const Schedule plan = plan_of_trace(trace, c.trace, "there is no plan to compare with");
+  check_trace_step(trace, plan, step, c.trace);
   const CostModel costs = c.cost.empty() ? fit_costs(trace, step) : CostModel::parse(c.cost);
   costs.check();
   const Timeline measured_timeline = timeline_from_trace(trace, step);
@@ -110,7 +112,7 @@ void run(const CompareCommand& c) {
                                   {"costs_source", c.cost.empty() ? "fitted" : "given"},
                                   {"measured", to_json(measured)},
                                   {"plan", to_json(planned)}};
-    std::cout << out.dump(2) << "\n";
+    write_stdout(out.dump(2) + "\n");
     return;
   }
   std::cout << plan.kind << ": R=" << plan.num_ranks << " ranks, S=" << plan.num_stages << " stages, M="

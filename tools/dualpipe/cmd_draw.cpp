@@ -13,10 +13,13 @@
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/html.h"
+#include "dualpipe/schedule_file.h"
 #include "dualpipe/simulate.h"
 #include "dualpipe/svg.h"
 #include "dualpipe/timeline.h"
 #include "dualpipe/trace.h"
+#include "dualpipe/validate.h"
+#include "output.h"
 #include "plan_options.h"
 #include "trace_plan.h"
 
@@ -69,8 +72,19 @@ std::vector<std::string> split_kinds(const std::string& list) {
   return kinds;
 }
 
+// Refuses a schedule too large to draw before it is simulated (the picture would be refused anyway).
+void require_drawable(const Schedule& s, std::size_t already) {
+  std::size_t cells = already;
+  for (const auto& rank_actions : s.actions)
+    for (const Action& a : rank_actions) cells += a.is_compute();
+  DUALPIPE_REQUIRE(cells <= kMaxSvgCells, "a picture of ", cells, " actions is above the limit of ", kMaxSvgCells,
+                   " actions per picture (draw fewer ranks or micro-batches; docs/limits.md)");
+}
+
 Picture draw_plan(const DrawCommand& c) {
-  const Schedule schedule = build_schedule(c.plan);
+  const Schedule schedule = c.plan.from_file.empty() ? build_schedule(c.plan) : read_schedule_file(c.plan.from_file);
+  if (!c.plan.from_file.empty()) validate(schedule);
+  require_drawable(schedule, 0);
   const CostModel costs = build_cost_model(c.plan);
   const Timeline t = timeline_from_simulation(schedule, simulate(schedule, costs), costs);
   Picture p{{t}, {}};
@@ -98,6 +112,9 @@ Picture draw_comparison(const DrawCommand& c) {
       std::cerr << "dualpipe draw: skipped " << kind << ": " << e.what() << "\n";
       continue;
     }
+    std::size_t drawn = 0;
+    for (const Timeline& t : p.timelines) drawn += t.num_cells();
+    require_drawable(s, drawn);
     const CostModel scaled = costs_for_comparison(costs, s);
     Timeline t = timeline_from_simulation(s, simulate(s, scaled), scaled);
     t.title = detail::concat(kind, " (S=", s.num_stages, ")");
@@ -124,6 +141,7 @@ Picture draw_trace(const DrawCommand& c) {
   if (!c.with_plan) return p;
 
   Schedule plan = plan_of_trace(trace, c.trace, "there is no plan to draw under it (leave out --with-plan)");
+  check_trace_step(trace, plan, step, c.trace);
   if (trace.kind.empty()) plan.kind = "plan";
   const CostModel costs = c.plan.cost.empty() ? fit_costs(trace, step) : build_cost_model(c.plan);
   Timeline planned = timeline_from_simulation(plan, simulate(plan, costs), costs);
@@ -150,15 +168,19 @@ void run(const DrawCommand& c) {
   DUALPIPE_REQUIRE(c.compare.empty() || c.trace.empty(), "--compare and --trace cannot be combined");
   DUALPIPE_REQUIRE(!c.with_plan || !c.trace.empty(), "--with-plan draws the plan under a measured run: give --trace FILE");
   DUALPIPE_REQUIRE(c.step < 0 || !c.trace.empty(), "--step picks a step of a measured run: give --trace FILE");
-  DUALPIPE_REQUIRE(c.width == 0 || c.width >= 300, "--width must be at least 300 pixels, got ", c.width);
+  DUALPIPE_REQUIRE(c.width == 0 || c.width >= kMinSvgWidth, "--width must be at least ", kMinSvgWidth,
+                   " pixels, got ", c.width);
+  DUALPIPE_REQUIRE(c.width <= kMaxSvgWidth, "--width ", c.width, " is above the limit of ", kMaxSvgWidth,
+                   " pixels (docs/limits.md)");
+  check_can_write_file(c.output);
   Picture p = !c.trace.empty() ? draw_trace(c) : !c.compare.empty() ? draw_comparison(c) : draw_plan(c);
   p.options.width = c.width;
   const std::string text = format == "svg" ? render_svg(p.timelines, p.options) : render_html(p.timelines, p.options);
   write_file_atomically(c.output, text);
   std::size_t cells = 0;
   for (const Timeline& t : p.timelines) cells += t.num_cells();
-  std::cout << "wrote " << c.output << " (" << p.timelines.size() << " timeline" << (p.timelines.size() > 1 ? "s" : "")
-            << ", " << cells << " actions)\n";
+  write_stdout(detail::concat("wrote ", c.output, " (", p.timelines.size(), " timeline",
+                              p.timelines.size() > 1 ? "s" : "", ", ", cells, " actions)\n"));
 }
 
 }  // namespace

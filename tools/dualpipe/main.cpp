@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "dualpipe/error.h"
+#include "output.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dualpipe: plan, draw, run and compare pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    // Output written piecewise (tables, std::printf) is checked here: a failed write is an error, not exit 0.
+    dualpipe::cli::finish_stdout();
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -1,0 +1,238 @@
+// Issue 10's table of hostile inputs, row by row: each must end with a clear error (exit 2, the offending value
+// and the limit named) within 20 s under a 2 GiB address-space limit, with no crash and no partial output.
+// Every expected message is written by hand from the rule it states, not copied from a run.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli/run_command.h"
+
+namespace dualpipe::test {
+namespace {
+
+class HostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef DUALPIPE_BIN
+    bin_ = DUALPIPE_BIN;
+#else
+    const char* bin = std::getenv("DUALPIPE_BIN");
+    if (bin) bin_ = bin;
+#endif
+    if (bin_.empty() || !std::ifstream(bin_)) GTEST_SKIP() << "no built dualpipe binary (DUALPIPE_BIN)";
+    dir_ = ::testing::TempDir() + "dualpipe_hostile_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str()), 0);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+
+  // Runs `dualpipe ARGS` in the scratch folder with 2 GiB of address space and 20 s at most (timeout's 124
+  // shows up as the status when it runs over).
+  CommandResult dualpipe(const std::string& args) {
+    return run_command("cd '" + dir_ + "' && ulimit -v 2097152 && timeout 20 '" + bin_ + "' " + args);
+  }
+  // The same with stdout going to /dev/full (a disk with no space left); stderr is what comes back.
+  CommandResult dualpipe_to_full_disk(const std::string& args) {
+    return run_command("cd '" + dir_ + "' && { ulimit -v 2097152 && timeout 20 '" + bin_ + "' " + args +
+                       " > /dev/full; }");
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  void write(const std::string& name, const std::string& contents) {
+    std::ofstream(path(name), std::ios::binary) << contents;
+  }
+  bool exists(const std::string& name) const { return std::ifstream(path(name)).good(); }
+  // Names in the scratch folder, to check that nothing (not even a temporary file) was left behind.
+  std::string listing() {
+    return run_command("ls -A '" + dir_ + "'").out;
+  }
+
+  std::string bin_, dir_;
+};
+
+#define EXPECT_REFUSED(result, text)                                                   \
+  do {                                                                                 \
+    const CommandResult& r_ = (result);                                                \
+    EXPECT_EQ(r_.status, 2) << r_.out;                                                 \
+    EXPECT_NE(r_.out.find(text), std::string::npos) << "expected '" << (text) << "' in:\n" << r_.out; \
+  } while (0)
+
+// A small 1F1B run of two ranks and two micro-batches as the runtime records it (hand-written).
+std::string trace_json(const std::string& events, int microbatches = 2) {
+  return "{\"dualpipe\": {\"kind\": \"1f1b\", \"ranks\": 2, \"stages\": 2, \"microbatches\": " +
+         std::to_string(microbatches) +
+         ", \"schedule\": \"rank 0: 0F0 0F1 0B0 0B1\\nrank 1: 1F0 1B0 1F1 1B1\\n\"},\n \"traceEvents\": [" + events +
+         "]}\n";
+}
+std::string event(const std::string& name, int rank, int index, double ts, double dur) {
+  std::ostringstream e;
+  e << "{\"name\": \"" << name << "\", \"ph\": \"X\", \"ts\": " << ts << ", \"dur\": " << dur << ", \"pid\": " << rank
+    << ", \"tid\": 0, \"args\": {\"rank\": " << rank << ", \"index\": " << index << ", \"step\": 0}}";
+  return e.str();
+}
+const std::string kGoodEvents = event("0F0", 0, 0, 0, 10) + ", " + event("0F1", 0, 1, 10, 10) + ", " +
+                                event("0B0", 0, 2, 40, 20) + ", " + event("0B1", 0, 3, 70, 20) + ", " +
+                                event("1F0", 1, 0, 10, 10) + ", " + event("1B0", 1, 1, 20, 20) + ", " +
+                                event("1F1", 1, 2, 40, 10) + ", " + event("1B1", 1, 3, 50, 20);
+
+TEST_F(HostileInput, DeeplyNestedTraceIsRefusedNotACrash) {
+  write("deep.json", std::string(200000, '[') + std::string(200000, ']'));
+  EXPECT_REFUSED(dualpipe("compare --trace deep.json"), "deeper than the limit of 32 levels");
+  EXPECT_REFUSED(dualpipe("draw --trace deep.json -o deep.svg"), "deeper than the limit of 32 levels");
+  EXPECT_FALSE(exists("deep.svg"));
+}
+
+TEST_F(HostileInput, HugeIndexInATextScheduleIsNamedWithLineAndColumn) {
+  write("f.txt", "rank 0: 0F0 1F100000000\n");
+  // Columns count from 1: "rank 0: 0F0 " is 12 characters.
+  EXPECT_REFUSED(dualpipe("simulate --from f.txt"), "micro-batch 100000000 of '1F100000000' (line 1, column 13)");
+  write("g.txt", "rank 0: 4095F999999\n");
+  EXPECT_REFUSED(dualpipe("simulate --from g.txt"), "of '4095F999999' (line 1, column 9) is out of range");
+  // Through `schedule --from`, where gaps are errors, the stage is named as the number above the gap.
+  EXPECT_REFUSED(dualpipe("schedule --from g.txt"),
+                 "stage 4095 of '4095F999999' (line 1, column 9) is out of range: no action uses stages 0..4094");
+}
+
+TEST_F(HostileInput, EndlessInputIsCutOffAtTheSizeLimit) {
+  EXPECT_REFUSED(dualpipe("schedule --from /dev/zero"), "larger than the limit of 67108864 bytes (64 MiB)");
+  EXPECT_REFUSED(dualpipe("draw --from /dev/zero -o z.svg"), "larger than the limit of 67108864 bytes");
+  EXPECT_FALSE(exists("z.svg"));
+}
+
+TEST_F(HostileInput, GeneratorRequestsAboveTheMemoryLimitAreRefusedBeforeAllocating) {
+  // 1024 x 1000000 (stage, micro-batch) pairs at 400 bytes each: 381 GiB, against the default 1 GiB.
+  EXPECT_REFUSED(dualpipe("schedule --kind gpipe --ranks 1024 --microbatches 1000000"),
+                 "needs about 381 GiB of memory, above the limit of 1.0 GiB (raise it with --max-memory)");
+  const CommandResult all = dualpipe("simulate --kind all -r 1024 -m 100000");
+  EXPECT_EQ(all.status, 2) << all.out;
+  // Raising the limit is possible, and a small request passes under a small limit.
+  EXPECT_REFUSED(dualpipe("schedule --kind gpipe -r 8 -m 8 --max-memory 1K"), "above the limit of 1.0 KiB");
+  EXPECT_EQ(dualpipe("schedule --kind gpipe -r 8 -m 8 --max-memory 1M").status, 0);
+  EXPECT_REFUSED(dualpipe("schedule --kind gpipe -r 8 -m 8 --max-memory lots"), "cannot read memory size 'lots'");
+}
+
+TEST_F(HostileInput, MillionsOfRanksInATextScheduleStopAtTheRankLimit) {
+  // 1.57 million ranks of one forward each, as in the issue (about 25 MB).
+  {
+    std::ofstream out(path("wide.txt"));
+    for (int r = 0; r < 1570000; ++r) out << "rank " << r << ": " << r << "F0\n";
+  }
+  for (const std::string command : {"schedule", "simulate", "draw -o wide.svg"}) {
+    EXPECT_REFUSED(dualpipe(command + " --from wide.txt"), "line 4097: rank 4096 is one rank more than the limit of "
+                                                           "4096 ranks");
+  }
+  EXPECT_FALSE(exists("wide.svg"));
+}
+
+TEST_F(HostileInput, HugeDrawWidthIsRefusedWithoutWritingAFile) {
+  EXPECT_REFUSED(dualpipe("draw -k 1f1b -r 2 -m 2 --width 2000000000 -o w.svg"),
+                 "--width 2000000000 is above the limit of 20000 pixels");
+  EXPECT_EQ(listing(), "");
+}
+
+TEST_F(HostileInput, TooManyActionsToDrawAreRefusedBeforeSimulating) {
+  // ZBV on 32 ranks, 4000 micro-batches: 64 stages x 4000 x (F, I, W) = 768000 cells, above 250000.
+  EXPECT_REFUSED(dualpipe("draw -k zbv -r 32 -m 4000 -o big.svg"),
+                 "a picture of 768000 actions is above the limit of 250000 actions");
+  EXPECT_FALSE(exists("big.svg"));
+}
+
+TEST_F(HostileInput, BlankLineInsideACsvIsAnError) {
+  write("c.csv", "0F0,0B0\n\n1F0,1B0\n");
+  EXPECT_REFUSED(dualpipe("schedule --from c.csv"), "CSV line 2 is blank");
+  // A blank line at the end is only the end of the file.
+  write("d.csv", "0F0,1F0,1B0,0B0\r\n\r\n");
+  const CommandResult ok = dualpipe("schedule --from d.csv");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_EQ(ok.out, "rank 0: 0F0 1F0 1B0 0B0\n");
+}
+
+TEST_F(HostileInput, OverflowingCostsAreRefused) {
+  for (const std::string command : {"simulate -k 1f1b -r 4 -m 8", "draw -k 1f1b -r 4 -m 8 -o o.svg"}) {
+    const CommandResult r = dualpipe(command + " --cost F=1e308,B=1e308");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  }
+  EXPECT_FALSE(exists("o.svg"));
+}
+
+TEST_F(HostileInput, MissingExtraAndDuplicateCostItemsAreRefused) {
+  for (const std::string cost : {"scale=1:1:2", "F=1,F=2", "F=1,,B=2"}) {
+    const CommandResult r = dualpipe("simulate -k 1f1b -r 4 -m 8 --cost " + cost);
+    EXPECT_EQ(r.status, 2) << cost << ": " << r.out;
+  }
+}
+
+TEST_F(HostileInput, TheGoodTraceIsAccepted) {
+  // The reference the next tests break: the same file with nothing wrong compares with exit 0.
+  write("good.json", trace_json(kGoodEvents));
+  const CommandResult r = dualpipe("compare --trace good.json");
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
+TEST_F(HostileInput, DuplicatedTraceEventsAreAnError) {
+  write("dup.json", trace_json(kGoodEvents + ", " + event("1F1", 1, 2, 40, 10)));
+  EXPECT_REFUSED(dualpipe("compare --trace dup.json"),
+                 "traceEvents[8]: rank 1 step 0 index 2 ('1F1') is recorded twice: traceEvents[6]");
+  EXPECT_REFUSED(dualpipe("draw --trace dup.json -o dup.svg"), "is recorded twice");
+  EXPECT_FALSE(exists("dup.svg"));
+}
+
+TEST_F(HostileInput, TraceCountsThatDoNotMatchItsHeaderAreAnError) {
+  write("mb.json", trace_json(kGoodEvents + ", " + event("0F5", 0, 4, 95, 10)));
+  EXPECT_REFUSED(dualpipe("compare --trace mb.json"),
+                 "traceEvents[8].name: micro-batch 5 of '0F5' is outside the 2 micro-batches of dualpipe.microbatches");
+  write("rank.json", trace_json(kGoodEvents + ", " + event("1F0", 3, 9, 95, 10)));
+  EXPECT_REFUSED(dualpipe("compare --trace rank.json"), "rank 3 is outside the 2 ranks of dualpipe.ranks");
+  // An action the schedule runs on rank 1, recorded under rank 0 at a new index.
+  write("extra.json", trace_json(kGoodEvents + ", " + event("1F1", 0, 4, 95, 10)));
+  EXPECT_REFUSED(dualpipe("compare --trace extra.json"),
+                 "step 0 records '1F1' on rank 0 (index 4) more often than the schedule runs it there (0 times)");
+  // A step with an action missing.
+  const std::string missing = kGoodEvents.substr(0, kGoodEvents.rfind(", {"));
+  write("missing.json", trace_json(missing));
+  EXPECT_REFUSED(dualpipe("compare --trace missing.json"), "step 0 has no event for '1B1' on rank 1");
+  // The header's counts must be the schedule's.
+  write("header.json", trace_json(kGoodEvents, 3));
+  EXPECT_REFUSED(dualpipe("compare --trace header.json"), "dualpipe.microbatches is 3 but its dualpipe.schedule has 2");
+}
+
+TEST_F(HostileInput, FailedWritesToStandardOutputAreErrors) {
+  write("good.json", trace_json(kGoodEvents));
+  for (const std::string command :
+       {"schedule -k 1f1b -r 2 -m 2", "simulate -k 1f1b -r 2 -m 2", "compare --trace good.json",
+        "compare --trace good.json --format json", "draw -k 1f1b -r 2 -m 2 -o p.svg"}) {
+    const CommandResult r = dualpipe_to_full_disk(command);
+    EXPECT_NE(r.status, 0) << command;
+    EXPECT_NE(r.out.find("cannot write to standard output: No space left on device"), std::string::npos)
+        << command << ": " << r.out;
+  }
+}
+
+TEST_F(HostileInput, OutputPathIsCheckedBeforeTheWork) {
+  EXPECT_REFUSED(dualpipe("draw -k 1f1b -r 2 -m 2 -o /nonexistent/dir/p.svg"),
+                 "cannot write '/nonexistent/dir/p.svg': No such file or directory");
+}
+
+TEST_F(HostileInput, OutOfRangeStageIsNamedOnce) {
+  // 1F1B, 4 ranks, 6 micro-batches, written by hand, with rank 3's 3F5 mistyped as 7F5.
+  write("typo.txt",
+        "rank 0: 0F0 0F1 0F2 0F3 0B0 0F4 0B1 0F5 0B2 0B3 0B4 0B5\n"
+        "rank 1: 1F0 1F1 1F2 1B0 1F3 1B1 1F4 1B2 1F5 1B3 1B4 1B5\n"
+        "rank 2: 2F0 2F1 2B0 2F2 2B1 2F3 2B2 2F4 2B3 2F5 2B4 2B5\n"
+        "rank 3: 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3F4 3B4 7F5 3B5\n");
+  const CommandResult r = dualpipe("schedule --from typo.txt");
+  EXPECT_REFUSED(r, "typo.txt: stage 7 of '7F5' (line 4, column 49) is out of range: no action uses stages 4..6");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+}
+
+}  // namespace
+}  // namespace dualpipe::test
