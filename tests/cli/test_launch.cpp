@@ -250,6 +250,51 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   expect_all_gone(dir.pids(), 4);
 }
 
+// Issue 10: rank 2 is stopped (SIGSTOP), the other ranks time out waiting for it and exit 1 naming it, as the
+// communicators word it. The launcher must blame rank 2, not the first rank it reaped, and say that the others
+// exited only because of it.
+TEST(Launch, AStoppedRankIsBlamedAndTheRanksThatNamedItAreItsConsequences) {
+  TempDir dir;
+  const std::string program =
+      "echo $$ > '" + dir.path() + "'/pid.sh.$RANK; " + wait_for_pid_files(dir.path(), 4) +
+      "if [ \"$RANK\" = 2 ]; then kill -STOP $$; fi; "
+      "echo \"rank $RANK: waiting for 2SEND_F5 from rank 2: rank 2 stopped responding (no heartbeat for 5.0 s)\" >&2; "
+      "exit 1";
+  const Launched run = dualpipe({"launch", "--nproc", "4", "--timeout-grace", "1", "--", "/bin/sh", "-c", program});
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_LT(run.seconds, 6.0) << run.out;
+  const auto lines = lines_of(run.out);
+  ASSERT_FALSE(lines.empty());
+  // The ranks that got to say why they failed before the launcher stopped them are listed as consequences.
+  int consequences = 0;
+  for (const char* rank : {"0", "1", "3"}) {
+    consequences += has_line(run.out, std::string("dualpipe launch: rank ") + rank +
+                                          " exited with status 1 only because of rank 2 (its error names rank 2)");
+  }
+  EXPECT_GE(consequences, 1) << run.out;
+  EXPECT_EQ(lines.back().rfind("dualpipe launch: rank 2 failed first: it was still running when rank ", 0), 0u)
+      << run.out;
+  EXPECT_NE(lines.back().find("exited because of it; stopped "), std::string::npos) << run.out;
+  expect_all_gone(dir.pids(), 4);
+}
+
+// The first failure by time is blamed; a rank that failed later naming it is its consequence, whatever the ranks'
+// numbers.
+TEST(Launch, TheFirstFailureIsBlamedAndALaterOneNamingItIsItsConsequence) {
+  TempDir dir;
+  const std::string program =
+      "trap '' TERM; echo $$ > '" + dir.path() + "'/pid.sh.$RANK; " + wait_for_pid_files(dir.path(), 2) +
+      "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 0.3; "
+      "echo \"rank 0: peer rank 1 closed the connection (its process exited or was killed)\" >&2; exit 1";
+  const Launched run = dualpipe({"launch", "--nproc", "2", "--", "/bin/sh", "-c", program});
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 0 exited with status 1 only because of rank 1 (its error "
+                                "names rank 1)"))
+      << run.out;
+  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 1 exited with status 3; stopped the other rank")) << run.out;
+  expect_all_gone(dir.pids(), 2);
+}
+
 TEST(Launch, SignalToTheLauncherStopsEveryRank) {
   TempDir dir;
   std::vector<pid_t> pids;

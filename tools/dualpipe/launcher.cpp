@@ -15,6 +15,8 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -110,10 +112,39 @@ struct Rank {
   pid_t pid = -1;        // also its process group id: each rank leads its own group
   bool running = false;  // main process not reaped yet
   int status = 0;        // waitpid() status once reaped
+  std::uint64_t exit_order = 0;  // when it was reaped: 1, 2, ... by reaping pass (ranks reaped together share one)
+  int blames = -1;       // the rank its last error line says it failed because of (blamed_rank), -1: none
   LineRelay out, err;
 };
 
 bool is_failure(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+// The rank a line of a rank's stderr says it failed because of, as the communicators word it ("rank 2 stopped
+// responding", "rank 2 did not answer", "peer rank 2 closed the connection", "ranks 2, 3 never arrived" names
+// the first); -1 when the line blames no other rank of the job.
+int blamed_rank(const std::string& line, int self, int nproc) {
+  static const char* const kBlames[] = {" stopped responding", " did not answer", " closed the connection",
+                                        " never arrived", " never joined"};
+  for (std::size_t at = line.find("rank"); at != std::string::npos; at = line.find("rank", at + 1)) {
+    std::size_t p = at + 4;
+    if (p < line.size() && line[p] == 's') ++p;  // "ranks 2, 3 never arrived"
+    if (p >= line.size() || line[p] != ' ') continue;
+    ++p;
+    const std::size_t digits = p;
+    long n = 0;
+    while (p < line.size() && std::isdigit(static_cast<unsigned char>(line[p])) && n < 1'000'000)
+      n = n * 10 + (line[p++] - '0');
+    if (p == digits || n == self || n >= nproc) continue;
+    std::size_t rest = p;
+    while (rest < line.size() && (line[rest] == ',' || line[rest] == ' ' || std::isdigit(static_cast<unsigned char>(line[rest]))))
+      ++rest;  // the other ranks of a list
+    for (const char* blame : kBlames) {
+      if (line.compare(p, std::strlen(blame), blame) == 0) return static_cast<int>(n);
+      if (rest > p && line.compare(rest - 1, std::strlen(blame), blame) == 0) return static_cast<int>(n);
+    }
+  }
+  return -1;
+}
 
 // ---- supervision ---------------------------------------------------------------------------------------------
 
@@ -164,6 +195,7 @@ class Supervisor {
   bool detached_output_ = false;  // every rank exited 0; processes outside their groups still hold the pipes
   Clock::time_point kill_at_{};  // when the stop turns into SIGKILL (or when it did)
   std::optional<Clock::time_point> all_exited_at_;
+  std::uint64_t reap_passes_ = 0;
 };
 
 Supervisor::Supervisor(const LaunchOptions& options, const SignalPipe& signals, const rlimit& original_files)
@@ -260,6 +292,10 @@ int Supervisor::start(int r) {
   rank.out = LineRelay(out[0], STDOUT_FILENO, prefix);
   rank.err = LineRelay(err[0], STDERR_FILENO, prefix);
   ranks_.push_back(std::move(rank));
+  ranks_.back().err.on_line([this, r](const std::string& line) {
+    const int blamed = blamed_rank(line, r, options_.nproc);
+    if (blamed >= 0) ranks_[static_cast<std::size_t>(r)].blames = blamed;
+  });
   return 0;
 }
 
@@ -270,7 +306,7 @@ int Supervisor::supervise() {
     if (!stopping_) {
       for (const Rank& r : ranks_) {
         if (!r.running && is_failure(r.status)) {
-          failed_rank_ = r.rank;
+          failed_rank_ = r.rank;  // report() picks the rank to blame once every rank's last words are in
           begin_stop(SIGTERM);
           break;
         }
@@ -322,11 +358,13 @@ void Supervisor::reap() {
   pid_t pid;
   // Any child: besides the ranks, orphaned processes of their groups are reparented to the launcher (it is a
   // child subreaper) and only need reaping.
+  ++reap_passes_;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
     for (Rank& r : ranks_) {
       if (r.pid == pid && r.running) {
         r.running = false;
         r.status = status;
+        r.exit_order = reap_passes_;
       }
     }
   }
@@ -399,7 +437,36 @@ void Supervisor::signal_groups(int signo) {
 
 int Supervisor::report() {
   if (failed_rank_) {
-    const Rank& r = ranks_[static_cast<std::size_t>(*failed_rank_)];
+    // The first failure by time: the earliest reaping pass (ranks reaped together: one that blames no other rank
+    // first, then the lowest). The other failures before the stop began are only its consequences when their
+    // errors name it (directly, or through a rank that names it).
+    const Rank* first = nullptr;
+    for (const Rank& r : ranks_) {
+      if (r.running || !is_failure(r.status)) continue;
+      if (!first || r.exit_order < first->exit_order ||
+          (r.exit_order == first->exit_order && first->blames >= 0 && r.blames < 0)) {
+        first = &r;
+      }
+    }
+    DUALPIPE_CHECK(first != nullptr);
+    auto cause_of = [&](const Rank& r) {
+      int cause = r.rank;
+      std::vector<bool> seen(ranks_.size(), false);
+      while (ranks_[static_cast<std::size_t>(cause)].blames >= 0 && !seen[static_cast<std::size_t>(cause)]) {
+        seen[static_cast<std::size_t>(cause)] = true;
+        cause = ranks_[static_cast<std::size_t>(cause)].blames;
+      }
+      return cause;
+    };
+    const Rank& culprit = ranks_[static_cast<std::size_t>(cause_of(*first))];
+    std::vector<int> followers;  // failed and named the culprit: exited only because of it
+    for (const Rank& r : ranks_) {
+      if (&r == &culprit || r.running || !is_failure(r.status) || r.blames < 0) continue;
+      if (cause_of(r) != culprit.rank) continue;
+      followers.push_back(r.rank);
+      message(detail::concat("rank ", r.rank, " ", describe_wait_status(r.status), " only because of rank ",
+                             culprit.rank, " (its error names rank ", r.blames, ")"));
+    }
     std::string what;
     if (options_.nproc == 1) {
       // nothing to add: there was no other rank
@@ -410,7 +477,20 @@ int Supervisor::report() {
     } else {
       what = detail::concat("; stopped the ", stopped_, " other ", stopped_ == 1 ? "rank" : "ranks", " still running");
     }
-    message(detail::concat("rank ", r.rank, " ", describe_wait_status(r.status), what));
+    if (&culprit == first) {
+      message(detail::concat("rank ", first->rank, " ", describe_wait_status(first->status), what));
+    } else {
+      std::string named;
+      for (std::size_t i = 0; i < followers.size(); ++i)
+        named += detail::concat(i == 0 ? "" : i + 1 == followers.size() ? " and " : ", ", followers[i]);
+      const std::string state =
+          culprit.running || !is_failure(culprit.status) || culprit.exit_order > first->exit_order
+              ? "was still running when rank " + std::to_string(first->rank) + " exited"
+              : describe_wait_status(culprit.status);
+      message(detail::concat("rank ", culprit.rank, " failed first: it ", state, ", and rank",
+                             followers.size() == 1 ? " " : "s ", named, " exited because of it; stopped ",
+                             ranks_text(stopped_), " still running"));
+    }
     return 1;
   }
   if (launcher_signal_ != 0) {

@@ -43,7 +43,8 @@ LineRelay::LineRelay(LineRelay&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       target_(other.target_),
       prefix_(std::move(other.prefix_)),
-      partial_(std::move(other.partial_)) {}
+      partial_(std::move(other.partial_)),
+      observer_(std::move(other.observer_)) {}
 
 LineRelay& LineRelay::operator=(LineRelay&& other) noexcept {
   if (this != &other) {
@@ -52,6 +53,7 @@ LineRelay& LineRelay::operator=(LineRelay&& other) noexcept {
     target_ = other.target_;
     prefix_ = std::move(other.prefix_);
     partial_ = std::move(other.partial_);
+    observer_ = std::move(other.observer_);
   }
   return *this;
 }
@@ -81,6 +83,7 @@ void LineRelay::take_lines(bool at_end, std::string& out) {
   for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
     out += prefix_;
     out.append(partial_, start, nl + 1 - start);
+    if (observer_) observer_(partial_.substr(start, nl - start));
   }
   partial_.erase(0, start);
   while (partial_.size() >= kMaxLine) {
@@ -90,6 +93,7 @@ void LineRelay::take_lines(bool at_end, std::string& out) {
     partial_.erase(0, kMaxLine);
   }
   if (at_end && !partial_.empty()) {
+    if (observer_) observer_(partial_);
     out += prefix_;
     out += partial_;
     out += '\n';

@@ -3,6 +3,7 @@
 // finished lines of one read, so lines of different children can never interleave in the launcher's output.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace dualpipe::cli {
@@ -28,6 +29,10 @@ class LineRelay {
   LineRelay(const LineRelay&) = delete;
   LineRelay& operator=(const LineRelay&) = delete;
 
+  // Called with every finished line (without prefix or newline) as it is relayed; the launcher reads the ranks'
+  // errors through it to learn which rank each one blames.
+  void on_line(std::function<void(const std::string&)> observer) { observer_ = std::move(observer); }
+
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
 
@@ -45,6 +50,7 @@ class LineRelay {
   int target_ = 1;
   std::string prefix_;
   std::string partial_;  // received bytes of the line not finished yet
+  std::function<void(const std::string&)> observer_;
 };
 
 }  // namespace dualpipe::cli
