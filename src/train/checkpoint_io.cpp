@@ -58,7 +58,7 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   CheckpointManifest m;
   m.step = step;
   m.planned_steps = c.steps;
-  m.schedule = c.schedule;
+  m.schedule = plan.schedule.kind;
   m.microbatches = c.microbatches;
   m.batch = c.batch;
   m.seed = c.seed;

@@ -8,6 +8,8 @@
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
+#include "dualpipe/schedule_file.h"
+#include "dualpipe/validate.h"
 #include "dualpipe/train/checkpoint.h"
 #include "training_data.h"
 
@@ -42,14 +44,23 @@ RunPlan make_run_plan(const TrainConfig& c) {
                    "--save-every, --keep and --resume need --checkpoint-dir DIR");
 
   RunPlan plan;
-  ScheduleOptions so;
-  so.num_ranks = c.ranks;
-  so.num_microbatches = c.microbatches;
-  so.stages_per_rank = c.stages_per_rank;
-  plan.schedule = make_schedule(c.schedule, so);
+  if (c.schedule_file.empty()) {
+    ScheduleOptions so;
+    so.num_ranks = c.ranks;
+    so.num_microbatches = c.microbatches;
+    so.stages_per_rank = c.stages_per_rank;
+    plan.schedule = make_schedule(c.schedule, so);
+  } else {
+    plan.schedule = read_schedule_file(c.schedule_file);
+    validate(plan.schedule);
+    DUALPIPE_REQUIRE(plan.schedule.num_ranks == c.ranks && plan.schedule.num_microbatches == c.microbatches,
+                     "--schedule-file '", c.schedule_file, "' has ", plan.schedule.num_ranks, " ranks and ",
+                     plan.schedule.num_microbatches, " micro-batches, but --ranks is ", c.ranks,
+                     " and --microbatches ", c.microbatches);
+  }
   const int stages = plan.schedule.num_stages;
   DUALPIPE_REQUIRE(c.layers >= stages, "--layers ", c.layers, " is fewer than the ", stages, " stages of ",
-                   c.schedule, " on ", c.ranks, " ranks: every stage needs at least one layer");
+                   plan.schedule.kind, " on ", c.ranks, " ranks: every stage needs at least one layer");
   plan.cut = c.layers_per_stage.empty() ? models::StageCut::balanced(c.layers, stages)
                                         : models::StageCut::parse(c.layers_per_stage, c.layers, stages);
   plan.model.vocab = data::ByteTokenizer::kVocabSize;

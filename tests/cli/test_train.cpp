@@ -155,6 +155,18 @@ TEST_F(Train, EveryScheduleTrainsOneStepMatchingTheReference) {
   }
 }
 
+// Issue 12's loop: a schedule that `dualpipe plan` built for a memory limit trains through --schedule-file, the
+// rank and micro-batch counts taken from the file.
+TEST_F(Train, APlannedScheduleFileTrainsMatchingTheReference) {
+  const std::string plan = path("plan.txt");
+  const CommandResult planned = dualpipe_cmd("plan --ranks 4 --microbatches 8 --memory-limit 6 -f text -o " + plan);
+  ASSERT_EQ(planned.status, 0) << planned.out;
+  const CommandResult run = dualpipe_cmd(kSmall + "--steps 2 --sample-tokens 4 --ranks 2 --schedule-file " + plan, 120);
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, "on 4 ranks")) << run.out;
+  EXPECT_TRUE(contains(run.out, "step matches the single-process reference: 8 losses bit-identical")) << run.out;
+}
+
 std::vector<double> losses_of(const Metrics& m, int from_step) {
   std::vector<double> out;
   for (const auto& s : m.steps)

@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "dualpipe/error.h"
+#include "dualpipe/schedule_file.h"
 #include "train_options.h"
 
 namespace dualpipe::cli {
@@ -74,7 +75,13 @@ void check_options(const std::string& worker, const train::TrainConfig& options)
   std::exit(WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1);
 }
 
-void run(const TrainCommand& c) {
+void run(TrainCommand c) {
+  // A schedule file sets the number of ranks to start and of micro-batches.
+  if (!c.options.schedule_file.empty()) {
+    const Schedule schedule = read_schedule_file(c.options.schedule_file);
+    c.options.ranks = schedule.num_ranks;
+    c.options.microbatches = schedule.num_microbatches;
+  }
   const std::string self = self_executable();
   const std::string worker = worker_executable(self);
   if (!c.worker) check_options(worker, c.options);

@@ -26,6 +26,10 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
       ->capture_default_str()->group("Pipeline");
   sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)")
       ->group("Pipeline");
+  sub.add_option("--schedule-file", o.schedule_file,
+                 "Run the schedule in FILE (text form, or PyTorch's CSV for *.csv; e.g. from dualpipe plan -f text) "
+                 "instead of --schedule; --ranks and --microbatches follow from it")
+      ->group("Pipeline");
   sub.add_flag("--recompute", o.recompute,
                "Activation recomputation: keep only each stage's input after its forward, run the forward again "
                "in the backward (same losses, less memory, one more forward)")
@@ -92,7 +96,7 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
 std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   std::vector<std::string> args = {
       "--schedule", o.schedule, "--ranks", std::to_string(o.ranks), "--microbatches", std::to_string(o.microbatches),
-      "--stages-per-rank", std::to_string(o.stages_per_rank),
+      "--stages-per-rank", std::to_string(o.stages_per_rank), "--schedule-file", o.schedule_file,
       "--layers", std::to_string(o.layers), "--hidden", std::to_string(o.hidden), "--heads", std::to_string(o.heads),
       "--seq-len", std::to_string(o.seq_len), "--layers-per-stage", o.layers_per_stage,
       "--batch", std::to_string(o.batch), "--steps", std::to_string(o.steps), "--lr", exact(o.lr),

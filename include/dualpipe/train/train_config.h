@@ -14,6 +14,9 @@ struct TrainConfig {
   int ranks = 4;          // pipeline ranks (processes)
   int microbatches = 8;   // per step
   int stages_per_rank = 0;  // interleaved-1f1b; 0: the schedule's default
+  // A schedule from a file instead of `schedule` (the text form, or PyTorch's CSV for *.csv), e.g. one that
+  // `dualpipe plan -f text -o FILE` wrote; its rank and micro-batch counts must be `ranks` and `microbatches`.
+  std::string schedule_file;
 
   // The model (models/gpt.h): a byte-level decoder-only transformer.
   int layers = 8;
