@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "dualpipe/comm/gloo_communicator.h"
@@ -55,9 +56,13 @@ void train_one_step(std::shared_ptr<comm::Communicator> communicator) {
   optimizer.add_param_group({model[1]->parameters()});
   optimizer.step();
 
-  for (int m : executor.loss_microbatches())
-    std::cout << "rank " << communicator->rank() << " micro-batch " << m << " loss " << result.losses[m].item<float>()
-              << "\n";
+  // One write per line: the ranks may be threads of one process sharing std::cout.
+  for (int m : executor.loss_microbatches()) {
+    std::ostringstream line;
+    line << "rank " << communicator->rank() << " micro-batch " << m << " loss " << result.losses[m].item<float>()
+         << "\n";
+    std::cout << line.str() << std::flush;
+  }
 }
 
 int main() {
