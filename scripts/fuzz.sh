@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of fuzz/ one after another, each for SECONDS (default 60), seeded with the
+# project's own files: schedules written by `dualpipe schedule` for every kind (text and CSV), the trace and
+# cost seeds in fuzz/seeds/. Builds build-fuzz/ with Clang, AddressSanitizer and UndefinedBehaviorSanitizer.
+# A finding stops the script with libFuzzer's report and the crashing input in build-fuzz/findings/; turn it into
+# a regression test (docs/fuzzing.md).
+#   scripts/fuzz.sh                 # 60 s per target
+#   SECONDS_PER_TARGET=600 scripts/fuzz.sh fuzz_text fuzz_trace
+set -euo pipefail
+cd "$(dirname "$0")/.."
+per_target=${SECONDS_PER_TARGET:-60}
+jobs=${JOBS:-1}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_text fuzz_csv fuzz_trace fuzz_cost)
+
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install -y clang)" >&2; exit 2; }
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUALPIPE_FUZZ=ON \
+  -DDUALPIPE_SANITIZE=address,undefined -DDUALPIPE_WITH_TORCH=OFF -DDUALPIPE_BUILD_TESTS=OFF \
+  -DDUALPIPE_BUILD_BENCH=OFF >/dev/null
+cmake --build build-fuzz -j"$jobs" --target dualpipe "${targets[@]}"
+
+# Seed corpora from the project's own output and files.
+seeds=build-fuzz/seeds
+mkdir -p "$seeds/text" "$seeds/csv" "$seeds/trace" "$seeds/cost"
+for kind in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv chimera dualpipe dualpipev; do
+  for size in "-r 2 -m 4" "-r 4 -m 8"; do
+    name="$kind${size// /}"
+    build-fuzz/dualpipe schedule --kind "$kind" $size > "$seeds/text/$name.txt" 2>/dev/null || true
+    build-fuzz/dualpipe schedule --kind "$kind" $size --lower > "$seeds/text/$name.lower.txt" 2>/dev/null || true
+    build-fuzz/dualpipe schedule --kind "$kind" $size --format csv > "$seeds/csv/$name.csv" 2>/dev/null || true
+  done
+done
+find "$seeds" -type f -empty -delete  # kinds that cannot serve a size
+cp fuzz/seeds/trace/* "$seeds/trace/"
+cp fuzz/seeds/cost/* "$seeds/cost/"
+
+mkdir -p build-fuzz/findings build-fuzz/corpus
+for target in "${targets[@]}"; do
+  case $target in
+    fuzz_text) seed=text ;; fuzz_csv) seed=csv ;; fuzz_trace) seed=trace ;; fuzz_cost) seed=cost ;;
+    *) echo "fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
+  esac
+  corpus=build-fuzz/corpus/$target
+  mkdir -p "$corpus"
+  echo "== $target: ${per_target} s, seeds $seeds/$seed"
+  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "build-fuzz/$target" "$corpus" "$seeds/$seed" -max_total_time="$per_target" -rss_limit_mb=2048 \
+    -timeout=20 -max_len=65536 -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 2>&1 |
+    grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+==|SUMMARY|INFO: (Loaded|seed)|Done )' || true
+  if ls build-fuzz/findings/"$target"-* >/dev/null 2>&1; then
+    echo "fuzz.sh: $target found a problem: build-fuzz/findings/$target-*" >&2
+    exit 1
+  fi
+done
+echo "fuzz.sh: no findings"
