@@ -107,8 +107,8 @@ class Trainer {
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
-      const bool save_now = c_.save_every > 0 ? step % c_.save_every == 0 : step == c_.steps;
-      if (!c_.checkpoint_dir.empty() && (save_now || step == c_.steps)) {
+      const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
+      if (!c_.checkpoint_dir.empty() && save) {
         const std::string dir = save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, *comm_, timeout_);
         if (report_) report_->checkpoint_saved(dir);
       }
