@@ -5,9 +5,11 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <thread>
 
 #include "peer_monitor.h"
 
@@ -24,6 +26,42 @@ int parse_int_env(const char* name, int min_value, int max_value) {
   DUALPIPE_REQUIRE(end != value && *end == '\0' && parsed >= min_value && parsed <= max_value, "environment variable ",
                    name, "='", value, "' is not an integer in [", min_value, ", ", max_value, "]");
   return static_cast<int>(parsed);
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Every rank announces itself with the world size it was started with, then waits for the others. On timeout
+// the error names the ranks that never arrived; a rank started with another WORLD_SIZE is named at once.
+void wait_for_every_rank(c10d::Store& store, const GlooOptions& options) {
+  const auto key = [](int rank) { return "dualpipe/arrived/" + std::to_string(rank); };
+  const std::string size = std::to_string(options.world_size);
+  store.set(key(options.rank), std::vector<uint8_t>(size.begin(), size.end()));
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  std::vector<int> missing;
+  while (true) {
+    missing.clear();
+    for (int r = 0; r < options.world_size; ++r) {
+      if (!store.check({key(r)})) {
+        missing.push_back(r);
+        continue;
+      }
+      const std::vector<uint8_t> theirs = store.get(key(r));
+      const std::string their_size(theirs.begin(), theirs.end());
+      if (their_size != size)
+        throw CommError(detail::concat("rank ", options.rank, ": rank ", r, " was started with WORLD_SIZE ",
+                                       their_size, ", this rank with ", size,
+                                       ": start every rank with the same world size"));
+    }
+    if (missing.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string names;
+  for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  throw CommError(detail::concat("rank ", options.rank, ": ", missing.size() == 1 ? "rank " : "ranks ", names,
+                                 " of ", options.world_size, " never arrived at the rendezvous at ",
+                                 options.master_addr, ":", options.master_port, " within ",
+                                 options.timeout.count() / 1000.0, " s"));
 }
 
 }  // namespace
@@ -52,13 +90,25 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
   store_options.port = static_cast<std::uint16_t>(options.master_port);
   store_options.isServer = options.rank == 0;
   store_options.numWorkers = static_cast<std::size_t>(options.world_size);
-  store_options.waitWorkers = true;
+  // Our own rendezvous below waits for the ranks, so that a timeout can name the ones that never came.
+  store_options.waitWorkers = false;
   store_options.timeout = options.timeout;
   GlooCommunicator::Connection connection;
   connection.options.timeout = options.timeout;
   connection.options.single_tag = options.single_tag;
   try {
-    auto store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    } catch (const std::exception& e) {
+      throw CommError(detail::concat("rank ", options.rank, ": ",
+                                     options.rank == 0 ? "cannot serve the rendezvous store on port "
+                                                       : "cannot reach rank 0's rendezvous store at ",
+                                     options.master_addr, ":", options.master_port, " within ",
+                                     options.timeout.count() / 1000.0, " s (", first_line(e.what()), ")",
+                                     options.rank == 0 ? "" : ": is rank 0 running, and MASTER_ADDR/MASTER_PORT right?"));
+    }
+    wait_for_every_rank(*store, options);
     auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     std::string interface = options.interface;
     if (interface.empty() && std::getenv("GLOO_SOCKET_IFNAME")) interface = std::getenv("GLOO_SOCKET_IFNAME");

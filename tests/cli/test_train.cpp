@@ -289,6 +289,26 @@ TEST_F(Train, BadInputIsRefusedBeforeAnyProcessStartsAndNothingIsOverwritten) {
   EXPECT_EQ(read_file(not_dir), "a file");
 }
 
+// Issue 10, item 5: a rendezvous that cannot complete names the ranks that never arrived, or the rank started with
+// another WORLD_SIZE, within the timeout.
+TEST_F(Train, RendezvousNamesMissingRanksAndWorldSizeMismatches) {
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  const std::string worker = std::string(DUALPIPE_BIN) + " " + kSmall + "--worker --steps 1 --timeout 3 ";
+  const CommandResult alone =
+      test::run_command("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " RANK=0 WORLD_SIZE=4 timeout 20 " + worker);
+  EXPECT_EQ(alone.status, 1) << alone.out;
+  EXPECT_TRUE(contains(alone.out, "rank 0: ranks 1, 2, 3 of 4 never arrived at the rendezvous at 127.0.0.1:" + port +
+                                      " within 3 s"))
+      << alone.out;
+
+  const std::string other_port = std::to_string(20000 + (::getpid() + 7) % 20000);
+  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + other_port;
+  const CommandResult mismatch = test::run_command(
+      "(" + env + " RANK=0 WORLD_SIZE=2 timeout 20 " + worker + "--ranks 2 & " + env +
+      " RANK=1 WORLD_SIZE=3 timeout 20 " + worker + "--ranks 2; wait)");
+  EXPECT_TRUE(contains(mismatch.out, "was started with WORLD_SIZE")) << mismatch.out;
+}
+
 TEST_F(Train, WorkerWithoutTheLaunchEnvironmentSaysWhatIsMissing) {
   for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) unsetenv(name);
   const CommandResult run = dualpipe_cmd(kSmall + "--worker --steps 1", 30);
