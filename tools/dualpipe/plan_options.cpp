@@ -1,34 +1,17 @@
 #include "plan_options.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
-#include "dualpipe/pytorch_csv.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule_file.h"
 #include "dualpipe/validate.h"
 
 namespace dualpipe::cli {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string kind_list() {
   std::string names;
   for (const GeneratorInfo& g : generators()) names += (names.empty() ? "" : ", ") + std::string(g.name);
   return names;
-}
-
-// Reads a whole file; throws InvalidArgument naming the path when it cannot.
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DUALPIPE_REQUIRE(in, "cannot open '", path, "' for reading");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
 }
 
 }  // namespace
@@ -56,13 +39,8 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
 
 Schedule build_schedule(const PlanOptions& o) {
   if (o.from_file.empty()) return build_schedule(o, o.kind);
-  const std::string contents = read_file(o.from_file);
-  Schedule s;
-  try {
-    s = ends_with(o.from_file, ".csv") ? parse_pytorch_csv(contents) : parse_text(contents);
-  } catch (const Error& e) {
-    throw InvalidArgument(detail::concat(o.from_file, ": ", e.what()));
-  }
+  // Bounded like every schedule reader (docs/limits.md): a device such as /dev/zero is cut off at the limit.
+  Schedule s = read_schedule_file(o.from_file);
   validate(s);
   return s;
 }
