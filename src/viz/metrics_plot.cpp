@@ -15,13 +15,13 @@ namespace {
 
 using viz::exact;
 using viz::fixed;
+using viz::kFontFamily;
 using viz::xml_escape;
 
 constexpr double kMarginLeft = 78;
 constexpr double kMarginRight = 30;
 constexpr double kLossTop = 112, kLossBottom = 362;        // panel (a)
 constexpr double kRateTop = 402, kRateBottom = 530;        // panel (b)
-constexpr const char* kFontFamily = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif";
 constexpr const char* kLossStroke = "#2f6ca8";
 constexpr const char* kValStroke = "#c46a12";
 constexpr const char* kRateStroke = "#2b8040";
@@ -34,15 +34,6 @@ struct Axis {
   double step = 1;              // between ticks
   double at(double v) const { return std::round((p_lo + (v - lo) / (hi - lo) * (p_hi - p_lo)) * 100) / 100; }
 };
-
-// A round step (1, 2 or 5 times a power of ten) that cuts `span` into about `count` pieces.
-double round_step(double span, double count) {
-  const double raw = span / count;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * power >= raw * (1 - 1e-9)) return m * power;
-  return 10 * power;
-}
 
 // A value axis over [lo, hi] widened to whole ticks: equal values get a band around them, and a range
 // a double cannot hold is refused rather than drawn as NaN.
@@ -57,7 +48,7 @@ Axis value_axis(double lo, double hi, double p_bottom, double p_top, double tick
   Axis a;
   a.p_lo = p_bottom, a.p_hi = p_top;
   if (std::isfinite(hi - lo)) {
-    a.step = round_step(hi - lo, ticks);
+    a.step = viz::round_step((hi - lo) / ticks);
     a.lo = std::floor(lo / a.step) * a.step;
     a.hi = std::ceil(hi / a.step) * a.step;
   }
@@ -254,7 +245,7 @@ std::string render_metrics_svg(const MetricsLog& log, const MetricsPlotOptions& 
     x.lo = std::min<double>(x.lo, log.evals.front().step), x.hi = std::max<double>(x.hi, log.evals.back().step);
   if (x.hi == x.lo) x.lo = std::max(0.0, x.lo - 1), x.hi = x.lo + 2;
   x.p_lo = x0, x.p_hi = x1;
-  x.step = std::max(1.0, round_step(x.hi - x.lo, (x1 - x0) / 90));
+  x.step = std::max(1.0, viz::round_step((x.hi - x.lo) / ((x1 - x0) / 90)));
   const Axis y_loss = value_axis(loss_lo, loss_hi, kLossBottom, kLossTop, 6, "the losses");
   const Axis y_rate = value_axis(0, rate_hi, kRateBottom, kRateTop, 3, "tokens/s");
 

@@ -13,6 +13,7 @@ namespace {
 
 using viz::exact;
 using viz::fixed;
+using viz::kFontFamily;
 using viz::xml_escape;
 
 constexpr double kMarginLeft = 66;
@@ -21,7 +22,6 @@ constexpr double kRowHeight = 18;
 constexpr double kRowPitch = 22;
 constexpr double kMinCellPixels = 18;  // the width a two-digit micro-batch number needs at the base font
 constexpr double kFontSize = 10.5;
-constexpr const char* kFontFamily = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif";
 
 // The horizontal mapping shared by every timeline of the picture. Pixel positions are rounded to 1/100 px
 // once, and widths are differences of rounded positions, so adjacent cells meet exactly.
@@ -45,14 +45,8 @@ AxisUnit axis_unit(const std::string& time_unit, double range) {
   return {1, "time (us)"};
 }
 
-// A round tick step (1, 2 or 5 times a power of ten) giving about one tick per `target` pixels.
-double tick_step(const Scale& s, double target) {
-  const double raw = target / s.pixels_per_unit;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * power >= raw) return m * power;
-  return 10 * power;
-}
+// A round tick step giving about one tick per `target` pixels.
+double tick_step(const Scale& s, double target) { return viz::round_step(target / s.pixels_per_unit); }
 
 // Pixels per time unit that give the short cells (the 10th percentile, pair halves counted apart) room for
 // their numbers, keeping the picture between a laptop screen and a wide poster.

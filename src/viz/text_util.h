@@ -1,11 +1,23 @@
 // Number and markup helpers shared by the picture writers (internal to src/viz).
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
 
 namespace dualpipe::viz {
+
+// The fonts of every picture: the first one a viewer has wins.
+constexpr const char* kFontFamily = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif";
+
+// The round step (1, 2 or 5 times a power of ten) at or just above `raw`, for axis ticks.
+inline double round_step(double raw) {
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * power >= raw * (1 - 1e-9)) return m * power;
+  return 10 * power;
+}
 
 // A fixed-point number with at most `decimals` decimals and no trailing zeros: 3, 2.5, 0.125.
 inline std::string fixed(double value, int decimals = 3) {
