@@ -347,8 +347,24 @@ TEST(Launch, BadArgumentsExitWithStatus2AndSayWhy) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {{"launch", "--nproc", "0", "--", "/bin/true"}, "dualpipe: --nproc must be between 1 and 1024, got 0"},
-      {{"launch", "--nproc", "5000", "--", "/bin/true"}, "dualpipe: --nproc must be between 1 and 1024, got 5000"},
+      {{"launch", "--", "/bin/true"}, "dualpipe: launch needs --nproc-per-node N (or --nproc N)"},
+      {{"launch", "--nproc", "0", "--", "/bin/true"}, "dualpipe: --nproc-per-node must be between 1 and 1024, got 0"},
+      {{"launch", "--nproc", "5000", "--", "/bin/true"},
+       "dualpipe: --nproc-per-node must be between 1 and 1024, got 5000"},
+      {{"launch", "--nproc", "1", "--nnodes", "0", "--", "/bin/true"},
+       "dualpipe: --nnodes must be between 1 and 4096, got 0"},
+      {{"launch", "--nproc", "1", "--nnodes", "2", "--node-rank", "2", "--", "/bin/true"},
+       "dualpipe: --node-rank must be below --nnodes (2): the nodes are numbered 0 to 1, got 2"},
+      {{"launch", "--nproc", "2", "--nnodes", "2", "--world-size", "2", "--node-rank", "1", "--", "/bin/true"},
+       "dualpipe: --nproc-per-node 2 on --nnodes 2 does not fit a world of 2 ranks"},
+      {{"launch", "--nproc", "1", "--max-restarts", "-1", "--", "/bin/true"},
+       "dualpipe: --max-restarts must be between 0 and 1000, got -1"},
+      {{"launch", "--nproc", "1", "--master-addr", "192.0.2.1", "--master-port", "29999", "--", "/bin/true"},
+       "dualpipe: --master-addr 192.0.2.1 is not an address of this machine, but this node (--node-rank 0) runs rank "
+       "0"},
+      {{"launch", "--nproc", "1", "--nnodes", "2", "--node-rank", "1", "--master-addr", "no-such-host.invalid", "--",
+        "/bin/true"},
+       "dualpipe: --master-addr 'no-such-host.invalid' does not resolve"},
       {{"launch", "--nproc", "2"}, "dualpipe: launch needs a PROGRAM to run"},
       {{"launch", "--nproc", "2", "--"}, "dualpipe: launch needs a PROGRAM to run"},
       {{"launch", "--nproc", "2", "--", "dualpipe-no-such-program"},
@@ -369,7 +385,7 @@ TEST(Launch, BadArgumentsExitWithStatus2AndSayWhy) {
 TEST(Launch, HelpDescribesTheCommand) {
   const Launched run = dualpipe({"launch", "--help"});
   EXPECT_EQ(run.status, 0) << run.out;
-  for (const char* text : {"--nproc", "--master-addr", "--master-port", "--timeout-grace", "PROGRAM", "MASTER_ADDR",
+  for (const char* text : {"--nproc", "--nproc-per-node", "--nnodes", "--node-rank", "--max-restarts", "--master-addr", "--master-port", "--timeout-grace", "PROGRAM", "MASTER_ADDR",
                            "RANK", "WORLD_SIZE", "LOCAL_RANK"}) {
     EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
   }

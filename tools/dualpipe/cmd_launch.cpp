@@ -1,87 +1,39 @@
-// `dualpipe launch`: run N local processes of a program as the ranks of one job, like torchrun.
-//
-// The ranks learn their place only from MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK (see
-// launcher.h). A program started this way therefore also works when started by hand, one process per rank, on
-// several machines: export MASTER_ADDR=<machine of rank 0> MASTER_PORT=29500 WORLD_SIZE=<n> RANK=<r> (and
-// LOCAL_RANK) on each and run it; docs/launch.md shows how.
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
+// `dualpipe launch`: run this machine's ranks of a job as local processes, like torchrun (the launcher itself is
+// in launch/: launch.h).
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 
 #include "commands.h"
 #include "dualpipe/error.h"
-#include "launcher.h"
+#include "launch/launch.h"
 
 namespace dualpipe::cli {
 namespace {
 
-// More local processes than this is a typo, not a job; it also bounds the launcher's open pipes.
-constexpr int kMaxRanks = 1024;
-
 struct LaunchCommand {
   LaunchOptions options;
-  int master_port = 0;  // 0: pick a free one
+  int nnodes = 1, node_rank = 0, nproc_per_node = -1, world_size = 0;  // -1: not given
 };
-
-// A TCP port that is free on `address` right now: binds port 0 there, reads the port the kernel chose, closes.
-// It is free now; rank 0 binds it moments later. Picking per launch (rather than a fixed 29500) keeps parallel
-// jobs and test runs on one machine from colliding.
-int pick_free_port(const std::string& address) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(address.c_str(), "0", &hints, &found);
-  DUALPIPE_REQUIRE(rc == 0, "--master-addr '", address, "' does not resolve: ", gai_strerror(rc));
-  std::string last_error = "no address";
-  int port = 0;
-  for (const addrinfo* a = found; a && port == 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    sockaddr_storage bound{};
-    socklen_t length = sizeof bound;
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
-      port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
-                                               : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-    } else {
-      last_error = std::strerror(errno);
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
-  DUALPIPE_REQUIRE(port != 0, "cannot pick a free port on --master-addr ", address, " (", last_error,
-                   "): rank 0 runs here, so it must be an address of this machine; or pass --master-port");
-  return port;
-}
 
 void run(LaunchCommand& c) {
   LaunchOptions& o = c.options;
-  DUALPIPE_REQUIRE(o.nproc >= 1 && o.nproc <= kMaxRanks, "--nproc must be between 1 and ", kMaxRanks, ", got ",
-                   o.nproc);
+  DUALPIPE_REQUIRE(c.nproc_per_node != -1,
+                   "launch needs --nproc-per-node N (or --nproc N): the number of ranks to start on this machine");
+  o.layout = c.world_size == 0 ? layout_per_node(c.nnodes, c.node_rank, c.nproc_per_node)
+                               : layout_for_world(c.world_size, c.nnodes, c.node_rank, c.nproc_per_node);
   DUALPIPE_REQUIRE(!o.command.empty() && !o.command[0].empty(),
                    "launch needs a PROGRAM to run: dualpipe launch --nproc N [options] -- PROGRAM ARGS...");
   DUALPIPE_REQUIRE(!o.master_addr.empty(), "--master-addr must not be empty");
-  DUALPIPE_REQUIRE(c.master_port >= 0 && c.master_port <= 65535,
+  DUALPIPE_REQUIRE(o.master_port >= 0 && o.master_port <= 65535,
                    "--master-port must be a TCP port between 1 and 65535 (or 0 to pick a free one), got ",
-                   c.master_port);
+                   o.master_port);
   DUALPIPE_REQUIRE(std::isfinite(o.grace_seconds) && o.grace_seconds >= 0 && o.grace_seconds <= 3600,
                    "--timeout-grace must be between 0 and 3600 seconds, got ", o.grace_seconds);
-
-  o.master_port = c.master_port != 0 ? c.master_port : pick_free_port(o.master_addr);
-  std::cerr << "dualpipe launch: " << o.nproc << (o.nproc == 1 ? " rank" : " ranks") << ", MASTER_ADDR="
-            << o.master_addr << ", MASTER_PORT=" << o.master_port << std::endl;
+  DUALPIPE_REQUIRE(o.max_restarts >= 0 && o.max_restarts <= 1000, "--max-restarts must be between 0 and 1000, got ",
+                   o.max_restarts);
+  // Several nodes must agree on a port, so it cannot be picked here: torchrun's default.
+  if (c.nnodes > 1 && o.master_port == 0) o.master_port = 29500;
 
   const int status = launch(o);
   if (status != 0) {
@@ -100,19 +52,34 @@ void add_launch_command(CLI::App& app) {
       "launch", "Run N local processes of a program as the ranks of one job (like torchrun); output prefixed by "
                 "rank; when one rank fails, stop them all");
   sub->footer(
-      "Each rank gets MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE in its "
-      "environment.\n"
-      "Output lines become \"[rank R] line\" (stdout to stdout, stderr to stderr). When a rank exits non-zero or\n"
-      "is killed, the others are stopped (SIGTERM, then SIGKILL after --timeout-grace) and launch exits 1 naming\n"
-      "the rank. Several machines: see docs/launch.md.\n"
-      "Example: dualpipe launch --nproc 4 -- ./train --steps 10");
-  sub->add_option("-n,--nproc", command->options.nproc, "Number of ranks (processes) to start, 1 to 1024")
-      ->required();
-  sub->add_option("--master-addr", command->options.master_addr,
-                  "MASTER_ADDR for the ranks: the address rank 0 listens on")
+      "Each rank gets torchrun's variables: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
+      "MASTER_PORT, TORCHELASTIC_RESTART_COUNT and the rest (docs/launch.md). Output lines become \"[rank R] line\"\n"
+      "(stdout to stdout, stderr to stderr). When a rank exits non-zero or is killed, the others are stopped\n"
+      "(SIGTERM, then SIGKILL after --timeout-grace) and launch exits 1 naming the rank that failed first, unless\n"
+      "--max-restarts lets it start them all again.\n"
+      "Several machines: run it on each with the same --nnodes, --master-addr and --master-port; node K runs\n"
+      "ranks K*N to K*N+N-1 (N = --nproc-per-node).\n"
+      "Examples:\n"
+      "  dualpipe launch --nproc 4 -- ./train --steps 10\n"
+      "  dualpipe launch --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr 10.0.0.1 --master-port 29500 -- ./train\n"
+      "  dualpipe launch --nproc 4 --max-restarts 3 -- ./train --resume");
+  sub->add_option("-n,--nproc-per-node,--nproc", command->nproc_per_node,
+                  "Ranks (processes) to start on this machine, 1 to 1024");
+  sub->add_option("--nnodes", command->nnodes, "Machines in the job; each runs `dualpipe launch` once")
       ->capture_default_str();
-  sub->add_option("--master-port", command->master_port,
-                  "MASTER_PORT for the ranks (default: a free TCP port on --master-addr)");
+  sub->add_option("--node-rank", command->node_rank, "This machine's index, 0 to --nnodes minus 1; node 0 runs rank 0")
+      ->capture_default_str();
+  sub->add_option("--world-size", command->world_size,
+                  "Ranks in the whole job, when fewer than --nnodes times --nproc-per-node (the last node runs fewer)");
+  sub->add_option("--master-addr", command->options.master_addr,
+                  "MASTER_ADDR for the ranks: the address of node 0, where rank 0 hosts the rendezvous store")
+      ->capture_default_str();
+  sub->add_option("--master-port", command->options.master_port,
+                  "MASTER_PORT for the ranks (default: a free TCP port on one machine, 29500 on several)");
+  sub->add_option("--max-restarts", command->options.max_restarts,
+                  "When a rank fails, stop the others and start every rank again, up to this many times; each "
+                  "attempt gets TORCHELASTIC_RESTART_COUNT")
+      ->capture_default_str();
   sub->add_option("--timeout-grace", command->options.grace_seconds,
                   "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();

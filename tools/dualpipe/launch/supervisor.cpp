@@ -1,13 +1,12 @@
-// Process supervision for `dualpipe launch`: fork/exec of the ranks, failure detection and stopping.
-// Single-threaded on purpose: one poll() loop watches every rank's stdout/stderr pipe plus a self-pipe that the
-// signal handlers write to, so a child's exit (SIGCHLD) or a stop request (SIGINT/SIGTERM/SIGHUP) wakes the loop
-// without busy-waiting, and output lines are written one after another (line_relay.h), never interleaved.
-#include "launcher.h"
+// Process supervision of one attempt (see supervisor.h). Single-threaded on purpose: one poll() loop watches
+// every rank's stdout/stderr pipe plus a self-pipe that the signal handlers write to, so a child's exit (SIGCHLD)
+// or a stop request (SIGINT/SIGTERM/SIGHUP) wakes the loop without busy-waiting, and output lines are written one
+// after another (line_relay.h), never interleaved.
+#include "supervisor.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -15,15 +14,14 @@
 #endif
 
 #include <algorithm>
-#include <cctype>
-#include <cstdint>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <optional>
 
 #include "dualpipe/error.h"
+#include "failure_report.h"
 #include "line_relay.h"
 #include "signal_pipe.h"
 
@@ -42,34 +40,6 @@ constexpr auto kLinger = std::chrono::seconds(1);
 constexpr auto kAfterKill = std::chrono::seconds(2);
 // While waiting for group members that are not the launcher's children (no SIGCHLD for them): re-check period.
 constexpr int kGroupPollMs = 100;
-
-const char* signal_name(int signo) {
-  switch (signo) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGXCPU: return "SIGXCPU";
-    case SIGXFSZ: return "SIGXFSZ";
-    default: return nullptr;
-  }
-}
-
-std::string signal_text(int signo) {
-  const char* name = signal_name(signo);
-  return detail::concat("signal ", signo, name ? detail::concat(" (", name, ")") : std::string());
-}
 
 std::string ranks_text(int n) { return detail::concat(n, n == 1 ? " rank" : " ranks"); }
 
@@ -117,51 +87,22 @@ struct Rank {
   LineRelay out, err;
 };
 
-bool is_failure(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
-
-// The rank a line of a rank's stderr says it failed because of, as the communicators word it ("rank 2 stopped
-// responding", "rank 2 did not answer", "peer rank 2 closed the connection", "ranks 2, 3 never arrived" names
-// the first); -1 when the line blames no other rank of the job.
-int blamed_rank(const std::string& line, int self, int nproc) {
-  static const char* const kBlames[] = {" stopped responding", " did not answer", " closed the connection",
-                                        " never arrived", " never joined"};
-  for (std::size_t at = line.find("rank"); at != std::string::npos; at = line.find("rank", at + 1)) {
-    std::size_t p = at + 4;
-    if (p < line.size() && line[p] == 's') ++p;  // "ranks 2, 3 never arrived"
-    if (p >= line.size() || line[p] != ' ') continue;
-    ++p;
-    const std::size_t digits = p;
-    long n = 0;
-    while (p < line.size() && std::isdigit(static_cast<unsigned char>(line[p])) && n < 1'000'000)
-      n = n * 10 + (line[p++] - '0');
-    if (p == digits || n == self || n >= nproc) continue;
-    std::size_t rest = p;
-    while (rest < line.size() && (line[rest] == ',' || line[rest] == ' ' || std::isdigit(static_cast<unsigned char>(line[rest]))))
-      ++rest;  // the other ranks of a list
-    for (const char* blame : kBlames) {
-      if (line.compare(p, std::strlen(blame), blame) == 0) return static_cast<int>(n);
-      if (rest > p && line.compare(rest - 1, std::strlen(blame), blame) == 0) return static_cast<int>(n);
-    }
-  }
-  return -1;
-}
-
 // ---- supervision ---------------------------------------------------------------------------------------------
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, const SignalPipe& signals, const rlimit& original_files);
+  Supervisor(const Attempt& attempt, const SignalPipe& signals, const rlimit& original_files);
   ~Supervisor() { close(dev_null_); }
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
   // Starts every rank. When one cannot be executed, kills those already started and throws.
   void start_all();
-  // Relays output and waits until every rank and everything it started is gone; returns the exit status.
-  int supervise();
+  // Relays output and waits until every rank and everything it started is gone.
+  AttemptResult supervise();
 
  private:
-  int start(int r);  // 0 once rank r runs the program, else the errno of its failed exec
+  int start(int local);  // 0 once local rank `local` runs the program, else the errno of its failed exec
   void handle_signals();
   void reap();
   int poll_timeout(Clock::time_point now, bool leaders_done, bool groups_alive) const;
@@ -173,10 +114,10 @@ class Supervisor {
   int count_running() const {
     return static_cast<int>(std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; }));
   }
-  int report();
+  AttemptResult report();
   void message(const std::string& text) { sink_.write_all(STDERR_FILENO, "dualpipe launch: " + text + "\n"); }
 
-  const LaunchOptions& options_;
+  const Attempt& attempt_;
   const SignalPipe& signals_;
   rlimit original_files_;
   std::vector<std::string> base_env_;
@@ -185,7 +126,7 @@ class Supervisor {
   OutputSink sink_;
 
   // Why the launcher stops, once it does: the first rank that failed, or the signal the launcher got.
-  std::optional<int> failed_rank_;
+  bool failed_ = false;
   int launcher_signal_ = 0;
   bool stopping_ = false;
   int stop_signal_ = 0;
@@ -198,20 +139,15 @@ class Supervisor {
   std::uint64_t reap_passes_ = 0;
 };
 
-Supervisor::Supervisor(const LaunchOptions& options, const SignalPipe& signals, const rlimit& original_files)
-    : options_(options), signals_(signals), original_files_(original_files) {
+Supervisor::Supervisor(const Attempt& attempt, const SignalPipe& signals, const rlimit& original_files)
+    : attempt_(attempt), signals_(signals), original_files_(original_files) {
   // The launcher's environment without the variables it sets, so a stale RANK from the caller cannot leak in.
-  static const char* const kOwn[] = {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                                     "LOCAL_WORLD_SIZE"};
+  const std::vector<std::string>& own = rank_environment_names();
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
-    if (std::find(std::begin(kOwn), std::end(kOwn), name) == std::end(kOwn)) base_env_.push_back(entry);
+    if (std::find(own.begin(), own.end(), name) == own.end()) base_env_.push_back(entry);
   }
-  base_env_.push_back("MASTER_ADDR=" + options.master_addr);
-  base_env_.push_back(detail::concat("MASTER_PORT=", options.master_port));
-  base_env_.push_back(detail::concat("WORLD_SIZE=", options.nproc));
-  base_env_.push_back(detail::concat("LOCAL_WORLD_SIZE=", options.nproc));
   // Ranks run in their own process groups, i.e. in the background of a terminal, where reading it would stop
   // them (SIGTTIN): they get an empty stdin instead.
   dev_null_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -219,26 +155,29 @@ Supervisor::Supervisor(const LaunchOptions& options, const SignalPipe& signals, 
 }
 
 void Supervisor::start_all() {
-  ranks_.reserve(static_cast<std::size_t>(options_.nproc));
-  for (int r = 0; r < options_.nproc; ++r) {
-    const int error = start(r);
+  const int local_ranks = attempt_.layout.local_ranks();
+  ranks_.reserve(static_cast<std::size_t>(local_ranks));
+  for (int local = 0; local < local_ranks; ++local) {
+    const int error = start(local);
     if (error == 0) continue;
     for (Rank& started : ranks_) {
       kill(-started.pid, SIGKILL);
       waitpid(started.pid, nullptr, 0);
       started.running = false;
     }
-    throw InvalidArgument(detail::concat("cannot run '", options_.command[0], "': ", std::strerror(error),
-                                         r > 0 ? detail::concat(" (starting rank ", r, ")") : std::string()));
+    throw InvalidArgument(detail::concat("cannot run '", attempt_.command[0], "': ", std::strerror(error),
+                                         local > 0 ? detail::concat(" (starting rank ", attempt_.layout.first_rank() + local, ")")
+                                                   : std::string()));
   }
 }
 
-int Supervisor::start(int r) {
+int Supervisor::start(int local) {
+  const Attempt& a = attempt_;
   ExecPlan plan;
   plan.env = base_env_;
-  plan.env.push_back(detail::concat("RANK=", r));
-  plan.env.push_back(detail::concat("LOCAL_RANK=", r));
-  for (const std::string& a : options_.command) plan.argv.push_back(const_cast<char*>(a.c_str()));
+  for (std::string& e : rank_environment(a.layout, local, a.master_addr, a.master_port, a.restart_count, a.max_restarts))
+    plan.env.push_back(std::move(e));
+  for (const std::string& word : a.command) plan.argv.push_back(const_cast<char*>(word.c_str()));
   plan.argv.push_back(nullptr);
   for (std::string& e : plan.env) plan.envp.push_back(e.data());
   plan.envp.push_back(nullptr);
@@ -285,6 +224,7 @@ int Supervisor::start(int r) {
     return exec_error;
   }
   Rank rank;
+  const int r = a.layout.first_rank() + local;
   rank.rank = r;
   rank.pid = pid;
   rank.running = true;
@@ -292,21 +232,21 @@ int Supervisor::start(int r) {
   rank.out = LineRelay(out[0], STDOUT_FILENO, prefix);
   rank.err = LineRelay(err[0], STDERR_FILENO, prefix);
   ranks_.push_back(std::move(rank));
-  ranks_.back().err.on_line([this, r](const std::string& line) {
-    const int blamed = blamed_rank(line, r, options_.nproc);
-    if (blamed >= 0) ranks_[static_cast<std::size_t>(r)].blames = blamed;
+  ranks_.back().err.on_line([this, r, local](const std::string& line) {
+    const int blamed = blamed_rank(line, r, attempt_.layout.world_size);
+    if (blamed >= 0) ranks_[static_cast<std::size_t>(local)].blames = blamed;
   });
   return 0;
 }
 
-int Supervisor::supervise() {
+AttemptResult Supervisor::supervise() {
   for (;;) {
     handle_signals();
     reap();
     if (!stopping_) {
       for (const Rank& r : ranks_) {
         if (!r.running && is_failure(r.status)) {
-          failed_rank_ = r.rank;  // report() picks the rank to blame once every rank's last words are in
+          failed_ = true;  // report() picks the rank to blame once every rank's last words are in
           begin_stop(SIGTERM);
           break;
         }
@@ -407,7 +347,7 @@ void Supervisor::begin_stop(int signo) {
   stop_signal_ = signo;
   stopped_ = count_running();
   kill_at_ = Clock::now() +
-             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.grace_seconds));
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(attempt_.grace_seconds));
   signal_groups(signo);
 }
 
@@ -419,7 +359,7 @@ void Supervisor::kill_now(int while_stopping_signal) {
       message(detail::concat("got ", signal_name(while_stopping_signal), " while stopping; sending SIGKILL to rank ",
                              r.rank));
     } else {
-      message(detail::concat("rank ", r.rank, " did not stop within ", options_.grace_seconds, " s of ",
+      message(detail::concat("rank ", r.rank, " did not stop within ", attempt_.grace_seconds, " s of ",
                              signal_name(stop_signal_), "; sending SIGKILL"));
     }
   }
@@ -435,118 +375,41 @@ void Supervisor::signal_groups(int signo) {
   }
 }
 
-int Supervisor::report() {
-  if (failed_rank_) {
-    // The first failure by time: the earliest reaping pass (ranks reaped together: one that blames no other rank
-    // first, then the lowest). The other failures before the stop began are only its consequences when their
-    // errors name it (directly, or through a rank that names it).
-    const Rank* first = nullptr;
-    for (const Rank& r : ranks_) {
-      if (r.running || !is_failure(r.status)) continue;
-      if (!first || r.exit_order < first->exit_order ||
-          (r.exit_order == first->exit_order && first->blames >= 0 && r.blames < 0)) {
-        first = &r;
-      }
-    }
-    DUALPIPE_CHECK(first != nullptr);
-    auto cause_of = [&](const Rank& r) {
-      int cause = r.rank;
-      std::vector<bool> seen(ranks_.size(), false);
-      while (ranks_[static_cast<std::size_t>(cause)].blames >= 0 && !seen[static_cast<std::size_t>(cause)]) {
-        seen[static_cast<std::size_t>(cause)] = true;
-        cause = ranks_[static_cast<std::size_t>(cause)].blames;
-      }
-      return cause;
-    };
-    const Rank& culprit = ranks_[static_cast<std::size_t>(cause_of(*first))];
-    std::vector<int> followers;  // failed and named the culprit: exited only because of it
-    for (const Rank& r : ranks_) {
-      if (&r == &culprit || r.running || !is_failure(r.status) || r.blames < 0) continue;
-      if (cause_of(r) != culprit.rank) continue;
-      followers.push_back(r.rank);
-      message(detail::concat("rank ", r.rank, " ", describe_wait_status(r.status), " only because of rank ",
-                             culprit.rank, " (its error names rank ", r.blames, ")"));
-    }
-    std::string what;
-    if (options_.nproc == 1) {
-      // nothing to add: there was no other rank
-    } else if (stopped_ == 0) {
-      what = "; no other rank was still running";
-    } else if (stopped_ == options_.nproc - 1) {
-      what = stopped_ == 1 ? "; stopped the other rank" : detail::concat("; stopped the other ", stopped_, " ranks");
-    } else {
-      what = detail::concat("; stopped the ", stopped_, " other ", stopped_ == 1 ? "rank" : "ranks", " still running");
-    }
-    if (&culprit == first) {
-      message(detail::concat("rank ", first->rank, " ", describe_wait_status(first->status), what));
-    } else {
-      std::string named;
-      for (std::size_t i = 0; i < followers.size(); ++i)
-        named += detail::concat(i == 0 ? "" : i + 1 == followers.size() ? " and " : ", ", followers[i]);
-      const std::string state =
-          culprit.running || !is_failure(culprit.status) || culprit.exit_order > first->exit_order
-              ? "was still running when rank " + std::to_string(first->rank) + " exited"
-              : describe_wait_status(culprit.status);
-      message(detail::concat("rank ", culprit.rank, " failed first: it ", state, ", and rank",
-                             followers.size() == 1 ? " " : "s ", named, " exited because of it; stopped ",
-                             ranks_text(stopped_), " still running"));
-    }
-    return 1;
+AttemptResult Supervisor::report() {
+  AttemptResult result;
+  if (failed_) {
+    std::vector<RankEnd> ended;
+    for (const Rank& r : ranks_) ended.push_back(RankEnd{r.rank, r.status, r.exit_order, r.blames});
+    FailureReport failure = describe_failure(ended, stopped_, static_cast<int>(ranks_.size()));
+    for (const std::string& line : failure.lines) message(line);
+    result.outcome = AttemptResult::Outcome::rank_failed;
+    result.status = 1;
+    result.cause = std::move(failure.cause);
+    return result;
   }
   if (launcher_signal_ != 0) {
+    const int n = static_cast<int>(ranks_.size());
     std::string what = detail::concat("stopped the ", ranks_text(stopped_), " still running");
-    if (stopped_ == options_.nproc) {
-      what = stopped_ == 1 ? "stopped the rank" : detail::concat("stopped all ", stopped_, " ranks");
-    }
+    if (stopped_ == n) what = stopped_ == 1 ? "stopped the rank" : detail::concat("stopped all ", stopped_, " ranks");
     message(detail::concat("got ", signal_name(launcher_signal_), "; ", what));
-    return 128 + launcher_signal_;
+    result.outcome = AttemptResult::Outcome::launcher_signalled;
+    result.status = 128 + launcher_signal_;
+    return result;
   }
   if (leftovers_) message("every rank exited 0; stopped the processes they left running");
   if (detached_output_) {
     message("every rank exited 0; not waiting for processes that left their process groups but still hold their "
             "output");
   }
-  return 0;
+  return result;
 }
 
 }  // namespace
 
-std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return detail::concat("exited with status ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return detail::concat("was killed by ", signal_text(WTERMSIG(status)), WCOREDUMP(status) ? " (core dumped)" : "");
-  }
-  return detail::concat("ended with wait status ", status);
-}
-
-int launch(const LaunchOptions& options) {
-  DUALPIPE_CHECK(options.nproc >= 1 && !options.command.empty());
-
-  // Two pipes per rank stay open in the launcher: raise the soft open-file limit if it is too low. Ranks get
-  // the original limit back (programs using select() may depend on it).
-  rlimit original{};
-  getrlimit(RLIMIT_NOFILE, &original);
-  const rlim_t needed = static_cast<rlim_t>(2 * options.nproc + 32);
-  if (original.rlim_cur != RLIM_INFINITY && original.rlim_cur < needed) {
-    rlimit raised = original;
-    raised.rlim_cur = original.rlim_max == RLIM_INFINITY ? needed : std::min(needed, original.rlim_max);
-    setrlimit(RLIMIT_NOFILE, &raised);
-    DUALPIPE_REQUIRE(raised.rlim_cur >= needed, "--nproc ", options.nproc, " needs about ", needed,
-                     " open files, but the limit is ", raised.rlim_cur, " (see ulimit -n)");
-  }
-
-#ifdef __linux__
-  // Orphaned grandchildren of the ranks are reparented to the launcher instead of init, so it reaps them and
-  // kill(-group, 0) stops seeing them once they are gone, even where init does not reap (containers).
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-#endif
-
-  const SignalPipe signals;
-  Supervisor supervisor(options, signals, original);
+AttemptResult run_attempt(const Attempt& attempt, const SignalPipe& signals, const rlimit& original_files) {
+  Supervisor supervisor(attempt, signals, original_files);
   supervisor.start_all();
-  const int status = supervisor.supervise();
-  setrlimit(RLIMIT_NOFILE, &original);
-  return status;
+  return supervisor.supervise();
 }
 
 }  // namespace dualpipe::cli
