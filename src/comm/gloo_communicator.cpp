@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -30,23 +31,44 @@ int parse_int_env(const char* name, int min_value, int max_value) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// Every rank announces itself with the world size it was started with, then waits for the others. On timeout
-// the error names the ranks that never arrived; a rank started with another WORLD_SIZE is named at once.
+// The process claiming `rank` in the store, as "pid P on host H".
+std::string this_process() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return detail::concat("pid ", getpid(), " on host ", host);
+}
+
+std::string text_of(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// Every rank claims its rank and announces the world size it was started with, then waits for the others. On
+// timeout the error names the ranks that never arrived; a rank started with another WORLD_SIZE, and a rank that
+// two processes claim (the same RANK given twice), are named at once.
 void wait_for_every_rank(c10d::Store& store, const GlooOptions& options) {
   const auto key = [](int rank) { return "dualpipe/arrived/" + std::to_string(rank); };
+  const std::string claims = "dualpipe/claims/" + std::to_string(options.rank);
+  const auto claimant = [&](std::int64_t n) { return detail::concat(claims, "/", n); };
+  const std::int64_t my_claim = store.add(claims, 1);
+  const std::string me = this_process();
+  store.set(claimant(my_claim), std::vector<uint8_t>(me.begin(), me.end()));
   const std::string size = std::to_string(options.world_size);
   store.set(key(options.rank), std::vector<uint8_t>(size.begin(), size.end()));
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   std::vector<int> missing;
   while (true) {
+    if (store.add(claims, 0) > 1) {
+      const std::int64_t other = my_claim == 1 ? 2 : 1;
+      store.wait({claimant(other)});
+      throw CommError(detail::concat("rank ", options.rank, ": two processes claim rank ", options.rank, " (",
+                                     text_of(store.get(claimant(1))), " and ", text_of(store.get(claimant(2))),
+                                     "): give every process its own RANK"));
+    }
     missing.clear();
     for (int r = 0; r < options.world_size; ++r) {
       if (!store.check({key(r)})) {
         missing.push_back(r);
         continue;
       }
-      const std::vector<uint8_t> theirs = store.get(key(r));
-      const std::string their_size(theirs.begin(), theirs.end());
+      const std::string their_size = text_of(store.get(key(r)));
       if (their_size != size)
         throw CommError(detail::concat("rank ", options.rank, ": rank ", r, " was started with WORLD_SIZE ",
                                        their_size, ", this rank with ", size,

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 
@@ -48,9 +50,7 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
   std::fflush(stdout);
 
   if (c.metrics.empty()) return;
-  metrics_.open(c.metrics, std::ios::trunc);
-  DUALPIPE_REQUIRE(metrics_, "--metrics '", c.metrics, "' cannot be written");
-  write_metrics(json{{"type", "config"},
+  config_record_ = json{{"type", "config"},
                      {"schedule", plan.schedule.kind},
                      {"ranks", c.ranks},
                      {"microbatches", c.microbatches},
@@ -72,8 +72,45 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
                      {"corpus", corpus.source},
                      {"corpus_bytes", corpus.bytes()},
                      {"unigram_baseline", baseline_}}
-                    .dump());
+                       .dump();
+  // A run that may resume opens the file once it knows from which step (open_metrics).
+  if (!c.resume) open_metrics(0);
 }
+
+void ProgressReport::open_metrics(int resumed_step) {
+  if (config_.metrics.empty()) return;
+  // The records the earlier run wrote up to the checkpoint stay, so that the file reads as one run: its steps up
+  // to `resumed_step` and its evaluations before it (this run evaluates `resumed_step` again).
+  std::vector<std::string> kept;
+  std::ifstream previous(resumed_step > 0 ? config_.metrics : std::string());
+  for (std::string line; previous && std::getline(previous, line);) {
+    const json record = json::parse(line, nullptr, false);
+    if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) continue;
+    const int step = record["step"].get<int>();
+    const std::string type = record.value("type", "");
+    if ((type == "step" && step <= resumed_step) || (type == "eval" && step < resumed_step)) kept.push_back(line);
+  }
+  previous.close();
+  const std::string partial = config_.metrics + ".partial";
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    out << config_record_ << '\n';
+    for (const std::string& line : kept) out << line << '\n';
+    out.flush();
+    DUALPIPE_REQUIRE(out, "--metrics '", config_.metrics, "' cannot be written (", partial, ")");
+  }
+  DUALPIPE_REQUIRE(std::rename(partial.c_str(), config_.metrics.c_str()) == 0, "--metrics '", config_.metrics,
+                   "' cannot be written: ", std::strerror(errno));
+  metrics_.open(config_.metrics, std::ios::app);
+  DUALPIPE_REQUIRE(metrics_, "--metrics '", config_.metrics, "' cannot be written");
+}
+
+void ProgressReport::no_checkpoint() {
+  std::printf("       no complete checkpoint in %s: starting from step 0\n", config_.checkpoint_dir.c_str());
+  std::fflush(stdout);
+  open_metrics(0);
+}
+
 
 void ProgressReport::write_metrics(const std::string& line) {
   if (!metrics_.is_open()) return;
@@ -86,6 +123,7 @@ void ProgressReport::resumed(const std::string& directory, int step, int planned
                              const std::vector<std::string>& skipped) {
   for (const auto& s : skipped) std::printf("       skipping incomplete checkpoint %s (no manifest)\n", s.c_str());
   std::printf("       resumed from %s after step %d\n", directory.c_str(), step);
+  open_metrics(step);
   if (planned_steps != config_.steps)
     std::printf("       warning: the checkpoint was written by a run of %d steps and this run has --steps %d: the "
                 "learning-rate schedule changes from here on\n",

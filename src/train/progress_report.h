@@ -23,11 +23,14 @@ struct StepReport {
 
 class ProgressReport {
  public:
-  // Opens --metrics (truncating it) and writes the config record; prints the run's header.
+  // Prints the run's header. Without --resume, opens --metrics (truncating it) and writes the config record; with
+  // it, resumed() or no_checkpoint() does.
   ProgressReport(const TrainConfig& config, const RunPlan& plan, const data::Corpus& corpus, int64_t train_sequences,
                  int64_t validation_sequences);
 
+  // Also rewrites --metrics as the config record and the earlier run's records up to `step`, then appends.
   void resumed(const std::string& directory, int step, int planned_steps, const std::vector<std::string>& skipped);
+  void no_checkpoint();
   void step(const StepReport& report);
   void evaluation(int step, double val_loss);
   void reference_check(int losses, int gradients, double worst_cosine);
@@ -38,10 +41,12 @@ class ProgressReport {
 
  private:
   void write_metrics(const std::string& json_line);
+  void open_metrics(int resumed_step);  // 0: a fresh run
 
   const TrainConfig& config_;
   const RunPlan& plan_;
   double baseline_ = 0;
+  std::string config_record_;
   std::ofstream metrics_;
   std::vector<StepReport> steps_;
   double first_val_ = -1, last_val_ = -1;

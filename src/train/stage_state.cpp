@@ -1,10 +1,27 @@
 #include "stage_state.h"
 
 #include <sstream>
+#include <type_traits>
 
 #include "dualpipe/error.h"
 
 namespace dualpipe::train {
+namespace {
+
+// The optimizer's state map is keyed by the parameter's TensorImpl: its address as a string in LibTorch 1.x, the
+// pointer itself in 2.x.
+template <class StateMap>
+typename StateMap::key_type state_key(const torch::Tensor& parameter) {
+  if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
+    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+  } else {
+    return static_cast<typename StateMap::key_type>(parameter.unsafeGetTensorImpl());
+  }
+}
+
+using OptimizerState = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
+
+}  // namespace
 
 StageState::StageState(const TrainConfig& c, const models::GptConfig& model, const models::StageCut& cut, int stage)
     : module(model, cut, stage) {
@@ -26,12 +43,21 @@ void StageState::set_lr(double lr) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 }
 
+// AdamW's state is written per parameter name ("adam.<name>.step", ".exp_avg", ".exp_avg_sq"), not through
+// Optimizer::save, which keys it by tensor addresses: the same state would give other bytes in every process,
+// and a checkpoint could not be compared (or deduplicated) byte for byte. A parameter not stepped yet has none.
 std::string StageState::save() const {
   torch::serialize::OutputArchive archive;
-  for (const auto& p : module->named_parameters()) archive.write("parameter." + p.key(), p.value().detach().cpu());
-  torch::serialize::OutputArchive optimizer_archive;
-  optimizer->save(optimizer_archive);
-  archive.write("optimizer", optimizer_archive);
+  const OptimizerState& state = optimizer->state();
+  for (const auto& p : module->named_parameters()) {
+    archive.write("parameter." + p.key(), p.value().detach().cpu());
+    const auto found = state.find(state_key<OptimizerState>(p.value()));
+    if (found == state.end()) continue;
+    const auto& adam = static_cast<const torch::optim::AdamWParamState&>(*found->second);
+    archive.write("adam." + p.key() + ".step", torch::tensor(static_cast<int64_t>(adam.step())));
+    archive.write("adam." + p.key() + ".exp_avg", adam.exp_avg().cpu());
+    archive.write("adam." + p.key() + ".exp_avg_sq", adam.exp_avg_sq().cpu());
+  }
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
@@ -50,9 +76,22 @@ void StageState::load(const std::string& bytes, const std::string& what) {
                        ", the model needs ", p.value().sizes());
       p.value().copy_(saved);
     }
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    optimizer->load(optimizer_archive);
+    OptimizerState& state = optimizer->state();
+    state.clear();
+    for (auto& p : module->named_parameters()) {
+      torch::Tensor step, exp_avg, exp_avg_sq;
+      if (!archive.try_read("adam." + p.key() + ".step", step)) continue;
+      archive.read("adam." + p.key() + ".exp_avg", exp_avg);
+      archive.read("adam." + p.key() + ".exp_avg_sq", exp_avg_sq);
+      DUALPIPE_REQUIRE(exp_avg.sizes() == p.value().sizes() && exp_avg_sq.sizes() == p.value().sizes(), what,
+                       ": the optimizer state of ", p.key(), " has shape ", exp_avg.sizes(), ", the model needs ",
+                       p.value().sizes());
+      auto adam = std::make_unique<torch::optim::AdamWParamState>();
+      adam->step(step.item<int64_t>());
+      adam->exp_avg(exp_avg.to(p.value().device()));
+      adam->exp_avg_sq(exp_avg_sq.to(p.value().device()));
+      state[state_key<OptimizerState>(p.value())] = std::move(adam);
+    }
   } catch (const c10::Error& e) {
     std::string message = e.what();
     message.resize(std::min(message.find('\n'), message.size()));

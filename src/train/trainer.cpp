@@ -4,6 +4,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -23,6 +27,22 @@
 
 namespace dualpipe::train {
 namespace {
+
+// For the restart test (tests/train): DUALPIPE_TEST_KILL_AT="A:R:S[,A:R:S...]" makes rank R die by SIGKILL right
+// after step S in attempt A (TORCHELASTIC_RESTART_COUNT, 0 without a restarting launcher). Keyed by attempt, so
+// a kill happens once although the restarted run passes step S again.
+void maybe_die_for_test(int rank, int step) {
+  const char* spec = std::getenv("DUALPIPE_TEST_KILL_AT");
+  if (!spec) return;
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const int attempt = restart ? std::atoi(restart) : 0;
+  std::istringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    int a = -1, r = -1, s = -1;
+    if (std::sscanf(item.c_str(), "%d:%d:%d", &a, &r, &s) == 3 && a == attempt && r == rank && s == step)
+      raise(SIGKILL);
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -106,6 +126,7 @@ class Trainer {
     evaluate(step);
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
+      maybe_die_for_test(rank_, step);
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
@@ -122,7 +143,7 @@ class Trainer {
     std::vector<std::string> skipped;
     const auto resumed = load_newest_checkpoint(c_, plan_, stages_, &skipped);
     if (!resumed) {
-      if (report_) std::printf("       no complete checkpoint in %s: starting from step 0\n", c_.checkpoint_dir.c_str());
+      if (report_) report_->no_checkpoint();
       return 0;
     }
     data_.reader.restore(resumed->manifest.data_position);

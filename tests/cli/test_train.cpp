@@ -19,72 +19,12 @@
 #include "dualpipe/simulate.h"
 #include "dualpipe/trace.h"
 #include "cli/run_command.h"
+#include "cli/train_fixture.h"
 
 namespace {
 
 using namespace dualpipe;
-
-using test::CommandResult;
-
-CommandResult dualpipe_cmd(const std::string& args, int limit_seconds = 60) {
-  return test::run_command("timeout -k 5 " + std::to_string(limit_seconds) + " " + std::string(DUALPIPE_BIN) + " " +
-                           args);
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// A small model, so that each run takes seconds: 4 layers of width 32 over 16-byte sequences of the default
-// corpus (Debian's fortunes), 8 micro-batches of 2 sequences.
-const std::string kSmall =
-    "train --layers 8 --hidden 32 --heads 2 --seq-len 16 --batch 2 --warmup 1 --eval-every 4 --sample-tokens 8 "
-    "--trace '' ";
-
-struct Metrics {
-  nlohmann::json config;
-  std::vector<nlohmann::json> steps, evals;
-};
-
-Metrics read_metrics(const std::string& path) {
-  Metrics m;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "config") m.config = j;
-    if (j["type"] == "step") m.steps.push_back(j);
-    if (j["type"] == "eval") m.evals.push_back(j);
-  }
-  return m;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-class Train : public ::testing::Test {
- protected:
-  void SetUp() override {
-#ifndef DUALPIPE_HAS_RUNTIME
-    GTEST_SKIP() << "dualpipe was built without the LibTorch runtime (DUALPIPE_WITH_TORCH=OFF)";
-#endif
-    if (!exists("/usr/share/games/fortunes/fortunes"))
-      GTEST_SKIP() << "the default corpus is missing: run scripts/setup.sh (Debian's fortunes package)";
-    char pattern[] = "/tmp/dualpipe_train_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) test::run_command("rm -rf '" + dir_ + "'");
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
-  std::string dir_;
-};
+using namespace dualpipe::test;
 
 // Every rank recorded every action of its lowered list (compute and messages) in every step.
 void expect_complete_trace(const Trace& trace, const std::string& kind, int ranks, int microbatches, int steps) {
@@ -121,7 +61,7 @@ TEST_F(Train, DualPipeLearnsTheCorpusMatchesTheReferenceAndWritesMetricsTraceAnd
   EXPECT_TRUE(contains(run.out, "sample (8 bytes after the prompt")) << run.out;
   expect_complete_trace(read_trace(trace), "dualpipe", 4, 8, 12);
 
-  const Metrics m = read_metrics(metrics);
+  const MetricsFile m = read_metrics(metrics);
   ASSERT_EQ(m.steps.size(), 12u);
   ASSERT_EQ(m.evals.size(), 4u);  // before step 1, after steps 4 and 8, after the last
   EXPECT_EQ(m.evals.front()["step"], 0);
@@ -167,7 +107,7 @@ TEST_F(Train, APlannedScheduleFileTrainsMatchingTheReference) {
   EXPECT_TRUE(contains(run.out, "step matches the single-process reference: 8 losses bit-identical")) << run.out;
 }
 
-std::vector<double> losses_of(const Metrics& m, int from_step) {
+std::vector<double> losses_of(const MetricsFile& m, int from_step) {
   std::vector<double> out;
   for (const auto& s : m.steps)
     if (s["step"].get<int>() >= from_step) out.push_back(s["loss"].get<double>());
@@ -243,7 +183,7 @@ TEST_F(Train, RecomputationGivesTheSameLossesWithFewerActivationBytes) {
   ASSERT_EQ(dualpipe_cmd(options + path("plain.jsonl"), 120).status, 0);
   const CommandResult recomputed = dualpipe_cmd(options + path("re.jsonl") + " --recompute", 120);
   ASSERT_EQ(recomputed.status, 0) << recomputed.out;
-  const Metrics plain = read_metrics(path("plain.jsonl")), re = read_metrics(path("re.jsonl"));
+  const MetricsFile plain = read_metrics(path("plain.jsonl")), re = read_metrics(path("re.jsonl"));
   EXPECT_EQ(losses_of(re, 1), losses_of(plain, 1));
   EXPECT_EQ(re.evals.back()["val_loss"], plain.evals.back()["val_loss"]);
   for (int r = 0; r < 4; ++r)
@@ -291,24 +231,6 @@ TEST_F(Train, BadInputIsRefusedBeforeAnyProcessStartsAndNothingIsOverwritten) {
 
 // Issue 10, item 5: a rendezvous that cannot complete names the ranks that never arrived, or the rank started with
 // another WORLD_SIZE, within the timeout.
-TEST_F(Train, RendezvousNamesMissingRanksAndWorldSizeMismatches) {
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);
-  const std::string worker = std::string(DUALPIPE_BIN) + " " + kSmall + "--worker --steps 1 --timeout 3 ";
-  const CommandResult alone =
-      test::run_command("MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " RANK=0 WORLD_SIZE=4 timeout 20 " + worker);
-  EXPECT_EQ(alone.status, 1) << alone.out;
-  EXPECT_TRUE(contains(alone.out, "rank 0: ranks 1, 2, 3 of 4 never arrived at the rendezvous at 127.0.0.1:" + port +
-                                      " within 3 s"))
-      << alone.out;
-
-  const std::string other_port = std::to_string(20000 + (::getpid() + 7) % 20000);
-  const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + other_port;
-  const CommandResult mismatch = test::run_command(
-      "(" + env + " RANK=0 WORLD_SIZE=2 timeout 20 " + worker + "--ranks 2 & " + env +
-      " RANK=1 WORLD_SIZE=3 timeout 20 " + worker + "--ranks 2; wait)");
-  EXPECT_TRUE(contains(mismatch.out, "was started with WORLD_SIZE")) << mismatch.out;
-}
-
 TEST_F(Train, WorkerWithoutTheLaunchEnvironmentSaysWhatIsMissing) {
   for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) unsetenv(name);
   const CommandResult run = dualpipe_cmd(kSmall + "--worker --steps 1", 30);

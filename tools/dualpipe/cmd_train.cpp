@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "dualpipe/error.h"
 #include "dualpipe/schedule_file.h"
+#include "launch/node_layout.h"
 #include "train_options.h"
 
 namespace dualpipe::cli {
@@ -26,7 +27,27 @@ constexpr const char* kWorkerName = "dualpipe-train-worker";
 struct TrainCommand {
   train::TrainConfig options;
   bool worker = false;
+  // Where this machine's ranks stand in the job (launch/launch.h): torchrun's multi-node flags.
+  int nnodes = 1, node_rank = 0, nproc_per_node = 0;  // 0: the world split evenly over the nodes
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port (one node), 29500 (several)
+  int max_restarts = 0;
 };
+
+// `dualpipe launch` arguments for this machine's share of the world.
+std::vector<std::string> launch_arguments(const TrainCommand& c, int world_size) {
+  const NodeLayout layout = layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node);
+  std::vector<std::string> args = {"dualpipe", "launch", "--nnodes", std::to_string(c.nnodes), "--node-rank",
+                                   std::to_string(c.node_rank), "--nproc-per-node",
+                                   std::to_string(layout.nproc_per_node), "--world-size", std::to_string(world_size),
+                                   "--master-addr", c.master_addr, "--max-restarts", std::to_string(c.max_restarts)};
+  if (c.master_port != 0) {
+    args.push_back("--master-port");
+    args.push_back(std::to_string(c.master_port));
+  }
+  args.push_back("--");
+  return args;
+}
 
 std::string self_executable() {
   char buffer[PATH_MAX];
@@ -84,9 +105,14 @@ void run(TrainCommand c) {
   }
   const std::string self = self_executable();
   const std::string worker = worker_executable(self);
-  if (!c.worker) check_options(worker, c.options);
   std::vector<std::string> args;
-  if (!c.worker) args = {"dualpipe", "launch", "--nproc", std::to_string(c.options.ranks), "--"};
+  if (!c.worker) {
+    args = launch_arguments(c, c.options.ranks);  // checks the node flags first: they need no worker
+    check_options(worker, c.options);
+    if (c.max_restarts > 0 && c.options.checkpoint_dir.empty())
+      std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
+                   "step 1\n";
+  }
   args.push_back(worker);
   for (std::string& a : train_arguments(c.options)) args.push_back(std::move(a));
   become(c.worker ? worker : self, std::move(args));
@@ -110,6 +136,25 @@ void add_train_command(CLI::App& app) {
       "  dualpipe train --checkpoint-dir ckpt --resume --steps 200\n"
       "  dualpipe train --schedule 1f1b --layers 14 --layers-per-stage 3,4,4,3 --recompute");
   add_train_options(*sub, command->options);
+  const char* launch_group = "Launch (several machines: run it on each; docs/launch.md)";
+  sub->add_option("--nnodes", command->nnodes, "Machines in the job")->capture_default_str()->group(launch_group);
+  sub->add_option("--node-rank", command->node_rank, "This machine's index, 0 to --nnodes minus 1")
+      ->capture_default_str()
+      ->group(launch_group);
+  sub->add_option("--nproc-per-node", command->nproc_per_node,
+                  "Ranks on each machine (default: --ranks split evenly; node K runs ranks K*N to K*N+N-1)")
+      ->group(launch_group);
+  sub->add_option("--master-addr", command->master_addr, "Address of node 0, where rank 0 hosts the rendezvous")
+      ->capture_default_str()
+      ->group(launch_group);
+  sub->add_option("--master-port", command->master_port,
+                  "Port of the rendezvous (default: a free one on one machine, 29500 on several)")
+      ->group(launch_group);
+  sub->add_option("--max-restarts", command->max_restarts,
+                  "When a rank fails, restart every rank from the newest complete checkpoint in --checkpoint-dir, "
+                  "up to this many times")
+      ->capture_default_str()
+      ->group(launch_group);
   sub->add_flag("--worker", command->worker,
                 "Run as one rank of a job started elsewhere, found through MASTER_ADDR, MASTER_PORT, RANK and "
                 "WORLD_SIZE (to start the ranks yourself, e.g. on several machines; give every rank the same "

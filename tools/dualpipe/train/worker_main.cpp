@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Started again by a restarting launcher (`dualpipe launch --max-restarts`, torchrun): continue from the newest
+  // complete checkpoint, if any.
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restart && std::atoi(restart) > 0 && !config.checkpoint_dir.empty()) config.resume = true;
   try {
     if (check_only) {
       dualpipe::train::check_config(config);

@@ -1,0 +1,80 @@
+// What the tests of `dualpipe train` share: running the CLI under `timeout` (which stops the launcher, and with it
+// every rank, if a run ever hangs), a small model that trains in seconds, the metrics file, and a fixture with a
+// scratch directory that skips without the LibTorch runtime or the default corpus.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/run_command.h"
+
+namespace dualpipe::test {
+
+inline CommandResult dualpipe_cmd(const std::string& args, int limit_seconds = 60) {
+  return run_command("timeout -k 5 " + std::to_string(limit_seconds) + " " + std::string(DUALPIPE_BIN) + " " + args);
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A small model, so that each run takes seconds: 8 layers of width 32 over 16-byte sequences of the default
+// corpus (Debian's fortunes), 8 micro-batches of 2 sequences.
+inline const std::string kSmall =
+    "train --layers 8 --hidden 32 --heads 2 --seq-len 16 --batch 2 --warmup 1 --eval-every 4 --sample-tokens 8 "
+    "--trace '' ";
+
+struct MetricsFile {
+  nlohmann::json config;
+  std::vector<nlohmann::json> steps, evals;
+};
+
+inline MetricsFile read_metrics(const std::string& path) {
+  MetricsFile m;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "config") m.config = j;
+    if (j["type"] == "step") m.steps.push_back(j);
+    if (j["type"] == "eval") m.evals.push_back(j);
+  }
+  return m;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+inline bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+class Train : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef DUALPIPE_HAS_RUNTIME
+    GTEST_SKIP() << "dualpipe was built without the LibTorch runtime (DUALPIPE_WITH_TORCH=OFF)";
+#endif
+    if (!exists("/usr/share/games/fortunes/fortunes"))
+      GTEST_SKIP() << "the default corpus is missing: run scripts/setup.sh (Debian's fortunes package)";
+    char pattern[] = "/tmp/dualpipe_train_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) run_command("rm -rf '" + dir_ + "'");
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  std::string dir_;
+};
+
+}  // namespace dualpipe::test
