@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "dualpipe/comm/network_interface.h"
 #include "peer_monitor.h"
 
 namespace dualpipe::comm {
@@ -134,6 +135,9 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
     auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     std::string interface = options.interface;
     if (interface.empty() && std::getenv("GLOO_SOCKET_IFNAME")) interface = std::getenv("GLOO_SOCKET_IFNAME");
+    // Else the interface that reaches rank 0: peers on other machines can reach it too, unlike the host name's
+    // address (127.0.0.1 inside a network namespace, or on many a laptop).
+    if (interface.empty()) interface = interface_routing_to(options.master_addr);
     group_options->devices.push_back(interface.empty()
                                          ? c10d::ProcessGroupGloo::createDefaultDevice()
                                          : c10d::ProcessGroupGloo::createDeviceForInterface(interface));

@@ -22,7 +22,8 @@ struct GlooOptions {
   // close); one that stops responding (stopped, frozen) after this long without a heartbeat; either way every
   // rank's waits fail with a CommError naming it.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
-  // Network interface for Gloo's transport; empty: $GLOO_SOCKET_IFNAME, else the host name's address.
+  // Network interface for Gloo's transport; empty: $GLOO_SOCKET_IFNAME, else the one that routes to master_addr
+  // (network_interface.h), else the host name's address.
   std::string interface;
   // Test mode: every message with tag 0 (ProcessGroupCommunicatorOptions::single_tag).
   bool single_tag = false;
