@@ -1,5 +1,6 @@
 #include "dualpipe/comm/gloo_communicator.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -12,23 +13,13 @@
 #include <optional>
 #include <thread>
 
+#include "dualpipe/comm/launch_environment.h"
 #include "dualpipe/comm/network_interface.h"
 #include "peer_monitor.h"
 
 namespace dualpipe::comm {
 
 namespace {
-
-int parse_int_env(const char* name, int min_value, int max_value) {
-  const char* value = std::getenv(name);
-  DUALPIPE_REQUIRE(value != nullptr && *value != '\0', "environment variable ", name,
-                   " is not set (launch with torchrun-style MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
-  char* end = nullptr;
-  long parsed = std::strtol(value, &end, 10);
-  DUALPIPE_REQUIRE(end != value && *end == '\0' && parsed >= min_value && parsed <= max_value, "environment variable ",
-                   name, "='", value, "' is not an integer in [", min_value, ", ", max_value, "]");
-  return static_cast<int>(parsed);
-}
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
@@ -58,10 +49,9 @@ void wait_for_every_rank(c10d::Store& store, const GlooOptions& options) {
   while (true) {
     if (store.add(claims, 0) > 1) {
       const std::int64_t other = my_claim == 1 ? 2 : 1;
-      store.wait({claimant(other)});
-      throw CommError(detail::concat("rank ", options.rank, ": two processes claim rank ", options.rank, " (",
-                                     text_of(store.get(claimant(1))), " and ", text_of(store.get(claimant(2))),
-                                     "): give every process its own RANK"));
+      const std::string them = store.check({claimant(other)}) ? text_of(store.get(claimant(other))) : "another process";
+      throw CommError(detail::concat("rank ", options.rank, ": two processes claim rank ", options.rank, " (", me,
+                                     " and ", them, "): give every process its own RANK"));
     }
     missing.clear();
     for (int r = 0; r < options.world_size; ++r) {
@@ -111,7 +101,7 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
   if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(options.master_port);
-  store_options.isServer = options.rank == 0;
+  store_options.isServer = options.rank == 0 && !options.store_hosted_by_agent;
   store_options.numWorkers = static_cast<std::size_t>(options.world_size);
   // Our own rendezvous below waits for the ranks, so that a timeout can name the ones that never came.
   store_options.waitWorkers = false;
@@ -120,9 +110,9 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
   connection.options.timeout = options.timeout;
   connection.options.single_tag = options.single_tag;
   try {
-    c10::intrusive_ptr<c10d::TCPStore> store;
+    c10::intrusive_ptr<c10d::TCPStore> tcp_store;
     try {
-      store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+      tcp_store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     } catch (const std::exception& e) {
       throw CommError(detail::concat("rank ", options.rank, ": ",
                                      options.rank == 0 ? "cannot serve the rendezvous store on port "
@@ -131,6 +121,12 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
                                      options.timeout.count() / 1000.0, " s (", first_line(e.what()), ")",
                                      options.rank == 0 ? "" : ": is rank 0 running, and MASTER_ADDR/MASTER_PORT right?"));
     }
+    // A store that outlives the ranks (torchrun's agent hosts it across restarts) holds the keys of earlier
+    // attempts: each attempt works under its own prefix, as torch.distributed's env:// rendezvous does.
+    c10::intrusive_ptr<c10d::Store> store = tcp_store;
+    if (options.store_hosted_by_agent)
+      store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(options.restart_count),
+                                                     tcp_store);
     wait_for_every_rank(*store, options);
     auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     std::string interface = options.interface;
@@ -161,14 +157,14 @@ GlooCommunicator::GlooCommunicator(Connection connection)
     : ProcessGroupCommunicator(std::move(connection.group), connection.options, std::move(connection.monitor)) {}
 
 GlooOptions GlooCommunicator::options_from_environment() {
+  const LaunchEnvironment launch = read_launch_environment();
   GlooOptions options;
-  const char* addr = std::getenv("MASTER_ADDR");
-  DUALPIPE_REQUIRE(addr != nullptr && *addr != '\0', "environment variable MASTER_ADDR is not set ",
-                   "(launch with torchrun-style MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
-  options.master_addr = addr;
-  options.master_port = parse_int_env("MASTER_PORT", 1, 65535);
-  options.world_size = parse_int_env("WORLD_SIZE", 1, std::numeric_limits<int>::max());
-  options.rank = parse_int_env("RANK", 0, options.world_size - 1);
+  options.master_addr = launch.master_addr;
+  options.master_port = launch.master_port;
+  options.world_size = launch.world_size;
+  options.rank = launch.rank;
+  options.store_hosted_by_agent = launch.store_hosted_by_agent;
+  options.restart_count = launch.restart_count;
   const char* single_tag = std::getenv("DUALPIPE_SINGLE_TAG");
   options.single_tag = single_tag != nullptr && std::string(single_tag) == "1";
   const char* monitor = std::getenv("DUALPIPE_PEER_MONITOR");

@@ -25,6 +25,10 @@ struct GlooOptions {
   // Network interface for Gloo's transport; empty: $GLOO_SOCKET_IFNAME, else the one that routes to master_addr
   // (network_interface.h), else the host name's address.
   std::string interface;
+  // The store at master_addr:master_port is hosted by torchrun's agent, not by rank 0 (launch_environment.h);
+  // this attempt's keys then live under "/worker/attempt_<restart_count>".
+  bool store_hosted_by_agent = false;
+  int restart_count = 0;
   // Test mode: every message with tag 0 (ProcessGroupCommunicatorOptions::single_tag).
   bool single_tag = false;
   // The peer monitor (docs/runtime.md, "Failures"). Off, failures are what c10d alone reports.
@@ -37,9 +41,9 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   // write to a dead peer fails with an error naming it instead of killing this process.
   explicit GlooCommunicator(const GlooOptions& options);
 
-  // Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE as torchrun sets them, DUALPIPE_SINGLE_TAG=1 (the test
-  // mode above) and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument naming the variable when one
-  // is missing or invalid.
+  // Reads the launcher's variables (torchrun's, SLURM's or MPI's: launch_environment.h), DUALPIPE_SINGLE_TAG=1
+  // (the test mode above) and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument naming the variable
+  // when one is missing or invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
