@@ -126,9 +126,10 @@ TEST(LaunchNodes, ARankLostOnAnotherNodeIsBlamedAndTheLocalRanksAreItsConsequenc
   const FailureReport report = describe_failure(ended, 0, 2);
   ASSERT_EQ(report.lines.size(), 3u);
   EXPECT_EQ(report.lines[0], "rank 2 exited with status 1 only because of rank 0 (its error names rank 0)");
-  EXPECT_EQ(report.lines[2], "rank 0 failed first: it runs on another node (see that node's launcher for why it "
-                             "failed), and ranks 2 and 3 exited because of it; stopped 0 ranks still running");
-  EXPECT_EQ(report.cause, "rank 0 on another node failed");
+  EXPECT_EQ(report.lines[2], "rank 0 runs on another node and was lost (it failed there, or the network to it did; "
+                             "see that node's launcher), and ranks 2 and 3 exited because of it; stopped 0 ranks "
+                             "still running");
+  EXPECT_EQ(report.cause, "rank 0 on another node was lost");
 }
 
 }  // namespace

@@ -49,8 +49,8 @@ void run(LaunchCommand& c) {
 void add_launch_command(CLI::App& app) {
   auto command = std::make_shared<LaunchCommand>();
   CLI::App* sub = app.add_subcommand(
-      "launch", "Run N local processes of a program as the ranks of one job (like torchrun); output prefixed by "
-                "rank; when one rank fails, stop them all");
+      "launch", "Run this machine's ranks of a job as local processes (like torchrun, on one machine or several); "
+                "output prefixed by rank; when one rank fails, stop them all, or restart them");
   sub->footer(
       "Each rank gets torchrun's variables: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
       "MASTER_PORT, TORCHELASTIC_RESTART_COUNT and the rest (docs/launch.md). Output lines become \"[rank R] line\"\n"

@@ -143,20 +143,26 @@ FailureReport describe_failure(const std::vector<RankEnd>& ended, int stopped, i
     report.lines.push_back(report.cause + what);
     return report;
   }
-  std::string state;
+  const std::string consequences =
+      detail::concat("rank", followers.size() == 1 ? " " : "s ", list_text(followers), " exited because of it");
   if (!culprit_end) {
-    state = "runs on another node (see that node's launcher for why it failed)";
-    report.cause = detail::concat("rank ", culprit, " on another node failed");
-  } else if (!is_failure(culprit_end->status) || culprit_end->exit_order > first->exit_order) {
+    // Its own errors are on the other node; from here a dead rank and a dead link look the same.
+    report.cause = detail::concat("rank ", culprit, " on another node was lost");
+    report.lines.push_back(detail::concat("rank ", culprit, " runs on another node and was lost (it failed there, or "
+                                          "the network to it did; see that node's launcher), and ", consequences,
+                                          "; stopped ", ranks_text(stopped), " still running"));
+    return report;
+  }
+  std::string state;
+  if (!is_failure(culprit_end->status) || culprit_end->exit_order > first->exit_order) {
     state = detail::concat("was still running when rank ", first->rank, " exited");
     report.cause = detail::concat("rank ", culprit, " stopped responding");
   } else {
     state = describe_wait_status(culprit_end->status);
     report.cause = detail::concat("rank ", culprit, " ", state);
   }
-  report.lines.push_back(detail::concat("rank ", culprit, " failed first: it ", state, ", and rank",
-                                        followers.size() == 1 ? " " : "s ", list_text(followers),
-                                        " exited because of it; stopped ", ranks_text(stopped), " still running"));
+  report.lines.push_back(detail::concat("rank ", culprit, " failed first: it ", state, ", and ", consequences,
+                                        "; stopped ", ranks_text(stopped), " still running"));
   return report;
 }
 
