@@ -5,12 +5,9 @@
 
 #include "commands.h"
 #include "dualpipe/error.h"
-#include "dualpipe/generators.h"
 #include "dualpipe/lower.h"
 #include "dualpipe/pytorch_csv.h"
-#include "dualpipe/schedule_file.h"
 #include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
 #include "output.h"
 #include "plan_options.h"
 
@@ -21,7 +18,6 @@ struct ScheduleCommand {
   PlanOptions plan;
   std::string format = "text";
   bool lower = false;
-  std::string max_memory;  // --max-memory: raises kDefaultMaxScheduleMemory
 };
 
 nlohmann::ordered_json placement_json(const Placement& p) {
@@ -57,26 +53,10 @@ std::string schedule_json(const Schedule& s) {
 }
 
 // The schedule the options name: read within the reader's limits, or generated within the memory limit.
-Schedule build(const ScheduleCommand& c) {
-  if (!c.plan.from_file.empty()) {
-    Schedule s = read_schedule_file(c.plan.from_file);
-    validate(s);
-    return s;
-  }
-  ScheduleOptions options;
-  options.num_ranks = c.plan.ranks;
-  options.num_microbatches = c.plan.microbatches;
-  options.stages_per_rank = c.plan.stages_per_rank;
-  if (!c.max_memory.empty()) options.max_memory_bytes = parse_memory_size(c.max_memory);
-  Schedule s = make_schedule(c.plan.kind, options);
-  validate(s);
-  return s;
-}
-
 void run(const ScheduleCommand& c) {
   DUALPIPE_REQUIRE(!(c.lower && c.format == "csv"),
                    "--format csv is PyTorch's compute-only form; it cannot hold --lower's SEND/RECV");
-  Schedule s = build(c);
+  Schedule s = build_schedule(c.plan);
   if (c.lower) s = lower_communication(s);
   if (c.format == "text") {
     write_stdout(format_text(s));
@@ -98,9 +78,6 @@ void add_schedule_command(CLI::App& app) {
       ->check(CLI::IsMember({"text", "csv", "json"}))
       ->capture_default_str();
   sub->add_flag("--lower", command->lower, "Add the SEND/RECV communication actions the runtime executes");
-  sub->add_option("--max-memory", command->max_memory,
-                  "Refuse schedules whose estimated memory is above SIZE (bytes, or with a K/M/G/T suffix) "
-                  "[1G]; see docs/limits.md");
   sub->callback([command] { run(*command); });
 }
 

@@ -52,7 +52,12 @@ void run(const SimulateCommand& c) {
       Metrics m = simulate(s, scaled).metrics;
       results.push_back({std::move(s), scaled, std::move(m)});
     }
-    DUALPIPE_REQUIRE(!results.empty(), "no schedule accepts R=", c.plan.ranks, " M=", c.plan.microbatches);
+    if (results.empty()) {
+      std::string reasons;
+      for (const SkippedKind& s : skipped) reasons += "\n  " + s.kind + ": " + s.reason;
+      throw InvalidArgument(
+          detail::concat("no schedule accepts R=", c.plan.ranks, " M=", c.plan.microbatches, ":", reasons));
+    }
     std::stable_sort(results.begin(), results.end(), faster);
   } else {
     Schedule s = build_schedule(c.plan);

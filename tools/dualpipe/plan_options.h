@@ -17,9 +17,11 @@ struct PlanOptions {
   int stages_per_rank = 0;
   std::string cost;       // "F=1,B=2,W=1,FB=3,comm=0"
   std::string from_file;  // a schedule in text or PyTorch CSV form instead of a generator
+  std::string max_memory;  // --max-memory: raises the generators' limit (kDefaultMaxScheduleMemory); empty: default
 };
 
-// Adds --kind, --ranks, --microbatches, --stages-per-rank; with_cost adds --cost, with_from adds --from.
+// Adds --kind, --ranks, --microbatches, --stages-per-rank, --max-memory; with_cost adds --cost, with_from adds
+// --from.
 void add_plan_options(CLI::App& command, PlanOptions& options, bool with_cost, bool with_from);
 
 // The schedule the options name (generated, or read from --from), validated. Throws dualpipe::Error.
