@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what dualpipe needs from Debian 12's packages. Idempotent: quiet when everything is there.
-#   scripts/setup.sh    build, test and benchmark dependencies (LibTorch CPU and Gloo, Chromium for the picture test)
+#   scripts/setup.sh    build, test and benchmark dependencies (LibTorch CPU and Gloo, Chromium for the picture test,
+#                       Clang's libFuzzer, iproute2 for the two-node test bed)
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,8 @@ packages=(
   libtorch-dev libgloo-dev
   fortunes              # the default training corpus of dualpipe train (/usr/share/games/fortunes)
   chromium              # renders the SVG pictures in the browser test
+  clang libclang-rt-dev # libFuzzer, for the fuzz targets (scripts/fuzz.sh, run by scripts/test.sh)
+  iproute2              # ip netns, tc: the two-node test bed (scripts/testbed.sh)
 )
 
 missing=()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (after scripts/build.sh), then the same tests under AddressSanitizer and
-# UndefinedBehaviorSanitizer (scripts/test_sanitized.sh, its own build in build-asan/; SANITIZE=0 skips it).
+# UndefinedBehaviorSanitizer (scripts/test_sanitized.sh, its own build in build-asan/; SANITIZE=0 skips it), then
+# every fuzz target for FUZZ_SECONDS (default 60) each (scripts/fuzz.sh, its own build in build-fuzz/; FUZZ=0
+# skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ctest --test-dir build --output-on-failure -j "${JOBS:-2}" --timeout 300
@@ -8,4 +10,9 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
   echo
   echo "==== the tests again under AddressSanitizer + UndefinedBehaviorSanitizer (scripts/test_sanitized.sh) ===="
   scripts/test_sanitized.sh
+fi
+if [[ "${FUZZ:-1}" != 0 ]]; then
+  echo
+  echo "==== the fuzz targets, ${FUZZ_SECONDS:-60} s each (scripts/fuzz.sh) ===="
+  SECONDS_PER_TARGET="${FUZZ_SECONDS:-60}" JOBS="${JOBS:-2}" scripts/fuzz.sh
 fi
