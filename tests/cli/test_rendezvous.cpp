@@ -37,6 +37,16 @@ TEST_F(Train, ANodeThatNeverArrivesIsNamedByItsRanks) {
   EXPECT_FALSE(contains(run.out, "[rank 2]")) << run.out;
 }
 
+TEST_F(Train, NodesStartingLateAreWaitedForUpToTheTimeout) {
+  // Node 1 first, and node 0 (which hosts the store) 3 s later: node 1's ranks keep trying to reach the store.
+  const std::string common = std::string(DUALPIPE_BIN) + " " + kSmall +
+                             "--schedule 1f1b --steps 1 --timeout 20 --nnodes 2 --master-port " + a_port(6);
+  const CommandResult run = run_command("(timeout 60 " + common + " --node-rank 1 & p1=$!; sleep 3; timeout 60 " +
+                                        common + " --node-rank 0; s0=$?; wait $p1; echo status0=$s0 status1=$?)");
+  EXPECT_TRUE(contains(run.out, "status0=0 status1=0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
+}
+
 TEST_F(Train, NodesThatDisagreeOnTheWorldSizeAreNamed) {
   // Node 0 thinks the job has 2 nodes (4 ranks); node 1 was told 3 nodes of 2 (6 ranks).
   const std::string port = a_port(3);
