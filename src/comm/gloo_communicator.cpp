@@ -81,6 +81,8 @@ void wait_for_every_rank(c10d::Store& store, const GlooOptions& options) {
 
 // What the constructor builds before the base class can take it.
 struct GlooCommunicator::Connection {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string interface;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   ProcessGroupCommunicatorOptions options;
   std::unique_ptr<internal::PeerMonitor> monitor;
@@ -139,6 +141,8 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
                                          : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
     connection.group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, group_options);
+    connection.store = store;
+    connection.interface = interface;
     if (options.peer_monitor)
       connection.monitor = std::make_unique<internal::PeerMonitor>(*store, options.master_addr, options.rank,
                                                                    options.world_size, options.timeout);
@@ -154,7 +158,9 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
 GlooCommunicator::GlooCommunicator(const GlooOptions& options) : GlooCommunicator(connect(options)) {}
 
 GlooCommunicator::GlooCommunicator(Connection connection)
-    : ProcessGroupCommunicator(std::move(connection.group), connection.options, std::move(connection.monitor)) {}
+    : ProcessGroupCommunicator(std::move(connection.group), connection.options, std::move(connection.monitor)),
+      store_(std::move(connection.store)),
+      interface_(std::move(connection.interface)) {}
 
 GlooOptions GlooCommunicator::options_from_environment() {
   const LaunchEnvironment launch = read_launch_environment();

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include "dualpipe/comm/process_group_communicator.h"
 
 namespace dualpipe::comm {
@@ -48,10 +50,18 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+  // The rendezvous store every rank joined (this attempt's prefix applied): sub-groups of the world are made
+  // from it (parallel/process_groups.h). The interface Gloo uses, for those groups to use the same.
+  const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
+  const std::string& interface() const { return interface_; }
+
  private:
   struct Connection;
   static Connection connect(const GlooOptions& options);
   explicit GlooCommunicator(Connection connection);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string interface_;
 };
 
 }  // namespace dualpipe::comm

@@ -1,0 +1,59 @@
+// The process mesh of a hybrid-parallel job: P pipeline stages (PP) x D data-parallel replicas (DP), with expert
+// parallelism (EP) in groups of E among the replicas of one stage, as in DeepSeek-V3 (E divides D). Layout only,
+// no LibTorch: which global rank holds which (stage rank, replica), and the rank lists of every group.
+//
+// Rank r = d * P + p: the P ranks of one pipeline replica are consecutive, so with `--nproc-per-node P` each
+// machine holds whole pipelines and the pipeline's point-to-point traffic stays on the machine, while the
+// gradient all-reduce (DP) and the expert all-to-all (EP) cross machines. Example, P=2, D=4, E=2:
+//
+//            replica d=0  d=1  d=2  d=3
+//   stage rank p=0  r=0   r=2  r=4  r=6      DP group of p=0: {0, 2, 4, 6}; EP groups: {0, 2}, {4, 6}
+//   stage rank p=1  r=1   r=3  r=5  r=7      DP group of p=1: {1, 3, 5, 7}; EP groups: {1, 3}, {5, 7}
+//   pipeline of d=0: {0, 1}; d=1: {2, 3}; ...
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dualpipe::parallel {
+
+struct MeshShape {
+  int pp = 1;  // pipeline ranks P (a rank may hold several stages: DualPipe holds two)
+  int dp = 1;  // data-parallel replicas D
+  int ep = 1;  // expert-parallel group size E, dividing D
+
+  int world_size() const { return pp * dp; }
+  std::string to_string() const;  // "PP=2 x DP=4 (EP=2)"
+};
+
+// Where one rank stands.
+struct MeshCoordinates {
+  int pipeline_rank = 0;  // p: its place in its replica's pipeline
+  int replica = 0;        // d
+  int expert_rank = 0;    // its place in its EP group: d mod E
+};
+
+class ProcessMesh {
+ public:
+  // Throws InvalidArgument naming the value and the rule: P, D, E >= 1; E divides D; world size at most 65536.
+  explicit ProcessMesh(MeshShape shape);
+
+  const MeshShape& shape() const { return shape_; }
+  int world_size() const { return shape_.world_size(); }
+
+  int rank_of(int pipeline_rank, int replica) const;
+  MeshCoordinates coordinates(int rank) const;
+
+  // The ranks of replica d's pipeline, in pipeline order.
+  std::vector<int> pipeline_group(int replica) const;
+  // The ranks holding pipeline rank p in every replica, by replica: they all-reduce p's gradients.
+  std::vector<int> data_parallel_group(int pipeline_rank) const;
+  // The EP group of `rank`: the E replicas d - d mod E .. of its pipeline rank, by expert rank.
+  std::vector<int> expert_group(int rank) const;
+
+ private:
+  void check_rank(int rank) const;
+  MeshShape shape_;
+};
+
+}  // namespace dualpipe::parallel

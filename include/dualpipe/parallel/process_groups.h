@@ -1,0 +1,29 @@
+// The c10d groups of a process mesh (mesh.h), made once per rank and named, as Megatron's parallel_state does:
+// this rank's pipeline, its data-parallel group and its expert-parallel group, each a sub-group of one world.
+// Library users with groups of their own (NCCL, or another layout) fill MeshGroups themselves.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "dualpipe/parallel/mesh.h"
+
+namespace dualpipe::parallel {
+
+struct MeshGroups {
+  // Each group's ranks are the group's own: the pipeline rank p, the replica d, the expert rank.
+  c10::intrusive_ptr<c10d::ProcessGroup> pipeline;
+  c10::intrusive_ptr<c10d::ProcessGroup> data_parallel;
+  c10::intrusive_ptr<c10d::ProcessGroup> expert;
+};
+
+// Makes `rank`'s three groups as Gloo groups over `store` (each under its own key prefix, so the world's keys and
+// other groups' never mix), every rank of the world calling it at the same time. `interface`: the network
+// interface for Gloo (empty: the host name's address); GlooCommunicator::interface() gives the world's.
+MeshGroups make_gloo_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const ProcessMesh& mesh, int rank,
+                                 std::chrono::milliseconds timeout, const std::string& interface);
+
+}  // namespace dualpipe::parallel

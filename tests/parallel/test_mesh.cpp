@@ -1,0 +1,81 @@
+// The process mesh layout against hand-worked examples (mesh.h's picture) and exhaustive invariants: every rank
+// is in exactly one pipeline, one DP group and one EP group, and the groups agree with the coordinates.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "dualpipe/error.h"
+#include "dualpipe/parallel/mesh.h"
+
+namespace {
+
+using namespace dualpipe::parallel;
+using Ranks = std::vector<int>;
+
+TEST(ProcessMesh, TheLayoutOfTheHeadersPicture) {
+  const ProcessMesh mesh({2, 4, 2});
+  EXPECT_EQ(mesh.world_size(), 8);
+  EXPECT_EQ(mesh.pipeline_group(0), (Ranks{0, 1}));
+  EXPECT_EQ(mesh.pipeline_group(3), (Ranks{6, 7}));
+  EXPECT_EQ(mesh.data_parallel_group(0), (Ranks{0, 2, 4, 6}));
+  EXPECT_EQ(mesh.data_parallel_group(1), (Ranks{1, 3, 5, 7}));
+  EXPECT_EQ(mesh.expert_group(0), (Ranks{0, 2}));
+  EXPECT_EQ(mesh.expert_group(2), (Ranks{0, 2}));
+  EXPECT_EQ(mesh.expert_group(5), (Ranks{5, 7}));
+  const MeshCoordinates c = mesh.coordinates(5);
+  EXPECT_EQ(c.pipeline_rank, 1);
+  EXPECT_EQ(c.replica, 2);
+  EXPECT_EQ(c.expert_rank, 0);
+  EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=4 (EP=2)");
+}
+
+TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
+  for (int pp = 1; pp <= 4; ++pp) {
+    for (int dp = 1; dp <= 6; ++dp) {
+      for (int ep = 1; ep <= dp; ++ep) {
+        if (dp % ep != 0) continue;
+        const ProcessMesh mesh({pp, dp, ep});
+        std::multiset<int> in_pipelines, in_dp, in_ep;
+        for (int d = 0; d < dp; ++d)
+          for (int r : mesh.pipeline_group(d)) in_pipelines.insert(r);
+        for (int p = 0; p < pp; ++p)
+          for (int r : mesh.data_parallel_group(p)) in_dp.insert(r);
+        for (int r = 0; r < mesh.world_size(); ++r) {
+          EXPECT_EQ(in_pipelines.count(r), 1u);
+          EXPECT_EQ(in_dp.count(r), 1u);
+          const MeshCoordinates c = mesh.coordinates(r);
+          EXPECT_EQ(mesh.rank_of(c.pipeline_rank, c.replica), r);
+          EXPECT_EQ(mesh.pipeline_group(c.replica)[static_cast<std::size_t>(c.pipeline_rank)], r);
+          EXPECT_EQ(mesh.data_parallel_group(c.pipeline_rank)[static_cast<std::size_t>(c.replica)], r);
+          const Ranks group = mesh.expert_group(r);
+          ASSERT_EQ(static_cast<int>(group.size()), ep);
+          EXPECT_EQ(group[static_cast<std::size_t>(c.expert_rank)], r);
+          for (int other : group) {
+            EXPECT_EQ(mesh.coordinates(other).pipeline_rank, c.pipeline_rank);  // same stage rank
+            EXPECT_EQ(mesh.expert_group(other), group);                          // the same group seen from each
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ProcessMesh, ShapesBreakingTheRulesAreRefusedNamingTheValue) {
+  auto message = [](MeshShape shape) {
+    try {
+      ProcessMesh mesh(shape);
+    } catch (const dualpipe::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message({2, 4, 3}), "--ep 3 must divide --dp 4: expert parallelism runs across the data-parallel replicas "
+                                "of one stage");
+  EXPECT_EQ(message({0, 1, 1}), "--pp must be at least 1, got 0");
+  EXPECT_EQ(message({1, 0, 1}), "--dp must be at least 1, got 0");
+  EXPECT_EQ(message({1, 1, 0}), "--ep must be at least 1, got 0");
+  EXPECT_EQ(message({1000, 1000, 1}), "--pp 1000 x --dp 1000 is 1000000 ranks, above the limit of 65536");
+}
+
+}  // namespace
