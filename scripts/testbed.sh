@@ -126,9 +126,14 @@ run() {
   while [[ $# -gt 0 && $1 != -- ]]; do up_args+=("$1"); shift; done
   [[ $# -gt 1 ]] || die "run: give the command after --: scripts/testbed.sh run NAME -- COMMAND..."
   shift
+  valid_name "$name"
+  ip netns list | grep -qE "^($name-n0|$name-n1)( |$)" && die "test bed '$name' exists already"
+  # From here on the test bed is ours to remove, also when a signal comes while it is being made (the trap runs
+  # once `up` returns). Expanded now: the trap may run after this function's locals are gone.
+  trap "down '$name'" EXIT
+  for signal in INT:130 TERM:143 HUP:129; do trap "exit ${signal#*:}" "${signal%:*}"; done
   local lines
   lines=$(up "$name" "${up_args[@]}")
-  trap "down '$name'" EXIT  # expanded now: the trap may run after this function's locals are gone
   read -r _ TESTBED_NODE0 TESTBED_ADDR0 TESTBED_IF0 <<<"$(sed -n 1p <<<"$lines")"
   read -r _ TESTBED_NODE1 TESTBED_ADDR1 TESTBED_IF1 <<<"$(sed -n 2p <<<"$lines")"
   export TESTBED_NODE0 TESTBED_ADDR0 TESTBED_IF0 TESTBED_NODE1 TESTBED_ADDR1 TESTBED_IF1

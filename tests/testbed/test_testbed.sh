@@ -76,9 +76,11 @@ kill -0 "$sleep_pid" 2>/dev/null && fail "down left process $sleep_pid running"
 status=$?
 [[ $status == 3 ]] || fail "run returned $status, expected the command's 3"
 ip netns list | grep -q "^${name}r-" && fail "run left a namespace after a failing command"
-"$testbed" run "${name}r" -- sleep 300 &
+started="$(mktemp -u)"
+"$testbed" run "${name}r" -- sh -c "touch '$started'; exec sleep 300" &
 run_pid=$!
-for _ in $(seq 50); do ip netns list | grep -q "^${name}r-n1" && break; sleep 0.1; done
+for _ in $(seq 100); do [[ -e $started ]] && break; sleep 0.1; done
+rm -f "$started"
 kill -TERM "$run_pid"
 wait "$run_pid"
 status=$?
