@@ -31,12 +31,13 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
                                int64_t train_sequences, int64_t validation_sequences)
     : config_(c), plan_(plan), baseline_(corpus.unigram_entropy_nats()) {
   const auto& m = plan.model;
-  const int64_t tokens = c.microbatches * c.batch * c.seq_len;
+  const int64_t tokens = static_cast<int64_t>(c.dp) * c.microbatches * c.batch * c.seq_len;
   std::cout << "dualpipe train: a " << millions(m.parameter_count()) << "-parameter transformer language model ("
             << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads, " << m.seq_len
             << "-token context, byte-level vocabulary of " << m.vocab << ")\n"
             << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
-            << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers; " << c.microbatches
+            << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers; "
+            << (c.dp > 1 ? std::to_string(c.dp) + " data-parallel replicas x " : "") << c.microbatches
             << " micro-batches x " << c.batch << " sequences = " << tokens << " tokens per step"
             << (c.recompute ? "; activation recomputation on" : "") << "\n"
             << "  corpus: " << corpus.source << ", " << corpus.bytes() << " bytes; " << train_sequences
@@ -53,6 +54,7 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
   config_record_ = json{{"type", "config"},
                      {"schedule", plan.schedule.kind},
                      {"ranks", c.ranks},
+                     {"dp", c.dp},
                      {"microbatches", c.microbatches},
                      {"batch", c.batch},
                      {"seq_len", c.seq_len},

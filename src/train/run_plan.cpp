@@ -40,6 +40,7 @@ RunPlan make_run_plan(const TrainConfig& c) {
                    "--timeout must be between 0 and 86400 seconds, got ", c.timeout_seconds);
   DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
                    " and ", c.keep);
+  DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);
   DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),
                    "--save-every, --keep and --resume need --checkpoint-dir DIR");
 

@@ -14,9 +14,11 @@
 
 #include "checkpoint_io.h"
 #include "correctness_checks.h"
+#include "data_parallel.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/data/byte_tokenizer.h"
+#include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/gather.h"
@@ -83,9 +85,10 @@ std::pair<double, double> span_and_busy(const runtime::Executor& executor, size_
 
 class Trainer {
  public:
-  Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator)
+  // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it.
+  Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator, DataParallel dp)
       : c_(c), plan_(make_run_plan(c)), data_(load_training_data(c)), comm_(std::move(communicator)),
-        timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
+        dp_(std::move(dp)), timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
                      ": start one process per pipeline rank");
     rank_ = comm_->rank();
@@ -114,7 +117,7 @@ class Trainer {
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
-    if (rank_ == 0)
+    if (rank_ == 0 && dp_.replica() == 0)
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
                                                  data_.reader.validation_windows());
   }
@@ -129,7 +132,7 @@ class Trainer {
       maybe_die_for_test(rank_, step);
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
-      if (!c_.checkpoint_dir.empty() && save) {
+      if (!c_.checkpoint_dir.empty() && save && dp_.replica() == 0) {  // the replicas are identical
         const std::string dir = save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, *comm_, timeout_);
         if (report_) report_->checkpoint_saved(dir);
       }
@@ -189,8 +192,17 @@ class Trainer {
     return norm;
   }
 
+  // This replica's micro-batches of the step's global batch (replica d takes rows d*M*b to (d+1)*M*b - 1).
+  std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> next_training_microbatches() {
+    const int64_t rows = static_cast<int64_t>(c_.microbatches) * c_.batch;
+    auto [inputs, targets] = to_tensors(data_.reader.next(rows * dp_.replicas()));
+    inputs = inputs.narrow(0, rows * dp_.replica(), rows);
+    targets = targets.narrow(0, rows * dp_.replica(), rows);
+    return {inputs.chunk(c_.microbatches, 0), targets.chunk(c_.microbatches, 0)};
+  }
+
   void train_step(int step) {
-    const auto [inputs, targets] = microbatches(data_.reader.next(static_cast<int64_t>(c_.microbatches) * c_.batch));
+    const auto [inputs, targets] = next_training_microbatches();
     const size_t first_record = executor_->recorded_actions().size();
     const auto start = Clock::now();
     for (auto& [s, state] : stages_) state.optimizer->zero_grad();
@@ -203,6 +215,7 @@ class Trainer {
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
+    dp_.average_gradients(stages_);
     const auto update_start = Clock::now();
     const double grad_norm = clip_gradients();
     const double lr = plan_.lr.at(step);
@@ -215,6 +228,7 @@ class Trainer {
     torch::Tensor stats = torch::zeros({kFields}, torch::kDouble);
     double* f = stats.data_ptr<double>();
     for (int m : executor_->loss_microbatches()) f[kLossSum] += result.losses[m].item<double>();
+    f[kLossSum] = dp_.mean(f[kLossSum]);
     f[kStepMs] = step_ms;
     std::tie(f[kSpanUs], f[kBusyUs]) = span_and_busy(*executor_, first_record);
     f[kChecked] = check.losses_compared;
@@ -242,7 +256,7 @@ class Trainer {
       r.peak_live_activations.push_back(static_cast<int>(g[kPeakLive]));
     }
     r.bubble = span > 0 ? (span - busy) / span : 0;
-    r.tokens_per_s = c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
+    r.tokens_per_s = double(dp_.replicas()) * c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
     report_->step(r);
     if (step == 1) report_->reference_check(static_cast<int>(losses), static_cast<int>(grads), worst);
   }
@@ -299,8 +313,16 @@ class Trainer {
         *comm_, torch::full({1}, double(replicas.tensors_compared), torch::kDouble), kReplicaStatsTag, timeout_);
     int compared = 0;
     for (const auto& t : counts) compared += static_cast<int>(t.item<double>());
+    const int dp_compared = dp_.check_replicas_identical(stages_);
+    const double dp_total =
+        runtime::sum_over_ranks(*comm_, torch::full({1}, double(dp_compared), torch::kDouble), kReplicaStatsTag, timeout_)
+            .item<double>();
+    if (report_ && dp_.replicas() > 1)
+      std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
+                  "replicas\n", static_cast<int>(dp_total), dp_.replicas());
     const std::string text = sample();
-    const Trace trace = runtime::gather_trace(*executor_, *comm_, clock_, timeout_);
+    // Every replica ran the same schedule: replica 0's trace stands for them all.
+    const Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
     std::string trace_path;
     if (rank_ == 0 && !c_.trace.empty()) {
       trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();
@@ -309,12 +331,14 @@ class Trainer {
     // Each pair was compared twice, once from each side.
     if (report_) report_->summary(compared / 2, trace_path, trace.events.size(), clock_.round_trip_ns / 2000.0, text);
     comm_->barrier();  // rank 0 hosts the rendezvous store: leave together
+    dp_.world_barrier();
   }
 
   const TrainConfig& c_;
   RunPlan plan_;
   TrainingData data_;
   std::shared_ptr<comm::Communicator> comm_;
+  DataParallel dp_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
   std::map<int, StageState> stages_;
@@ -327,13 +351,35 @@ class Trainer {
 
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator) {
   at::set_num_threads(1);
-  Trainer(config, std::move(communicator)).run();
+  DUALPIPE_REQUIRE(config.dp == 1, "--dp ", config.dp, " needs the world's groups: use run_training_rank(config)");
+  Trainer(config, std::move(communicator), DataParallel()).run();
 }
 
 void run_training_rank(const TrainConfig& config) {
   make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
-  run_training_rank(config, comm::GlooCommunicator::from_environment(timeout));
+  comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
+  world_options.timeout = timeout;
+  // Before the rendezvous, which would wait for ranks that never come.
+  const int world_size = world_options.world_size;
+  if (config.dp == 1) {
+    DUALPIPE_REQUIRE(world_size == config.ranks, "WORLD_SIZE is ", world_size, " but --ranks is ", config.ranks,
+                     ": start one process per pipeline rank");
+  } else {
+    DUALPIPE_REQUIRE(world_size == config.ranks * config.dp, "WORLD_SIZE is ", world_size, " but --pp ", config.ranks,
+                     " x --dp ", config.dp, " is ", config.ranks * config.dp,
+                     ": start one process per pipeline rank of every replica");
+  }
+  auto world = std::make_shared<comm::GlooCommunicator>(world_options);
+  if (config.dp == 1) return run_training_rank(config, world);
+  at::set_num_threads(1);
+  const parallel::ProcessMesh mesh({config.ranks, config.dp, 1});
+  const parallel::MeshGroups groups =
+      parallel::make_gloo_mesh_groups(world->store(), mesh, world->rank(), timeout, world->interface());
+  comm::ProcessGroupCommunicatorOptions pipeline_options;
+  pipeline_options.timeout = timeout;
+  auto pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
+  Trainer(config, std::move(pipeline), DataParallel(groups.data_parallel, world)).run();
 }
 
 }  // namespace dualpipe::train

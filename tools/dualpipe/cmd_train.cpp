@@ -107,8 +107,8 @@ void run(TrainCommand c) {
   const std::string worker = worker_executable(self);
   std::vector<std::string> args;
   if (!c.worker) {
-    args = launch_arguments(c, c.options.ranks);  // checks the node flags first: they need no worker
     check_options(worker, c.options);
+    args = launch_arguments(c, c.options.ranks * c.options.dp);
     if (c.max_restarts > 0 && c.options.checkpoint_dir.empty())
       std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
                    "step 1\n";

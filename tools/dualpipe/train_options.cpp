@@ -21,7 +21,9 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
   std::string kinds;
   for (const GeneratorInfo& g : generators()) kinds += (kinds.empty() ? "" : ", ") + std::string(g.name);
   sub.add_option("-s,--schedule", o.schedule, "Schedule kind: " + kinds)->capture_default_str()->group("Pipeline");
-  sub.add_option("-r,--ranks", o.ranks, "Pipeline ranks, one local process each")->capture_default_str()->group("Pipeline");
+  sub.add_option("-r,--ranks,--pp", o.ranks, "Pipeline ranks P, one process each")->capture_default_str()->group("Pipeline");
+  sub.add_option("--dp", o.dp, "Data-parallel replicas D of the pipeline, each on its own slice of the batch: P x D "
+                 "processes")->capture_default_str()->group("Pipeline");
   sub.add_option("-m,--microbatches", o.microbatches, "Micro-batches per step (the schedule's rules apply)")
       ->capture_default_str()->group("Pipeline");
   sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)")
@@ -95,7 +97,8 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
 
 std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   std::vector<std::string> args = {
-      "--schedule", o.schedule, "--ranks", std::to_string(o.ranks), "--microbatches", std::to_string(o.microbatches),
+      "--schedule", o.schedule, "--ranks", std::to_string(o.ranks), "--dp", std::to_string(o.dp),
+      "--microbatches", std::to_string(o.microbatches),
       "--stages-per-rank", std::to_string(o.stages_per_rank), "--schedule-file", o.schedule_file,
       "--layers", std::to_string(o.layers), "--hidden", std::to_string(o.hidden), "--heads", std::to_string(o.heads),
       "--seq-len", std::to_string(o.seq_len), "--layers-per-stage", o.layers_per_stage,

@@ -14,10 +14,11 @@
 
 namespace dualpipe::train {
 
-// Over the given communicator (one rank per pipeline rank: its size must be config.ranks).
+// Over the given communicator (one rank per pipeline rank: its size must be config.ranks; config.dp must be 1).
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator);
-// Over a Gloo group joined from the environment of `dualpipe launch` or torchrun (MASTER_ADDR, MASTER_PORT,
-// RANK, WORLD_SIZE).
+// Over a Gloo world joined from the launcher's environment (dualpipe launch, torchrun, srun, mpirun:
+// comm/launch_environment.h) of config.ranks x config.dp ranks; with config.dp > 1, over the process mesh's
+// pipeline and data-parallel groups (parallel/process_groups.h).
 void run_training_rank(const TrainConfig& config);
 
 }  // namespace dualpipe::train
