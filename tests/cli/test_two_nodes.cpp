@@ -87,6 +87,24 @@ TEST_F(TwoNodes, FourRanksSplitTwoAndTwoTrainWithTheLocalRunsLosses) {
   EXPECT_EQ(got.evals.back()["val_loss"], expected.evals.back()["val_loss"]);
 }
 
+TEST_F(TwoNodes, DataParallelReplicasOnTwoNodesTrainLikeTheLocalRun) {
+  // --pp 2 --dp 2: each node holds one whole pipeline (ranks 0-1 and 2-3), the gradient all-reduce crosses the link.
+  const std::string job = "--schedule 1f1b --pp 2 --dp 2 -m 4 --steps 3 --eval-every 0 --sample-tokens 0";
+  const CommandResult local = dualpipe_cmd(kSmall + job + " --metrics " + path("local.jsonl"), 120);
+  ASSERT_EQ(local.status, 0) << local.out;
+  const CommandResult run = run_command(both(node(0, job + " --metrics " + path("two.jsonl"), "n0.log"),
+                                             node(1, job, "n1.log")));
+  const std::string n0 = read_file(path("n0.log")), n1 = read_file(path("n1.log"));
+  ASSERT_TRUE(contains(run.out, "status0=0 status1=0")) << run.out << n0 << n1;
+  EXPECT_TRUE(contains(n0, "data-parallel replicas identical")) << n0;
+  const MetricsFile expected = read_metrics(path("local.jsonl")), got = read_metrics(path("two.jsonl"));
+  ASSERT_EQ(got.steps.size(), 3u) << n0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got.steps[i]["loss"], expected.steps[i]["loss"]) << "step " << i + 1;
+    EXPECT_EQ(got.steps[i]["grad_norm"], expected.steps[i]["grad_norm"]) << "step " << i + 1;
+  }
+}
+
 TEST_F(TwoNodes, ALinkTakenDownMidRunFailsEveryRankOnBothSidesNamingAPeer) {
   const std::string job = "--schedule 1f1b --steps 100000 --eval-every 0 --sample-tokens 0 --timeout 5";
   const std::string start = both(node(0, job, "n0.log"), node(1, job, "n1.log"));
