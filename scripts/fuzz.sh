@@ -46,7 +46,7 @@ for target in "${targets[@]}"; do
   echo "== $target: ${per_target} s, seeds $seeds/$seed"
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "build-fuzz/$target" "$corpus" "$seeds/$seed" -max_total_time="$per_target" -rss_limit_mb=2048 \
-    -timeout=20 -max_len=65536 -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 2>&1 |
+    -timeout=20 -report_slow_units=20 -max_len=65536 -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 2>&1 |
     grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+==|SUMMARY|INFO: (Loaded|seed)|Done )' || true
   if ls build-fuzz/findings/"$target"-* >/dev/null 2>&1; then
     echo "fuzz.sh: $target found a problem: build-fuzz/findings/$target-*" >&2

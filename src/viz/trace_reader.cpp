@@ -12,6 +12,7 @@
 
 #include "dualpipe/error.h"
 #include "dualpipe/schedule_file.h"
+#include "dualpipe/schedule_limits.h"
 #include "dualpipe/trace.h"
 
 namespace dualpipe {
@@ -51,6 +52,14 @@ class FieldReader {
     return static_cast<int>(i);
   }
 
+  // A rank number or count: the readers' rank limit bounds what is kept per rank (docs/limits.md).
+  int rank(const json& value, const std::string& path, int min, int limit) const {
+    const int i = integer(value, path, min);
+    if (i >= limit + min)
+      fail(path, detail::concat("expected at most ", limit + min - 1, " (the limit of ", limit, " ranks), ", got(value)));
+    return i;
+  }
+
   std::string string(const json& value, const std::string& path) const {
     if (!value.is_string()) fail(path, "expected a string, " + got(value));
     return value.get<std::string>();
@@ -63,7 +72,8 @@ class FieldReader {
 void read_header(const json& header, const FieldReader& in, Trace& trace) {
   if (!header.is_object()) in.fail("dualpipe", "expected an object, " + in.got(header));
   if (header.contains("kind")) trace.kind = in.string(header["kind"], "dualpipe.kind");
-  if (header.contains("ranks")) trace.num_ranks = in.integer(header["ranks"], "dualpipe.ranks", 1);
+  if (header.contains("ranks"))
+    trace.num_ranks = in.rank(header["ranks"], "dualpipe.ranks", 1, ScheduleReadLimits{}.max_ranks);
   if (header.contains("stages")) trace.num_stages = in.integer(header["stages"], "dualpipe.stages", 1);
   if (header.contains("microbatches"))
     trace.num_microbatches = in.integer(header["microbatches"], "dualpipe.microbatches", 1);
@@ -87,8 +97,9 @@ TraceEvent read_event(const json& e, const std::string& path, const FieldReader&
   if (ev.duration < 0) in.fail(path + ".dur", "a duration cannot be negative, " + in.got(e["dur"]));
   const json* args = e.contains("args") ? &e["args"] : nullptr;
   if (args && !args->is_object()) in.fail(path + ".args", "expected an object, " + in.got(*args));
-  if (args && args->contains("rank")) ev.rank = in.integer((*args)["rank"], path + ".args.rank", 0);
-  else if (e.contains("pid")) ev.rank = in.integer(e["pid"], path + ".pid", 0);
+  const int max_ranks = ScheduleReadLimits{}.max_ranks;
+  if (args && args->contains("rank")) ev.rank = in.rank((*args)["rank"], path + ".args.rank", 0, max_ranks);
+  else if (e.contains("pid")) ev.rank = in.rank(e["pid"], path + ".pid", 0, max_ranks);
   else in.fail(path, "missing 'args.rank' and 'pid': the event names no rank");
   if (args && args->contains("index")) ev.index = in.integer((*args)["index"], path + ".args.index", 0);
   else in.fail(path, "missing 'args.index' (the action's position in its rank's lowered list)");
