@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "dualpipe/lower.h"
@@ -174,6 +175,20 @@ StepResult Executor::step(const StepArgs& args) {
     setup.incoming = I.training ? I.incoming_training : I.incoming_forward_only;
     I.mail = std::make_unique<detail::Mailbox>(std::move(setup));
     const std::vector<Action>& actions = I.schedule.actions[I.rank];
+    // Which action is the last to add to each local stage's parameter gradients (an I only computes input
+    // gradients, but counting it costs nothing: its W comes later).
+    std::map<size_t, std::vector<int>> gradients_done_after;
+    if (I.training && args.on_stage_gradients_done) {
+      std::map<int, size_t> last;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const Action& a = actions[i];
+        if (a.type == ActionType::Backward || a.type == ActionType::BackwardInput ||
+            a.type == ActionType::BackwardWeight)
+          last[a.stage] = i;
+        if (a.type == ActionType::Overlapped) last[a.bwd_stage] = i;
+      }
+      for (const auto& [stage, i] : last) gradients_done_after[i].push_back(stage);
+    }
     for (size_t i = 0; i < actions.size(); ++i) {
       if (I.recording) {
         const auto start = std::chrono::steady_clock::now();
@@ -182,6 +197,8 @@ StepResult Executor::step(const StepArgs& args) {
       } else {
         I.run(actions[i]);
       }
+      if (const auto done = gradients_done_after.find(i); done != gradients_done_after.end())
+        for (int stage : done->second) args.on_stage_gradients_done(stage);
       I.mail->poll_sends();
       I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.stats.peak_activation_bytes = std::max(I.stats.peak_activation_bytes, I.activation_bytes());

@@ -1,6 +1,8 @@
 // Data parallelism for the trainer (see data_parallel.h).
 #include "data_parallel.h"
 
+#include <chrono>
+
 #include "dualpipe/error.h"
 
 namespace dualpipe::train {
@@ -18,23 +20,39 @@ std::vector<torch::Tensor> gradients(StageState& state) {
 DataParallel::DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<comm::Communicator> world)
     : group_(std::move(group)), world_(std::move(world)) {}
 
-void DataParallel::average_gradients(std::map<int, StageState>& stages) const {
+void DataParallel::start(StageState& state) {
   if (replicas() == 1) return;
-  for (auto& [stage, state] : stages) {
-    std::vector<torch::Tensor> grads = gradients(state);
-    if (grads.empty()) continue;
-    // One flat buffer per stage: one collective instead of one per tensor.
-    std::vector<torch::Tensor> views;
-    for (const auto& g : grads) views.push_back(g.reshape({-1}));
-    std::vector<torch::Tensor> flat = {torch::cat(views)};
-    group_->allreduce(flat)->wait();
-    flat[0].div_(replicas());
+  Bucket bucket;
+  bucket.gradients = gradients(state);
+  if (bucket.gradients.empty()) return;
+  std::vector<torch::Tensor> views;
+  for (const auto& g : bucket.gradients) views.push_back(g.reshape({-1}));
+  bucket.flat = {torch::cat(views)};
+  bucket.work = group_->allreduce(bucket.flat);
+  buckets_.push_back(std::move(bucket));
+}
+
+double DataParallel::finish() {
+  const auto start = std::chrono::steady_clock::now();
+  for (Bucket& bucket : buckets_) {
+    bucket.work->wait();
+    torch::Tensor& flat = bucket.flat[0];
+    flat.div_(replicas());
     int64_t offset = 0;
-    for (auto& g : grads) {
-      g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
+    for (auto& g : bucket.gradients) {
+      g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
       offset += g.numel();
     }
   }
+  buckets_.clear();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+double DataParallel::average_gradients(std::map<int, StageState>& stages) {
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& [stage, state] : stages) this->start(state);
+  finish();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 double DataParallel::mean(double value) const {

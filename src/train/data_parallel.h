@@ -2,9 +2,10 @@
 // global batch, their gradients averaged over the data-parallel group after every step so that every replica
 // takes the same optimizer step. With D = 1 every method is a no-op.
 //
-// The reduction is one all-reduce per stage after the step (a flat buffer of the stage's gradients), after the
-// pipeline's own replica reduction (DualPipe, Chimera). Bucketed reduction that overlaps the schedule's last
-// weight-gradient work is not built yet (issue 11).
+// One bucket per stage: a flat copy of the stage's gradients, all-reduced asynchronously. With overlap the
+// executor starts a stage's bucket as soon as the step's last action that adds to its gradients has run
+// (StepArgs::on_stage_gradients_done), so the reduction runs while the schedule goes on; finish() then waits for
+// what is left. Without overlap, average_gradients() does the same once the step is over.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -27,8 +28,13 @@ class DataParallel {
   int replicas() const { return group_ ? group_->getSize() : 1; }
   int replica() const { return group_ ? group_->getRank() : 0; }
 
-  // Every gradient of `stages` replaced by its mean over the replicas.
-  void average_gradients(std::map<int, StageState>& stages) const;
+  // Starts averaging `state`'s gradients over the replicas.
+  void start(StageState& state);
+  // Waits for every started bucket and writes the means back into the gradients; returns the milliseconds it
+  // waited (the reduction time the step could not hide).
+  double finish();
+  // Every gradient of `stages` replaced by its mean over the replicas (start every stage, then finish).
+  double average_gradients(std::map<int, StageState>& stages);
   // The mean of `value` over the replicas.
   double mean(double value) const;
   // The number of parameter tensors of `stages` compared with replica 0's; throws Error naming the first
@@ -38,8 +44,14 @@ class DataParallel {
   void world_barrier() const;
 
  private:
+  struct Bucket {
+    std::vector<torch::Tensor> gradients;
+    std::vector<torch::Tensor> flat;  // one tensor, as c10d wants a list
+    c10::intrusive_ptr<c10d::Work> work;
+  };
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::shared_ptr<comm::Communicator> world_;
+  std::vector<Bucket> buckets_;  // started, not finished
 };
 
 }  // namespace dualpipe::train

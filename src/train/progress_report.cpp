@@ -147,6 +147,7 @@ void ProgressReport::step(const StepReport& r) {
                      {"lr", r.lr},
                      {"grad_norm", r.grad_norm},
                      {"bubble", r.bubble},
+                     {"dp_wait_ms", r.dp_wait_ms},
                      {"peak_activation_bytes", peaks}}
                     .dump());
 }

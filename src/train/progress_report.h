@@ -17,6 +17,7 @@ struct StepReport {
   int step = 0;
   double loss = 0, step_ms = 0, tokens_per_s = 0, lr = 0, grad_norm = 0;
   double bubble = 0;  // (max span - max busy) / max span over ranks
+  double dp_wait_ms = 0;  // the longest wait of a rank for its data-parallel gradient reduction
   std::vector<double> peak_activation_bytes;  // per rank
   std::vector<int> peak_live_activations;     // per rank
 };

@@ -64,7 +64,9 @@ std::string join(const std::vector<std::string>& lines) {
 }
 
 // What every rank reports to rank 0 after each step (one double each, in this order).
-enum StepField { kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kFields };
+enum StepField {
+  kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs, kFields
+};
 
 // Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
 // records[from..]: the spec's per-rank quantities, measured.
@@ -206,7 +208,13 @@ class Trainer {
     const size_t first_record = executor_->recorded_actions().size();
     const auto start = Clock::now();
     for (auto& [s, state] : stages_) state.optimizer->zero_grad();
-    const runtime::StepResult result = executor_->step(step_args(inputs, targets));
+    runtime::StepArgs args = step_args(inputs, targets);
+    // Step 1 is checked against a single-process run of this replica's own micro-batches: its gradients are
+    // averaged over the replicas after the check.
+    const bool overlap = dp_.replicas() > 1 && c_.dp_overlap && step > 1;
+    if (overlap) args.on_stage_gradients_done = [this](int stage) { dp_.start(stages_.at(stage)); };
+    const runtime::StepResult result = executor_->step(args);
+    double dp_wait_ms = overlap ? dp_.finish() : 0;  // before the replica reduction, which then sums means
     executor_->reduce_replica_gradients();
     double step_ms = ms_since(start);
     ReferenceCheck check;
@@ -215,8 +223,8 @@ class Trainer {
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
-    dp_.average_gradients(stages_);
     const auto update_start = Clock::now();
+    if (!overlap) dp_wait_ms = dp_.average_gradients(stages_);
     const double grad_norm = clip_gradients();
     const double lr = plan_.lr.at(step);
     for (auto& [s, state] : stages_) {
@@ -230,6 +238,7 @@ class Trainer {
     for (int m : executor_->loss_microbatches()) f[kLossSum] += result.losses[m].item<double>();
     f[kLossSum] = dp_.mean(f[kLossSum]);
     f[kStepMs] = step_ms;
+    f[kDpWaitMs] = dp_wait_ms;
     std::tie(f[kSpanUs], f[kBusyUs]) = span_and_busy(*executor_, first_record);
     f[kChecked] = check.losses_compared;
     f[kGradsChecked] = check.gradients_compared;
@@ -247,6 +256,7 @@ class Trainer {
       const double* g = t.data_ptr<double>();
       r.loss += g[kLossSum];
       r.step_ms = std::max(r.step_ms, g[kStepMs]);
+      r.dp_wait_ms = std::max(r.dp_wait_ms, g[kDpWaitMs]);
       span = std::max(span, g[kSpanUs]);
       busy = std::max(busy, g[kBusyUs]);
       losses += g[kChecked];

@@ -48,6 +48,35 @@ TEST_F(Train, DataParallelReplicasOfFourRanksTrainLikeOnePipelineOnTheWholeBatch
   expect_same_training("dualpipe", 4, 2, 8, dir_);
 }
 
+// The reduction started per stage from the executor's last W (the default) against the same reduction after the
+// step (--no-dp-overlap): the same all-reduce of the same flat buffers, so the same bits, except under DualPipe,
+// whose mirrored stage copies are then summed after the replicas' means instead of before (a sum of means against
+// a mean of sums: the last bits differ).
+TEST_F(Train, GradientReductionOverlappedWithTheStepGivesTheSameTraining) {
+  for (const char* schedule : {"1f1b", "zb-h1", "dualpipev", "dualpipe"}) {
+    const std::string job = kShort + "--schedule " + schedule + " --pp 2 --dp 2 -m 4 --steps 4 --metrics ";
+    const CommandResult overlapped = dualpipe_cmd(job + path("on.jsonl"), 120);
+    ASSERT_EQ(overlapped.status, 0) << overlapped.out;
+    const CommandResult after = dualpipe_cmd(job + path("off.jsonl") + " --no-dp-overlap", 120);
+    ASSERT_EQ(after.status, 0) << after.out;
+    const MetricsFile on = read_metrics(path("on.jsonl")), off = read_metrics(path("off.jsonl"));
+    ASSERT_EQ(on.steps.size(), 4u);
+    ASSERT_EQ(off.steps.size(), 4u);
+    const bool mirrored = std::string(schedule) == "dualpipe";
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double a = on.steps[i]["grad_norm"], b = off.steps[i]["grad_norm"];
+      if (mirrored) {
+        EXPECT_LE(std::abs(a - b), 1e-6 * b) << schedule << " step " << i + 1;
+        EXPECT_LE(std::abs(on.steps[i]["loss"].get<double>() - off.steps[i]["loss"].get<double>()), 1e-6)
+            << schedule << " step " << i + 1;
+      } else {
+        EXPECT_EQ(a, b) << schedule << " step " << i + 1;
+        EXPECT_EQ(on.steps[i]["loss"], off.steps[i]["loss"]) << schedule << " step " << i + 1;
+      }
+    }
+  }
+}
+
 TEST_F(Train, DataParallelBadInputIsNamed) {
   const CommandResult zero = dualpipe_cmd(kShort + "--dp 0");
   EXPECT_EQ(zero.status, 2) << zero.out;

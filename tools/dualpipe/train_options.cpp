@@ -24,6 +24,9 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
   sub.add_option("-r,--ranks,--pp", o.ranks, "Pipeline ranks P, one process each")->capture_default_str()->group("Pipeline");
   sub.add_option("--dp", o.dp, "Data-parallel replicas D of the pipeline, each on its own slice of the batch: P x D "
                  "processes")->capture_default_str()->group("Pipeline");
+  sub.add_flag("--dp-overlap,!--no-dp-overlap", o.dp_overlap,
+               "Reduce each stage's gradients over the replicas while the step goes on, from its last W (default); "
+               "--no-dp-overlap reduces them after the step")->group("Pipeline");
   sub.add_option("-m,--microbatches", o.microbatches, "Micro-batches per step (the schedule's rules apply)")
       ->capture_default_str()->group("Pipeline");
   sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)")
@@ -115,6 +118,7 @@ std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   }
   if (o.resume) args.push_back("--resume");
   if (o.recompute) args.push_back("--recompute");
+  if (!o.dp_overlap) args.push_back("--no-dp-overlap");
   return args;
 }
 

@@ -96,6 +96,10 @@ struct StepArgs {
   Criterion criterion;
   int num_microbatches = 0;  // must equal the schedule's
   bool return_outputs = false;
+  // Called once per stage of this rank, right after the step's last action that adds to that stage's parameter
+  // gradients (its last B, W, or overlapped pair); the rest of the step leaves them alone, so the caller may
+  // start reducing them (data parallelism) while the schedule goes on. Not called in forward-only steps.
+  std::function<void(int stage)> on_stage_gradients_done;
 };
 
 // One executed action of the lowered schedule, on this process's steady clock. Convert to the trace's aligned

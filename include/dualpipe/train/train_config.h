@@ -13,6 +13,7 @@ struct TrainConfig {
   std::string schedule = "dualpipe";
   int ranks = 4;          // pipeline ranks P (processes per pipeline replica)
   int dp = 1;             // data-parallel replicas D of the pipeline: P x D processes in all
+  bool dp_overlap = true;  // reduce a stage's gradients while the step goes on, once its last W is done
   int microbatches = 8;   // per step
   int stages_per_rank = 0;  // interleaved-1f1b; 0: the schedule's default
   // A schedule from a file instead of `schedule` (the text form, or PyTorch's CSV for *.csv), e.g. one that
