@@ -134,6 +134,44 @@ TEST_F(HostileInput, GeneratorRequestsAboveTheMemoryLimitAreRefusedBeforeAllocat
   EXPECT_REFUSED(dualpipe("schedule --kind gpipe -r 8 -m 8 --max-memory lots"), "cannot read memory size 'lots'");
 }
 
+TEST_F(HostileInput, SimulateKindAllNamesEachKindsMemoryReasonAndMaxMemoryRaisesTheLimit) {
+  // 32 x 960 (stage, micro-batch) pairs at 400 bytes: 11.7 MiB; 23.4 MiB for the kinds of 2R stages
+  // (interleaved-1f1b's default v = 2, zbv, dualpipev). Every kind can serve R=32, M=960 (a multiple of R).
+  const CommandResult refused = dualpipe("simulate --kind all -r 32 -m 960 --max-memory 4M");
+  EXPECT_REFUSED(refused, "no schedule accepts R=32 M=960:\n");
+  for (const std::string kind : {"gpipe", "1f1b", "zb-h1", "zb-h2", "chimera", "dualpipe"}) {
+    EXPECT_REFUSED(refused, "\n  " + kind + ": " + kind + " with R=32 ranks and M=960 micro-batches needs about 12 "
+                            "MiB of memory, above the limit of 4.0 MiB (raise it with --max-memory)");
+  }
+  for (const std::string kind : {"interleaved-1f1b", "zbv", "dualpipev"}) {
+    EXPECT_REFUSED(refused, "\n  " + kind + ": " + kind + " with R=32 ranks and M=960 micro-batches needs about 23 "
+                            "MiB of memory, above the limit of 4.0 MiB");
+  }
+  // Raised above the largest estimate, the same request simulates every kind.
+  const CommandResult passed = dualpipe("simulate --kind all -r 32 -m 960 --max-memory 64M");
+  EXPECT_EQ(passed.status, 0) << passed.out;
+  EXPECT_EQ(passed.out.find("skipped"), std::string::npos) << passed.out;
+  for (const std::string kind : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera",
+                                 "dualpipe", "dualpipev"}) {
+    EXPECT_NE(passed.out.find("\n" + kind + " "), std::string::npos) << kind << " missing in:\n" << passed.out;
+  }
+  // Between the two estimates: the kinds of R stages run, the others are listed as skipped with the reason.
+  const CommandResult some = dualpipe("simulate --kind all -r 32 -m 960 --max-memory 16M");
+  EXPECT_EQ(some.status, 0) << some.out;
+  EXPECT_NE(some.out.find("  zbv: zbv with R=32 ranks and M=960 micro-batches needs about 23 MiB of memory, above "
+                          "the limit of 16 MiB"),
+            std::string::npos)
+      << some.out;
+  // One kind, the same rule, in JSON form too.
+  EXPECT_REFUSED(dualpipe("simulate --kind zbv -r 32 -m 960 --max-memory 20M --format json"),
+                 "zbv with R=32 ranks and M=960 micro-batches needs about 23 MiB of memory, above the limit of 20 MiB");
+  EXPECT_EQ(dualpipe("simulate --kind zbv -r 32 -m 960 --max-memory 24M --format json").status, 0);
+  // A size that cannot be read is named as such, not as "no schedule accepts".
+  const CommandResult bad = dualpipe("simulate --kind all -r 4 -m 8 --max-memory lots");
+  EXPECT_REFUSED(bad, "cannot read memory size 'lots'");
+  EXPECT_EQ(bad.out.find("no schedule accepts"), std::string::npos) << bad.out;
+}
+
 TEST_F(HostileInput, MillionsOfRanksInATextScheduleStopAtTheRankLimit) {
   // 1.57 million ranks of one forward each, as in the issue (about 25 MB).
   {

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
+#include "dualpipe/schedule_limits.h"
 #include "dualpipe/simulate.h"
 #include "plan_options.h"
 #include "plan_output.h"
@@ -38,6 +39,8 @@ void run(const SimulateCommand& c) {
   std::vector<SkippedKind> skipped;
   const bool all = c.plan.from_file.empty() && c.plan.kind == "all";
   if (all) {
+    // A --max-memory that cannot be read is the user's error for every kind, not "no schedule accepts R, M".
+    if (!c.plan.max_memory.empty()) (void)parse_memory_size(c.plan.max_memory);
     for (const GeneratorInfo& g : generators()) {
       // Only a kind that cannot serve R and M is skipped: costs the simulator refuses (too large) are the
       // user's error for every kind, not "no schedule accepts R, M".
