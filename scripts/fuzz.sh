@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets of fuzz/ one after another, each for SECONDS (default 60), seeded with the
+# Runs the libFuzzer targets of fuzz/ one after another, each for SECONDS_PER_TARGET (default 60), seeded with the
 # project's own files: schedules written by `dualpipe schedule` for every kind (text and CSV), the trace and
 # cost seeds in fuzz/seeds/. Builds build-fuzz/ with Clang, AddressSanitizer and UndefinedBehaviorSanitizer.
-# A finding stops the script with libFuzzer's report and the crashing input in build-fuzz/findings/; turn it into
-# a regression test (docs/fuzzing.md).
-#   scripts/fuzz.sh                 # 60 s per target
+# A finding stops the script (exit 1) with libFuzzer's report and the input in build-fuzz/findings/; turn it into
+# a regression test (docs/fuzzing.md). Each target's whole output is in build-fuzz/logs/.
+#   scripts/fuzz.sh                 # 60 s per target; JOBS=N builds with N jobs (default 1)
 #   SECONDS_PER_TARGET=600 scripts/fuzz.sh fuzz_text fuzz_trace
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,15 @@ export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDUALPIPE_FUZZ=ON \
   -DDUALPIPE_SANITIZE=address,undefined -DDUALPIPE_WITH_TORCH=OFF -DDUALPIPE_BUILD_TESTS=OFF \
   -DDUALPIPE_BUILD_BENCH=OFF >/dev/null
-cmake --build build-fuzz -j"$jobs" --target dualpipe "${targets[@]}"
+# The text and CSV seeds are written by `dualpipe schedule`: the normal build's (scripts/build.sh, which CI runs
+# first) when there is one, else one built here with the targets (the CLI's sources are two thirds of this build).
+dualpipe=${DUALPIPE:-build/dualpipe}
+build_targets=("${targets[@]}")
+if [[ ! -x $dualpipe ]]; then
+  dualpipe=build-fuzz/dualpipe
+  build_targets+=(dualpipe)
+fi
+cmake --build build-fuzz -j"$jobs" --target "${build_targets[@]}"
 
 # Seed corpora from the project's own output and files.
 seeds=build-fuzz/seeds
@@ -26,30 +34,48 @@ mkdir -p "$seeds/text" "$seeds/csv" "$seeds/trace" "$seeds/cost"
 for kind in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv chimera dualpipe dualpipev; do
   for size in "-r 2 -m 4" "-r 4 -m 8"; do
     name="$kind${size// /}"
-    build-fuzz/dualpipe schedule --kind "$kind" $size > "$seeds/text/$name.txt" 2>/dev/null || true
-    build-fuzz/dualpipe schedule --kind "$kind" $size --lower > "$seeds/text/$name.lower.txt" 2>/dev/null || true
-    build-fuzz/dualpipe schedule --kind "$kind" $size --format csv > "$seeds/csv/$name.csv" 2>/dev/null || true
+    "$dualpipe" schedule --kind "$kind" $size > "$seeds/text/$name.txt" 2>/dev/null || true
+    "$dualpipe" schedule --kind "$kind" $size --lower > "$seeds/text/$name.lower.txt" 2>/dev/null || true
+    "$dualpipe" schedule --kind "$kind" $size --format csv > "$seeds/csv/$name.csv" 2>/dev/null || true
   done
 done
 find "$seeds" -type f -empty -delete  # kinds that cannot serve a size
+for d in text csv; do
+  [[ -n $(ls "$seeds/$d") ]] || { echo "fuzz.sh: '$dualpipe schedule' wrote no $d seeds" >&2; exit 2; }
+done
 cp fuzz/seeds/trace/* "$seeds/trace/"
 cp fuzz/seeds/cost/* "$seeds/cost/"
 
-mkdir -p build-fuzz/findings build-fuzz/corpus
+mkdir -p build-fuzz/findings build-fuzz/corpus build-fuzz/logs
 for target in "${targets[@]}"; do
   case $target in
     fuzz_text) seed=text ;; fuzz_csv) seed=csv ;; fuzz_trace) seed=trace ;; fuzz_cost) seed=cost ;;
     *) echo "fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
   esac
   corpus=build-fuzz/corpus/$target
+  log=build-fuzz/logs/$target.log
   mkdir -p "$corpus"
-  echo "== $target: ${per_target} s, seeds $seeds/$seed"
+  echo "== $target: ${per_target} s, seeds $seeds/$seed, log $log"
+  # libFuzzer's whole output goes to the log; its progress summary, final stats and any sanitizer lines are shown.
+  set +e
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "build-fuzz/$target" "$corpus" "$seeds/$seed" -max_total_time="$per_target" -rss_limit_mb=2048 \
-    -timeout=20 -report_slow_units=20 -max_len=65536 -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 2>&1 |
-    grep -E '^(#[0-9]+ +DONE|stat::|==[0-9]+==|SUMMARY|INFO: (Loaded|seed)|Done )' || true
-  if ls build-fuzz/findings/"$target"-* >/dev/null 2>&1; then
-    echo "fuzz.sh: $target found a problem: build-fuzz/findings/$target-*" >&2
+    -timeout=20 -report_slow_units=20 -max_len=65536 -artifact_prefix="build-fuzz/findings/$target-" \
+    -print_final_stats=1 2>&1 | tee "$log" |
+    grep --line-buffered -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==|SUMMARY|INFO: (Loaded|seed)|Done )'
+  status=${PIPESTATUS[0]}
+  set -e
+  # A finding: libFuzzer exits non-zero (crash, sanitizer report, timeout, out of memory) and saves the input;
+  # a slow unit is only saved. Either fails the script, with libFuzzer's report.
+  if [[ $status -ne 0 ]] || ls build-fuzz/findings/"$target"-* >/dev/null 2>&1; then
+    echo "fuzz.sh: $target found a problem (libFuzzer exit status $status); its report, from $log:" >&2
+    if grep -qE 'ERROR:|runtime error:|Slow unit' "$log"; then
+      { sed -n -E '/ERROR:|runtime error:|Slow unit/,$p' "$log" | head -n 200 >&2; } || true
+    else
+      tail -n 40 "$log" >&2
+    fi
+    echo "fuzz.sh: inputs: $(ls build-fuzz/findings/"$target"-* 2>/dev/null | tr '\n' ' ')" >&2
+    echo "fuzz.sh: turn each into a regression test, then remove it (docs/fuzzing.md)" >&2
     exit 1
   fi
 done
