@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/error.h"
+#include "dualpipe/infer.h"
 #include "dualpipe/schedule_file.h"
 #include "dualpipe/schedule_limits.h"
 #include "dualpipe/trace.h"
@@ -139,6 +140,8 @@ Trace parse_trace(std::string_view text, const std::string& source) {
   const json& events = doc["traceEvents"];
   if (!events.is_array()) in.fail("traceEvents", "expected an array, " + in.got(events));
   std::map<std::tuple<int, int, int>, std::size_t> seen;  // (rank, step, index) -> position in traceEvents
+  std::vector<std::vector<Action>> by_rank;                 // the events' actions per rank, for their numbers
+  std::vector<std::vector<std::size_t>> positions;          // by_rank[r][k] is traceEvents[positions[r][k]]
   for (std::size_t i = 0; i < events.size(); ++i) {
     const std::string path = detail::concat("traceEvents[", i, "]");
     const json& e = events[i];
@@ -166,6 +169,22 @@ Trace parse_trace(std::string_view text, const std::string& source) {
                                    "') is recorded twice: traceEvents[", it->second, "] has the same rank, step and "
                                    "index"));
     }
+    if (by_rank.size() <= static_cast<std::size_t>(ev.rank)) {
+      by_rank.resize(static_cast<std::size_t>(ev.rank) + 1);
+      positions.resize(by_rank.size());
+    }
+    by_rank[ev.rank].push_back(a);
+    positions[ev.rank].push_back(i);
+  }
+  // Stage and micro-batch numbers are bounded as the schedule readers bound them (docs/limits.md), so what is
+  // kept per stage (the fitted costs' per-stage scales) grows with the events, not with a number written in one:
+  // fuzz_trace found a 190-byte trace whose forward '300000000F0' made draw --trace take 2.3 GB.
+  try {
+    check_action_indices(by_rank, [&](std::size_t rank, std::size_t k) {
+      return detail::concat("traceEvents[", positions[rank][k], "]");
+    }, false);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::concat("trace '", source, "': ", e.what()));
   }
   return trace;
 }

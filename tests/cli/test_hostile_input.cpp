@@ -191,6 +191,15 @@ TEST_F(HostileInput, HugeDrawWidthIsRefusedWithoutWritingAFile) {
   EXPECT_EQ(listing(), "");
 }
 
+TEST_F(HostileInput, AHugeStageNumberInATraceIsRefused) {
+  // One forward of stage 300000000 in 190 bytes: the fitted costs kept a scale per stage, 2.3 GB.
+  write("stage.json", "{\"traceEvents\": [" + event("300000000F0", 0, 0, 0, 10) + "]}\n");
+  for (const std::string command : {"draw --trace stage.json -o s.svg", "compare --trace stage.json"}) {
+    EXPECT_REFUSED(dualpipe(command), "stage 300000000 of '300000000F0' (traceEvents[0]) is out of range");
+  }
+  EXPECT_FALSE(exists("s.svg"));
+}
+
 TEST_F(HostileInput, TooManyActionsToDrawAreRefusedBeforeSimulating) {
   // ZBV on 32 ranks, 4000 micro-batches: 64 stages x 4000 x (F, I, W) = 768000 cells, above 250000.
   EXPECT_REFUSED(dualpipe("draw -k zbv -r 32 -m 4000 -o big.svg"),
