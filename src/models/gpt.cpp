@@ -1,34 +1,20 @@
 #include "dualpipe/models/gpt.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cmath>
 
 #include "dualpipe/error.h"
+#include "init.h"
 
 namespace dualpipe::models {
 namespace {
 
-// Distinct, well-mixed generator seeds for each part of the model (splitmix64's finaliser).
-at::Generator generator(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return at::make_generator<at::CPUGeneratorImpl>(z ^ (z >> 31));
-}
+using init::generator;
+using init::init_linear;
+using init::kInitStd;
 
 constexpr uint64_t kEmbeddingStream = 0;
 constexpr uint64_t kHeadStream = 1;
 constexpr uint64_t kFirstBlockStream = 1000;  // + layer
-
-// GPT-2's initialisation: weights N(0, 0.02), biases 0, LayerNorm 1 and 0 (its defaults); the projections that
-// end a residual branch get 0.02 / sqrt(2 * layers), so the residual stream's variance does not grow with depth.
-constexpr double kInitStd = 0.02;
-
-void init_linear(torch::nn::Linear& layer, double std, at::Generator& gen) {
-  layer->weight.normal_(0, std, gen);
-  if (layer->bias.defined()) layer->bias.zero_();
-}
 
 }  // namespace
 
@@ -39,27 +25,35 @@ void GptConfig::check() const {
   DUALPIPE_REQUIRE(heads >= 1 && hidden % heads == 0, "--heads ", heads, " must divide --hidden ", hidden,
                    " (each head gets hidden/heads dimensions)");
   DUALPIPE_REQUIRE(layers >= 1 && layers <= 100000, "--layers must be between 1 and 100000, got ", layers);
+  moe.check();
 }
 
 int64_t GptConfig::parameter_count() const {
   const int64_t h = hidden;
-  const int64_t block = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + (h * 4 * h + 4 * h) + (4 * h * h + h);
+  const int64_t mlp = (h * 4 * h + 4 * h) + (4 * h * h + h);
+  const int64_t ffn = moe.experts == 0 ? mlp : h * moe.experts + moe.experts * mlp;  // router and experts
+  const int64_t block = 2 * 2 * h + (h * 3 * h + 3 * h) + (h * h + h) + ffn;
   return vocab * h + seq_len * h + layers * block + 2 * h + h * vocab;
 }
 
-GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer) : heads_(c.heads) {
+GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts) : heads_(c.heads) {
   const int64_t h = c.hidden;
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
   qkv = register_module("qkv", torch::nn::Linear(h, 3 * h));
   proj = register_module("proj", torch::nn::Linear(h, h));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
-  fc1 = register_module("fc1", torch::nn::Linear(h, 4 * h));
-  fc2 = register_module("fc2", torch::nn::Linear(4 * h, h));
+  if (c.moe.experts == 0) {
+    fc1 = register_module("fc1", torch::nn::Linear(h, 4 * h));
+    fc2 = register_module("fc2", torch::nn::Linear(4 * h, h));
+  } else {
+    moe_ = register_module("moe", MoeLayer(c.moe, h, c.seed, layer, c.layers, std::move(experts)));
+  }
   torch::NoGradGuard no_grad;
   auto gen = generator(c.seed, kFirstBlockStream + static_cast<uint64_t>(layer));
   const double residual_std = kInitStd / std::sqrt(2.0 * c.layers);
   init_linear(qkv, kInitStd, gen);
   init_linear(proj, residual_std, gen);
+  if (moe_) return;
   init_linear(fc1, kInitStd, gen);
   init_linear(fc2, residual_std, gen);
 }
@@ -80,10 +74,10 @@ torch::Tensor GptBlockImpl::attention(const torch::Tensor& x) {
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
   const torch::Tensor y = x + attention(ln1(x));
-  return y + fc2(torch::gelu(fc1(ln2(y))));
+  return y + (moe_ ? moe_(ln2(y)) : fc2(torch::gelu(fc1(ln2(y)))));
 }
 
-GptStageImpl::GptStageImpl(const GptConfig& c, const StageCut& cut, int stage)
+GptStageImpl::GptStageImpl(const GptConfig& c, const StageCut& cut, int stage, ExpertGroup experts)
     : first_(stage == 0), last_(stage == cut.num_stages() - 1) {
   c.check();
   DUALPIPE_REQUIRE(cut.num_layers() == c.layers, "the stage cut ", cut.to_string(), " has ", cut.num_layers(),
@@ -100,7 +94,7 @@ GptStageImpl::GptStageImpl(const GptConfig& c, const StageCut& cut, int stage)
   }
   const int first_layer = cut.first_layer(stage);
   for (int i = 0; i < cut.layers_per_stage[stage]; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i)));
+    blocks_.push_back(register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i, experts)));
   if (last_) {
     final_norm = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})));
     // Not tied to the token embedding: that would couple the first and last stages' weights across ranks.
@@ -122,6 +116,18 @@ runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
   for (auto& block : blocks_) x = block(x);
   if (last_) x = head(final_norm(x));
   return {x};
+}
+
+MoeStats GptStageImpl::moe_stats() const {
+  MoeStats total;
+  for (const auto& block : blocks_)
+    if (block->moe()) total.add(block->moe()->stats());
+  return total;
+}
+
+void GptStageImpl::reset_moe_stats() {
+  for (auto& block : blocks_)
+    if (block->moe()) block->moe()->reset_stats();
 }
 
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches) {

@@ -61,4 +61,11 @@ std::vector<int> ProcessMesh::expert_group(int rank) const {
   return ranks;
 }
 
+std::vector<int> ProcessMesh::expert_data_parallel_group(int rank) const {
+  const MeshCoordinates c = coordinates(rank);
+  std::vector<int> ranks;
+  for (int d = c.expert_rank; d < shape_.dp; d += shape_.ep) ranks.push_back(rank_of(c.pipeline_rank, d));
+  return ranks;
+}
+
 }  // namespace dualpipe::parallel

@@ -33,12 +33,15 @@ MeshGroups make_gloo_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, c
                                  std::chrono::milliseconds timeout, const std::string& interface) {
   const MeshCoordinates at = mesh.coordinates(rank);
   // The same order on every rank: a group forms once all its members reach it, and every member reaches the
-  // pipeline group first, then the DP group, then the EP group, so no rank waits on one that waits elsewhere.
+  // pipeline group first, then the DP group, then the EP groups, so no rank waits on one that waits elsewhere.
   MeshGroups groups;
   groups.pipeline = make_group(store, "pipeline", mesh.pipeline_group(at.replica), rank, timeout, interface);
   groups.data_parallel =
       make_group(store, "data_parallel", mesh.data_parallel_group(at.pipeline_rank), rank, timeout, interface);
   groups.expert = make_group(store, "expert", mesh.expert_group(rank), rank, timeout, interface);
+  groups.expert_backward = make_group(store, "expert_backward", mesh.expert_group(rank), rank, timeout, interface);
+  groups.expert_data_parallel =
+      make_group(store, "expert_data_parallel", mesh.expert_data_parallel_group(rank), rank, timeout, interface);
   return groups;
 }
 

@@ -1,7 +1,9 @@
 // The two correctness checks of a training run, on every rank:
 // - step 1 against the single-process reference: the whole model built from the seed and run micro-batch by
 //   micro-batch in this process. This rank's losses must be bit-identical, and its stages' gradients (after the
-//   replica reduction, before clipping) within cosine distance 1e-13, as in the runtime's reference tests;
+//   replica reduction, before clipping) within cosine distance 1e-13, as in the runtime's reference tests.
+//   Experts sharded over an EP group are left out of the gradient comparison: theirs also hold the tokens of
+//   the group's other replicas, which this process does not see (tests/train compare whole runs instead);
 // - at the end, the two replicas of every stage (DualPipe, Chimera) hold bit-identical parameters.
 #pragma once
 
@@ -29,7 +31,8 @@ struct ReferenceCheck {
 // `inputs`/`targets`: the step's micro-batches, indexed by micro-batch.
 ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<torch::Tensor>& inputs,
                                        const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
-                                       const runtime::StepResult& result, const std::map<int, StageState>& stages);
+                                       const runtime::StepResult& result, const std::map<int, StageState>& stages,
+                                       bool experts_sharded = false);
 
 struct ReplicaCheck {
   int tensors_compared = 0;

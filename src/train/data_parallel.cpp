@@ -8,34 +8,44 @@
 namespace dualpipe::train {
 namespace {
 
-std::vector<torch::Tensor> gradients(StageState& state) {
-  std::vector<torch::Tensor> grads;
-  for (auto& p : state.module->parameters())
-    if (p.grad().defined()) grads.push_back(p.grad());
-  return grads;
-}
+bool sharded(const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group && group->getSize() > 1; }
 
 }  // namespace
 
-DataParallel::DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<comm::Communicator> world)
-    : group_(std::move(group)), world_(std::move(world)) {}
+DataParallel::DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<comm::Communicator> world,
+                           c10::intrusive_ptr<c10d::ProcessGroup> expert_group,
+                           c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel)
+    : group_(std::move(group)), expert_group_(std::move(expert_group)),
+      expert_data_parallel_(std::move(expert_data_parallel)), world_(std::move(world)) {}
 
 void DataParallel::start(StageState& state) {
   if (replicas() == 1) return;
+  std::vector<torch::Tensor> dense, experts;
+  for (auto& p : state.module->named_parameters()) {
+    if (!p.value().grad().defined()) continue;
+    const bool expert = sharded(expert_group_) && models::is_expert_parameter(p.key());
+    (expert ? experts : dense).push_back(p.value().grad());
+  }
+  start_bucket(std::move(dense), group_);
+  start_bucket(std::move(experts), expert_data_parallel_);
+}
+
+void DataParallel::start_bucket(std::vector<torch::Tensor> gradients,
+                                const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  if (gradients.empty()) return;
   Bucket bucket;
-  bucket.gradients = gradients(state);
-  if (bucket.gradients.empty()) return;
+  bucket.gradients = std::move(gradients);
   std::vector<torch::Tensor> views;
   for (const auto& g : bucket.gradients) views.push_back(g.reshape({-1}));
   bucket.flat = {torch::cat(views)};
-  bucket.work = group_->allreduce(bucket.flat);
+  if (group && group->getSize() > 1) bucket.work = group->allreduce(bucket.flat);
   buckets_.push_back(std::move(bucket));
 }
 
 double DataParallel::finish() {
   const auto start = std::chrono::steady_clock::now();
   for (Bucket& bucket : buckets_) {
-    bucket.work->wait();
+    if (bucket.work) bucket.work->wait();
     torch::Tensor& flat = bucket.flat[0];
     flat.div_(replicas());
     int64_t offset = 0;
@@ -62,13 +72,22 @@ double DataParallel::mean(double value) const {
   return t[0].item<double>() / replicas();
 }
 
+double DataParallel::sum_over_expert_group(double value) const {
+  if (!sharded(expert_group_)) return value;
+  std::vector<torch::Tensor> t = {torch::full({1}, value, torch::kDouble)};
+  expert_group_->allreduce(t)->wait();
+  return t[0].item<double>();
+}
+
 int DataParallel::check_replicas_identical(const std::map<int, StageState>& stages) const {
   if (replicas() == 1) return 0;
   int compared = 0;
   for (const auto& [stage, state] : stages) {
     for (const auto& p : state.module->named_parameters()) {
+      const bool expert = sharded(expert_group_) && models::is_expert_parameter(p.key());
+      if (expert && !sharded(expert_data_parallel_)) continue;  // no other holder
       std::vector<torch::Tensor> theirs = {p.value().detach().clone()};
-      group_->broadcast(theirs)->wait();  // replica 0's
+      (expert ? expert_data_parallel_ : group_)->broadcast(theirs)->wait();  // the first holder's
       if (!torch::equal(theirs[0], p.value()))
         throw Error(detail::concat("data-parallel replica ", replica(), " differs from replica 0 in stage ", stage,
                                    " parameter ", p.key(), " (max difference ",

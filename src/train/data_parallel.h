@@ -2,7 +2,11 @@
 // global batch, their gradients averaged over the data-parallel group after every step so that every replica
 // takes the same optimizer step. With D = 1 every method is a no-op.
 //
-// One bucket per stage: a flat copy of the stage's gradients, all-reduced asynchronously. With overlap the
+// With expert parallelism (EP groups of E among the D replicas), an expert's gradient already holds the
+// contributions of its EP group's E replicas (the all-to-all brought their tokens), and the other D/E groups hold
+// the same expert: it is summed over that expert-data-parallel group and divided by D like the others.
+//
+// One bucket per stage (two with experts): a flat copy of the stage's gradients, all-reduced asynchronously. With overlap the
 // executor starts a stage's bucket as soon as the step's last action that adds to its gradients has run
 // (StepArgs::on_stage_gradients_done), so the reduction runs while the schedule goes on; finish() then waits for
 // what is left. Without overlap, average_gradients() does the same once the step is over.
@@ -22,8 +26,12 @@ namespace dualpipe::train {
 class DataParallel {
  public:
   DataParallel() = default;  // one replica
-  // `group`: this rank's data-parallel group (its rank is the replica index); `world`: every rank of the job.
-  DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<comm::Communicator> world);
+  // `group`: this rank's data-parallel group (its rank is the replica index); `world`: every rank of the job;
+  // `expert_group`: the EP group, `expert_data_parallel`: the ranks holding the same experts (null: no experts
+  // are sharded).
+  DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<comm::Communicator> world,
+               c10::intrusive_ptr<c10d::ProcessGroup> expert_group = {},
+               c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel = {});
 
   int replicas() const { return group_ ? group_->getSize() : 1; }
   int replica() const { return group_ ? group_->getRank() : 0; }
@@ -37,8 +45,10 @@ class DataParallel {
   double average_gradients(std::map<int, StageState>& stages);
   // The mean of `value` over the replicas.
   double mean(double value) const;
-  // The number of parameter tensors of `stages` compared with replica 0's; throws Error naming the first
-  // stage and parameter that is not bit-identical.
+  // The sum of `value` over the EP group (for the squares of the expert gradients in the global norm).
+  double sum_over_expert_group(double value) const;
+  // The number of parameter tensors of `stages` compared with replica 0's (an expert's with the first holder of
+  // the same expert); throws Error naming the first stage and parameter that is not bit-identical.
   int check_replicas_identical(const std::map<int, StageState>& stages) const;
   // Waits for every rank of the job (rank 0 hosts the rendezvous store: all leave together).
   void world_barrier() const;
@@ -47,9 +57,10 @@ class DataParallel {
   struct Bucket {
     std::vector<torch::Tensor> gradients;
     std::vector<torch::Tensor> flat;  // one tensor, as c10d wants a list
-    c10::intrusive_ptr<c10d::Work> work;
+    c10::intrusive_ptr<c10d::Work> work;  // null: nothing to sum (every holder of the experts is in one EP group)
   };
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  void start_bucket(std::vector<torch::Tensor> gradients, const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+  c10::intrusive_ptr<c10d::ProcessGroup> group_, expert_group_, expert_data_parallel_;
   std::shared_ptr<comm::Communicator> world_;
   std::vector<Bucket> buckets_;  // started, not finished
 };

@@ -34,7 +34,15 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
   const int64_t tokens = static_cast<int64_t>(c.dp) * c.microbatches * c.batch * c.seq_len;
   std::cout << "dualpipe train: a " << millions(m.parameter_count()) << "-parameter transformer language model ("
             << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads, " << m.seq_len
-            << "-token context, byte-level vocabulary of " << m.vocab << ")\n"
+            << "-token context, byte-level vocabulary of " << m.vocab << ")\n";
+  if (m.moe.experts > 0)
+    std::cout << "  mixture of experts in every block: " << m.moe.experts << " experts, top-" << m.moe.top_k
+              << ", capacity factor " << m.moe.capacity_factor << ", load-balancing loss x " << c.aux_loss
+              << (c.ep > 1 ? "; experts sharded over expert-parallel groups of " + std::to_string(c.ep) +
+                                 " replicas, forward-backward overlap " + (c.fb_overlap ? "on" : "off")
+                           : "")
+              << "\n";
+  std::cout
             << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
             << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers; "
             << (c.dp > 1 ? std::to_string(c.dp) + " data-parallel replicas x " : "") << c.microbatches
@@ -46,8 +54,8 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
             << "  AdamW lr " << c.lr << " (warm-up " << c.warmup << " steps, cosine to " << c.min_lr
             << "), weight decay " << c.weight_decay << ", clip " << c.clip << ", " << c.steps << " steps, seed "
             << c.seed << ", 1 intra-op thread per rank\n\n";
-  std::printf("%5s  %9s  %9s  %9s  %8s  %9s  %9s\n", "step", "loss", "val loss", "tokens/s", "step ms", "lr",
-              "grad norm");
+  std::printf("%5s  %9s  %9s  %9s  %8s  %9s  %9s%s\n", "step", "loss", "val loss", "tokens/s", "step ms", "lr",
+              "grad norm", m.moe.experts > 0 ? "  aux loss  dropped" : "");
   std::fflush(stdout);
 
   if (c.metrics.empty()) return;
@@ -135,11 +143,13 @@ void ProgressReport::resumed(const std::string& directory, int step, int planned
 
 void ProgressReport::step(const StepReport& r) {
   steps_.push_back(r);
-  std::printf("%5d  %9.4f  %9s  %9.0f  %8.1f  %9.2e  %9.3f\n", r.step, r.loss, "", r.tokens_per_s, r.step_ms, r.lr,
+  std::printf("%5d  %9.4f  %9s  %9.0f  %8.1f  %9.2e  %9.3f", r.step, r.loss, "", r.tokens_per_s, r.step_ms, r.lr,
               r.grad_norm);
+  if (config_.experts > 0) std::printf("  %8.4f  %6.2f%%", r.moe_aux_loss, 100 * r.moe_dropped);
+  std::printf("\n");
   std::fflush(stdout);
   json peaks = r.peak_activation_bytes;
-  write_metrics(json{{"type", "step"},
+  json record = json{{"type", "step"},
                      {"step", r.step},
                      {"loss", r.loss},
                      {"tokens_per_s", r.tokens_per_s},
@@ -148,8 +158,12 @@ void ProgressReport::step(const StepReport& r) {
                      {"grad_norm", r.grad_norm},
                      {"bubble", r.bubble},
                      {"dp_wait_ms", r.dp_wait_ms},
-                     {"peak_activation_bytes", peaks}}
-                    .dump());
+                     {"peak_activation_bytes", peaks}};
+  if (config_.experts > 0) {
+    record["moe_aux_loss"] = r.moe_aux_loss;
+    record["moe_dropped"] = r.moe_dropped;
+  }
+  write_metrics(record.dump());
 }
 
 void ProgressReport::evaluation(int step, double val_loss) {

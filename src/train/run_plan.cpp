@@ -43,6 +43,13 @@ RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);
   DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),
                    "--save-every, --keep and --resume need --checkpoint-dir DIR");
+  DUALPIPE_REQUIRE(c.ep >= 1 && c.dp % c.ep == 0, "--ep ", c.ep, " must divide --dp ", c.dp,
+                   ": expert parallelism runs across the data-parallel replicas of a stage");
+  DUALPIPE_REQUIRE(c.ep == 1 || c.experts > 0, "--ep ", c.ep, " needs an MoE model: give --experts N");
+  DUALPIPE_REQUIRE(c.experts <= 0 || c.experts % c.ep == 0, "--experts ", c.experts, " must be divisible by --ep ",
+                   c.ep, ": each rank of an expert-parallel group holds the same number of experts");
+  DUALPIPE_REQUIRE(c.ep == 1 || c.checkpoint_dir.empty(), "--checkpoint-dir is not supported with --ep ", c.ep,
+                   " yet: a checkpoint holds replica 0's stages, which hold 1/", c.ep, " of the experts");
 
   RunPlan plan;
   if (c.schedule_file.empty()) {
@@ -70,6 +77,12 @@ RunPlan make_run_plan(const TrainConfig& c) {
   plan.model.heads = c.heads;
   plan.model.layers = c.layers;
   plan.model.seed = c.seed;
+  plan.model.moe.experts = c.experts;
+  plan.model.moe.top_k = c.top_k;
+  plan.model.moe.capacity_factor = c.capacity_factor;
+  DUALPIPE_REQUIRE(std::isfinite(c.aux_loss) && c.aux_loss >= 0 && c.aux_loss <= 100,
+                   "--aux-loss must be between 0 and 100, got ", c.aux_loss);
+  plan.model.moe.aux_loss_weight = c.aux_loss / c.microbatches;  // as each micro-batch's loss is weighted
   plan.model.check();
   plan.lr = {c.lr, c.min_lr, c.warmup, c.steps};
   plan.lr.check();

@@ -17,7 +17,9 @@ struct StageState {
   models::GptStage module{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
 
-  StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage);
+  // `experts`: the expert-parallel group of the stage's MoE layers (null: every expert here).
+  StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage,
+             models::ExpertGroup experts = nullptr);
   void set_lr(double lr);
   // Parameters and optimizer state, serialized (a checkpoint shard), and back. load throws InvalidArgument
   // naming `what` when the bytes do not hold this stage's tensors with these shapes.

@@ -20,6 +20,7 @@
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/runtime/clock_sync.h"
+#include "dualpipe/runtime/concurrent_overlap.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/runtime/trace_gather.h"
@@ -65,7 +66,8 @@ std::string join(const std::vector<std::string>& lines) {
 
 // What every rank reports to rank 0 after each step (one double each, in this order).
 enum StepField {
-  kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs, kFields
+  kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
+  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kFields
 };
 
 // Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
@@ -87,8 +89,10 @@ std::pair<double, double> span_and_busy(const runtime::Executor& executor, size_
 
 class Trainer {
  public:
-  // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it.
-  Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator, DataParallel dp)
+  // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `experts`: the EP group of
+  // the MoE layers (null: every expert here).
+  Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator, DataParallel dp,
+          models::ExpertGroup experts = nullptr)
       : c_(c), plan_(make_run_plan(c)), data_(load_training_data(c)), comm_(std::move(communicator)),
         dp_(std::move(dp)), timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
@@ -99,8 +103,12 @@ class Trainer {
     for (int m = 0; m < s.num_microbatches; ++m)
       for (int st = 0; st < s.num_stages; ++st)
         if (s.placement.rank(st, m) == rank_ && !stages_.count(st)) {
-          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st));
-          stages.emplace(st, runtime::make_list_stage(stages_.at(st).module));
+          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts));
+          std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
+          // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
+          if (c.fb_overlap && experts && experts->size() > 1)
+            stage = std::make_shared<runtime::ConcurrentOverlapStage>(std::move(stage));
+          stages.emplace(st, std::move(stage));
         }
     runtime::ExecutorOptions options;
     options.timeout = timeout_;
@@ -176,12 +184,18 @@ class Trainer {
 
   // The global gradient norm over every stage once (first replicas only), clipped to --clip on every copy.
   double clip_gradients() {
-    double squares = 0;
+    // Dense gradients are the same in every replica after the reduction; the experts are spread over the EP
+    // group, whose members each add theirs.
+    double dense = 0, experts = 0;
     for (auto& [s, state] : stages_) {
       if (plan_.schedule.placement.rank_of(0, s) != rank_) continue;
-      for (const auto& p : state.module->parameters())
-        if (p.grad().defined()) squares += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+      for (const auto& p : state.module->named_parameters()) {
+        if (!p.value().grad().defined()) continue;
+        const double square = p.value().grad().to(torch::kDouble).pow(2).sum().item<double>();
+        (models::is_expert_parameter(p.key()) ? experts : dense) += square;
+      }
     }
+    const double squares = dense + dp_.sum_over_expert_group(experts);
     const double norm =
         std::sqrt(runtime::sum_over_ranks(*comm_, torch::full({1}, squares, torch::kDouble), kNormTag, timeout_)
                       .item<double>());
@@ -207,7 +221,10 @@ class Trainer {
     const auto [inputs, targets] = next_training_microbatches();
     const size_t first_record = executor_->recorded_actions().size();
     const auto start = Clock::now();
-    for (auto& [s, state] : stages_) state.optimizer->zero_grad();
+    for (auto& [s, state] : stages_) {
+      state.optimizer->zero_grad();
+      state.module->reset_moe_stats();
+    }
     runtime::StepArgs args = step_args(inputs, targets);
     // Step 1 is checked against a single-process run of this replica's own micro-batches: its gradients are
     // averaged over the replicas after the check.
@@ -219,7 +236,8 @@ class Trainer {
     double step_ms = ms_since(start);
     ReferenceCheck check;
     if (step == 1) {
-      check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_);
+      check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_,
+                                      /*experts_sharded=*/c_.ep > 1);
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
@@ -245,6 +263,13 @@ class Trainer {
     f[kWorstCosine] = check.worst_cosine_distance;
     f[kPeakBytes] = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
     f[kPeakLive] = executor_->last_step_stats().peak_live_activations;
+    for (auto& [s, state] : stages_) {
+      const models::MoeStats moe = state.module->moe_stats();
+      f[kMoeChoices] += double(moe.choices);
+      f[kMoeDropped] += double(moe.dropped);
+      f[kMoeAuxSum] += moe.aux_loss_sum;
+      f[kMoeAuxCount] += double(moe.aux_losses);
+    }
     const auto gathered = runtime::gather_to_root(*comm_, stats, kStepStatsTag, timeout_);
     if (!report_) return;
     StepReport r;
@@ -252,6 +277,7 @@ class Trainer {
     r.lr = lr;
     r.grad_norm = grad_norm;
     double span = 0, busy = 0, losses = 0, grads = 0, worst = 0;
+    models::MoeStats moe;
     for (const auto& t : gathered) {
       const double* g = t.data_ptr<double>();
       r.loss += g[kLossSum];
@@ -262,10 +288,13 @@ class Trainer {
       losses += g[kChecked];
       grads += g[kGradsChecked];
       worst = std::max(worst, g[kWorstCosine]);
+      moe.add({int64_t(g[kMoeChoices]), int64_t(g[kMoeDropped]), g[kMoeAuxSum], int64_t(g[kMoeAuxCount])});
       r.peak_activation_bytes.push_back(g[kPeakBytes]);
       r.peak_live_activations.push_back(static_cast<int>(g[kPeakLive]));
     }
     r.bubble = span > 0 ? (span - busy) / span : 0;
+    r.moe_dropped = moe.dropped_fraction();
+    r.moe_aux_loss = moe.mean_aux_loss();
     r.tokens_per_s = double(dp_.replicas()) * c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
     report_->step(r);
     if (step == 1) report_->reference_check(static_cast<int>(losses), static_cast<int>(grads), worst);
@@ -383,13 +412,21 @@ void run_training_rank(const TrainConfig& config) {
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
   if (config.dp == 1) return run_training_rank(config, world);
   at::set_num_threads(1);
-  const parallel::ProcessMesh mesh({config.ranks, config.dp, 1});
+  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
   const parallel::MeshGroups groups =
       parallel::make_gloo_mesh_groups(world->store(), mesh, world->rank(), timeout, world->interface());
   comm::ProcessGroupCommunicatorOptions pipeline_options;
   pipeline_options.timeout = timeout;
   auto pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
-  Trainer(config, std::move(pipeline), DataParallel(groups.data_parallel, world)).run();
+  std::shared_ptr<parallel::ExpertCommunication> experts;
+  if (config.ep > 1) {
+    experts = std::make_shared<parallel::ExpertCommunication>();
+    experts->forward = groups.expert;
+    experts->backward = groups.expert_backward;
+  }
+  DataParallel dp = config.ep > 1 ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
+                                  : DataParallel(groups.data_parallel, world);
+  Trainer(config, std::move(pipeline), std::move(dp), std::move(experts)).run();
 }
 
 }  // namespace dualpipe::train

@@ -23,6 +23,9 @@ TEST(ProcessMesh, TheLayoutOfTheHeadersPicture) {
   EXPECT_EQ(mesh.expert_group(0), (Ranks{0, 2}));
   EXPECT_EQ(mesh.expert_group(2), (Ranks{0, 2}));
   EXPECT_EQ(mesh.expert_group(5), (Ranks{5, 7}));
+  EXPECT_EQ(mesh.expert_data_parallel_group(0), (Ranks{0, 4}));
+  EXPECT_EQ(mesh.expert_data_parallel_group(2), (Ranks{2, 6}));
+  EXPECT_EQ(mesh.expert_data_parallel_group(7), (Ranks{3, 7}));
   const MeshCoordinates c = mesh.coordinates(5);
   EXPECT_EQ(c.pipeline_rank, 1);
   EXPECT_EQ(c.replica, 2);
@@ -54,6 +57,15 @@ TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
           for (int other : group) {
             EXPECT_EQ(mesh.coordinates(other).pipeline_rank, c.pipeline_rank);  // same stage rank
             EXPECT_EQ(mesh.expert_group(other), group);                          // the same group seen from each
+          }
+          // Its expert-data-parallel group: one rank of each EP group of its stage, all with its expert rank.
+          const Ranks holders = mesh.expert_data_parallel_group(r);
+          ASSERT_EQ(static_cast<int>(holders.size()), dp / ep);
+          EXPECT_EQ(std::count(holders.begin(), holders.end(), r), 1);
+          for (int other : holders) {
+            EXPECT_EQ(mesh.coordinates(other).pipeline_rank, c.pipeline_rank);
+            EXPECT_EQ(mesh.coordinates(other).expert_rank, c.expert_rank);
+            EXPECT_EQ(mesh.expert_data_parallel_group(other), holders);
           }
         }
       }

@@ -28,7 +28,8 @@ std::vector<int> members(const c10::intrusive_ptr<c10d::ProcessGroup>& group, in
 TEST(MeshGroups, EachGroupHoldsTheRanksOfTheLayoutInItsOrder) {
   const ProcessMesh mesh({2, 4, 2});
   auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::vector<int>> pipeline(8), data_parallel(8), expert(8);
+  std::vector<std::vector<int>> pipeline(8), data_parallel(8), expert(8), expert_backward(8),
+      expert_data_parallel(8);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 8; ++r) {
     ranks.emplace_back([&, r] {
@@ -37,6 +38,8 @@ TEST(MeshGroups, EachGroupHoldsTheRanksOfTheLayoutInItsOrder) {
       pipeline[static_cast<std::size_t>(r)] = members(groups.pipeline, r);
       data_parallel[static_cast<std::size_t>(r)] = members(groups.data_parallel, r);
       expert[static_cast<std::size_t>(r)] = members(groups.expert, r);
+      expert_backward[static_cast<std::size_t>(r)] = members(groups.expert_backward, r);
+      expert_data_parallel[static_cast<std::size_t>(r)] = members(groups.expert_data_parallel, r);
     });
   }
   for (std::thread& t : ranks) t.join();
@@ -49,6 +52,9 @@ TEST(MeshGroups, EachGroupHoldsTheRanksOfTheLayoutInItsOrder) {
   EXPECT_EQ(data_parallel[0], (Ranks{0, 2, 4, 6}));
   EXPECT_EQ(expert[2], (Ranks{0, 2}));
   EXPECT_EQ(expert[6], (Ranks{4, 6}));
+  EXPECT_EQ(expert_backward, expert);
+  EXPECT_EQ(expert_data_parallel[5], (Ranks{1, 5}));
+  EXPECT_EQ(expert_data_parallel[2], (Ranks{2, 6}));
 }
 
 }  // namespace

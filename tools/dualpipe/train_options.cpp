@@ -27,6 +27,13 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
   sub.add_flag("--dp-overlap,!--no-dp-overlap", o.dp_overlap,
                "Reduce each stage's gradients over the replicas while the step goes on, from its last W (default); "
                "--no-dp-overlap reduces them after the step")->group("Pipeline");
+  sub.add_option("--ep", o.ep, "Expert-parallel group size E: the experts of each MoE layer are sharded over E "
+                 "data-parallel replicas of a stage (E divides --dp, --experts divisible by E)")
+      ->capture_default_str()->group("Pipeline");
+  sub.add_flag("--fb-overlap,!--no-fb-overlap", o.fb_overlap,
+               "In DualPipe's overlapped forward-backward actions of an MoE model, run the backward on a second "
+               "thread so one micro-batch's all-to-alls proceed while the other computes (default); "
+               "--no-fb-overlap runs the forward, then the backward")->group("Pipeline");
   sub.add_option("-m,--microbatches", o.microbatches, "Micro-batches per step (the schedule's rules apply)")
       ->capture_default_str()->group("Pipeline");
   sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)")
@@ -43,6 +50,15 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
   sub.add_option("--layers", o.layers, "Transformer blocks in the whole model")->capture_default_str()->group("Model");
   sub.add_option("--hidden", o.hidden, "Width of the residual stream")->capture_default_str()->group("Model");
   sub.add_option("--heads", o.heads, "Attention heads (must divide --hidden)")->capture_default_str()->group("Model");
+  sub.add_option("--experts", o.experts, "Experts per MoE layer: every block's MLP becomes a mixture of experts "
+                 "(0: dense MLPs)")->capture_default_str()->group("Model");
+  sub.add_option("--top-k", o.top_k, "Experts each token is routed to (at most --experts)")
+      ->capture_default_str()->group("Model");
+  sub.add_option("--capacity-factor", o.capacity_factor, "Token slots per expert, as a multiple of an even share "
+                 "(tokens x top-k / experts); choices beyond it are dropped and counted")
+      ->capture_default_str()->group("Model");
+  sub.add_option("--aux-loss", o.aux_loss, "Coefficient of the load-balancing loss of each MoE layer")
+      ->capture_default_str()->group("Model");
   sub.add_option("--seq-len", o.seq_len, "Tokens (bytes) per training sequence, the model's context")
       ->capture_default_str()->group("Model");
   sub.add_option("--layers-per-stage", o.layers_per_stage,
@@ -101,10 +117,11 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
 std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   std::vector<std::string> args = {
       "--schedule", o.schedule, "--ranks", std::to_string(o.ranks), "--dp", std::to_string(o.dp),
-      "--microbatches", std::to_string(o.microbatches),
+      "--ep", std::to_string(o.ep), "--microbatches", std::to_string(o.microbatches),
       "--stages-per-rank", std::to_string(o.stages_per_rank), "--schedule-file", o.schedule_file,
       "--layers", std::to_string(o.layers), "--hidden", std::to_string(o.hidden), "--heads", std::to_string(o.heads),
-      "--seq-len", std::to_string(o.seq_len), "--layers-per-stage", o.layers_per_stage,
+      "--experts", std::to_string(o.experts), "--top-k", std::to_string(o.top_k),
+      "--capacity-factor", exact(o.capacity_factor), "--aux-loss", exact(o.aux_loss), "--seq-len", std::to_string(o.seq_len), "--layers-per-stage", o.layers_per_stage,
       "--batch", std::to_string(o.batch), "--steps", std::to_string(o.steps), "--lr", exact(o.lr),
       "--min-lr", exact(o.min_lr), "--warmup", std::to_string(o.warmup), "--weight-decay", exact(o.weight_decay),
       "--clip", exact(o.clip), "--seed", std::to_string(o.seed), "--eval-every", std::to_string(o.eval_every),
@@ -119,6 +136,7 @@ std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   if (o.resume) args.push_back("--resume");
   if (o.recompute) args.push_back("--recompute");
   if (!o.dp_overlap) args.push_back("--no-dp-overlap");
+  if (!o.fb_overlap) args.push_back("--no-fb-overlap");
   return args;
 }
 

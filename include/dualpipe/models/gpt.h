@@ -3,6 +3,9 @@
 // cut into pipeline stages by layer (stage_cut.h). The first stage also holds the embeddings, the last the final
 // LayerNorm and the head.
 //
+// With MoeConfig::experts > 0 each block's MLP is a mixture of experts (moe.h), its experts optionally sharded
+// over an expert-parallel group.
+//
 // Every weight is drawn from the seed and the index of the layer that holds it, never from a global generator,
 // so the model is the same whichever cut, schedule or rank builds it, and ranks may be threads.
 #pragma once
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dualpipe/models/moe.h"
 #include "dualpipe/models/stage_cut.h"
 #include "dualpipe/runtime/stage.h"
 
@@ -24,36 +28,45 @@ struct GptConfig {
   int64_t heads = 4;
   int layers = 8;
   uint64_t seed = 0;
+  MoeConfig moe;  // experts = 0: dense MLPs
 
   // Throws InvalidArgument naming the option (--hidden, --heads, ...) and the rule.
   void check() const;
-  // Parameters of the whole model.
+  // Parameters of the whole model (every expert counted once).
   int64_t parameter_count() const;
 };
 
-// One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)).
+using ExpertGroup = std::shared_ptr<const parallel::ExpertCommunication>;
+
+// One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)), the MLP dense or a mixture of experts.
 class GptBlockImpl : public torch::nn::Module {
  public:
-  GptBlockImpl(const GptConfig& config, int layer);
+  GptBlockImpl(const GptConfig& config, int layer, ExpertGroup experts = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
+  MoeLayer moe() const { return moe_; }  // null for a dense block
 
  private:
   torch::Tensor attention(const torch::Tensor& x);
   int64_t heads_;
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr};
+  MoeLayer moe_{nullptr};
 };
 TORCH_MODULE(GptBlock);
 
 // Stage `stage` of `cut`: takes [token ids [rows, tokens]] on the first stage and [hidden [rows, tokens,
-// hidden]] elsewhere; returns [hidden], or [logits [rows, tokens, vocab]] on the last stage.
+// hidden]] elsewhere; returns [hidden], or [logits [rows, tokens, vocab]] on the last stage. `experts`: the
+// expert-parallel group its MoE layers shard their experts over (null: every expert here).
 class GptStageImpl : public torch::nn::Module {
  public:
-  GptStageImpl(const GptConfig& config, const StageCut& cut, int stage);
+  GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts = nullptr);
   runtime::Tensors forward(const runtime::Tensors& inputs);
 
   bool first() const { return first_; }
   bool last() const { return last_; }
+  // The MoE layers' statistics since the last reset, summed (zero for a dense model).
+  MoeStats moe_stats() const;
+  void reset_moe_stats();
 
  private:
   bool first_, last_;

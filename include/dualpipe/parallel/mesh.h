@@ -10,6 +10,7 @@
 //   stage rank p=0  r=0   r=2  r=4  r=6      DP group of p=0: {0, 2, 4, 6}; EP groups: {0, 2}, {4, 6}
 //   stage rank p=1  r=1   r=3  r=5  r=7      DP group of p=1: {1, 3, 5, 7}; EP groups: {1, 3}, {5, 7}
 //   pipeline of d=0: {0, 1}; d=1: {2, 3}; ...
+//   expert-data-parallel groups (the same experts in each EP group): of r=0 {0, 4}, of r=2 {2, 6}, ...
 #pragma once
 
 #include <string>
@@ -50,6 +51,9 @@ class ProcessMesh {
   std::vector<int> data_parallel_group(int pipeline_rank) const;
   // The EP group of `rank`: the E replicas d - d mod E .. of its pipeline rank, by expert rank.
   std::vector<int> expert_group(int rank) const;
+  // The ranks holding the same experts as `rank`: its pipeline rank, with its expert rank, in each of the D/E EP
+  // groups. They all-reduce the expert gradients, as the DP group does the others.
+  std::vector<int> expert_data_parallel_group(int rank) const;
 
  private:
   void check_rank(int rank) const;

@@ -18,6 +18,11 @@ struct MeshGroups {
   c10::intrusive_ptr<c10d::ProcessGroup> pipeline;
   c10::intrusive_ptr<c10d::ProcessGroup> data_parallel;
   c10::intrusive_ptr<c10d::ProcessGroup> expert;
+  // The same ranks as `expert`, for the all-to-alls of backward passes: with forward-backward overlap a forward
+  // and a backward run at once, and each group must see its collectives in the same order on every member.
+  c10::intrusive_ptr<c10d::ProcessGroup> expert_backward;
+  // The ranks holding this rank's experts in the other EP groups (mesh.h): they all-reduce expert gradients.
+  c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel;
 };
 
 // Makes `rank`'s three groups as Gloo groups over `store` (each under its own key prefix, so the world's keys and

@@ -14,6 +14,10 @@ struct TrainConfig {
   int ranks = 4;          // pipeline ranks P (processes per pipeline replica)
   int dp = 1;             // data-parallel replicas D of the pipeline: P x D processes in all
   bool dp_overlap = true;  // reduce a stage's gradients while the step goes on, once its last W is done
+  int ep = 1;             // expert-parallel group size E among the replicas (divides dp)
+  // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
+  // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.
+  bool fb_overlap = true;
   int microbatches = 8;   // per step
   int stages_per_rank = 0;  // interleaved-1f1b; 0: the schedule's default
   // A schedule from a file instead of `schedule` (the text form, or PyTorch's CSV for *.csv), e.g. one that
@@ -26,6 +30,11 @@ struct TrainConfig {
   int64_t heads = 4;
   int64_t seq_len = 64;          // tokens per training sequence
   std::string layers_per_stage;  // "3,4,4,3"; empty: a balanced cut
+  // Mixture of experts (models/moe.h): experts per MoE layer, 0 for dense MLPs.
+  int64_t experts = 0;
+  int64_t top_k = 2;
+  double capacity_factor = 1.25;
+  double aux_loss = 0.01;  // the load-balancing loss's coefficient
 
   // The data (data/): the user's files, or the default corpus when empty.
   std::vector<std::string> data;

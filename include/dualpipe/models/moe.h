@@ -1,0 +1,89 @@
+// A mixture-of-experts MLP (GShard / Switch Transformer style) for the transformer's blocks: a top-k router over
+// N experts, a fixed capacity per expert with dropped-token accounting, and the auxiliary load-balancing loss.
+//
+// Routing, capacity and the auxiliary loss are computed per micro-batch from its own tokens only, so a token's
+// fate never depends on what other replicas or micro-batches hold: a run with experts sharded over an EP group
+// computes what one process holding every expert computes.
+//
+// Forward, for the T tokens of a micro-batch:
+//   1. router: softmax(x W_r) over the N experts, the top k per token, gates renormalised to sum to 1;
+//   2. capacity C = ceil(capacity_factor * T * k / N) slots per expert; assignments take slots in order of
+//      choice (every token's first choice before any second choice), then token. An assignment past its expert's
+//      capacity is dropped: the token gets nothing from that expert (it still has the residual stream);
+//   3. dispatch: the tokens copied into an [N * C, hidden] buffer of slots, exchanged with the EP group
+//      (expert_all_to_all.h), so each rank holds the slots of its N/E experts from every rank of the group;
+//   4. each local expert (a GELU MLP) runs on each source rank's C slots (the same shapes as in one process);
+//   5. combine: the results exchanged back, and each token's kept results summed, weighted by their gates.
+// The auxiliary loss N * sum_e f_e * P_e (f_e: the fraction of the k*T choices that chose e; P_e: the mean router
+// probability of e) enters the backward with the weight `aux_loss_weight`, without changing the output.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dualpipe/parallel/expert_all_to_all.h"
+
+namespace dualpipe::models {
+
+struct MoeConfig {
+  int64_t experts = 0;  // N; 0: a dense MLP
+  int64_t top_k = 2;
+  double capacity_factor = 1.25;
+  // The gradient weight of each micro-batch's auxiliary loss: the coefficient (--aux-loss) divided by the
+  // micro-batches of a step, as each micro-batch's language-model loss is.
+  double aux_loss_weight = 0.01;
+
+  // Throws InvalidArgument naming the option (--experts, --top-k, --capacity-factor, --aux-loss) and the rule.
+  void check() const;
+};
+
+// What the layer saw since the last reset: routed choices, those dropped for capacity, the auxiliary losses.
+struct MoeStats {
+  int64_t choices = 0;
+  int64_t dropped = 0;
+  double aux_loss_sum = 0;
+  int64_t aux_losses = 0;  // micro-batches x layers
+
+  void add(const MoeStats& other);
+  double dropped_fraction() const { return choices ? double(dropped) / double(choices) : 0.0; }
+  double mean_aux_loss() const { return aux_losses ? aux_loss_sum / double(aux_losses) : 0.0; }
+};
+
+// True for the parameters of an expert ("block3.moe.expert5.fc1.weight"): they live on one rank of each EP
+// group, and their gradients are reduced over the expert-data-parallel group instead of the data-parallel one.
+bool is_expert_parameter(const std::string& name);
+
+class MoeLayerImpl : public torch::nn::Module {
+ public:
+  // The experts of rank r of an EP group of E are r*N/E .. (r+1)*N/E - 1, named by their global index and drawn
+  // from (seed, layer, expert), so a shard holds exactly the weights of those experts in a one-process model.
+  // `communication`: the EP group; null or a group of one holds every expert.
+  MoeLayerImpl(const MoeConfig& config, int64_t hidden, uint64_t seed, int layer, int layers,
+               std::shared_ptr<const parallel::ExpertCommunication> communication);
+  // x: [rows, tokens, hidden] -> the same shape.
+  torch::Tensor forward(const torch::Tensor& x);
+
+  const MoeStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = MoeStats(); }
+
+ private:
+  struct Routing;
+  Routing route(const torch::Tensor& tokens);
+  torch::Tensor run_experts(const torch::Tensor& slots, int64_t capacity);
+
+  MoeConfig config_;
+  std::shared_ptr<const parallel::ExpertCommunication> communication_;
+  int64_t first_expert_ = 0;
+  torch::nn::Linear router{nullptr};
+  std::vector<torch::nn::Linear> fc1_, fc2_;  // the local experts'
+  MoeStats stats_;
+};
+TORCH_MODULE(MoeLayer);
+
+}  // namespace dualpipe::models

@@ -1,0 +1,37 @@
+// A stage whose overlapped forward-backward runs the two halves at once: the backward on a second thread, the
+// forward on the caller's. Made for stages whose halves wait on communication of their own, such as an MoE
+// stage's expert all-to-alls: while one micro-batch's exchange is under way the other computes, which is what
+// DualPipe's forward-backward overlap is for (DeepSeek-V3, section 3.2.1).
+//
+// The results are those of the forward followed by the backward, bit for bit: the halves belong to different
+// micro-batches, the forward only reads the parameters and the backward only adds to their gradients, and each
+// runs its operations in its usual order. What the halves share must allow it:
+// - collectives: c10d matches them by their order within a group, so forward and backward must not use the same
+//   group (parallel/expert_all_to_all.h uses one group for each direction);
+// - threads: LibTorch's intra-op pool is shared, so give each rank one intra-op thread, as for any rank;
+// - devices: the backward thread starts with the caller's thread-local state (grad mode and the like), and on a
+//   GPU runs on the current stream, like the forward (not tested here: no GPU; see docs/parallelism.md).
+#pragma once
+
+#include <memory>
+
+#include "dualpipe/runtime/stage.h"
+
+namespace dualpipe::runtime {
+
+class ConcurrentOverlapStage : public Stage {
+ public:
+  explicit ConcurrentOverlapStage(std::shared_ptr<Stage> inner) : inner_(std::move(inner)) {}
+
+  Tensors forward(const Tensors& inputs) override { return inner_->forward(inputs); }
+  std::shared_ptr<torch::nn::Module> module() const override { return inner_->module(); }
+  c10::Device device() const override { return inner_->device(); }
+  // The backward on a second thread while the forward runs here; an exception from either is rethrown (the
+  // forward's first) once both are done.
+  Tensors overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) override;
+
+ private:
+  std::shared_ptr<Stage> inner_;
+};
+
+}  // namespace dualpipe::runtime

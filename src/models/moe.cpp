@@ -1,0 +1,147 @@
+#include "dualpipe/models/moe.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "dualpipe/error.h"
+#include "init.h"
+
+namespace dualpipe::models {
+namespace {
+
+// Streams of the router and experts of a layer, far from the dense model's (gpt.cpp: 0, 1, 1000 + layer).
+uint64_t expert_stream(int layer, int64_t expert) {  // expert -1: the router
+  return (uint64_t{1} << 40) + (static_cast<uint64_t>(layer) << 21) + static_cast<uint64_t>(expert + 1);
+}
+
+// Identity on `y` in the forward; in the backward, also the gradient `weight` for the scalar `aux`, so the
+// auxiliary loss joins the backward of the stage without being added to what the pipeline passes on.
+struct AttachAuxLoss : torch::autograd::Function<AttachAuxLoss> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y, const torch::Tensor& aux,
+                               double weight) {
+    ctx->saved_data["weight"] = weight;
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const double weight = ctx->saved_data["weight"].toDouble();
+    return {grads[0], torch::full({}, weight, grads[0].options()), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+void MoeConfig::check() const {
+  DUALPIPE_REQUIRE(experts >= 0 && experts <= 4096, "--experts must be between 0 (a dense MLP) and 4096, got ",
+                   experts);
+  if (experts == 0) return;
+  DUALPIPE_REQUIRE(top_k >= 1 && top_k <= experts, "--top-k ", top_k, " must be between 1 and --experts ", experts,
+                   ": each token chooses that many distinct experts");
+  DUALPIPE_REQUIRE(std::isfinite(capacity_factor) && capacity_factor > 0 && capacity_factor <= 64,
+                   "--capacity-factor must be in (0, 64], got ", capacity_factor);
+  DUALPIPE_REQUIRE(std::isfinite(aux_loss_weight) && aux_loss_weight >= 0 && aux_loss_weight <= 100,
+                   "--aux-loss must be between 0 and 100, got ", aux_loss_weight);
+}
+
+void MoeStats::add(const MoeStats& other) {
+  choices += other.choices;
+  dropped += other.dropped;
+  aux_loss_sum += other.aux_loss_sum;
+  aux_losses += other.aux_losses;
+}
+
+bool is_expert_parameter(const std::string& name) { return name.find(".moe.expert") != std::string::npos; }
+
+MoeLayerImpl::MoeLayerImpl(const MoeConfig& c, int64_t hidden, uint64_t seed, int layer, int layers,
+                           std::shared_ptr<const parallel::ExpertCommunication> communication)
+    : config_(c), communication_(std::move(communication)) {
+  c.check();
+  DUALPIPE_REQUIRE(c.experts >= 1, "an MoE layer needs --experts >= 1");
+  const int group = communication_ ? communication_->size() : 1;
+  DUALPIPE_REQUIRE(c.experts % group == 0, "--experts ", c.experts, " must be divisible by --ep ", group,
+                   ": each rank of an expert-parallel group holds the same number of experts");
+  const int64_t local = c.experts / group;
+  first_expert_ = (communication_ ? communication_->rank() : 0) * local;
+  torch::NoGradGuard no_grad;
+  router = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(hidden, c.experts).bias(false)));
+  auto gen = init::generator(seed, expert_stream(layer, -1));
+  init::init_linear(router, init::kInitStd, gen);
+  const double residual_std = init::kInitStd / std::sqrt(2.0 * layers);
+  for (int64_t j = 0; j < local; ++j) {
+    const int64_t e = first_expert_ + j;
+    auto expert = std::make_shared<torch::nn::Module>();
+    fc1_.push_back(expert->register_module("fc1", torch::nn::Linear(hidden, 4 * hidden)));
+    fc2_.push_back(expert->register_module("fc2", torch::nn::Linear(4 * hidden, hidden)));
+    register_module("expert" + std::to_string(e), expert);
+    auto expert_gen = init::generator(seed, expert_stream(layer, e));
+    init::init_linear(fc1_.back(), init::kInitStd, expert_gen);
+    init::init_linear(fc2_.back(), residual_std, expert_gen);
+  }
+}
+
+struct MoeLayerImpl::Routing {
+  int64_t capacity = 0;
+  torch::Tensor token;  // [kept]: the token of each kept choice, choices in slot-taking order
+  torch::Tensor slot;   // [kept]: its slot, expert * capacity + position
+  torch::Tensor gate;   // [kept]: its weight in the combine
+  torch::Tensor aux_loss;
+};
+
+MoeLayerImpl::Routing MoeLayerImpl::route(const torch::Tensor& x) {
+  const int64_t T = x.size(0), N = config_.experts, k = config_.top_k;
+  const torch::Tensor probs = torch::softmax(router(x), -1);  // [T, N]
+  auto [gate, expert] = probs.topk(k, -1);                   // [T, k]
+  if (k > 1) gate = gate / gate.sum(-1, true);
+  Routing r;
+  r.capacity = static_cast<int64_t>(std::ceil(config_.capacity_factor * double(T * k) / double(N)));
+  // Choice-major order: assignment a = c * T + t is token t's c-th choice.
+  const torch::Tensor chosen = expert.t().reshape({-1});
+  const torch::Tensor one_hot = torch::one_hot(chosen, N);  // [kT, N]
+  const torch::Tensor position = (one_hot.cumsum(0) - 1).gather(1, chosen.unsqueeze(1)).squeeze(1);
+  const torch::Tensor kept = (position < r.capacity).nonzero().squeeze(1);
+  r.token = kept.remainder(T);
+  r.slot = chosen.index_select(0, kept) * r.capacity + position.index_select(0, kept);
+  r.gate = gate.t().reshape({-1}).index_select(0, kept);
+  // Switch Transformer's load-balancing loss: N * sum_e (fraction of choices to e) * (mean probability of e).
+  const torch::Tensor fraction = one_hot.sum(0).to(probs.scalar_type()) / double(T * k);
+  r.aux_loss = double(N) * (fraction * probs.mean(0)).sum();
+
+  stats_.choices += T * k;
+  stats_.dropped += T * k - kept.size(0);
+  stats_.aux_loss_sum += r.aux_loss.item<double>();
+  stats_.aux_losses += 1;
+  return r;
+}
+
+// slots: [E * L * C, hidden], from each of the E ranks of the group the C slots of each of the L local experts.
+torch::Tensor MoeLayerImpl::run_experts(const torch::Tensor& slots, int64_t capacity) {
+  const int64_t local = static_cast<int64_t>(fc1_.size()), hidden = slots.size(1);
+  const torch::Tensor by_source = slots.view({-1, local, capacity, hidden});
+  std::vector<torch::Tensor> outputs;
+  for (int64_t source = 0; source < by_source.size(0); ++source)
+    for (int64_t j = 0; j < local; ++j)
+      outputs.push_back(fc2_[j](torch::gelu(fc1_[j](by_source[source][j]))));
+  return torch::stack(outputs).view({-1, hidden});
+}
+
+torch::Tensor MoeLayerImpl::forward(const torch::Tensor& x) {
+  const int64_t hidden = x.size(-1);
+  const torch::Tensor tokens = x.reshape({-1, hidden});
+  const Routing r = route(tokens);
+  const int64_t slots = config_.experts * r.capacity;
+  const torch::Tensor dispatch =
+      torch::zeros({slots, hidden}, tokens.options()).index_copy(0, r.slot, tokens.index_select(0, r.token));
+  static const parallel::ExpertCommunication kAlone;
+  const parallel::ExpertCommunication& group = communication_ ? *communication_ : kAlone;
+  const torch::Tensor received = parallel::expert_all_to_all(dispatch, group, "dispatch");
+  const torch::Tensor results = parallel::expert_all_to_all(run_experts(received, r.capacity), group, "combine");
+  torch::Tensor y = torch::zeros_like(tokens).index_add(0, r.token,
+                                                        results.index_select(0, r.slot) * r.gate.unsqueeze(1));
+  y = y.view_as(x);
+  if (config_.aux_loss_weight == 0 || !torch::GradMode::is_enabled()) return y;
+  return AttachAuxLoss::apply(y, r.aux_loss, config_.aux_loss_weight);
+}
+
+}  // namespace dualpipe::models
