@@ -72,6 +72,12 @@ double DataParallel::mean(double value) const {
   return t[0].item<double>() / replicas();
 }
 
+void DataParallel::sum(torch::Tensor& values) const {
+  if (replicas() == 1) return;
+  std::vector<torch::Tensor> t = {values};
+  group_->allreduce(t)->wait();
+}
+
 double DataParallel::sum_over_expert_group(double value) const {
   if (!sharded(expert_group_)) return value;
   std::vector<torch::Tensor> t = {torch::full({1}, value, torch::kDouble)};

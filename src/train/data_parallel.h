@@ -45,6 +45,8 @@ class DataParallel {
   double average_gradients(std::map<int, StageState>& stages);
   // The mean of `value` over the replicas.
   double mean(double value) const;
+  // `values` (doubles on the CPU) replaced by their sums over the replicas.
+  void sum(torch::Tensor& values) const;
   // The sum of `value` over the EP group (for the squares of the expert gradients in the global norm).
   double sum_over_expert_group(double value) const;
   // The number of parameter tensors of `stages` compared with replica 0's (an expert's with the first holder of

@@ -18,7 +18,7 @@ struct StepReport {
   double loss = 0, step_ms = 0, tokens_per_s = 0, lr = 0, grad_norm = 0;
   double bubble = 0;  // (max span - max busy) / max span over ranks
   double dp_wait_ms = 0;  // the longest wait of a rank for its data-parallel gradient reduction
-  double moe_aux_loss = 0;  // the mean load-balancing loss of the MoE layers (replica 0's micro-batches)
+  double moe_aux_loss = 0;  // the mean load-balancing loss of the MoE layers over every micro-batch
   double moe_dropped = 0;   // the fraction of their routed choices dropped for capacity
   std::vector<double> peak_activation_bytes;  // per rank
   std::vector<int> peak_live_activations;     // per rank

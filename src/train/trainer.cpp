@@ -263,12 +263,17 @@ class Trainer {
     f[kWorstCosine] = check.worst_cosine_distance;
     f[kPeakBytes] = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
     f[kPeakLive] = executor_->last_step_stats().peak_live_activations;
-    for (auto& [s, state] : stages_) {
-      const models::MoeStats moe = state.module->moe_stats();
-      f[kMoeChoices] += double(moe.choices);
-      f[kMoeDropped] += double(moe.dropped);
-      f[kMoeAuxSum] += moe.aux_loss_sum;
-      f[kMoeAuxCount] += double(moe.aux_losses);
+    if (plan_.model.moe.experts > 0) {
+      torch::Tensor moe = torch::zeros({4}, torch::kDouble);  // over every replica's micro-batches
+      for (auto& [s, state] : stages_) {
+        const models::MoeStats stats = state.module->moe_stats();
+        moe[0] += double(stats.choices);
+        moe[1] += double(stats.dropped);
+        moe[2] += stats.aux_loss_sum;
+        moe[3] += double(stats.aux_losses);
+      }
+      dp_.sum(moe);
+      for (int i = 0; i < 4; ++i) f[kMoeChoices + i] = moe[i].item<double>();
     }
     const auto gathered = runtime::gather_to_root(*comm_, stats, kStepStatsTag, timeout_);
     if (!report_) return;

@@ -1,0 +1,105 @@
+// `dualpipe train --experts N [--ep E]`: a mixture-of-experts model, its experts sharded over expert-parallel
+// groups of E data-parallel replicas. The reference is one pipeline of P processes holding every expert and
+// running the whole global batch as D x M micro-batches. Routing and capacity are per micro-batch, so both runs
+// route every token alike and drop the same choices: step 1's dropped fraction must be equal. Losses and norms
+// must agree to a relative 1e-6, for the reason of test_data_parallel.cpp: D means of M micro-batches against one
+// mean of D x M, and expert gradients summed over the EP group's tokens in another order than one process sums
+// them. The runs' own step-1 check is stricter: every rank's losses bit-identical to a single-process run of its
+// micro-batches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "cli/train_fixture.h"
+
+namespace {
+
+using namespace dualpipe::test;
+
+const std::string kMoe = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 --experts 4 --top-k 2 ";
+
+void expect_same_training(const std::string& schedule, int pp, int dp, int ep, int m, const std::string& dir) {
+  const std::string layout = schedule + " --pp " + std::to_string(pp) + " --dp " + std::to_string(dp) + " --ep " +
+                             std::to_string(ep) + " -m " + std::to_string(m);
+  const std::string sharded = dir + "/sharded.jsonl", single = dir + "/single.jsonl";
+  const CommandResult run = dualpipe_cmd(kMoe + "--schedule " + layout + " --metrics " + sharded, 240);
+  ASSERT_EQ(run.status, 0) << layout << "\n" << run.out;
+  EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
+  EXPECT_TRUE(contains(run.out, "bit-identical in all " + std::to_string(dp) + " replicas")) << run.out;
+  const CommandResult reference = dualpipe_cmd(kMoe + "--schedule " + schedule + " --pp " + std::to_string(pp) +
+                                                   " -m " + std::to_string(m * dp) + " --metrics " + single, 240);
+  ASSERT_EQ(reference.status, 0) << reference.out;
+  const MetricsFile got = read_metrics(sharded), expected = read_metrics(single);
+  ASSERT_EQ(got.steps.size(), 3u);
+  ASSERT_EQ(expected.steps.size(), 3u);
+  EXPECT_EQ(got.steps[0]["moe_dropped"], expected.steps[0]["moe_dropped"]) << layout;
+  EXPECT_EQ(got.steps[0]["moe_aux_loss"].get<double>() > 0, true) << layout;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double a = got.steps[i]["loss"], b = expected.steps[i]["loss"];
+    EXPECT_LE(std::abs(a - b), 1e-6 * std::abs(b)) << layout << " step " << i + 1 << ": " << a << " vs " << b;
+    const double ga = got.steps[i]["grad_norm"], gb = expected.steps[i]["grad_norm"];
+    EXPECT_LE(std::abs(ga - gb), 1e-6 * std::abs(gb)) << layout << " step " << i + 1 << " gradient norm";
+    const double aux_a = got.steps[i]["moe_aux_loss"], aux_b = expected.steps[i]["moe_aux_loss"];
+    EXPECT_LE(std::abs(aux_a - aux_b), 1e-6 * aux_b) << layout << " step " << i + 1 << " auxiliary loss";
+  }
+}
+
+TEST_F(Train, ExpertParallelGroupsOfTwoTrainLikeOnePipelineHoldingEveryExpert) {
+  for (const char* schedule : {"dualpipe", "dualpipev", "1f1b", "zb-h1"})
+    expect_same_training(schedule, 2, 2, 2, 4, dir_);
+}
+
+TEST_F(Train, PipelineDataAndExpertParallelTogetherTrainLikeOnePipeline) {
+  expect_same_training("dualpipe", 2, 4, 2, 4, dir_);  // 8 processes: two EP groups of two replicas
+  expect_same_training("1f1b", 4, 2, 1, 4, dir_);      // experts replicated in both replicas (EP 1)
+}
+
+// DualPipe's overlapped forward-backward on two threads (the default) against the forward, then the backward:
+// each half computes what it computes alone, so every bit of every step is the same.
+TEST_F(Train, ForwardBackwardOverlapOfMoeStagesGivesTheSequentialResults) {
+  for (const char* schedule : {"dualpipe", "dualpipev"}) {
+    const std::string job =
+        kMoe + "--schedule " + schedule + " --pp 2 --dp 2 --ep 2 -m 4 --steps 4 --metrics ";
+    const CommandResult overlapped = dualpipe_cmd(job + path("on.jsonl"), 120);
+    ASSERT_EQ(overlapped.status, 0) << overlapped.out;
+    EXPECT_TRUE(contains(overlapped.out, "forward-backward overlap on")) << overlapped.out;
+    const CommandResult sequential = dualpipe_cmd(job + path("off.jsonl") + " --no-fb-overlap", 120);
+    ASSERT_EQ(sequential.status, 0) << sequential.out;
+    EXPECT_TRUE(contains(sequential.out, "forward-backward overlap off")) << sequential.out;
+    const MetricsFile on = read_metrics(path("on.jsonl")), off = read_metrics(path("off.jsonl"));
+    ASSERT_EQ(on.steps.size(), 4u);
+    ASSERT_EQ(off.steps.size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i)
+      for (const char* field : {"loss", "grad_norm", "moe_aux_loss", "moe_dropped"})
+        EXPECT_EQ(on.steps[i][field], off.steps[i][field]) << schedule << " step " << i + 1 << " " << field;
+  }
+}
+
+TEST_F(Train, TheAcceptanceCommandRunsOnFourProcessesAndPassesItsChecks) {
+  const CommandResult run = dualpipe_cmd(kSmall + "--steps 4 --pp 2 --dp 2 --ep 2 --experts 4", 120);
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, "dualpipe launch: 4 ranks")) << run.out;
+  EXPECT_TRUE(contains(run.out, "4 experts, top-2")) << run.out;
+  EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
+  EXPECT_TRUE(contains(run.out, "data-parallel replicas identical")) << run.out;
+  EXPECT_TRUE(contains(run.out, "replicas identical: all ")) << run.out;  // DualPipe's mirrored stage copies
+}
+
+TEST_F(Train, ExpertParallelBadInputIsNamedBeforeAnyRankStarts) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--pp 2 --dp 4 --ep 3 --experts 6", "--ep 3 must divide --dp 4"},
+      {"--pp 2 --dp 2 --ep 2 --experts 3", "--experts 3 must be divisible by --ep 2"},
+      {"--experts 4 --top-k 5", "--top-k 5 must be between 1 and --experts 4"},
+      {"--pp 2 --dp 2 --ep 2", "--ep 2 needs an MoE model: give --experts N"},
+      {"--pp 2 --dp 2 --nnodes 2 --node-rank 2", "--node-rank must be below --nnodes (2)"},
+  };
+  for (const auto& [options, message] : cases) {
+    const CommandResult run = dualpipe_cmd(kSmall + options);
+    EXPECT_EQ(run.status, 2) << options << "\n" << run.out;
+    EXPECT_TRUE(contains(run.out, message)) << options << "\n" << run.out;
+    EXPECT_FALSE(contains(run.out, "dualpipe launch:")) << options << ": started ranks\n" << run.out;
+  }
+}
+
+}  // namespace
