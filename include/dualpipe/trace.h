@@ -27,6 +27,19 @@ struct TraceEvent {
   double duration = 0;  // dur, microseconds
 };
 
+// A span on a track of its own beside the actions: the runtime writes a rank's expert all-to-alls (MoE stages)
+// this way, on track 0 (exchanges of the thread running the schedule) and track 1 (of the backward half of an
+// overlapped forward-backward). Written for viewers; the reader skips them (category "all_to_all").
+constexpr const char* kSpanCategory = "all_to_all";
+
+struct TraceSpan {
+  std::string name;  // "dispatch", "combine backward", ...
+  int rank = 0;
+  int track = 0;
+  int step = 0;
+  double start = 0, duration = 0;  // microseconds
+};
+
 struct Trace {
   // The "dualpipe" object: the schedule that ran. Empty kind/schedule when the trace came without one.
   std::string kind;
@@ -35,6 +48,7 @@ struct Trace {
   int num_microbatches = 0;
   std::string schedule;  // canonical compute-only text form
   std::vector<TraceEvent> events;  // compute and communication events, in file order
+  std::vector<TraceSpan> spans;    // all-to-alls, written only
 
   // The steps recorded, ascending.
   std::vector<int> steps() const;
@@ -48,7 +62,7 @@ Trace parse_trace(std::string_view json, const std::string& source);
 Trace read_trace(const std::string& path);
 
 // The JSON text of a trace: the "dualpipe" object, one "M" event naming each rank, one "X" event per event
-// (compute on tid 0, communication on tid 1).
+// (compute on tid 0, communication on tid 1), and the spans on tids 2 and up.
 std::string format_trace(const Trace& trace);
 // Writes format_trace through a temporary file and a rename, so a crash never leaves half a trace.
 void write_trace_file(const std::string& path, const Trace& trace);

@@ -163,6 +163,10 @@ void ProgressReport::step(const StepReport& r) {
     record["moe_aux_loss"] = r.moe_aux_loss;
     record["moe_dropped"] = r.moe_dropped;
   }
+  if (config_.ep > 1) {
+    record["all_to_all_ms"] = r.all_to_all_ms;
+    record["all_to_all_exposed_ms"] = r.all_to_all_exposed_ms;
+  }
   write_metrics(record.dump());
 }
 

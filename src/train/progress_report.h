@@ -20,6 +20,9 @@ struct StepReport {
   double dp_wait_ms = 0;  // the longest wait of a rank for its data-parallel gradient reduction
   double moe_aux_loss = 0;  // the mean load-balancing loss of the MoE layers over every micro-batch
   double moe_dropped = 0;   // the fraction of their routed choices dropped for capacity
+  // The expert all-to-alls of the rank that spent longest in them (expert_timeline.h): their time, and the part
+  // of it no thread of the rank computed.
+  double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
   std::vector<double> peak_activation_bytes;  // per rank
   std::vector<int> peak_live_activations;     // per rank
 };

@@ -15,6 +15,7 @@
 #include "checkpoint_io.h"
 #include "correctness_checks.h"
 #include "data_parallel.h"
+#include "expert_timeline.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/data/byte_tokenizer.h"
@@ -54,6 +55,7 @@ constexpr int kReplicaStatsTag = comm::application_tag(2);
 constexpr int kNormTag = comm::application_tag(3);
 constexpr int kEvalTag = comm::application_tag(4);
 constexpr int kSampleTag = comm::application_tag(5);
+constexpr int kAllToAllTraceTag = comm::application_tag(6);
 constexpr uint64_t kSampleStream = 0x5A3D1E;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
@@ -67,7 +69,7 @@ std::string join(const std::vector<std::string>& lines) {
 // What every rank reports to rank 0 after each step (one double each, in this order).
 enum StepField {
   kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
-  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kFields
+  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kFields
 };
 
 // Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
@@ -90,11 +92,12 @@ std::pair<double, double> span_and_busy(const runtime::Executor& executor, size_
 class Trainer {
  public:
   // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `experts`: the EP group of
-  // the MoE layers (null: every expert here).
+  // the MoE layers (null: every expert here), whose exchanges `timeline` is told of.
   Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator, DataParallel dp,
-          models::ExpertGroup experts = nullptr)
+          models::ExpertGroup experts = nullptr, std::shared_ptr<ExpertTimeline> timeline = nullptr)
       : c_(c), plan_(make_run_plan(c)), data_(load_training_data(c)), comm_(std::move(communicator)),
-        dp_(std::move(dp)), timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
+        dp_(std::move(dp)), timeline_(std::move(timeline)),
+        timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
                      ": start one process per pipeline rank");
     rank_ = comm_->rank();
@@ -106,8 +109,11 @@ class Trainer {
           stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
-          if (c.fb_overlap && experts && experts->size() > 1)
-            stage = std::make_shared<runtime::ConcurrentOverlapStage>(std::move(stage));
+          if (split_overlaps()) {
+            auto timeline = timeline_;
+            stage = std::make_shared<runtime::ConcurrentOverlapStage>(
+                std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); });
+          }
           stages.emplace(st, std::move(stage));
         }
     runtime::ExecutorOptions options;
@@ -182,6 +188,48 @@ class Trainer {
     return args;
   }
 
+  // Every rank's expert all-to-alls into rank 0's trace, as spans on their own tracks (5 doubles each: aligned
+  // start and duration in microseconds, the name's index, the track, the step).
+  void add_all_to_alls(Trace& trace) {
+    static const char* const kNames[] = {"dispatch", "combine", "dispatch backward", "combine backward"};
+    const auto& exchanges = timeline_->exchanges();
+    torch::Tensor local = torch::zeros({static_cast<int64_t>(exchanges.size()) * 5}, torch::kDouble);
+    double* v = local.data_ptr<double>();
+    for (const ExpertTimeline::Exchange& e : exchanges) {
+      *v++ = clock_.to_aligned_us(e.start);
+      *v++ = std::chrono::duration<double, std::micro>(e.end - e.start).count();
+      *v++ = static_cast<double>(std::find(std::begin(kNames), std::end(kNames), e.what) - std::begin(kNames));
+      *v++ = e.backward_thread ? 1 : 0;
+      *v++ = e.step;
+    }
+    const auto gathered = runtime::gather_to_root(*comm_, local, kAllToAllTraceTag, timeout_);
+    for (size_t rank = 0; rank < gathered.size(); ++rank) {
+      const double* g = gathered[rank].data_ptr<double>();
+      for (int64_t i = 0; i + 5 <= gathered[rank].numel(); i += 5, g += 5) {
+        const auto name = static_cast<size_t>(g[2]);
+        trace.spans.push_back({name < 4 ? kNames[name] : "all-to-all", static_cast<int>(rank), static_cast<int>(g[3]),
+                               static_cast<int>(g[4]), g[0], g[1]});
+      }
+    }
+  }
+
+  // Whether overlapped forward-backward actions run their halves on two threads (ConcurrentOverlapStage).
+  bool split_overlaps() const { return c_.fb_overlap && timeline_ != nullptr; }
+
+  // The step's compute actions (from records[first..]) that the executor's thread ran whole: with split
+  // overlaps, the overlapped ones are the halves ExpertTimeline heard of instead.
+  std::vector<ExpertTimeline::Span> main_thread_actions(size_t first) const {
+    const auto& records = executor_->recorded_actions();
+    const auto& actions = executor_->lowered_schedule().actions[executor_->pipeline_rank()];
+    std::vector<ExpertTimeline::Span> spans;
+    for (size_t i = first; i < records.size(); ++i) {
+      const Action& a = actions[records[i].index];
+      if (!a.is_compute() || (split_overlaps() && a.type == ActionType::Overlapped)) continue;
+      spans.push_back({std::this_thread::get_id(), records[i].start, records[i].end});
+    }
+    return spans;
+  }
+
   // The global gradient norm over every stage once (first replicas only), clipped to --clip on every copy.
   double clip_gradients() {
     // Dense gradients are the same in every replica after the reduction; the experts are spread over the EP
@@ -225,6 +273,7 @@ class Trainer {
       state.optimizer->zero_grad();
       state.module->reset_moe_stats();
     }
+    if (timeline_) timeline_->discard();
     runtime::StepArgs args = step_args(inputs, targets);
     // Step 1 is checked against a single-process run of this replica's own micro-batches: its gradients are
     // averaged over the replicas after the check.
@@ -275,6 +324,11 @@ class Trainer {
       dp_.sum(moe);
       for (int i = 0; i < 4; ++i) f[kMoeChoices + i] = moe[i].item<double>();
     }
+    if (timeline_) {
+      const ExpertTimeline::StepTotals a2a = timeline_->finish_step(main_thread_actions(first_record), executor_->steps_run() - 1);
+      f[kAllToAllMs] = a2a.all_to_all_ms;
+      f[kAllToAllExposedMs] = a2a.exposed_ms;
+    }
     const auto gathered = runtime::gather_to_root(*comm_, stats, kStepStatsTag, timeout_);
     if (!report_) return;
     StepReport r;
@@ -288,6 +342,8 @@ class Trainer {
       r.loss += g[kLossSum];
       r.step_ms = std::max(r.step_ms, g[kStepMs]);
       r.dp_wait_ms = std::max(r.dp_wait_ms, g[kDpWaitMs]);
+      r.all_to_all_ms = std::max(r.all_to_all_ms, g[kAllToAllMs]);
+      r.all_to_all_exposed_ms = std::max(r.all_to_all_exposed_ms, g[kAllToAllExposedMs]);
       span = std::max(span, g[kSpanUs]);
       busy = std::max(busy, g[kBusyUs]);
       losses += g[kChecked];
@@ -366,7 +422,8 @@ class Trainer {
                   "replicas\n", static_cast<int>(dp_total), dp_.replicas());
     const std::string text = sample();
     // Every replica ran the same schedule: replica 0's trace stands for them all.
-    const Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
+    Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
+    if (timeline_ && dp_.replica() == 0) add_all_to_alls(trace);
     std::string trace_path;
     if (rank_ == 0 && !c_.trace.empty()) {
       trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();
@@ -383,6 +440,7 @@ class Trainer {
   TrainingData data_;
   std::shared_ptr<comm::Communicator> comm_;
   DataParallel dp_;
+  std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
   std::map<int, StageState> stages_;
@@ -424,14 +482,19 @@ void run_training_rank(const TrainConfig& config) {
   pipeline_options.timeout = timeout;
   auto pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
   std::shared_ptr<parallel::ExpertCommunication> experts;
+  std::shared_ptr<ExpertTimeline> timeline;
   if (config.ep > 1) {
+    timeline = std::make_shared<ExpertTimeline>();
     experts = std::make_shared<parallel::ExpertCommunication>();
     experts->forward = groups.expert;
     experts->backward = groups.expert_backward;
+    experts->on_exchange = [timeline](const std::string& what, auto start, auto end) {
+      timeline->exchange(what, start, end);
+    };
   }
   DataParallel dp = config.ep > 1 ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                                   : DataParallel(groups.data_parallel, world);
-  Trainer(config, std::move(pipeline), std::move(dp), std::move(experts)).run();
+  Trainer(config, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline)).run();
 }
 
 }  // namespace dualpipe::train

@@ -148,6 +148,7 @@ Trace parse_trace(std::string_view text, const std::string& source) {
     if (!e.is_object()) in.fail(path, "expected an object, " + in.got(e));
     // Only complete events ("X") are actions; metadata ("M") and anything else Perfetto allows is skipped.
     if (!e.contains("ph") || in.string(e["ph"], path + ".ph") != "X") continue;
+    if (e.contains("cat") && e["cat"].is_string() && e["cat"].get_ref<const std::string&>() == kSpanCategory) continue;
     const TraceEvent& ev = trace.events.emplace_back(read_event(e, path, in));
     if (trace.num_ranks > 0 && ev.rank >= trace.num_ranks) {
       in.fail(path + ".args.rank", detail::concat("rank ", ev.rank, " is outside the ", trace.num_ranks,

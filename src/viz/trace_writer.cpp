@@ -39,6 +39,16 @@ std::string format_trace(const Trace& trace) {
                       {"dur", e.duration},
                       {"args", {{"rank", e.rank}, {"index", e.index}, {"step", e.step}}}});
   }
+  for (const TraceSpan& s : trace.spans) {
+    events.push_back({{"name", s.name},
+                      {"cat", kSpanCategory},
+                      {"ph", "X"},
+                      {"pid", s.rank},
+                      {"tid", 2 + s.track},
+                      {"ts", s.start},
+                      {"dur", s.duration},
+                      {"args", {{"rank", s.rank}, {"step", s.step}}}});
+  }
   doc["traceEvents"] = std::move(events);
   return doc.dump(1) + "\n";
 }

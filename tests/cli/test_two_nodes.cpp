@@ -100,6 +100,14 @@ TEST_F(TwoNodes, DataParallelReplicasOnTwoNodesTrainLikeTheLocalRun) {
   EXPECT_TRUE(contains(out, "data-parallel replicas identical")) << out;
 }
 
+TEST_F(TwoNodes, ExpertParallelAllToAllsAcrossTheLinkTrainLikeTheLocalRun) {
+  // --pp 2 --dp 2 --ep 2: one pipeline per node, so every dispatch and combine all-to-all crosses the link.
+  const std::string out = expect_like_the_local_run(
+      "--schedule dualpipe --pp 2 --dp 2 --ep 2 --experts 4 -m 4 --steps 3 --eval-every 0 --sample-tokens 0");
+  EXPECT_TRUE(contains(out, "experts sharded over expert-parallel groups of 2")) << out;
+  EXPECT_TRUE(contains(out, "step matches the single-process reference")) << out;
+}
+
 TEST_F(TwoNodes, ALinkTakenDownMidRunFailsEveryRankOnBothSidesNamingAPeer) {
   const std::string job = "--schedule 1f1b --steps 100000 --eval-every 0 --sample-tokens 0 --timeout 5";
   const std::string start = both(node(0, job, "n0.log"), node(1, job, "n1.log"));

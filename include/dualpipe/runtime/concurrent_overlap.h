@@ -13,15 +13,28 @@
 //   GPU runs on the current stream, like the forward (not tested here: no GPU; see docs/parallelism.md).
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <thread>
 
 #include "dualpipe/runtime/stage.h"
 
 namespace dualpipe::runtime {
 
+// When each half of one overlapped forward-backward ran, and on which thread.
+struct OverlapHalves {
+  using Time = std::chrono::steady_clock::time_point;
+  std::thread::id forward_thread, backward_thread;
+  Time forward_start, forward_end, backward_start, backward_end;
+};
+
 class ConcurrentOverlapStage : public Stage {
  public:
-  explicit ConcurrentOverlapStage(std::shared_ptr<Stage> inner) : inner_(std::move(inner)) {}
+  // `observer`, if given, is told of every overlapped forward-backward's halves once both are done.
+  explicit ConcurrentOverlapStage(std::shared_ptr<Stage> inner,
+                                  std::function<void(const OverlapHalves&)> observer = nullptr)
+      : inner_(std::move(inner)), observer_(std::move(observer)) {}
 
   Tensors forward(const Tensors& inputs) override { return inner_->forward(inputs); }
   std::shared_ptr<torch::nn::Module> module() const override { return inner_->module(); }
@@ -32,6 +45,7 @@ class ConcurrentOverlapStage : public Stage {
 
  private:
   std::shared_ptr<Stage> inner_;
+  std::function<void(const OverlapHalves&)> observer_;
 };
 
 }  // namespace dualpipe::runtime

@@ -1,0 +1,69 @@
+#include "expert_timeline.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dualpipe::train {
+
+void ExpertTimeline::exchange(const std::string& what, Time start, Time end) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const std::thread::id thread = std::this_thread::get_id();
+  exchanges_.push_back({thread, start, end});
+  step_exchanges_.push_back({what, thread != main_thread_, start, end});
+}
+
+void ExpertTimeline::halves(const runtime::OverlapHalves& h) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  halves_.push_back({h.forward_thread, h.forward_start, h.forward_end});
+  halves_.push_back({h.backward_thread, h.backward_start, h.backward_end});
+}
+
+void ExpertTimeline::discard() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  exchanges_.clear();
+  halves_.clear();
+  step_exchanges_.clear();
+}
+
+ExpertTimeline::StepTotals ExpertTimeline::finish_step(const std::vector<Span>& main_thread_actions, int step) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  // A sweep over the spans' ends: per thread, how many activity spans and how many exchanges cover the instant.
+  struct Edge {
+    Time at;
+    int delta;
+    bool exchange;
+    std::thread::id thread;
+  };
+  std::vector<Edge> edges;
+  auto add = [&](const Span& s, bool exchange) {
+    edges.push_back({s.start, +1, exchange, s.thread});
+    edges.push_back({s.end, -1, exchange, s.thread});
+  };
+  for (const Span& s : main_thread_actions) add(s, false);
+  for (const Span& s : halves_) add(s, false);
+  for (const Span& s : exchanges_) add(s, true);
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
+  std::map<std::thread::id, std::pair<int, int>> open;  // thread -> (activity spans, exchanges)
+  StepTotals totals;
+  for (const Span& s : exchanges_) totals.all_to_all_ms += std::chrono::duration<double, std::milli>(s.end - s.start).count();
+  for (size_t i = 0; i + 1 < edges.size(); ++i) {
+    auto& [active, waiting] = open[edges[i].thread];
+    (edges[i].exchange ? waiting : active) += edges[i].delta;
+    const auto gap = edges[i + 1].at - edges[i].at;
+    if (gap.count() <= 0) continue;
+    bool exchanging = false, computing = false;
+    for (const auto& [thread, counts] : open) {
+      exchanging |= counts.second > 0;
+      computing |= counts.first > 0 && counts.second == 0;
+    }
+    if (exchanging && !computing) totals.exposed_ms += std::chrono::duration<double, std::milli>(gap).count();
+  }
+  exchanges_.clear();
+  halves_.clear();
+  for (Exchange& e : step_exchanges_) e.step = step;
+  kept_.insert(kept_.end(), step_exchanges_.begin(), step_exchanges_.end());
+  step_exchanges_.clear();
+  return totals;
+}
+
+}  // namespace dualpipe::train
