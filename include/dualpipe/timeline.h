@@ -26,9 +26,18 @@ struct TimelineCell {
   double duration() const { return end - start; }
 };
 
+// Communication in flight beside the compute cells: a measured MoE step's expert all-to-alls.
+struct TimelineSpan {
+  std::string name;  // "dispatch", "combine backward"
+  int track = 0;     // 0: the thread running the schedule; 1: the backward half of an overlapped pair
+  double start = 0;
+  double end = 0;
+};
+
 struct TimelineRow {
   std::string label;  // "rank 3"
   std::vector<TimelineCell> cells;  // in schedule order
+  std::vector<TimelineSpan> spans;  // in start order; measured runs only
 };
 
 // The metrics of spec section 2, computed from the cells alone so measured runs get them too.

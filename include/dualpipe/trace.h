@@ -29,7 +29,7 @@ struct TraceEvent {
 
 // A span on a track of its own beside the actions: the runtime writes a rank's expert all-to-alls (MoE stages)
 // this way, on track 0 (exchanges of the thread running the schedule) and track 1 (of the backward half of an
-// overlapped forward-backward). Written for viewers; the reader skips them (category "all_to_all").
+// overlapped forward-backward), as events of category "all_to_all" on tid 2 + track.
 constexpr const char* kSpanCategory = "all_to_all";
 
 struct TraceSpan {
@@ -48,7 +48,7 @@ struct Trace {
   int num_microbatches = 0;
   std::string schedule;  // canonical compute-only text form
   std::vector<TraceEvent> events;  // compute and communication events, in file order
-  std::vector<TraceSpan> spans;    // all-to-alls, written only
+  std::vector<TraceSpan> spans;    // all-to-alls, in file order
 
   // The steps recorded, ascending.
   std::vector<int> steps() const;
@@ -82,7 +82,7 @@ Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulati
                             int step = 0);
 
 // One step of a measured run as a timeline in microseconds, starting at 0: a row per rank, its compute
-// events in index order. Directions come from the trace's schedule when it has one.
+// events in index order and its spans of that step. Directions come from the trace's schedule when it has one.
 Timeline timeline_from_trace(const Trace& trace, int step);
 
 // A cost model in microseconds fitted to the step's measured compute events (mean F, B, W, I and pair

@@ -133,6 +133,28 @@ void draw_cell(SvgBuilder& svg, const Scale& s, const TimelineCell& c, int panel
   svg.out() += "</g>\n";
 }
 
+constexpr double kSpanHeight = 4;
+
+// A span of communication as a strip over the row's edge: track 0 (the thread running the schedule) along the
+// top, track 1 (the backward half of an overlapped pair) along the bottom, so an all-to-all drawn over a cell is
+// one that computation hid, and one over idle band is exposed. Clipped to the drawn time range.
+void draw_span(SvgBuilder& svg, const Scale& s, const TimelineSpan& span, double y, const std::string& time_unit,
+               bool tooltips) {
+  const double start = std::max(span.start, s.t0), end = std::min(span.end, s.t1);
+  if (end < start) return;
+  const double x = s.x(start), w = std::max(s.x(end) - x, 0.5);
+  const double sy = span.track == 0 ? y : y + kRowHeight - kSpanHeight;
+  svg.out() += "<g class=\"span\" data-track=\"" + std::to_string(span.track) + "\" data-start=\"" +
+               exact(span.start) + "\" data-end=\"" + exact(span.end) + "\">";
+  if (tooltips) {
+    svg.out() += "<title>" + xml_escape(detail::concat(span.name, " (", span.track == 0 ? "schedule" : "backward",
+                                                       " thread), ", format_time(span.end - span.start, time_unit))) +
+                 "</title>";
+  }
+  svg.rect(x, sy, w, kSpanHeight, std::string("fill=\"") + viz::kCommFill + "\" fill-opacity=\"0.85\"");
+  svg.out() += "</g>\n";
+}
+
 // The legend: one entry per action type present (light and dark tone when direction 1 occurs), the pair,
 // and idle time. Returns the height used.
 double draw_legend(SvgBuilder& svg, const std::vector<Timeline>& timelines, double y, double width) {
@@ -170,6 +192,17 @@ double draw_legend(SvgBuilder& svg, const std::vector<Timeline>& timelines, doub
       if (dark) svg.rect(x + 16, line_y, 16, 13, fill_attr(viz::cell_fill(e.type, 1)));
     }
     svg.text(x + swatches + 6, line_y + 10.5, e.label, label_attr);
+    x += w;
+  }
+  bool spans = false;
+  for (const Timeline& t : timelines)
+    for (const TimelineRow& row : t.rows) spans = spans || !row.spans.empty();
+  if (spans) {
+    const char* label = "all-to-all in flight (top edge: schedule thread, bottom edge: backward thread)";
+    const double w = 30 + 8 + 7.0 * std::string(label).size() + 18;
+    advance(w);
+    svg.rect(x, line_y + 4.5, 30, kSpanHeight, std::string("fill=\"") + viz::kCommFill + "\"");
+    svg.text(x + 36, line_y + 10.5, label, label_attr);
     x += w;
   }
   advance(130);
@@ -231,9 +264,12 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
   DUALPIPE_REQUIRE(options.width == 0 || (options.width >= kMinSvgWidth && options.width <= kMaxSvgWidth),
                    "picture width must be ", kMinSvgWidth, " to ", kMaxSvgWidth, " px, got ", options.width);
   std::size_t cells = 0;
-  for (const Timeline& t : timelines) cells += t.num_cells();
-  DUALPIPE_REQUIRE(cells <= kMaxSvgCells, "a picture of ", cells, " actions is above the limit of ", kMaxSvgCells,
-                   " actions per picture (draw fewer ranks or micro-batches)");
+  for (const Timeline& t : timelines) {
+    cells += t.num_cells();
+    for (const TimelineRow& row : t.rows) cells += row.spans.size();
+  }
+  DUALPIPE_REQUIRE(cells <= kMaxSvgCells, "a picture of ", cells, " actions and spans is above the limit of ",
+                   kMaxSvgCells, " per picture (draw fewer ranks or micro-batches)");
   const bool single = timelines.size() == 1;
   const std::string& unit = timelines[0].time_unit;
 
@@ -299,6 +335,7 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
                 std::string("class=\"band\" fill=\"") + viz::kIdleFill + "\"");
       for (const TimelineCell& c : row.cells) draw_cell(body, s, c, static_cast<int>(p), static_cast<int>(r), ry,
                                                         unit, options.tooltips);
+      for (const TimelineSpan& span : row.spans) draw_span(body, s, span, ry, unit, options.tooltips);
       body.out() += "</g>\n";
     }
     body.out() += "</g>\n";

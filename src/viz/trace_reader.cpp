@@ -81,6 +81,31 @@ void read_header(const json& header, const FieldReader& in, Trace& trace) {
   if (header.contains("schedule")) trace.schedule = in.string(header["schedule"], "dualpipe.schedule");
 }
 
+// The fields an action and a span share: start, duration, rank and step.
+struct Placed {
+  double start = 0, duration = 0;
+  int rank = 0, step = 0;
+  const json* args = nullptr;
+};
+
+Placed read_placed(const json& e, const std::string& path, const FieldReader& in) {
+  Placed p;
+  for (const char* field : {"ts", "dur"}) {
+    if (!e.contains(field)) in.fail(path, detail::concat("missing field '", field, "' (microseconds)"));
+  }
+  p.start = in.number(e["ts"], path + ".ts");
+  p.duration = in.number(e["dur"], path + ".dur");
+  if (p.duration < 0) in.fail(path + ".dur", "a duration cannot be negative, " + in.got(e["dur"]));
+  p.args = e.contains("args") ? &e["args"] : nullptr;
+  if (p.args && !p.args->is_object()) in.fail(path + ".args", "expected an object, " + in.got(*p.args));
+  const int max_ranks = ScheduleReadLimits{}.max_ranks;
+  if (p.args && p.args->contains("rank")) p.rank = in.rank((*p.args)["rank"], path + ".args.rank", 0, max_ranks);
+  else if (e.contains("pid")) p.rank = in.rank(e["pid"], path + ".pid", 0, max_ranks);
+  else in.fail(path, "missing 'args.rank' and 'pid': the event names no rank");
+  if (p.args && p.args->contains("step")) p.step = in.integer((*p.args)["step"], path + ".args.step", 0);
+  return p;
+}
+
 TraceEvent read_event(const json& e, const std::string& path, const FieldReader& in) {
   TraceEvent ev;
   if (!e.contains("name")) in.fail(path, "missing field 'name' (the action, \"0F3\")");
@@ -90,22 +115,29 @@ TraceEvent read_event(const json& e, const std::string& path, const FieldReader&
   } catch (const Error& err) {
     in.fail(path + ".name", err.what());
   }
-  for (const char* field : {"ts", "dur"}) {
-    if (!e.contains(field)) in.fail(path, detail::concat("missing field '", field, "' (microseconds)"));
-  }
-  ev.start = in.number(e["ts"], path + ".ts");
-  ev.duration = in.number(e["dur"], path + ".dur");
-  if (ev.duration < 0) in.fail(path + ".dur", "a duration cannot be negative, " + in.got(e["dur"]));
-  const json* args = e.contains("args") ? &e["args"] : nullptr;
-  if (args && !args->is_object()) in.fail(path + ".args", "expected an object, " + in.got(*args));
-  const int max_ranks = ScheduleReadLimits{}.max_ranks;
-  if (args && args->contains("rank")) ev.rank = in.rank((*args)["rank"], path + ".args.rank", 0, max_ranks);
-  else if (e.contains("pid")) ev.rank = in.rank(e["pid"], path + ".pid", 0, max_ranks);
-  else in.fail(path, "missing 'args.rank' and 'pid': the event names no rank");
-  if (args && args->contains("index")) ev.index = in.integer((*args)["index"], path + ".args.index", 0);
+  const Placed p = read_placed(e, path, in);
+  ev.start = p.start, ev.duration = p.duration, ev.rank = p.rank, ev.step = p.step;
+  if (p.args && p.args->contains("index")) ev.index = in.integer((*p.args)["index"], path + ".args.index", 0);
   else in.fail(path, "missing 'args.index' (the action's position in its rank's lowered list)");
-  if (args && args->contains("step")) ev.step = in.integer((*args)["step"], path + ".args.step", 0);
   return ev;
+}
+
+constexpr std::size_t kMaxSpanName = 64;
+
+TraceSpan read_span(const json& e, const std::string& path, const FieldReader& in) {
+  TraceSpan span;
+  if (!e.contains("name")) in.fail(path, "missing field 'name' (the exchange, \"dispatch\")");
+  span.name = in.string(e["name"], path + ".name");
+  if (span.name.size() > kMaxSpanName)
+    in.fail(path + ".name", detail::concat("a span's name is at most ", kMaxSpanName, " characters, got ",
+                                           span.name.size()));
+  const Placed p = read_placed(e, path, in);
+  span.start = p.start, span.duration = p.duration, span.rank = p.rank, span.step = p.step;
+  if (!e.contains("tid")) in.fail(path, "missing field 'tid' (2 + the span's track)");
+  const int tid = in.integer(e["tid"], path + ".tid", 2);
+  if (tid > 3) in.fail(path + ".tid", "a span's tid is 2 or 3 (its track 0 or 1), " + in.got(e["tid"]));
+  span.track = tid - 2;
+  return span;
 }
 
 }  // namespace
@@ -148,7 +180,14 @@ Trace parse_trace(std::string_view text, const std::string& source) {
     if (!e.is_object()) in.fail(path, "expected an object, " + in.got(e));
     // Only complete events ("X") are actions; metadata ("M") and anything else Perfetto allows is skipped.
     if (!e.contains("ph") || in.string(e["ph"], path + ".ph") != "X") continue;
-    if (e.contains("cat") && e["cat"].is_string() && e["cat"].get_ref<const std::string&>() == kSpanCategory) continue;
+    if (e.contains("cat") && e["cat"].is_string() && e["cat"].get_ref<const std::string&>() == kSpanCategory) {
+      const TraceSpan& span = trace.spans.emplace_back(read_span(e, path, in));
+      if (trace.num_ranks > 0 && span.rank >= trace.num_ranks) {
+        in.fail(path + ".args.rank", detail::concat("rank ", span.rank, " is outside the ", trace.num_ranks,
+                                                    " ranks of dualpipe.ranks"));
+      }
+      continue;
+    }
     const TraceEvent& ev = trace.events.emplace_back(read_event(e, path, in));
     if (trace.num_ranks > 0 && ev.rank >= trace.num_ranks) {
       in.fail(path + ".args.rank", detail::concat("rank ", ev.rank, " is outside the ", trace.num_ranks,

@@ -131,6 +131,14 @@ Timeline timeline_from_trace(const Trace& trace, int step) {
       t.rows[r].cells.push_back(c);
     }
   }
+  for (const TraceSpan& span : trace.spans) {
+    if (span.step != step || span.rank >= num_rows) continue;
+    t.rows[span.rank].spans.push_back({span.name, span.track, span.start - begin, span.start - begin + span.duration});
+  }
+  for (TimelineRow& row : t.rows) {
+    std::stable_sort(row.spans.begin(), row.spans.end(),
+                     [](const TimelineSpan& a, const TimelineSpan& b) { return a.start < b.start; });
+  }
   t.stats = compute_stats(t);
   if (trace.num_stages > 0) t.stats.num_stages = trace.num_stages;
   t.summary = describe_stats(t.stats, t.time_unit);

@@ -278,5 +278,47 @@ TEST(Svg, EscapesTitles) {
   EXPECT_TRUE(contains(root->all_text(), "a <b> & \"c\""));
 }
 
+// All-to-all spans of a measured MoE step: a strip per span in its rank's row, on the cells' scale, along the
+// row's top edge for track 0 and its bottom edge for track 1, and a legend entry only when there are any.
+TEST(Svg, AllToAllSpansAreStripsOnTheCellsScale) {
+  const Schedule s = make_schedule("1f1b", ScheduleOptions{2, 4});
+  const CostModel costs;
+  Timeline timeline = timeline_from_simulation(s, simulate(s, costs), costs);
+  const std::string plain = render_svg({timeline});
+  EXPECT_FALSE(contains(plain, "all-to-all"));
+  timeline.rows[0].spans = {{"dispatch", 0, 0.25, 0.75}, {"combine backward", 1, 3.0, 3.5}};
+  timeline.rows[1].spans = {{"dispatch", 0, 1.5, 2.0}};
+  const auto root = XmlReader::parse(render_svg({timeline}));
+  const std::vector<DrawnCell> cells = drawn_cells(*root);
+  const double ratio = cells[0].width / (cells[0].end - cells[0].start);
+  std::vector<const XmlElement*> rows;
+  root->collect([](const XmlElement& e) { return e.name == "g" && e.has_class("row"); }, rows);
+  ASSERT_EQ(rows.size(), 2u);
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::vector<const XmlElement*> spans;
+    rows[r]->collect([](const XmlElement& e) { return e.name == "g" && e.has_class("span"); }, spans);
+    ASSERT_EQ(spans.size(), timeline.rows[r].spans.size()) << "rank " << r;
+    double band_y = 0, band_height = 0, band_x = 0;
+    for (const auto& child : rows[r]->children)
+      if (child->has_class("band")) band_y = child->number("y"), band_height = child->number("height"),
+                                    band_x = child->number("x");
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      const TimelineSpan& want = timeline.rows[r].spans[i];
+      const XmlElement* rect = nullptr;
+      for (const auto& child : spans[i]->children)
+        if (child->name == "rect") rect = child.get();
+      ASSERT_NE(rect, nullptr);
+      EXPECT_EQ(spans[i]->number("data-track"), want.track);
+      EXPECT_NEAR(rect->number("x") - band_x, ratio * want.start, 0.02) << want.name;
+      EXPECT_NEAR(rect->number("width"), ratio * (want.end - want.start), 0.02) << want.name;
+      const double y = rect->number("y"), h = rect->number("height");
+      if (want.track == 0) EXPECT_DOUBLE_EQ(y, band_y) << "track 0 along the top edge";
+      else EXPECT_DOUBLE_EQ(y + h, band_y + band_height) << "track 1 along the bottom edge";
+      EXPECT_LT(h, band_height / 2);
+    }
+  }
+  EXPECT_TRUE(contains(root->all_text(), "all-to-all in flight"));
+}
+
 }  // namespace
 }  // namespace dualpipe::test

@@ -247,5 +247,57 @@ TEST(Trace, EventsOutsideTheComputeThreadAreIgnoredByTheTimeline) {
   EXPECT_EQ(timeline_from_trace(trace, 0).num_cells(), compute);
 }
 
+// The all-to-all spans an MoE run writes (tid 2 + track, category all_to_all) are read back, and a step's spans
+// go to their rank's row on the cells' clock.
+TEST(Trace, AllToAllSpansRoundTripAndJoinTheirRanksRow) {
+  Trace trace = simulated_trace("1f1b", 2, 2, CostModel{}, 100);
+  Trace second = simulated_trace("1f1b", 2, 2, CostModel{}, 100);
+  for (TraceEvent& e : second.events) e.step = 1, e.start += 5000;
+  trace.events.insert(trace.events.end(), second.events.begin(), second.events.end());
+  trace.spans = {{"dispatch", 1, 0, 0, 20, 5},
+                 {"combine backward", 1, 1, 1, 5150, 30},
+                 {"dispatch", 0, 0, 1, 5010, 7}};
+  const Trace read = parse_trace(format_trace(trace), "memory");
+  ASSERT_EQ(read.spans.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(read.spans[i].name, trace.spans[i].name);
+    EXPECT_EQ(read.spans[i].rank, trace.spans[i].rank);
+    EXPECT_EQ(read.spans[i].track, trace.spans[i].track);
+    EXPECT_EQ(read.spans[i].step, trace.spans[i].step);
+    EXPECT_EQ(read.spans[i].start, trace.spans[i].start);
+    EXPECT_EQ(read.spans[i].duration, trace.spans[i].duration);
+  }
+  EXPECT_EQ(read.events.size(), trace.events.size()) << "spans are not actions";
+
+  // Step 1 begins at 5000 us (its first forward), so its spans sit 10 and 150 us into the step.
+  const Timeline t = timeline_from_trace(read, 1);
+  ASSERT_EQ(t.rows.size(), 2u);
+  ASSERT_EQ(t.rows[0].spans.size(), 1u);
+  EXPECT_EQ(t.rows[0].spans[0].name, "dispatch");
+  EXPECT_DOUBLE_EQ(t.rows[0].spans[0].start, 10);
+  EXPECT_DOUBLE_EQ(t.rows[0].spans[0].end, 17);
+  ASSERT_EQ(t.rows[1].spans.size(), 1u);
+  EXPECT_EQ(t.rows[1].spans[0].track, 1);
+  EXPECT_DOUBLE_EQ(t.rows[1].spans[0].start, 150);
+  EXPECT_DOUBLE_EQ(t.rows[1].spans[0].end, 180);
+  EXPECT_TRUE(timeline_from_trace(read, 0).rows[0].spans.empty());
+  EXPECT_EQ(timeline_from_trace(read, 0).rows[1].spans.size(), 1u);
+}
+
+TEST(Trace, BadSpansAreNamed) {
+  const std::string span = R"({"name": "dispatch", "cat": "all_to_all", "ph": "X", "pid": 0, )";
+  expect_error(with_event(span + R"("tid": 7, "ts": 1, "dur": 2, "args": {"rank": 0}})"),
+               "traceEvents[1].tid: a span's tid is 2 or 3");
+  expect_error(with_event(span + R"("ts": 1, "dur": 2, "args": {"rank": 0}})"), "traceEvents[1]: missing field 'tid'");
+  expect_error(with_event(span + R"("tid": 2, "ts": 1, "dur": -1, "args": {"rank": 0}})"),
+               "traceEvents[1].dur: a duration cannot be negative");
+  expect_error(with_event(R"({"name": ")" + std::string(65, 'x') +
+                          R"(", "cat": "all_to_all", "ph": "X", "pid": 0, "tid": 2, "ts": 1, "dur": 2})"),
+               "traceEvents[1].name: a span's name is at most 64 characters, got 65");
+  expect_error(R"({"dualpipe": {"ranks": 2}, "traceEvents": [)" + span +
+                   R"("tid": 2, "ts": 1, "dur": 2, "args": {"rank": 3}}]})",
+               "traceEvents[0].args.rank: rank 3 is outside the 2 ranks");
+}
+
 }  // namespace
 }  // namespace dualpipe::test
