@@ -1,7 +1,10 @@
 #include "expert_timeline.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
+
+#include "dualpipe/runtime/gather.h"
 
 namespace dualpipe::train {
 
@@ -64,6 +67,34 @@ ExpertTimeline::StepTotals ExpertTimeline::finish_step(const std::vector<Span>& 
   kept_.insert(kept_.end(), step_exchanges_.begin(), step_exchanges_.end());
   step_exchanges_.clear();
   return totals;
+}
+
+// Sent as 5 doubles per exchange: aligned start and duration in microseconds, the name's index, the track, the step.
+std::vector<TraceSpan> gather_all_to_all_spans(const ExpertTimeline& timeline, comm::Communicator& communicator,
+                                               const runtime::ClockSync& clock, int tag,
+                                               std::chrono::milliseconds timeout) {
+  static const char* const kNames[] = {"dispatch", "combine", "dispatch backward", "combine backward"};
+  const auto& exchanges = timeline.exchanges();
+  torch::Tensor local = torch::zeros({static_cast<int64_t>(exchanges.size()) * 5}, torch::kDouble);
+  double* v = local.data_ptr<double>();
+  for (const ExpertTimeline::Exchange& e : exchanges) {
+    *v++ = clock.to_aligned_us(e.start);
+    *v++ = std::chrono::duration<double, std::micro>(e.end - e.start).count();
+    *v++ = static_cast<double>(std::find(std::begin(kNames), std::end(kNames), e.what) - std::begin(kNames));
+    *v++ = e.backward_thread ? 1 : 0;
+    *v++ = e.step;
+  }
+  std::vector<TraceSpan> spans;
+  const auto gathered = runtime::gather_to_root(communicator, local, tag, timeout);
+  for (size_t rank = 0; rank < gathered.size(); ++rank) {
+    const double* g = gathered[rank].data_ptr<double>();
+    for (int64_t i = 0; i + 5 <= gathered[rank].numel(); i += 5, g += 5) {
+      const auto name = static_cast<size_t>(g[2]);
+      spans.push_back({name < std::size(kNames) ? kNames[name] : "all-to-all", static_cast<int>(rank),
+                       static_cast<int>(g[3]), static_cast<int>(g[4]), g[0], g[1]});
+    }
+  }
+  return spans;
 }
 
 }  // namespace dualpipe::train

@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "dualpipe/comm/communicator.h"
+#include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
+#include "dualpipe/trace.h"
 
 namespace dualpipe::train {
 
@@ -53,5 +56,11 @@ class ExpertTimeline {
   std::vector<Span> exchanges_, halves_;
   std::vector<Exchange> step_exchanges_, kept_;
 };
+
+// Every rank's kept exchanges as trace spans on rank 0, on rank 0's clock (`clock`), track 1 for those of a
+// backward half; other ranks get an empty list. Collective over `communicator` (a message tagged `tag`).
+std::vector<TraceSpan> gather_all_to_all_spans(const ExpertTimeline& timeline, comm::Communicator& communicator,
+                                               const runtime::ClockSync& clock, int tag,
+                                               std::chrono::milliseconds timeout);
 
 }  // namespace dualpipe::train

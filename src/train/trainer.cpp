@@ -188,31 +188,6 @@ class Trainer {
     return args;
   }
 
-  // Every rank's expert all-to-alls into rank 0's trace, as spans on their own tracks (5 doubles each: aligned
-  // start and duration in microseconds, the name's index, the track, the step).
-  void add_all_to_alls(Trace& trace) {
-    static const char* const kNames[] = {"dispatch", "combine", "dispatch backward", "combine backward"};
-    const auto& exchanges = timeline_->exchanges();
-    torch::Tensor local = torch::zeros({static_cast<int64_t>(exchanges.size()) * 5}, torch::kDouble);
-    double* v = local.data_ptr<double>();
-    for (const ExpertTimeline::Exchange& e : exchanges) {
-      *v++ = clock_.to_aligned_us(e.start);
-      *v++ = std::chrono::duration<double, std::micro>(e.end - e.start).count();
-      *v++ = static_cast<double>(std::find(std::begin(kNames), std::end(kNames), e.what) - std::begin(kNames));
-      *v++ = e.backward_thread ? 1 : 0;
-      *v++ = e.step;
-    }
-    const auto gathered = runtime::gather_to_root(*comm_, local, kAllToAllTraceTag, timeout_);
-    for (size_t rank = 0; rank < gathered.size(); ++rank) {
-      const double* g = gathered[rank].data_ptr<double>();
-      for (int64_t i = 0; i + 5 <= gathered[rank].numel(); i += 5, g += 5) {
-        const auto name = static_cast<size_t>(g[2]);
-        trace.spans.push_back({name < 4 ? kNames[name] : "all-to-all", static_cast<int>(rank), static_cast<int>(g[3]),
-                               static_cast<int>(g[4]), g[0], g[1]});
-      }
-    }
-  }
-
   // Whether overlapped forward-backward actions run their halves on two threads (ConcurrentOverlapStage).
   bool split_overlaps() const { return c_.fb_overlap && timeline_ != nullptr; }
 
@@ -423,7 +398,8 @@ class Trainer {
     const std::string text = sample();
     // Every replica ran the same schedule: replica 0's trace stands for them all.
     Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
-    if (timeline_ && dp_.replica() == 0) add_all_to_alls(trace);
+    if (timeline_ && dp_.replica() == 0)
+      trace.spans = gather_all_to_all_spans(*timeline_, *comm_, clock_, kAllToAllTraceTag, timeout_);
     std::string trace_path;
     if (rank_ == 0 && !c_.trace.empty()) {
       trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();

@@ -31,12 +31,7 @@ void expect_same_training(const std::string& schedule, int pp, int dp, int m, co
   const MetricsFile got = read_metrics(replicated), expected = read_metrics(single);
   ASSERT_EQ(got.steps.size(), 3u);
   ASSERT_EQ(expected.steps.size(), 3u);
-  for (std::size_t i = 0; i < 3; ++i) {
-    const double a = got.steps[i]["loss"], b = expected.steps[i]["loss"];
-    EXPECT_LE(std::abs(a - b), 1e-6 * std::abs(b)) << schedule << " step " << i + 1 << ": " << a << " vs " << b;
-    const double ga = got.steps[i]["grad_norm"], gb = expected.steps[i]["grad_norm"];
-    EXPECT_LE(std::abs(ga - gb), 1e-6 * std::abs(gb)) << schedule << " step " << i + 1 << " gradient norm";
-  }
+  expect_steps_close(got, expected, {"loss", "grad_norm"}, 1e-6, schedule);
 }
 
 TEST_F(Train, DataParallelReplicasOfTwoRanksTrainLikeOnePipelineOnTheWholeBatch) {

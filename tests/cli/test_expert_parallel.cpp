@@ -35,14 +35,7 @@ void expect_same_training(const std::string& schedule, int pp, int dp, int ep, i
   ASSERT_EQ(expected.steps.size(), 3u);
   EXPECT_EQ(got.steps[0]["moe_dropped"], expected.steps[0]["moe_dropped"]) << layout;
   EXPECT_EQ(got.steps[0]["moe_aux_loss"].get<double>() > 0, true) << layout;
-  for (std::size_t i = 0; i < 3; ++i) {
-    const double a = got.steps[i]["loss"], b = expected.steps[i]["loss"];
-    EXPECT_LE(std::abs(a - b), 1e-6 * std::abs(b)) << layout << " step " << i + 1 << ": " << a << " vs " << b;
-    const double ga = got.steps[i]["grad_norm"], gb = expected.steps[i]["grad_norm"];
-    EXPECT_LE(std::abs(ga - gb), 1e-6 * std::abs(gb)) << layout << " step " << i + 1 << " gradient norm";
-    const double aux_a = got.steps[i]["moe_aux_loss"], aux_b = expected.steps[i]["moe_aux_loss"];
-    EXPECT_LE(std::abs(aux_a - aux_b), 1e-6 * aux_b) << layout << " step " << i + 1 << " auxiliary loss";
-  }
+  expect_steps_close(got, expected, {"loss", "grad_norm", "moe_aux_loss"}, 1e-6, layout);
 }
 
 TEST_F(Train, ExpertParallelGroupsOfTwoTrainLikeOnePipelineHoldingEveryExpert) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -46,6 +47,18 @@ inline MetricsFile read_metrics(const std::string& path) {
     if (j["type"] == "eval") m.evals.push_back(j);
   }
   return m;
+}
+
+// Every step of `got` agrees with the same step of `expected` in each of `fields` to a relative `tolerance`.
+inline void expect_steps_close(const MetricsFile& got, const MetricsFile& expected,
+                               const std::vector<std::string>& fields, double tolerance, const std::string& label) {
+  ASSERT_EQ(got.steps.size(), expected.steps.size()) << label;
+  for (std::size_t i = 0; i < got.steps.size(); ++i)
+    for (const std::string& field : fields) {
+      const double a = got.steps[i][field], b = expected.steps[i][field];
+      EXPECT_LE(std::abs(a - b), tolerance * std::abs(b))
+          << label << " step " << i + 1 << " " << field << ": " << a << " vs " << b;
+    }
 }
 
 inline std::string read_file(const std::string& path) {
