@@ -61,6 +61,10 @@ uint64_t fnv1a64(const std::string& bytes) {
   return h;
 }
 
+std::string shard_name(int stage, int expert_rank) {
+  return "stage-" + std::to_string(stage) + (expert_rank >= 0 ? "-ep-" + std::to_string(expert_rank) : "") + ".pt";
+}
+
 std::string step_directory(const std::string& dir, int step) {
   return (fs::path(dir) / (kStepPrefix + std::to_string(step))).string();
 }
@@ -75,8 +79,11 @@ void prepare_checkpoint_dir(const std::string& dir) {
 
 void write_manifest(const std::string& step_dir, const CheckpointManifest& m) {
   json shards = json::array();
-  for (const ShardRecord& s : m.shards)
-    shards.push_back({{"stage", s.stage}, {"file", s.file}, {"bytes", s.bytes}, {"fnv1a64", hex(s.checksum)}});
+  for (const ShardRecord& s : m.shards) {
+    json shard = {{"stage", s.stage}, {"file", s.file}, {"bytes", s.bytes}, {"fnv1a64", hex(s.checksum)}};
+    if (s.expert_rank >= 0) shard["expert_rank"] = s.expert_rank;
+    shards.push_back(std::move(shard));
+  }
   const json j = {
       {"format", kFormatVersion},
       {"step", m.step},
@@ -93,6 +100,8 @@ void write_manifest(const std::string& step_dir, const CheckpointManifest& m) {
         {"layers", m.identity.layers}}},
       {"stage_cut", m.identity.stage_cut},
       {"world_size", m.identity.world_size},
+      {"experts", m.identity.experts},
+      {"expert_parallel", m.identity.expert_parallel},
       {"data_position", {{"epoch", m.data_position.epoch}, {"index", m.data_position.index}}},
       // The training step draws no random numbers (no dropout; data order comes from the seed and the data
       // position; sampling re-seeds from the seed), so the seed is all the random state there is.
@@ -121,13 +130,16 @@ CheckpointManifest read_manifest(const std::string& step_dir) {
                   model.at("hidden").get<int64_t>(), model.at("heads").get<int64_t>(),
                   model.at("layers").get<int>(),     j.at("stage_cut").get<std::string>(),
                   j.at("world_size").get<int>()};
+    // Absent from manifests written before mixtures of experts: dense, one shard per stage.
+    m.identity.experts = j.value("experts", int64_t{0});
+    m.identity.expert_parallel = j.value("expert_parallel", 1);
     m.data_position = {j.at("data_position").at("epoch").get<uint64_t>(),
                        j.at("data_position").at("index").get<uint64_t>()};
     for (const json& s : j.at("shards")) {
       const std::string file = s.at("file").get<std::string>();
       DUALPIPE_REQUIRE(file.find('/') == std::string::npos && file != ".." && !file.empty(), path.string(),
                        ": shard file name '", file, "' must be a plain name inside the step directory");
-      m.shards.push_back({s.at("stage").get<int>(), file, s.at("bytes").get<uint64_t>(),
+      m.shards.push_back({s.at("stage").get<int>(), s.value("expert_rank", -1), file, s.at("bytes").get<uint64_t>(),
                           std::stoull(s.at("fnv1a64").get<std::string>(), nullptr, 16)});
     }
     return m;
@@ -172,6 +184,8 @@ void check_identity(const std::string& step_dir, const CheckpointIdentity& found
   same("vocabulary size", found.vocab, expected.vocab);
   same("stage cut (--layers-per-stage)", found.stage_cut, expected.stage_cut);
   same("world size (--ranks)", found.world_size, expected.world_size);
+  same("--experts", found.experts, expected.experts);
+  same("--ep", found.expert_parallel, expected.expert_parallel);
 }
 
 void prune_checkpoints(const std::string& dir, int keep) {

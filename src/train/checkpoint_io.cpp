@@ -19,8 +19,6 @@ namespace fs = std::filesystem;
 
 constexpr int kShardRecordTag = comm::application_tag(6);
 
-std::string shard_name(int stage) { return "stage-" + std::to_string(stage) + ".pt"; }
-
 // For the test that kills a job while it saves (tests/train): DUALPIPE_TEST_KILL_BEFORE_MANIFEST=N makes rank
 // 0 die by SIGKILL once every shard of step N is written and before the manifest is, the worst moment.
 void maybe_die_before_manifest(int step) {
@@ -31,29 +29,28 @@ void maybe_die_before_manifest(int step) {
 }  // namespace
 
 std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step, const data::ReaderPosition& position,
-                            const std::map<int, StageState>& stages, comm::Communicator& communicator,
+                            const std::map<int, StageState>& stages, const ShardRole& role, comm::Communicator& world,
                             std::chrono::milliseconds timeout) {
   const std::string dir = step_directory(c.checkpoint_dir, step);
-  const int rank = communicator.rank();
-  if (rank == 0) {
+  if (world.rank() == 0) {
     std::error_code error;
     fs::remove_all(dir, error);  // a leftover of a killed save, or this step saved by an earlier run
     fs::create_directories(dir, error);
     DUALPIPE_REQUIRE(!error, "cannot create the checkpoint directory ", dir, ": ", error.message());
   }
-  communicator.barrier();
+  world.barrier();
 
-  std::vector<int64_t> records;  // (stage, bytes, checksum) per shard this rank wrote
+  std::vector<int64_t> records;  // (stage, expert rank, bytes, checksum) per shard this rank wrote
   for (const auto& [s, state] : stages) {
-    if (plan.schedule.placement.rank_of(0, s) != rank) continue;  // the other replica's rank writes it
+    if (!role.writes() || plan.schedule.placement.rank_of(0, s) != role.pipeline_rank) continue;
     const std::string bytes = state.save();
-    write_file_atomically((fs::path(dir) / shard_name(s)).string(), bytes);
+    write_file_atomically((fs::path(dir) / shard_name(s, role.expert_rank())).string(), bytes);
     const uint64_t checksum = fnv1a64(bytes);
-    records.insert(records.end(), {s, static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)});
+    records.insert(records.end(),
+                   {s, role.expert_rank(), static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)});
   }
-  const auto gathered = runtime::gather_to_root(communicator, torch::tensor(records, torch::kLong), kShardRecordTag,
-                                                timeout);
-  if (rank != 0) return dir;
+  const auto gathered = runtime::gather_to_root(world, torch::tensor(records, torch::kLong), kShardRecordTag, timeout);
+  if (world.rank() != 0) return dir;
 
   CheckpointManifest m;
   m.step = step;
@@ -66,19 +63,22 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   m.data_position = position;
   for (const auto& part : gathered) {
     const int64_t* r = part.data_ptr<int64_t>();
-    for (int64_t i = 0; i + 2 < part.numel(); i += 3)
-      m.shards.push_back({static_cast<int>(r[i]), shard_name(static_cast<int>(r[i])), static_cast<uint64_t>(r[i + 1]),
-                          static_cast<uint64_t>(r[i + 2])});
+    for (int64_t i = 0; i + 3 < part.numel(); i += 4) {
+      const int stage = static_cast<int>(r[i]), expert_rank = static_cast<int>(r[i + 1]);
+      m.shards.push_back({stage, expert_rank, shard_name(stage, expert_rank), static_cast<uint64_t>(r[i + 2]),
+                          static_cast<uint64_t>(r[i + 3])});
+    }
   }
-  DUALPIPE_CHECK(static_cast<int>(m.shards.size()) == plan.cut.num_stages(), m.shards.size(), " shards for ",
-                 plan.cut.num_stages(), " stages");
+  DUALPIPE_CHECK(static_cast<int>(m.shards.size()) == plan.cut.num_stages() * role.expert_parallel,
+                 m.shards.size(), " shards for ", plan.cut.num_stages(), " stages and ", role.expert_parallel,
+                 " expert ranks");
   maybe_die_before_manifest(step);
   write_manifest(dir, m);
   prune_checkpoints(c.checkpoint_dir, c.keep);
   return dir;
 }
 
-std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const RunPlan& plan,
+std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const RunPlan& plan, const ShardRole& role,
                                               std::map<int, StageState>& stages, std::vector<std::string>* skipped) {
   const auto dir = newest_complete_checkpoint(c.checkpoint_dir, skipped);
   if (!dir) return std::nullopt;
@@ -88,8 +88,9 @@ std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const RunPla
   for (auto& [s, state] : stages) {
     const ShardRecord* shard = nullptr;
     for (const ShardRecord& r : resumed.manifest.shards)
-      if (r.stage == s) shard = &r;
-    DUALPIPE_REQUIRE(shard, "checkpoint ", *dir, " has no shard for stage ", s);
+      if (r.stage == s && r.expert_rank == role.expert_rank()) shard = &r;
+    DUALPIPE_REQUIRE(shard, "checkpoint ", *dir, " has no shard for stage ", s,
+                     role.expert_rank() >= 0 ? detail::concat(" of expert rank ", role.expert_rank()) : "");
     const fs::path path = fs::path(*dir) / shard->file;
     std::ifstream in(path, std::ios::binary);
     std::ostringstream bytes;

@@ -12,11 +12,24 @@
 
 namespace dualpipe::train {
 
-// Collective. Every rank writes the stages whose first replica it holds; rank 0 writes the manifest last and
-// prunes to --keep. Returns the step directory.
+// Which shards a rank writes and reads. Without expert parallelism the ranks of data-parallel replica 0 write
+// the stages whose first (DualPipe, Chimera) copy they hold, and every replica reads them. With EP groups of E
+// replicas, each replica holds only its expert rank's 1/E of the experts: replicas 0 to E-1 write their stages
+// as their expert rank d holds them, and replica d reads those of expert rank d mod E.
+struct ShardRole {
+  int pipeline_rank = 0;
+  int replica = 0;
+  int expert_parallel = 1;  // E
+
+  bool writes() const { return replica < expert_parallel; }
+  int expert_rank() const { return expert_parallel > 1 ? replica % expert_parallel : -1; }
+};
+
+// Collective over `world`, every rank of the job (of every replica). Each rank writes the shards its role gives
+// it; world rank 0 writes the manifest last and prunes to --keep. Returns the step directory.
 std::string save_checkpoint(const TrainConfig& config, const RunPlan& plan, int step,
                             const data::ReaderPosition& position, const std::map<int, StageState>& stages,
-                            comm::Communicator& communicator, std::chrono::milliseconds timeout);
+                            const ShardRole& role, comm::Communicator& world, std::chrono::milliseconds timeout);
 
 struct Resumed {
   std::string directory;
@@ -25,7 +38,7 @@ struct Resumed {
 
 // The newest complete checkpoint of --checkpoint-dir loaded into `stages`, or nullopt when there is none.
 // Throws InvalidArgument naming the checkpoint when it does not fit this run or a shard is corrupted.
-std::optional<Resumed> load_newest_checkpoint(const TrainConfig& config, const RunPlan& plan,
+std::optional<Resumed> load_newest_checkpoint(const TrainConfig& config, const RunPlan& plan, const ShardRole& role,
                                               std::map<int, StageState>& stages, std::vector<std::string>* skipped);
 
 }  // namespace dualpipe::train

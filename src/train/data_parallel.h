@@ -54,6 +54,8 @@ class DataParallel {
   int check_replicas_identical(const std::map<int, StageState>& stages) const;
   // Waits for every rank of the job (rank 0 hosts the rendezvous store: all leave together).
   void world_barrier() const;
+  // Every rank of the job (not null with more than one replica).
+  comm::Communicator& world() const { return *world_; }
 
  private:
   struct Bucket {

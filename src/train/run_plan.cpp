@@ -48,8 +48,6 @@ RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.ep == 1 || c.experts > 0, "--ep ", c.ep, " needs an MoE model: give --experts N");
   DUALPIPE_REQUIRE(c.experts <= 0 || c.experts % c.ep == 0, "--experts ", c.experts, " must be divisible by --ep ",
                    c.ep, ": each rank of an expert-parallel group holds the same number of experts");
-  DUALPIPE_REQUIRE(c.ep == 1 || c.checkpoint_dir.empty(), "--checkpoint-dir is not supported with --ep ", c.ep,
-                   " yet: a checkpoint holds replica 0's stages, which hold 1/", c.ep, " of the experts");
 
   RunPlan plan;
   if (c.schedule_file.empty()) {
@@ -125,7 +123,7 @@ void check_config(const TrainConfig& c) {
 
 CheckpointIdentity checkpoint_identity(const TrainConfig& c, const RunPlan& plan) {
   return {plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
-          plan.model.layers, plan.cut.to_string(), c.ranks};
+          plan.model.layers, plan.cut.to_string(), c.ranks, plan.model.moe.experts, c.ep};
 }
 
 }  // namespace dualpipe::train

@@ -55,7 +55,7 @@ constexpr int kReplicaStatsTag = comm::application_tag(2);
 constexpr int kNormTag = comm::application_tag(3);
 constexpr int kEvalTag = comm::application_tag(4);
 constexpr int kSampleTag = comm::application_tag(5);
-constexpr int kAllToAllTraceTag = comm::application_tag(6);
+constexpr int kAllToAllTraceTag = comm::application_tag(7);
 constexpr uint64_t kSampleStream = 0x5A3D1E;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
@@ -148,8 +148,9 @@ class Trainer {
       maybe_die_for_test(rank_, step);
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
-      if (!c_.checkpoint_dir.empty() && save && dp_.replica() == 0) {  // the replicas are identical
-        const std::string dir = save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, *comm_, timeout_);
+      if (!c_.checkpoint_dir.empty() && save) {
+        const std::string dir =
+            save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), world(), timeout_);
         if (report_) report_->checkpoint_saved(dir);
       }
     }
@@ -160,7 +161,7 @@ class Trainer {
  private:
   int resume() {
     std::vector<std::string> skipped;
-    const auto resumed = load_newest_checkpoint(c_, plan_, stages_, &skipped);
+    const auto resumed = load_newest_checkpoint(c_, plan_, shard_role(), stages_, &skipped);
     if (!resumed) {
       if (report_) report_->no_checkpoint();
       return 0;
@@ -187,6 +188,10 @@ class Trainer {
     args.num_microbatches = M;
     return args;
   }
+
+  ShardRole shard_role() const { return {rank_, dp_.replica(), c_.ep}; }
+  // Every rank of the job: the pipeline's own communicator when there is one replica.
+  comm::Communicator& world() const { return dp_.replicas() > 1 ? dp_.world() : *comm_; }
 
   // Whether overlapped forward-backward actions run their halves on two threads (ConcurrentOverlapStage).
   bool split_overlaps() const { return c_.fb_overlap && timeline_ != nullptr; }

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "cli/train_fixture.h"
 
@@ -77,6 +78,51 @@ TEST_F(Train, TheAcceptanceCommandRunsOnFourProcessesAndPassesItsChecks) {
   EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
   EXPECT_TRUE(contains(run.out, "data-parallel replicas identical")) << run.out;
   EXPECT_TRUE(contains(run.out, "replicas identical: all ")) << run.out;  // DualPipe's mirrored stage copies
+}
+
+// Runs 4 steps of PP 2 x DP 2 with EP `ep`, saving every 2; then resumes a copy of step 2 and expects steps 3 and
+// 4 bit for bit. `shards` are the files step 2 must hold.
+void expect_resumed_steps_identical(const std::string& dir, int ep, const std::vector<std::string>& shards) {
+  const std::string job = kMoe + "--schedule dualpipe --pp 2 --dp 2 --ep " + std::to_string(ep) + " -m 4 --steps 4 ";
+  ASSERT_EQ(run_command("mkdir -p '" + dir + "'").status, 0);
+  const CommandResult first =
+      dualpipe_cmd(job + "--checkpoint-dir " + dir + "/a --save-every 2 --metrics " + dir + "/a.jsonl", 180);
+  ASSERT_EQ(first.status, 0) << first.out;
+  for (const std::string& shard : shards) EXPECT_TRUE(exists(dir + "/a/step-2/" + shard)) << shard;
+  const nlohmann::json manifest = nlohmann::json::parse(read_file(dir + "/a/step-2/manifest.json"));
+  EXPECT_EQ(manifest["shards"].size(), shards.size()) << manifest.dump();
+  EXPECT_EQ(manifest["expert_parallel"], ep);
+  EXPECT_EQ(manifest["experts"], 4);
+
+  run_command("mkdir -p '" + dir + "/b' && cp -r '" + dir + "/a/step-2' '" + dir + "/b/'");
+  const CommandResult resumed =
+      dualpipe_cmd(job + "--checkpoint-dir " + dir + "/b --resume --metrics " + dir + "/b.jsonl", 180);
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  EXPECT_TRUE(contains(resumed.out, "resumed from " + dir + "/b/step-2 after step 2")) << resumed.out;
+  const MetricsFile whole = read_metrics(dir + "/a.jsonl"), rest = read_metrics(dir + "/b.jsonl");
+  ASSERT_EQ(whole.steps.size(), 4u);
+  ASSERT_EQ(rest.steps.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (const char* field : {"loss", "grad_norm", "moe_aux_loss", "moe_dropped"})
+      EXPECT_EQ(rest.steps[i][field], whole.steps[i + 2][field]) << "EP " << ep << " step " << i + 3 << " " << field;
+}
+
+// Each replica of an EP group holds other experts, so a checkpoint keeps every stage as each expert rank holds
+// it, and each replica resumes from its own expert rank's shards.
+TEST_F(Train, ExpertParallelCheckpointsHoldEveryExpertRankAndResumeBitForBit) {
+  expect_resumed_steps_identical(path("ep2"), 2,
+                                 {"stage-0-ep-0.pt", "stage-0-ep-1.pt", "stage-1-ep-0.pt", "stage-1-ep-1.pt"});
+  // Another expert-parallel layout cannot take these shards.
+  const CommandResult other = dualpipe_cmd(kMoe + "--schedule dualpipe --pp 2 --dp 2 --ep 1 -m 4 --checkpoint-dir " +
+                                           path("ep2/b") + " --resume");
+  EXPECT_EQ(other.status, 2) << other.out;
+  EXPECT_TRUE(contains(other.out, "was written with --ep 2, this run has 1")) << other.out;
+}
+
+// Without expert parallelism the replicas are identical: replica 0 writes one shard per stage and every replica
+// reads it.
+TEST_F(Train, DataParallelCheckpointsHoldOneShardPerStageAndResumeBitForBit) {
+  expect_resumed_steps_identical(path("ep1"), 1, {"stage-0.pt", "stage-1.pt"});
 }
 
 TEST_F(Train, ExpertParallelBadInputIsNamedBeforeAnyRankStarts) {

@@ -114,7 +114,7 @@ class Checkpoints : public ::testing::Test {
     CheckpointManifest m;
     m.step = step;
     m.identity = identity;
-    m.shards.push_back({0, "stage-0.pt", payload.size(), fnv1a64(payload)});
+    m.shards.push_back({0, -1, "stage-0.pt", payload.size(), fnv1a64(payload)});
     if (manifest) write_manifest(d, m);
   }
   std::string dir_;

@@ -1,6 +1,7 @@
 // Sharded training checkpoints on a filesystem every rank sees: DIR/step-N/ holds one shard per stage
 // (stage-S.pt: that stage's parameters and optimizer state, written by the rank that holds its first replica)
-// and manifest.json, which names the step, the model shape, the stage cut, the schedule, the world size, the
+// or, with expert parallelism over E replicas, one per stage and expert rank (stage-S-ep-K.pt: the stage as
+// expert rank K holds it, its dense part and its 1/E of the experts), and manifest.json, which names the step, the model shape, the stage cut, the schedule, the world size, the
 // data position and every shard with its size and checksum.
 //
 // Atomic by construction: shards are written to temporary files and renamed, and the manifest is written the
@@ -23,6 +24,7 @@ uint64_t fnv1a64(const std::string& bytes);
 
 struct ShardRecord {
   int stage = 0;
+  int expert_rank = -1;  // -1: the whole stage; K >= 0: the stage as expert rank K holds it
   std::string file;  // relative to the step directory
   uint64_t bytes = 0;
   uint64_t checksum = 0;  // fnv1a64
@@ -34,7 +36,12 @@ struct CheckpointIdentity {
   int layers = 0;
   std::string stage_cut;  // "3,4,4,3"
   int world_size = 0;
+  int64_t experts = 0;      // per MoE layer; 0: dense
+  int expert_parallel = 1;  // E: the shards per stage
 };
+
+// The shard file of a stage, as expert rank `expert_rank` holds it (-1: the whole stage).
+std::string shard_name(int stage, int expert_rank = -1);
 
 struct CheckpointManifest {
   int step = 0;            // optimizer steps taken
