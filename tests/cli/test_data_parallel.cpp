@@ -40,7 +40,8 @@ TEST_F(Train, DataParallelReplicasOfTwoRanksTrainLikeOnePipelineOnTheWholeBatch)
 }
 
 TEST_F(Train, DataParallelReplicasOfFourRanksTrainLikeOnePipelineOnTheWholeBatch) {
-  expect_same_training("dualpipe", 4, 2, 8, dir_);
+  for (const char* schedule : {"1f1b", "zb-h1", "dualpipe", "dualpipev"})
+    expect_same_training(schedule, 4, 2, 8, dir_);
 }
 
 // The reduction started per stage from the executor's last W (the default) against the same reduction after the

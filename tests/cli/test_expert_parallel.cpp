@@ -45,7 +45,8 @@ TEST_F(Train, ExpertParallelGroupsOfTwoTrainLikeOnePipelineHoldingEveryExpert) {
 }
 
 TEST_F(Train, PipelineDataAndExpertParallelTogetherTrainLikeOnePipeline) {
-  expect_same_training("dualpipe", 2, 4, 2, 4, dir_);  // 8 processes: two EP groups of two replicas
+  for (const char* schedule : {"dualpipe", "dualpipev", "1f1b", "zb-h1"})
+    expect_same_training(schedule, 2, 4, 2, 4, dir_);  // 8 processes: two EP groups of two replicas
   expect_same_training("1f1b", 4, 2, 1, 4, dir_);      // experts replicated in both replicas (EP 1)
 }
 
