@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -38,7 +39,13 @@ class DrawCommand : public ::testing::Test {
 #endif
     if (!bin || !std::ifstream(bin)) GTEST_SKIP() << "no built dualpipe binary (DUALPIPE_BIN)";
     bin_ = bin;
-    dir_ = ::testing::TempDir() + "dualpipe_draw_" + std::to_string(::getpid()) + "_";
+    std::string pattern = ::testing::TempDir() + "dualpipe_draw_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << "cannot make a scratch directory under " << ::testing::TempDir();
+    dir_ = pattern + "/";
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
   }
 
   CommandResult draw(const std::string& args) {

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -109,12 +110,20 @@ class Workers {
   std::vector<Rank> ranks_;
 };
 
-std::string make_temp_dir() {
-  std::string pattern = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : "/tmp") + "/dpfail.XXXXXX";
-  const char* dir = ::mkdtemp(pattern.data());
-  if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
-  return dir;
-}
+// A fresh directory for one test's files, removed with everything in it when the test ends.
+struct ScratchDir {
+  ScratchDir() {
+    std::string pattern = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : "/tmp") + "/dpfail.XXXXXX";
+    const char* dir = ::mkdtemp(pattern.data());
+    if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = dir;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string path;
+};
 
 void expect_no_process_left(const Workers& w) {
   for (int r = 0; r < w.size(); ++r) {
@@ -164,7 +173,8 @@ void expect_others_failed(const Workers& w, int faulty, Clock::time_point fault,
 }
 
 TEST(Failures, RankKilledMidStepFailsEveryOtherRankNamingIt) {
-  const std::string dir = make_temp_dir();
+  const ScratchDir scratch;
+  const std::string& dir = scratch.path;
   // A long timeout: the others must notice the closed connections, not wait for the timeout.
   Workers w(4, {"--kind", "dualpipe", "--steps", "5", "--timeout-ms", "20000", "--out", dir, "--fault", "kill",
                 "--fault-rank", "2", "--fault-step", "2", "--fault-after-forwards", "3"},
@@ -179,7 +189,8 @@ TEST(Failures, RankKilledMidStepFailsEveryOtherRankNamingIt) {
 }
 
 TEST(Failures, StoppedRankTimesOutEveryOtherRankNamingIt) {
-  const std::string dir = make_temp_dir();
+  const ScratchDir scratch;
+  const std::string& dir = scratch.path;
   Workers w(4, {"--kind", "dualpipe", "--steps", "5", "--timeout-ms", "3000", "--out", dir, "--fault", "stop",
                 "--fault-rank", "2", "--fault-step", "2", "--fault-after-forwards", "3"},
             dir);
@@ -194,7 +205,8 @@ TEST(Failures, StoppedRankTimesOutEveryOtherRankNamingIt) {
 }
 
 TEST(Failures, RankKilledWhileWritingLeavesItsPreviousCheckpoint) {
-  const std::string dir = make_temp_dir();
+  const ScratchDir scratch;
+  const std::string& dir = scratch.path;
   Workers w(4, {"--kind", "dualpipe", "--steps", "4", "--timeout-ms", "20000", "--out", dir, "--fault",
                 "kill-while-writing", "--fault-rank", "1", "--fault-step", "1"},
             dir);
@@ -222,7 +234,9 @@ TEST(Failures, RankKilledWhileWritingLeavesItsPreviousCheckpoint) {
 // Under `dualpipe launch`: the launcher sees rank 2 killed, stops the others, exits 1 naming rank 2, and leaves
 // no process behind (the ranks' own errors are checked above, where nothing stops them first).
 TEST(Failures, RankKilledUnderLaunchStopsTheJob) {
-  const std::string dir = make_temp_dir(), output = dir + "/launch.out";
+  const ScratchDir scratch;
+  const std::string& dir = scratch.path;
+  const std::string output = dir + "/launch.out";
   std::vector<std::string> args{DUALPIPE_BIN, "launch", "--nproc", "4", "--timeout-grace", "2", "--",
                                 DUALPIPE_FAILURE_WORKER, "--kind", "dualpipe", "--steps", "5", "--timeout-ms", "20000",
                                 "--out", dir, "--fault", "kill", "--fault-rank", "2", "--fault-step", "2",
