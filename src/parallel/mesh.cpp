@@ -47,11 +47,7 @@ std::vector<int> ProcessMesh::pipeline_group(int replica) const {
   return ranks;
 }
 
-std::vector<int> ProcessMesh::data_parallel_group(int pipeline_rank) const {
-  std::vector<int> ranks;
-  for (int d = 0; d < shape_.dp; ++d) ranks.push_back(rank_of(pipeline_rank, d));
-  return ranks;
-}
+std::vector<int> ProcessMesh::data_parallel_group(int pipeline_rank) const { return holders_group({pipeline_rank}); }
 
 std::vector<int> ProcessMesh::expert_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
@@ -63,8 +59,23 @@ std::vector<int> ProcessMesh::expert_group(int rank) const {
 
 std::vector<int> ProcessMesh::expert_data_parallel_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
+  return expert_holders_group({c.pipeline_rank}, c.expert_rank);
+}
+
+std::vector<int> ProcessMesh::holders_group(const std::vector<int>& pipeline_ranks) const {
+  return holders(pipeline_ranks, 0, 1);
+}
+
+std::vector<int> ProcessMesh::expert_holders_group(const std::vector<int>& pipeline_ranks, int expert_rank) const {
+  DUALPIPE_CHECK(expert_rank >= 0 && expert_rank < shape_.ep, "expert rank ", expert_rank, " outside an EP group of ",
+                 shape_.ep);
+  return holders(pipeline_ranks, expert_rank, shape_.ep);
+}
+
+std::vector<int> ProcessMesh::holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride) const {
   std::vector<int> ranks;
-  for (int d = c.expert_rank; d < shape_.dp; d += shape_.ep) ranks.push_back(rank_of(c.pipeline_rank, d));
+  for (int d = first_replica; d < shape_.dp; d += stride)
+    for (int p : pipeline_ranks) ranks.push_back(rank_of(p, d));
   return ranks;
 }
 

@@ -13,7 +13,7 @@ namespace {
 
 // The group of `ranks` as seen by `rank`, one of them. The prefix names the group by kind and its first rank,
 // which every member computes the same.
-c10::intrusive_ptr<c10d::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store, const char* kind,
+c10::intrusive_ptr<c10d::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store, const std::string& kind,
                                                   const std::vector<int>& ranks, int rank,
                                                   std::chrono::milliseconds timeout, const std::string& interface) {
   const auto me = std::find(ranks.begin(), ranks.end(), rank);
@@ -42,6 +42,26 @@ MeshGroups make_gloo_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, c
   groups.expert_backward = make_group(store, "expert_backward", mesh.expert_group(rank), rank, timeout, interface);
   groups.expert_data_parallel =
       make_group(store, "expert_data_parallel", mesh.expert_data_parallel_group(rank), rank, timeout, interface);
+  return groups;
+}
+
+std::map<int, StageCopyGroups> make_gloo_stage_copy_groups(const c10::intrusive_ptr<c10d::Store>& store,
+                                                           const ProcessMesh& mesh, int rank,
+                                                           const std::vector<std::vector<int>>& pipeline_ranks_of_stage,
+                                                           std::chrono::milliseconds timeout,
+                                                           const std::string& interface) {
+  const MeshCoordinates at = mesh.coordinates(rank);
+  std::map<int, StageCopyGroups> groups;
+  for (int stage = 0; stage < static_cast<int>(pipeline_ranks_of_stage.size()); ++stage) {
+    const std::vector<int>& holders = pipeline_ranks_of_stage[static_cast<std::size_t>(stage)];
+    if (holders.size() < 2 || std::find(holders.begin(), holders.end(), at.pipeline_rank) == holders.end()) continue;
+    const std::string kind = detail::concat("stage_copies/", stage);
+    StageCopyGroups& g = groups[stage];
+    g.dense = make_group(store, kind, mesh.holders_group(holders), rank, timeout, interface);
+    if (mesh.shape().ep > 1)
+      g.experts = make_group(store, kind + "/experts", mesh.expert_holders_group(holders, at.expert_rank), rank,
+                             timeout, interface);
+  }
   return groups;
 }
 

@@ -87,4 +87,12 @@ int Placement::stages_held(int rank) const {
   return static_cast<int>(held.size());
 }
 
+std::vector<int> Placement::ranks_holding(int stage) const {
+  std::vector<int> ranks;
+  for (int replica = 0; replica < num_replicas(); ++replica)
+    if (std::find(ranks.begin(), ranks.end(), rank_of(replica, stage)) == ranks.end())
+      ranks.push_back(rank_of(replica, stage));
+  return ranks;
+}
+
 }  // namespace dualpipe

@@ -18,16 +18,21 @@ DataParallel::DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::sh
     : group_(std::move(group)), expert_group_(std::move(expert_group)),
       expert_data_parallel_(std::move(expert_data_parallel)), world_(std::move(world)) {}
 
-void DataParallel::start(StageState& state) {
-  if (replicas() == 1) return;
+void DataParallel::start(int stage, StageState& state, bool join_copies) {
+  const auto copies = join_copies ? copy_groups_.find(stage) : copy_groups_.end();
+  const bool joined = copies != copy_groups_.end();
+  if (replicas() == 1 && !joined) return;
   std::vector<torch::Tensor> dense, experts;
   for (auto& p : state.module->named_parameters()) {
-    if (!p.value().grad().defined()) continue;
+    if (!p.value().requires_grad()) continue;
+    // Every holder sends the same layout, even where a parameter took no part in this step (an expert that got
+    // no tokens, with a LibTorch whose zero_grad sets gradients to none).
+    if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
     const bool expert = sharded(expert_group_) && models::is_expert_parameter(p.key());
     (expert ? experts : dense).push_back(p.value().grad());
   }
-  start_bucket(std::move(dense), group_);
-  start_bucket(std::move(experts), expert_data_parallel_);
+  start_bucket(std::move(dense), joined ? copies->second.dense : group_);
+  start_bucket(std::move(experts), joined ? copies->second.experts : expert_data_parallel_);
 }
 
 void DataParallel::start_bucket(std::vector<torch::Tensor> gradients,
@@ -58,9 +63,9 @@ double DataParallel::finish() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-double DataParallel::average_gradients(std::map<int, StageState>& stages) {
+double DataParallel::average_gradients(std::map<int, StageState>& stages, bool join_copies) {
   const auto start = std::chrono::steady_clock::now();
-  for (auto& [stage, state] : stages) this->start(state);
+  for (auto& [stage, state] : stages) this->start(stage, state, join_copies);
   finish();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

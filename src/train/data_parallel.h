@@ -10,6 +10,10 @@
 // executor starts a stage's bucket as soon as the step's last action that adds to its gradients has run
 // (StepArgs::on_stage_gradients_done), so the reduction runs while the schedule goes on; finish() then waits for
 // what is left. Without overlap, average_gradients() does the same once the step is over.
+//
+// A stage with copies on two pipeline ranks (DualPipe, Chimera) can join its copies' sum to the same bucket: the
+// all-reduce then runs over every holder of the stage in every replica (parallel::StageCopyGroups), and the
+// runtime's point-to-point exchange between the copies (Executor::reduce_replica_gradients) is not needed.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -19,6 +23,7 @@
 #include <memory>
 
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/parallel/process_groups.h"
 #include "stage_state.h"
 
 namespace dualpipe::train {
@@ -32,17 +37,22 @@ class DataParallel {
   DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<comm::Communicator> world,
                c10::intrusive_ptr<c10d::ProcessGroup> expert_group = {},
                c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel = {});
+  // Sets the groups that join each stage's copies to its buckets (keyed by stage; see the top of this file).
+  void set_stage_copy_groups(std::map<int, parallel::StageCopyGroups> groups) { copy_groups_ = std::move(groups); }
+  // Whether every stage with copies on other ranks has its groups: then buckets started with join_copies sum the
+  // copies too.
+  bool joins_stage_copies() const { return !copy_groups_.empty(); }
 
   int replicas() const { return group_ ? group_->getSize() : 1; }
   int replica() const { return group_ ? group_->getRank() : 0; }
 
-  // Starts averaging `state`'s gradients over the replicas.
-  void start(StageState& state);
+  // Starts averaging stage `stage`'s gradients over the replicas, summing its copies too when `join_copies`.
+  void start(int stage, StageState& state, bool join_copies);
   // Waits for every started bucket and writes the means back into the gradients; returns the milliseconds it
   // waited (the reduction time the step could not hide).
   double finish();
   // Every gradient of `stages` replaced by its mean over the replicas (start every stage, then finish).
-  double average_gradients(std::map<int, StageState>& stages);
+  double average_gradients(std::map<int, StageState>& stages, bool join_copies);
   // The mean of `value` over the replicas.
   double mean(double value) const;
   // `values` (doubles on the CPU) replaced by their sums over the replicas.
@@ -65,6 +75,7 @@ class DataParallel {
   };
   void start_bucket(std::vector<torch::Tensor> gradients, const c10::intrusive_ptr<c10d::ProcessGroup>& group);
   c10::intrusive_ptr<c10d::ProcessGroup> group_, expert_group_, expert_data_parallel_;
+  std::map<int, parallel::StageCopyGroups> copy_groups_;
   std::shared_ptr<comm::Communicator> world_;
   std::vector<Bucket> buckets_;  // started, not finished
 };

@@ -258,10 +258,13 @@ class Trainer {
     // Step 1 is checked against a single-process run of this replica's own micro-batches: its gradients are
     // averaged over the replicas after the check.
     const bool overlap = dp_.replicas() > 1 && c_.dp_overlap && step > 1;
-    if (overlap) args.on_stage_gradients_done = [this](int stage) { dp_.start(stages_.at(stage)); };
+    // From step 2 the stage copies' sum joins the data-parallel buckets (data_parallel.h).
+    const bool join_copies = step > 1 && dp_.joins_stage_copies();
+    if (overlap)
+      args.on_stage_gradients_done = [this](int stage) { dp_.start(stage, stages_.at(stage), /*join_copies=*/true); };
     const runtime::StepResult result = executor_->step(args);
-    double dp_wait_ms = overlap ? dp_.finish() : 0;  // before the replica reduction, which then sums means
-    executor_->reduce_replica_gradients();
+    double dp_wait_ms = overlap ? dp_.finish() : 0;
+    if (!join_copies) executor_->reduce_replica_gradients();  // before a separate DP average, which sums means
     double step_ms = ms_since(start);
     ReferenceCheck check;
     if (step == 1) {
@@ -271,7 +274,7 @@ class Trainer {
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
     const auto update_start = Clock::now();
-    if (!overlap) dp_wait_ms = dp_.average_gradients(stages_);
+    if (!overlap) dp_wait_ms = dp_.average_gradients(stages_, join_copies);
     const double grad_norm = clip_gradients();
     const double lr = plan_.lr.at(step);
     for (auto& [s, state] : stages_) {
@@ -439,7 +442,7 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
 }
 
 void run_training_rank(const TrainConfig& config) {
-  make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
+  const RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
   comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
   world_options.timeout = timeout;
@@ -475,6 +478,11 @@ void run_training_rank(const TrainConfig& config) {
   }
   DataParallel dp = config.ep > 1 ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                                   : DataParallel(groups.data_parallel, world);
+  std::vector<std::vector<int>> pipeline_ranks_of_stage;
+  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
+    pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
+  dp.set_stage_copy_groups(parallel::make_gloo_stage_copy_groups(world->store(), mesh, world->rank(),
+                                                                 pipeline_ranks_of_stage, timeout, world->interface()));
   Trainer(config, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline)).run();
 }
 

@@ -33,6 +33,22 @@ TEST(ProcessMesh, TheLayoutOfTheHeadersPicture) {
   EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=4 (EP=2)");
 }
 
+// DualPipe on PP 4 x DP 2 with EP 2: stage 1 sits on pipeline ranks 1 and 2 (its mirrored copy), so its
+// gradients are summed over ranks 1, 2 (replica 0) and 5, 6 (replica 1); its experts of expert rank 1 over the
+// copies in replica 1 alone.
+TEST(ProcessMesh, TheHoldersOfAStagesCopiesInEveryReplica) {
+  const ProcessMesh mesh({4, 2, 2});
+  EXPECT_EQ(mesh.holders_group({1, 2}), (Ranks{1, 2, 5, 6}));
+  EXPECT_EQ(mesh.holders_group({0, 3}), (Ranks{0, 3, 4, 7}));
+  EXPECT_EQ(mesh.holders_group({2}), mesh.data_parallel_group(2));
+  EXPECT_EQ(mesh.expert_holders_group({1, 2}, 0), (Ranks{1, 2}));
+  EXPECT_EQ(mesh.expert_holders_group({1, 2}, 1), (Ranks{5, 6}));
+  const ProcessMesh wide({2, 4, 2});
+  EXPECT_EQ(wide.expert_holders_group({0, 1}, 1), (Ranks{2, 3, 6, 7}));
+  EXPECT_EQ(wide.expert_holders_group({1}, 0), wide.expert_data_parallel_group(5));
+  EXPECT_THROW(wide.expert_holders_group({0}, 2), dualpipe::Error);
+}
+
 TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
   for (int pp = 1; pp <= 4; ++pp) {
     for (int dp = 1; dp <= 6; ++dp) {

@@ -4,6 +4,8 @@
 // and the parameter copies per rank.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <string>
 #include <vector>
 
@@ -72,12 +74,14 @@ TEST_P(GeneratorGrid, RejectsOrProducesAValidScheduleOfTheRightShape) {
       const int S = s.num_stages;
       int forwards = 0, backwards = 0, inputs = 0, weights = 0;
       std::vector<int> seen_forward(S * M, 0), seen_backward(S * M, 0);
+      std::vector<std::set<int>> ranks_running_stage(S);
       for (int r = 0; r < R; ++r) {
         for (const Action& a : s.actions[r]) {
           ASSERT_TRUE(a.is_compute()) << "generators emit compute actions only";
           auto on_rank = [&](int stage, int m) {
             ASSERT_TRUE(stage >= 0 && stage < S && m >= 0 && m < M) << to_string(a);
             EXPECT_EQ(s.placement.rank(stage, m), r) << to_string(a) << " on rank " << r;
+            ranks_running_stage[stage].insert(r);
           };
           switch (a.type) {
             case ActionType::Forward:
@@ -113,6 +117,13 @@ TEST_P(GeneratorGrid, RejectsOrProducesAValidScheduleOfTheRightShape) {
       for (int k = 0; k < S * M; ++k) {
         EXPECT_EQ(seen_forward[k], 1) << "stage " << k / M << " micro-batch " << k % M;
         EXPECT_EQ(seen_backward[k], 1) << "stage " << k / M << " micro-batch " << k % M;
+      }
+
+      // The ranks holding each stage's copies are those that run it.
+      for (int st = 0; st < S; ++st) {
+        const std::vector<int> holding = s.placement.ranks_holding(st);
+        EXPECT_EQ(std::set<int>(holding.begin(), holding.end()), ranks_running_stage[st]) << "stage " << st;
+        EXPECT_EQ(holding.size(), ranks_running_stage[st].size()) << "stage " << st << ": a rank named twice";
       }
 
       // Parameter copies, from the placement and as the simulator reports them.

@@ -55,8 +55,18 @@ class ProcessMesh {
   // groups. They all-reduce the expert gradients, as the DP group does the others.
   std::vector<int> expert_data_parallel_group(int rank) const;
 
+  // A stage whose copies sit on several pipeline ranks (DualPipe and Chimera put stage s on p and P-1-p): the
+  // ranks holding it in every replica, by replica then by `pipeline_ranks`' order. One all-reduce over them sums
+  // the copies' gradients and the replicas' at once. data_parallel_group(p) is holders_group({p}).
+  std::vector<int> holders_group(const std::vector<int>& pipeline_ranks) const;
+  // The same for the stage's experts of expert rank `expert_rank`: the holders in the replicas with that expert
+  // rank. expert_data_parallel_group(rank) is expert_holders_group({p}, its expert rank).
+  std::vector<int> expert_holders_group(const std::vector<int>& pipeline_ranks, int expert_rank) const;
+
  private:
   void check_rank(int rank) const;
+  // The ranks at `pipeline_ranks` in replicas first_replica, first_replica + stride, ...
+  std::vector<int> holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride) const;
   MeshShape shape_;
 };
 

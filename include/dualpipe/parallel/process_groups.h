@@ -7,7 +7,9 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "dualpipe/parallel/mesh.h"
 
@@ -30,5 +32,23 @@ struct MeshGroups {
 // interface for Gloo (empty: the host name's address); GlooCommunicator::interface() gives the world's.
 MeshGroups make_gloo_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const ProcessMesh& mesh, int rank,
                                  std::chrono::milliseconds timeout, const std::string& interface);
+
+// The groups that reduce one stage's gradients when its copies sit on several pipeline ranks (DualPipe and Chimera
+// keep stage s on p and P-1-p): every holder of the stage in every replica, so that one all-reduce sums the copies
+// and averages the replicas in the same bucket.
+struct StageCopyGroups {
+  c10::intrusive_ptr<c10d::ProcessGroup> dense;    // ProcessMesh::holders_group
+  c10::intrusive_ptr<c10d::ProcessGroup> experts;  // ProcessMesh::expert_holders_group; null with EP 1
+};
+
+// `pipeline_ranks_of_stage[s]`: the distinct pipeline ranks holding stage s (from the schedule's placement). Makes
+// the groups of each stage `rank` holds on more than one pipeline rank, keyed by stage, every rank of the world
+// calling it at the same time. A group's members hold the same stages, so they make their groups in the same
+// (stage) order.
+std::map<int, StageCopyGroups> make_gloo_stage_copy_groups(const c10::intrusive_ptr<c10d::Store>& store,
+                                                           const ProcessMesh& mesh, int rank,
+                                                           const std::vector<std::vector<int>>& pipeline_ranks_of_stage,
+                                                           std::chrono::milliseconds timeout,
+                                                           const std::string& interface);
 
 }  // namespace dualpipe::parallel
