@@ -28,8 +28,7 @@ void DataParallel::start(int stage, StageState& state, bool join_copies) {
     // Every holder sends the same layout, even where a parameter took no part in this step (an expert that got
     // no tokens, with a LibTorch whose zero_grad sets gradients to none).
     if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
-    const bool expert = sharded(expert_group_) && models::is_expert_parameter(p.key());
-    (expert ? experts : dense).push_back(p.value().grad());
+    (is_sharded_expert(p.key()) ? experts : dense).push_back(p.value().grad());
   }
   start_bucket(std::move(dense), joined ? copies->second.dense : group_);
   start_bucket(std::move(experts), joined ? copies->second.experts : expert_data_parallel_);
@@ -95,10 +94,10 @@ int DataParallel::check_replicas_identical(const std::map<int, StageState>& stag
   int compared = 0;
   for (const auto& [stage, state] : stages) {
     for (const auto& p : state.module->named_parameters()) {
-      const bool expert = sharded(expert_group_) && models::is_expert_parameter(p.key());
-      if (expert && !sharded(expert_data_parallel_)) continue;  // no other holder
+      const auto& group = gradient_group(p.key());
+      if (!sharded(group)) continue;  // an expert with no other holder
       std::vector<torch::Tensor> theirs = {p.value().detach().clone()};
-      (expert ? expert_data_parallel_ : group_)->broadcast(theirs)->wait();  // the first holder's
+      group->broadcast(theirs)->wait();  // the first holder's
       if (!torch::equal(theirs[0], p.value()))
         throw Error(detail::concat("data-parallel replica ", replica(), " differs from replica 0 in stage ", stage,
                                    " parameter ", p.key(), " (max difference ",
@@ -107,6 +106,10 @@ int DataParallel::check_replicas_identical(const std::map<int, StageState>& stag
     }
   }
   return compared;
+}
+
+bool DataParallel::is_sharded_expert(const std::string& name) const {
+  return sharded(expert_group_) && models::is_expert_parameter(name);
 }
 
 void DataParallel::world_barrier() const {

@@ -62,6 +62,12 @@ class DataParallel {
   // The number of parameter tensors of `stages` compared with replica 0's (an expert's with the first holder of
   // the same expert); throws Error naming the first stage and parameter that is not bit-identical.
   int check_replicas_identical(const std::map<int, StageState>& stages) const;
+  // Whether parameter `name`'s gradient is averaged over the expert-data-parallel group (a sharded expert's) rather
+  // than the data-parallel group, and that group (null with one replica).
+  bool is_sharded_expert(const std::string& name) const;
+  const c10::intrusive_ptr<c10d::ProcessGroup>& gradient_group(const std::string& name) const {
+    return is_sharded_expert(name) ? expert_data_parallel_ : group_;
+  }
   // Waits for every rank of the job (rank 0 hosts the rendezvous store: all leave together).
   void world_barrier() const;
   // Every rank of the job (not null with more than one replica).

@@ -158,7 +158,8 @@ void ProgressReport::step(const StepReport& r) {
                      {"grad_norm", r.grad_norm},
                      {"bubble", r.bubble},
                      {"dp_wait_ms", r.dp_wait_ms},
-                     {"peak_activation_bytes", peaks}};
+                     {"peak_activation_bytes", peaks},
+                     {"optimizer_state_bytes", r.optimizer_state_bytes}};
   if (config_.experts > 0) {
     record["moe_aux_loss"] = r.moe_aux_loss;
     record["moe_dropped"] = r.moe_dropped;
@@ -231,6 +232,10 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     std::cout << "\n";
 
     const StepReport& last = steps_.back();
+    std::cout << "optimizer state MiB per rank:";
+    for (double b : last.optimizer_state_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
+    std::cout << (config_.zero1 ? " (ZeRO-1: sharded over the " + std::to_string(config_.dp) + " replicas)\n"
+                                : "\n");
     double ms = 0, tokens = 0;
     int n = 0;
     for (const auto& r : steps_)

@@ -25,6 +25,7 @@ struct StepReport {
   double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
   std::vector<double> peak_activation_bytes;  // per rank
   std::vector<int> peak_live_activations;     // per rank
+  std::vector<double> optimizer_state_bytes;  // per rank after the step: AdamW's moments (a shard with --zero1)
 };
 
 class ProgressReport {

@@ -41,6 +41,8 @@ RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);
+  DUALPIPE_REQUIRE(!c.zero1 || c.dp > 1, "--zero1 needs --dp above 1, got --dp ", c.dp,
+                   ": it shards the optimizer state over the data-parallel replicas");
   DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),
                    "--save-every, --keep and --resume need --checkpoint-dir DIR");
   DUALPIPE_REQUIRE(c.ep >= 1 && c.dp % c.ep == 0, "--ep ", c.ep, " must divide --dp ", c.dp,

@@ -49,15 +49,13 @@ void StageState::set_lr(double lr) {
 // and a checkpoint could not be compared (or deduplicated) byte for byte. A parameter not stepped yet has none.
 std::string StageState::save() const {
   torch::serialize::OutputArchive archive;
-  const OptimizerState& state = optimizer->state();
   for (const auto& p : module->named_parameters()) {
     archive.write("parameter." + p.key(), p.value().detach().cpu());
-    const auto found = state.find(state_key<OptimizerState>(p.value()));
-    if (found == state.end()) continue;
-    const auto& adam = static_cast<const torch::optim::AdamWParamState&>(*found->second);
-    archive.write("adam." + p.key() + ".step", torch::tensor(static_cast<int64_t>(adam.step())));
-    archive.write("adam." + p.key() + ".exp_avg", adam.exp_avg().cpu());
-    archive.write("adam." + p.key() + ".exp_avg_sq", adam.exp_avg_sq().cpu());
+    const torch::optim::AdamWParamState* adam = adam_state(p.value());
+    if (!adam) continue;
+    archive.write("adam." + p.key() + ".step", torch::tensor(static_cast<int64_t>(adam->step())));
+    archive.write("adam." + p.key() + ".exp_avg", adam->exp_avg().cpu());
+    archive.write("adam." + p.key() + ".exp_avg_sq", adam->exp_avg_sq().cpu());
   }
   std::ostringstream out;
   archive.save_to(out);
@@ -77,8 +75,7 @@ void StageState::load(const std::string& bytes, const std::string& what) {
                        ", the model needs ", p.value().sizes());
       p.value().copy_(saved);
     }
-    OptimizerState& state = optimizer->state();
-    state.clear();
+    optimizer->state().clear();
     for (auto& p : module->named_parameters()) {
       torch::Tensor step, exp_avg, exp_avg_sq;
       if (!archive.try_read("adam." + p.key() + ".step", step)) continue;
@@ -87,17 +84,40 @@ void StageState::load(const std::string& bytes, const std::string& what) {
       DUALPIPE_REQUIRE(exp_avg.sizes() == p.value().sizes() && exp_avg_sq.sizes() == p.value().sizes(), what,
                        ": the optimizer state of ", p.key(), " has shape ", exp_avg.sizes(), ", the model needs ",
                        p.value().sizes());
-      auto adam = std::make_unique<torch::optim::AdamWParamState>();
-      adam->step(step.item<int64_t>());
-      adam->exp_avg(exp_avg.to(p.value().device()));
-      adam->exp_avg_sq(exp_avg_sq.to(p.value().device()));
-      state[state_key<OptimizerState>(p.value())] = std::move(adam);
+      set_adam_state(p.value(), step.item<int64_t>(), exp_avg, exp_avg_sq);
     }
   } catch (const c10::Error& e) {
     std::string message = e.what();
     message.resize(std::min(message.find('\n'), message.size()));
     throw InvalidArgument(detail::concat(what, " cannot be loaded: ", message));
   }
+}
+
+const torch::optim::AdamWParamState* StageState::adam_state(const torch::Tensor& parameter) const {
+  const OptimizerState& state = optimizer->state();
+  const auto found = state.find(state_key<OptimizerState>(parameter));
+  return found == state.end() ? nullptr : static_cast<const torch::optim::AdamWParamState*>(found->second.get());
+}
+
+void StageState::set_adam_state(const torch::Tensor& parameter, int64_t step, torch::Tensor exp_avg,
+                                torch::Tensor exp_avg_sq) {
+  auto adam = std::make_unique<torch::optim::AdamWParamState>();
+  adam->step(step);
+  adam->exp_avg(exp_avg.to(parameter.device()));
+  adam->exp_avg_sq(exp_avg_sq.to(parameter.device()));
+  optimizer->state()[state_key<OptimizerState>(parameter)] = std::move(adam);
+}
+
+void StageState::drop_adam_state(const torch::Tensor& parameter) {
+  optimizer->state().erase(state_key<OptimizerState>(parameter));
+}
+
+int64_t StageState::optimizer_state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& p : module->parameters())
+    if (const auto* adam = adam_state(p))
+      bytes += adam->exp_avg().nbytes() + adam->exp_avg_sq().nbytes();
+  return bytes;
 }
 
 }  // namespace dualpipe::train

@@ -25,6 +25,14 @@ struct StageState {
   // naming `what` when the bytes do not hold this stage's tensors with these shapes.
   std::string save() const;
   void load(const std::string& bytes, const std::string& what);
+
+  // AdamW's state of `parameter` (null: not stepped yet), set or dropped: how ZeRO-1 shards it
+  // (optimizer_sharding.h).
+  const torch::optim::AdamWParamState* adam_state(const torch::Tensor& parameter) const;
+  void set_adam_state(const torch::Tensor& parameter, int64_t step, torch::Tensor exp_avg, torch::Tensor exp_avg_sq);
+  void drop_adam_state(const torch::Tensor& parameter);
+  // The bytes of AdamW's moment estimates held here.
+  int64_t optimizer_state_bytes() const;
 };
 
 }  // namespace dualpipe::train

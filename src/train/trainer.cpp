@@ -16,6 +16,7 @@
 #include "correctness_checks.h"
 #include "data_parallel.h"
 #include "expert_timeline.h"
+#include "optimizer_sharding.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/data/byte_tokenizer.h"
@@ -69,7 +70,7 @@ std::string join(const std::vector<std::string>& lines) {
 // What every rank reports to rank 0 after each step (one double each, in this order).
 enum StepField {
   kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
-  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kFields
+  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kOptimizerStateBytes, kFields
 };
 
 // Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
@@ -132,6 +133,7 @@ class Trainer {
     options.boundaries.push_back({{{b, T, plan_.model.vocab}, torch::kFloat}});
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
+    if (c.zero1) sharding_ = OptimizerSharding(dp_, stages_);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (rank_ == 0 && dp_.replica() == 0)
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
@@ -149,8 +151,10 @@ class Trainer {
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
+        sharding_.gather_state(stages_);  // checkpoints hold the whole optimizer state, sharded or not
         const std::string dir =
             save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), world(), timeout_);
+        sharding_.drop_unowned_state(stages_);
         if (report_) report_->checkpoint_saved(dir);
       }
     }
@@ -166,6 +170,7 @@ class Trainer {
       if (report_) report_->no_checkpoint();
       return 0;
     }
+    sharding_.drop_unowned_state(stages_);
     data_.reader.restore(resumed->manifest.data_position);
     if (report_) report_->resumed(resumed->directory, resumed->manifest.step, resumed->manifest.planned_steps, skipped);
     return resumed->manifest.step;
@@ -277,10 +282,12 @@ class Trainer {
     if (!overlap) dp_wait_ms = dp_.average_gradients(stages_, join_copies);
     const double grad_norm = clip_gradients();
     const double lr = plan_.lr.at(step);
+    sharding_.keep_own_gradients(stages_);
     for (auto& [s, state] : stages_) {
       state.set_lr(lr);
       state.optimizer->step();
     }
+    sharding_.share_updates(stages_);
     step_ms += ms_since(update_start);
 
     torch::Tensor stats = torch::zeros({kFields}, torch::kDouble);
@@ -295,6 +302,7 @@ class Trainer {
     f[kWorstCosine] = check.worst_cosine_distance;
     f[kPeakBytes] = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
     f[kPeakLive] = executor_->last_step_stats().peak_live_activations;
+    for (const auto& [s, state] : stages_) f[kOptimizerStateBytes] += double(state.optimizer_state_bytes());
     if (plan_.model.moe.experts > 0) {
       torch::Tensor moe = torch::zeros({4}, torch::kDouble);  // over every replica's micro-batches
       for (auto& [s, state] : stages_) {
@@ -335,6 +343,7 @@ class Trainer {
       moe.add({int64_t(g[kMoeChoices]), int64_t(g[kMoeDropped]), g[kMoeAuxSum], int64_t(g[kMoeAuxCount])});
       r.peak_activation_bytes.push_back(g[kPeakBytes]);
       r.peak_live_activations.push_back(static_cast<int>(g[kPeakLive]));
+      r.optimizer_state_bytes.push_back(g[kOptimizerStateBytes]);
     }
     r.bubble = span > 0 ? (span - busy) / span : 0;
     r.moe_dropped = moe.dropped_fraction();
@@ -424,6 +433,7 @@ class Trainer {
   TrainingData data_;
   std::shared_ptr<comm::Communicator> comm_;
   DataParallel dp_;
+  OptimizerSharding sharding_;  // off unless --zero1
   std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
   std::chrono::milliseconds timeout_;
   int rank_ = 0;

@@ -27,6 +27,10 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
   sub.add_flag("--dp-overlap,!--no-dp-overlap", o.dp_overlap,
                "Reduce each stage's gradients over the replicas while the step goes on, from its last W (default); "
                "--no-dp-overlap reduces them after the step")->group("Pipeline");
+  sub.add_flag("--zero1", o.zero1,
+               "ZeRO-1: shard the optimizer state over the data-parallel replicas (needs --dp above 1); each "
+               "replica updates its share of the parameters and sends it to the others. Same results, less memory")
+      ->group("Pipeline");
   sub.add_option("--ep", o.ep, "Expert-parallel group size E: the experts of each MoE layer are sharded over E "
                  "data-parallel replicas of a stage (E divides --dp, --experts divisible by E)")
       ->capture_default_str()->group("Pipeline");
@@ -136,6 +140,7 @@ std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   if (o.resume) args.push_back("--resume");
   if (o.recompute) args.push_back("--recompute");
   if (!o.dp_overlap) args.push_back("--no-dp-overlap");
+  if (o.zero1) args.push_back("--zero1");
   if (!o.fb_overlap) args.push_back("--no-fb-overlap");
   return args;
 }

@@ -14,6 +14,7 @@ struct TrainConfig {
   int ranks = 4;          // pipeline ranks P (processes per pipeline replica)
   int dp = 1;             // data-parallel replicas D of the pipeline: P x D processes in all
   bool dp_overlap = true;  // reduce a stage's gradients while the step goes on, once its last W is done
+  bool zero1 = false;      // ZeRO-1: shard the AdamW state over the data-parallel replicas (needs dp > 1)
   int ep = 1;             // expert-parallel group size E among the replicas (divides dp)
   // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
   // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.

@@ -1,0 +1,128 @@
+// ZeRO-1 for the trainer (see optimizer_sharding.h).
+#include "optimizer_sharding.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dualpipe::train {
+namespace {
+
+// `parts` concatenated on the group's member `root` and broadcast; the other members get root's values back in their
+// `parts` (same shapes, one dtype).
+void broadcast_parts(c10d::ProcessGroup& group, int root, std::vector<torch::Tensor>& parts) {
+  if (parts.empty()) return;
+  const bool is_root = group.getRank() == root;
+  std::vector<torch::Tensor> flat(1);
+  if (is_root) {
+    std::vector<torch::Tensor> views;
+    for (const auto& t : parts) views.push_back(t.detach().reshape({-1}));
+    flat[0] = torch::cat(views);
+  } else {
+    int64_t numel = 0;
+    for (const auto& t : parts) numel += t.numel();
+    flat[0] = torch::empty({numel}, parts.front().options());
+  }
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  group.broadcast(flat, options)->wait();
+  if (is_root) return;
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (auto& t : parts) {
+    t.copy_(flat[0].narrow(0, offset, t.numel()).view_as(t));
+    offset += t.numel();
+  }
+}
+
+}  // namespace
+
+OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages) {
+  for (const auto& [stage, state] : stages) {
+    std::vector<std::pair<int64_t, std::string>> sizes;  // largest first, then by name: the same on every member
+    for (const auto& p : state.module->named_parameters())
+      if (p.value().requires_grad()) sizes.emplace_back(-p.value().numel(), p.key());
+    std::sort(sizes.begin(), sizes.end());
+    Shard kinds[2];  // the data-parallel group's tensors, then the sharded experts'
+    std::vector<int64_t> loads[2];
+    for (const auto& [negative_numel, name] : sizes) {
+      const auto& group = dp.gradient_group(name);
+      if (!group || group->getSize() < 2) continue;  // nobody to share with: the whole state stays here
+      const int kind = dp.is_sharded_expert(name) ? 1 : 0;
+      Shard& shard = kinds[kind];
+      if (!shard.group) {
+        shard.group = group;
+        shard.names_by_owner.resize(static_cast<size_t>(group->getSize()));
+        loads[kind].assign(static_cast<size_t>(group->getSize()), 0);
+      }
+      const auto owner = static_cast<size_t>(std::min_element(loads[kind].begin(), loads[kind].end()) - loads[kind].begin());
+      loads[kind][owner] -= negative_numel;
+      shard.names_by_owner[owner].push_back(name);
+    }
+    for (Shard& shard : kinds)
+      if (shard.group) shards_[stage].push_back(std::move(shard));
+  }
+}
+
+void OptimizerSharding::keep_own_gradients(std::map<int, StageState>& stages) const {
+  for (const auto& [stage, shards] : shards_) {
+    auto parameters = stages.at(stage).module->named_parameters();
+    for (const Shard& shard : shards)
+      for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner)
+        if (static_cast<int>(owner) != shard.group->getRank())
+          for (const auto& name : shard.names_by_owner[owner]) parameters[name].mutable_grad() = torch::Tensor();
+  }
+}
+
+void OptimizerSharding::share_updates(std::map<int, StageState>& stages) const {
+  for (const auto& [stage, shards] : shards_) {
+    auto parameters = stages.at(stage).module->named_parameters();
+    for (const Shard& shard : shards)
+      for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
+        std::vector<torch::Tensor> parts;
+        for (const auto& name : shard.names_by_owner[owner]) parts.push_back(parameters[name]);
+        broadcast_parts(*shard.group, static_cast<int>(owner), parts);
+      }
+  }
+}
+
+void OptimizerSharding::gather_state(std::map<int, StageState>& stages) const {
+  for (const auto& [stage, shards] : shards_) {
+    StageState& state = stages.at(stage);
+    auto parameters = state.module->named_parameters();
+    for (const Shard& shard : shards)
+      for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
+        const auto& names = shard.names_by_owner[owner];
+        const bool mine = static_cast<int>(owner) == shard.group->getRank();
+        // exp_avg of every tensor, then exp_avg_sq; the steps apart (integers). Step -1: not stepped yet.
+        std::vector<torch::Tensor> moments(2 * names.size()), steps = {torch::full({int64_t(names.size())}, -1, torch::kLong)};
+        for (size_t i = 0; i < names.size(); ++i) {
+          const torch::Tensor& p = parameters[names[i]];
+          const auto* adam = mine ? state.adam_state(p) : nullptr;
+          moments[i] = adam ? adam->exp_avg() : torch::zeros_like(p);
+          moments[names.size() + i] = adam ? adam->exp_avg_sq() : torch::zeros_like(p);
+          if (adam) steps[0][int64_t(i)].fill_(adam->step());
+        }
+        broadcast_parts(*shard.group, static_cast<int>(owner), steps);
+        broadcast_parts(*shard.group, static_cast<int>(owner), moments);
+        if (mine) continue;
+        for (size_t i = 0; i < names.size(); ++i) {
+          const int64_t step = steps[0][int64_t(i)].item<int64_t>();
+          if (step >= 0)
+            state.set_adam_state(parameters[names[i]], step, moments[i], moments[names.size() + i]);
+        }
+      }
+  }
+}
+
+void OptimizerSharding::drop_unowned_state(std::map<int, StageState>& stages) const {
+  for (const auto& [stage, shards] : shards_) {
+    StageState& state = stages.at(stage);
+    auto parameters = state.module->named_parameters();
+    for (const Shard& shard : shards)
+      for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner)
+        if (static_cast<int>(owner) != shard.group->getRank())
+          for (const auto& name : shard.names_by_owner[owner]) state.drop_adam_state(parameters[name]);
+  }
+}
+
+}  // namespace dualpipe::train

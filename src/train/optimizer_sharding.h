@@ -1,0 +1,52 @@
+// ZeRO stage 1 for the trainer (internal; Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+// Parameter Models", 2020): the AdamW state is sharded over the data-parallel replicas instead of kept whole by each.
+//
+// Once the gradients are averaged (every replica holds the same), each replica keeps the gradients of the parameter
+// tensors it owns and drops the others, so the optimizer's step updates its shard only (AdamW makes and keeps state
+// only for a parameter it steps). Then every owner broadcasts its updated tensors to the other replicas. A tensor's
+// update is the same arithmetic on the same operands whichever replica runs it, so training is bit-identical to the
+// unsharded run.
+//
+// Ownership: the tensors of each stage are dealt, largest first, to the least-loaded member of the group that
+// averages their gradients (the data-parallel group; for sharded experts the expert-data-parallel group), the same
+// on every member. Checkpoints hold the whole state, as without sharding: gather_state() gives every replica the
+// whole state before a save, and drop_unowned_state() returns to the shard after a save or a load.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data_parallel.h"
+#include "stage_state.h"
+
+namespace dualpipe::train {
+
+class OptimizerSharding {
+ public:
+  OptimizerSharding() = default;  // off: every replica keeps the whole state
+  OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages);
+
+  bool enabled() const { return !shards_.empty(); }
+  // Drops the gradients of the tensors other replicas own (call after clipping, before the optimizer's step).
+  void keep_own_gradients(std::map<int, StageState>& stages) const;
+  // Gives every replica the tensors their owners updated (after the optimizer's step).
+  void share_updates(std::map<int, StageState>& stages) const;
+  // Gives every replica the whole optimizer state, for a checkpoint (collective over the data-parallel replicas).
+  void gather_state(std::map<int, StageState>& stages) const;
+  // Drops the state of the tensors other replicas own.
+  void drop_unowned_state(std::map<int, StageState>& stages) const;
+
+ private:
+  // One stage's tensors averaged over one group, by owner (the owner's rank in the group).
+  struct Shard {
+    c10::intrusive_ptr<c10d::ProcessGroup> group;
+    std::vector<std::vector<std::string>> names_by_owner;
+    const std::vector<std::string>& mine() const { return names_by_owner[static_cast<size_t>(group->getRank())]; }
+  };
+  std::map<int, std::vector<Shard>> shards_;  // by stage
+};
+
+}  // namespace dualpipe::train
