@@ -468,12 +468,37 @@ void run_training_rank(const TrainConfig& config) {
   }
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
   if (config.dp == 1) return run_training_rank(config, world);
-  at::set_num_threads(1);
   const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
   const parallel::MeshGroups groups =
       parallel::make_gloo_mesh_groups(world->store(), mesh, world->rank(), timeout, world->interface());
+  std::vector<std::vector<int>> pipeline_ranks_of_stage;
+  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
+    pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
+  run_training_rank(config, world, groups,
+                    parallel::make_gloo_stage_copy_groups(world->store(), mesh, world->rank(), pipeline_ranks_of_stage,
+                                                          timeout, world->interface()));
+}
+
+void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+                       const parallel::MeshGroups& groups,
+                       const std::map<int, parallel::StageCopyGroups>& stage_copies) {
+  at::set_num_threads(1);
+  auto size = [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group ? group->getSize() : 0; };
+  DUALPIPE_REQUIRE(size(groups.pipeline) == config.ranks, "the pipeline group has ", size(groups.pipeline),
+                   " ranks but --pp is ", config.ranks);
+  DUALPIPE_REQUIRE(size(groups.data_parallel) == config.dp, "the data-parallel group has ", size(groups.data_parallel),
+                   " ranks but --dp is ", config.dp);
+  DUALPIPE_REQUIRE(world && world->size() == config.ranks * config.dp, "the world has ", world ? world->size() : 0,
+                   " ranks but --pp ", config.ranks, " x --dp ", config.dp, " is ", config.ranks * config.dp);
+  if (config.ep > 1)
+    DUALPIPE_REQUIRE(size(groups.expert) == config.ep && size(groups.expert_backward) == config.ep &&
+                         size(groups.expert_data_parallel) == config.dp / config.ep,
+                     "the expert groups have ", size(groups.expert), " and ", size(groups.expert_backward),
+                     " ranks and the expert-data-parallel group ", size(groups.expert_data_parallel), ", but --ep ",
+                     config.ep, " of --dp ", config.dp, " needs ", config.ep, ", ", config.ep, " and ",
+                     config.dp / config.ep);
   comm::ProcessGroupCommunicatorOptions pipeline_options;
-  pipeline_options.timeout = timeout;
+  pipeline_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
   auto pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
   std::shared_ptr<parallel::ExpertCommunication> experts;
   std::shared_ptr<ExpertTimeline> timeline;
@@ -488,11 +513,7 @@ void run_training_rank(const TrainConfig& config) {
   }
   DataParallel dp = config.ep > 1 ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                                   : DataParallel(groups.data_parallel, world);
-  std::vector<std::vector<int>> pipeline_ranks_of_stage;
-  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
-    pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
-  dp.set_stage_copy_groups(parallel::make_gloo_stage_copy_groups(world->store(), mesh, world->rank(),
-                                                                 pipeline_ranks_of_stage, timeout, world->interface()));
+  dp.set_stage_copy_groups(stage_copies);
   Trainer(config, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline)).run();
 }
 

@@ -66,6 +66,28 @@ TEST_F(Train, GradientReductionOverlappedWithTheStepGivesTheSameTraining) {
   }
 }
 
+#ifdef DUALPIPE_OWN_GROUPS_EXAMPLE
+// A library user's own groups, in another rank layout (examples/train_with_own_groups.cpp: stage-major, rank =
+// p x 2 + d, where dualpipe's is d x 2 + p), train as `dualpipe train` does with its own: the same losses and
+// gradient norms, bit for bit, since each group sums the same replicas' values in the same order.
+TEST_F(Train, GroupsHandedInByALibraryUserTrainLikeTheDefaultLayout) {
+  const CommandResult own = run_command("timeout -k 5 180 " + std::string(DUALPIPE_BIN) + " launch --nproc 4 -- " +
+                                        DUALPIPE_OWN_GROUPS_EXAMPLE + " " + path("own.jsonl"));
+  ASSERT_EQ(own.status, 0) << own.out;
+  EXPECT_TRUE(contains(own.out, "step matches the single-process reference")) << own.out;
+  EXPECT_TRUE(contains(own.out, "bit-identical in all 2 replicas")) << own.out;
+  const CommandResult standard =
+      dualpipe_cmd(kShort + "--schedule dualpipe --pp 2 --dp 2 -m 4 --metrics " + path("default.jsonl"), 180);
+  ASSERT_EQ(standard.status, 0) << standard.out;
+  const MetricsFile got = read_metrics(path("own.jsonl")), expected = read_metrics(path("default.jsonl"));
+  ASSERT_EQ(got.steps.size(), 3u);
+  ASSERT_EQ(expected.steps.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (const char* field : {"loss", "grad_norm"})
+      EXPECT_EQ(got.steps[i][field], expected.steps[i][field]) << "step " << i + 1 << " " << field;
+}
+#endif
+
 TEST_F(Train, DataParallelBadInputIsNamed) {
   const CommandResult zero = dualpipe_cmd(kShort + "--dp 0");
   EXPECT_EQ(zero.status, 2) << zero.out;

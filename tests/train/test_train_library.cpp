@@ -1,6 +1,8 @@
 // The pieces of the training library checked on their own against values worked out by hand: the stage cut,
 // the learning-rate schedule, the model's independence of its cut, and the checkpoint manifest's checks.
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -12,6 +14,8 @@
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/train/checkpoint.h"
 #include "dualpipe/train/lr_schedule.h"
+#include "dualpipe/comm/in_process_communicator.h"
+#include "dualpipe/train/trainer.h"
 
 namespace dualpipe::train {
 namespace {
@@ -39,6 +43,37 @@ TEST(StageCut, ParseNamesWhatIsWrong) {
   EXPECT_NE(message("3,0,4,7", 14, 4).find("'0' is not a positive layer count"), std::string::npos);
   EXPECT_NE(message("3,,4,7", 14, 4).find("'' is not a positive layer count"), std::string::npos);
   EXPECT_NE(message("3,4x,4,3", 14, 4).find("'4x'"), std::string::npos);
+}
+
+// Groups handed in by a library user must fit the config: a missing or mis-sized one is named before training.
+TEST(RunTrainingRank, GroupsThatDoNotFitTheConfigAreNamed) {
+  auto message = [](const TrainConfig& config, const parallel::MeshGroups& groups, int world_size) {
+    auto hub = std::make_shared<comm::InProcessHub>(world_size);
+    try {
+      run_training_rank(config, std::make_shared<comm::InProcessCommunicator>(hub, 0), groups);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // A group of one rank: this process alone.
+  auto alone = [] {
+    auto options = c10d::ProcessGroupGloo::Options::create();
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+  };
+  TrainConfig config;
+  config.ranks = 2;
+  config.dp = 2;
+  EXPECT_EQ(message(config, {}, 4), "the pipeline group has 0 ranks but --pp is 2");
+  config.ranks = 1;
+  parallel::MeshGroups groups;
+  groups.pipeline = alone();
+  EXPECT_EQ(message(config, groups, 2), "the data-parallel group has 0 ranks but --dp is 2");
+  groups.data_parallel = alone();
+  EXPECT_EQ(message(config, groups, 2), "the data-parallel group has 1 ranks but --dp is 2");
+  config.dp = 1;
+  EXPECT_EQ(message(config, groups, 3), "the world has 3 ranks but --pp 1 x --dp 1 is 1");
 }
 
 TEST(LrSchedule, WarmsUpLinearlyThenFollowsTheCosineToMinLr) {

@@ -7,9 +7,11 @@
 // gradients and statistics travels between ranks.
 #pragma once
 
+#include <map>
 #include <memory>
 
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/train/train_config.h"
 
 namespace dualpipe::train {
@@ -20,5 +22,14 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
 // comm/launch_environment.h) of config.ranks x config.dp ranks; with config.dp > 1, over the process mesh's
 // pipeline and data-parallel groups (parallel/process_groups.h).
 void run_training_rank(const TrainConfig& config);
+// Over groups the caller made (NCCL, Gloo, another rank layout): `world` holds every rank of the job (checkpoints
+// and the last barrier go over it), `groups` this rank's groups of a config.ranks x config.dp mesh with expert
+// groups of config.ep (parallel/process_groups.h: each group's ranks are its own, the data-parallel rank is the
+// replica, which picks the slice of the global batch). `stage_copies`, for DualPipe and Chimera: the groups that
+// sum a stage's two copies with its replicas (make_gloo_stage_copy_groups); without them the copies are summed
+// after the step by a point-to-point exchange. Throws InvalidArgument when a group's size does not fit the config.
+void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+                       const parallel::MeshGroups& groups,
+                       const std::map<int, parallel::StageCopyGroups>& stage_copies = {});
 
 }  // namespace dualpipe::train
