@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "dualpipe/error.h"
+#include "dualpipe/runtime/concurrent_overlap.h"
 
 namespace dualpipe::parallel {
 namespace {
@@ -14,7 +15,9 @@ torch::Tensor exchange(const torch::Tensor& x, c10d::ProcessGroup& group, const 
   torch::Tensor input = x.contiguous();
   torch::Tensor output = torch::empty_like(input);
   std::vector<int64_t> equal_splits;  // empty: equal chunks of the first dimension
-  group.alltoall_base(output, input, equal_splits, equal_splits)->wait();
+  const c10::intrusive_ptr<c10d::Work> work = group.alltoall_base(output, input, equal_splits, equal_splits);
+  runtime::yield_overlap_turn();  // the other half of an overlapped pair computes while the exchange runs
+  work->wait();
   if (communication.on_exchange) communication.on_exchange(what, start, std::chrono::steady_clock::now());
   return output;
 }

@@ -2,18 +2,89 @@
 
 #include <ATen/ThreadLocalState.h>
 
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <thread>
 
 namespace dualpipe::runtime {
+namespace {
+
+// The turn of an overlapped pair's two halves (OverlapMode::TakeTurns): which half may compute now.
+class Turns {
+ public:
+  enum Half { kForward = 0, kBackward = 1 };
+
+  void wait_for(Half half) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return turn_ == half; });
+  }
+  // Hands the turn to the other half unless it is done, and waits for it back.
+  void yield(Half half) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (done_[other(half)]) return;
+    turn_ = other(half);
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return turn_ == half; });
+  }
+  // `half` is done (or failed): the other keeps the turn to its end.
+  void finish(Half half) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    done_[half] = true;
+    turn_ = other(half);
+    changed_.notify_all();
+  }
+
+ private:
+  static Half other(Half half) { return half == kForward ? kBackward : kForward; }
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Half turn_ = kForward;  // the forward starts: the executor's thread holds the turn already
+  bool done_[2] = {false, false};
+};
+
+// The turns of the overlapped pair this thread runs a half of (null: none, or not taking turns).
+thread_local Turns* current_turns = nullptr;
+thread_local Turns::Half current_half = Turns::kForward;
+
+// Makes this thread a half of `turns` for its lifetime, and ends the half (handing the turn on) when it ends.
+class HalfScope {
+ public:
+  HalfScope(Turns* turns, Turns::Half half)
+      : turns_(turns), half_(half), previous_(current_turns), previous_half_(current_half) {
+    current_turns = turns;
+    current_half = half;
+  }
+  ~HalfScope() {
+    if (turns_) turns_->finish(half_);
+    current_turns = previous_;
+    current_half = previous_half_;
+  }
+
+ private:
+  Turns* turns_;
+  Turns::Half half_;
+  Turns* previous_;
+  Turns::Half previous_half_;
+};
+
+}  // namespace
+
+void yield_overlap_turn() {
+  if (current_turns) current_turns->yield(current_half);
+}
 
 Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) {
   using Clock = std::chrono::steady_clock;
   OverlapHalves halves;
+  Turns turns;
+  Turns* taking_turns = mode_ == OverlapMode::TakeTurns ? &turns : nullptr;
   std::exception_ptr backward_error;
   const at::ThreadLocalState caller_state;
   std::thread backward_thread([&] {
     at::ThreadLocalStateGuard same_state(caller_state);
+    HalfScope half(taking_turns, Turns::kBackward);
+    if (taking_turns) turns.wait_for(Turns::kBackward);
     halves.backward_thread = std::this_thread::get_id();
     halves.backward_start = Clock::now();
     try {
@@ -25,14 +96,17 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
   });
   Tensors outputs;
   std::exception_ptr forward_error;
-  halves.forward_thread = std::this_thread::get_id();
-  halves.forward_start = Clock::now();
-  try {
-    outputs = inner_->forward(inputs);
-  } catch (...) {
-    forward_error = std::current_exception();
+  {
+    HalfScope half(taking_turns, Turns::kForward);
+    halves.forward_thread = std::this_thread::get_id();
+    halves.forward_start = Clock::now();
+    try {
+      outputs = inner_->forward(inputs);
+    } catch (...) {
+      forward_error = std::current_exception();
+    }
+    halves.forward_end = Clock::now();
   }
-  halves.forward_end = Clock::now();
   backward_thread.join();
   if (observer_ && !forward_error && !backward_error) observer_(halves);
   if (forward_error) std::rethrow_exception(forward_error);

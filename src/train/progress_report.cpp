@@ -39,7 +39,10 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
     std::cout << "  mixture of experts in every block: " << m.moe.experts << " experts, top-" << m.moe.top_k
               << ", capacity factor " << m.moe.capacity_factor << ", load-balancing loss x " << c.aux_loss
               << (c.ep > 1 ? "; experts sharded over expert-parallel groups of " + std::to_string(c.ep) +
-                                 " replicas, forward-backward overlap " + (c.fb_overlap ? "on" : "off")
+                                 " replicas, forward-backward overlap " +
+                                 (!c.fb_overlap          ? "off"
+                                  : c.fb_overlap_threads ? "on (halves computing at once)"
+                                                         : "on (halves taking turns at each all-to-all)")
                            : "")
               << "\n";
   std::cout

@@ -113,7 +113,8 @@ class Trainer {
           if (split_overlaps()) {
             auto timeline = timeline_;
             stage = std::make_shared<runtime::ConcurrentOverlapStage>(
-                std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); });
+                std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); },
+                c.fb_overlap_threads ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
           }
           stages.emplace(st, std::move(stage));
         }

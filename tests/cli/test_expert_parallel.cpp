@@ -50,24 +50,32 @@ TEST_F(Train, PipelineDataAndExpertParallelTogetherTrainLikeOnePipeline) {
   expect_same_training("1f1b", 4, 2, 1, 4, dir_);      // experts replicated in both replicas (EP 1)
 }
 
-// DualPipe's overlapped forward-backward on two threads (the default) against the forward, then the backward:
-// each half computes what it computes alone, so every bit of every step is the same.
+// DualPipe's overlapped forward-backward, its halves taking turns at each all-to-all (the default) and computing at
+// once (--fb-overlap-threads), against the forward, then the backward: each half computes what it computes alone,
+// so every bit of every step is the same.
 TEST_F(Train, ForwardBackwardOverlapOfMoeStagesGivesTheSequentialResults) {
   for (const char* schedule : {"dualpipe", "dualpipev"}) {
     const std::string job =
         kMoe + "--schedule " + schedule + " --pp 2 --dp 2 --ep 2 -m 4 --steps 4 --metrics ";
-    const CommandResult overlapped = dualpipe_cmd(job + path("on.jsonl"), 120);
-    ASSERT_EQ(overlapped.status, 0) << overlapped.out;
-    EXPECT_TRUE(contains(overlapped.out, "forward-backward overlap on")) << overlapped.out;
     const CommandResult sequential = dualpipe_cmd(job + path("off.jsonl") + " --no-fb-overlap", 120);
     ASSERT_EQ(sequential.status, 0) << sequential.out;
     EXPECT_TRUE(contains(sequential.out, "forward-backward overlap off")) << sequential.out;
-    const MetricsFile on = read_metrics(path("on.jsonl")), off = read_metrics(path("off.jsonl"));
-    ASSERT_EQ(on.steps.size(), 4u);
+    const MetricsFile off = read_metrics(path("off.jsonl"));
     ASSERT_EQ(off.steps.size(), 4u);
-    for (std::size_t i = 0; i < 4; ++i)
-      for (const char* field : {"loss", "grad_norm", "moe_aux_loss", "moe_dropped"})
-        EXPECT_EQ(on.steps[i][field], off.steps[i][field]) << schedule << " step " << i + 1 << " " << field;
+    const std::pair<std::string, std::string> modes[] = {
+        {"", "forward-backward overlap on (halves taking turns at each all-to-all)"},
+        {" --fb-overlap-threads", "forward-backward overlap on (halves computing at once)"}};
+    for (const auto& [flag, banner] : modes) {
+      const CommandResult overlapped = dualpipe_cmd(job + path("on.jsonl") + flag, 120);
+      ASSERT_EQ(overlapped.status, 0) << overlapped.out;
+      EXPECT_TRUE(contains(overlapped.out, banner)) << overlapped.out;
+      const MetricsFile on = read_metrics(path("on.jsonl"));
+      ASSERT_EQ(on.steps.size(), 4u);
+      for (std::size_t i = 0; i < 4; ++i)
+        for (const char* field : {"loss", "grad_norm", "moe_aux_loss", "moe_dropped"})
+          EXPECT_EQ(on.steps[i][field], off.steps[i][field])
+              << schedule << flag << " step " << i + 1 << " " << field;
+    }
   }
 }
 

@@ -38,6 +38,10 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
                "In DualPipe's overlapped forward-backward actions of an MoE model, run the backward on a second "
                "thread so one micro-batch's all-to-alls proceed while the other computes (default); "
                "--no-fb-overlap runs the forward, then the backward")->group("Pipeline");
+  sub.add_flag("--fb-overlap-threads", o.fb_overlap_threads,
+               "Let the two halves of an overlapped pair compute at once, sharing the cores, instead of taking turns "
+               "at each all-to-all (the default: one half computes while the other's exchange runs)")
+      ->group("Pipeline");
   sub.add_option("-m,--microbatches", o.microbatches, "Micro-batches per step (the schedule's rules apply)")
       ->capture_default_str()->group("Pipeline");
   sub.add_option("-v,--stages-per-rank", o.stages_per_rank, "Stages per rank for interleaved-1f1b (0: default)")
@@ -142,6 +146,7 @@ std::vector<std::string> train_arguments(const train::TrainConfig& o) {
   if (!o.dp_overlap) args.push_back("--no-dp-overlap");
   if (o.zero1) args.push_back("--zero1");
   if (!o.fb_overlap) args.push_back("--no-fb-overlap");
+  if (o.fb_overlap_threads) args.push_back("--fb-overlap-threads");
   return args;
 }
 

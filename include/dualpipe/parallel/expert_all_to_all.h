@@ -5,7 +5,8 @@
 // equal chunks (a fixed number of token slots per expert, the capacity), so the exchange is its own inverse and
 // the backward is the same all-to-all of the gradients. Forward exchanges use one group and backward exchanges
 // another over the same ranks: with the forward-backward overlap (runtime/concurrent_overlap.h) a forward and a
-// backward run at once on two threads, and c10d matches collectives by their order within a group.
+// backward run at once on two threads, and c10d matches collectives by their order within a group. Between starting
+// an exchange and waiting for it, the overlap's other half takes its turn (runtime::yield_overlap_turn).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

@@ -1,7 +1,15 @@
-// A stage whose overlapped forward-backward runs the two halves at once: the backward on a second thread, the
-// forward on the caller's. Made for stages whose halves wait on communication of their own, such as an MoE
+// A stage whose overlapped forward-backward runs the two halves on two threads: the backward on a second thread,
+// the forward on the caller's. Made for stages whose halves wait on communication of their own, such as an MoE
 // stage's expert all-to-alls: while one micro-batch's exchange is under way the other computes, which is what
 // DualPipe's forward-backward overlap is for (DeepSeek-V3, section 3.2.1).
+//
+// Two ways to share the rank:
+// - TakeTurns (the default), DeepSeek's interleave: one half computes until it has started an exchange, then hands
+//   the turn to the other half and waits for it back. The chunk runs part by part (attention, dispatch, experts,
+//   combine, and the backward of each), every exchange under way while the other micro-batch computes, and the
+//   two never compute at once. Code that communicates calls yield_overlap_turn() between starting an exchange
+//   (a c10d Work) and waiting for it (parallel/expert_all_to_all.h does).
+// - Concurrent: both halves run freely at once and the operating system shares the cores between them.
 //
 // The results are those of the forward followed by the backward, bit for bit: the halves belong to different
 // micro-batches, the forward only reads the parameters and the backward only adds to their gradients, and each
@@ -10,7 +18,9 @@
 //   group (parallel/expert_all_to_all.h uses one group for each direction);
 // - threads: LibTorch's intra-op pool is shared, so give each rank one intra-op thread, as for any rank;
 // - devices: the backward thread starts with the caller's thread-local state (grad mode and the like), and on a
-//   GPU runs on the current stream, like the forward (not tested here: no GPU; see docs/parallelism.md).
+//   GPU runs on the current stream, like the forward (not tested here: no GPU; see docs/parallelism.md). The
+//   turns follow the threads that run the halves: autograd runs a CPU backward on the calling thread, but a GPU
+//   backward on the device's own thread, where yield_overlap_turn() finds no turns and does nothing.
 #pragma once
 
 #include <chrono>
@@ -22,30 +32,40 @@
 
 namespace dualpipe::runtime {
 
-// When each half of one overlapped forward-backward ran, and on which thread.
+// When each half of one overlapped forward-backward ran, and on which thread (taking turns, the backward half starts
+// when it first gets the turn).
 struct OverlapHalves {
   using Time = std::chrono::steady_clock::time_point;
   std::thread::id forward_thread, backward_thread;
   Time forward_start, forward_end, backward_start, backward_end;
 };
 
+enum class OverlapMode { TakeTurns, Concurrent };
+
+// Called by a half of an overlapped pair that has started an exchange and is about to wait for it: with
+// OverlapMode::TakeTurns, hands the turn to the other half (unless it is done) and returns when the turn is back.
+// Elsewhere (another mode, no overlapped pair on this thread) returns at once.
+void yield_overlap_turn();
+
 class ConcurrentOverlapStage : public Stage {
  public:
   // `observer`, if given, is told of every overlapped forward-backward's halves once both are done.
   explicit ConcurrentOverlapStage(std::shared_ptr<Stage> inner,
-                                  std::function<void(const OverlapHalves&)> observer = nullptr)
-      : inner_(std::move(inner)), observer_(std::move(observer)) {}
+                                  std::function<void(const OverlapHalves&)> observer = nullptr,
+                                  OverlapMode mode = OverlapMode::TakeTurns)
+      : inner_(std::move(inner)), observer_(std::move(observer)), mode_(mode) {}
 
   Tensors forward(const Tensors& inputs) override { return inner_->forward(inputs); }
   std::shared_ptr<torch::nn::Module> module() const override { return inner_->module(); }
   c10::Device device() const override { return inner_->device(); }
-  // The backward on a second thread while the forward runs here; an exception from either is rethrown (the
-  // forward's first) once both are done.
+  // The backward on a second thread and the forward here, taking turns or not; an exception from either is
+  // rethrown (the forward's first) once both are done.
   Tensors overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) override;
 
  private:
   std::shared_ptr<Stage> inner_;
   std::function<void(const OverlapHalves&)> observer_;
+  OverlapMode mode_;
 };
 
 }  // namespace dualpipe::runtime

@@ -19,6 +19,9 @@ struct TrainConfig {
   // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
   // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.
   bool fb_overlap = true;
+  // With fb_overlap: the halves take turns at each all-to-all (DeepSeek's part-by-part interleave), or with
+  // fb_overlap_threads compute at once, sharing the cores.
+  bool fb_overlap_threads = false;
   int microbatches = 8;   // per step
   int stages_per_rank = 0;  // interleaved-1f1b; 0: the schedule's default
   // A schedule from a file instead of `schedule` (the text form, or PyTorch's CSV for *.csv), e.g. one that
