@@ -16,7 +16,8 @@ torch::Tensor exchange(const torch::Tensor& x, c10d::ProcessGroup& group, const 
   torch::Tensor output = torch::empty_like(input);
   std::vector<int64_t> equal_splits;  // empty: equal chunks of the first dimension
   const c10::intrusive_ptr<c10d::Work> work = group.alltoall_base(output, input, equal_splits, equal_splits);
-  runtime::yield_overlap_turn();  // the other half of an overlapped pair computes while the exchange runs
+  // The other half of an overlapped pair computes while the exchange runs.
+  runtime::yield_overlap_turn([&work] { return work->isCompleted(); });
   work->wait();
   if (communication.on_exchange) communication.on_exchange(what, start, std::chrono::steady_clock::now());
   return output;

@@ -2,6 +2,7 @@
 
 #include <ATen/ThreadLocalState.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -19,13 +20,26 @@ class Turns {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return turn_ == half; });
   }
-  // Hands the turn to the other half unless it is done, and waits for it back.
-  void yield(Half half) {
+  // `half`, holding the turn, has started an exchange (`exchange_done` tells when it has ended). The half whose
+  // exchange ends first computes next: the other one, as soon as its own exchange (the one it yielded on) has
+  // ended, or this one if its exchange ends first. Returns when `half` has the turn again.
+  void yield(Half half, std::function<bool()> exchange_done) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (done_[other(half)]) return;
-    turn_ = other(half);
+    const Half peer = other(half);
+    if (done_[peer]) return;
+    ready_[half] = exchange_done ? std::move(exchange_done) : always_ready;
+    while (!ready_[peer]()) {
+      if (ready_[half]()) {  // ours ended first: keep the turn
+        ready_[half] = always_ready;
+        return;
+      }
+      // Neither has ended, and exchanges do not notify: look again shortly.
+      changed_.wait_for(lock, std::chrono::microseconds(100));
+    }
+    turn_ = peer;
     changed_.notify_all();
     changed_.wait(lock, [&] { return turn_ == half; });
+    ready_[half] = always_ready;
   }
   // `half` is done (or failed): the other keeps the turn to its end.
   void finish(Half half) {
@@ -37,10 +51,13 @@ class Turns {
 
  private:
   static Half other(Half half) { return half == kForward ? kBackward : kForward; }
+  static bool always_ready() { return true; }
   std::mutex mutex_;
   std::condition_variable changed_;
   Half turn_ = kForward;  // the forward starts: the executor's thread holds the turn already
   bool done_[2] = {false, false};
+  // Whether each half could compute if it had the turn: its exchange has ended (or it has none).
+  std::function<bool()> ready_[2] = {always_ready, always_ready};
 };
 
 // The turns of the overlapped pair this thread runs a half of (null: none, or not taking turns).
@@ -70,8 +87,8 @@ class HalfScope {
 
 }  // namespace
 
-void yield_overlap_turn() {
-  if (current_turns) current_turns->yield(current_half);
+void yield_overlap_turn(std::function<bool()> exchange_done) {
+  if (current_turns) current_turns->yield(current_half, std::move(exchange_done));
 }
 
 Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) {

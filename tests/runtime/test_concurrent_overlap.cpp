@@ -80,6 +80,30 @@ TEST(ConcurrentOverlap, TakingTurnsAHalfThatIsDoneLeavesTheOtherToRunToItsEnd) {
   EXPECT_EQ(log.most_at_once(), 1);
 }
 
+// The forward's exchange ends only once the backward has run its second part; the backward's own exchanges end at
+// once. So after B1 the backward keeps the turn (its exchange ended first) and runs B2; at its next yield the
+// forward's exchange has ended and the forward goes on.
+TEST(ConcurrentOverlap, TakingTurnsTheHalfWhoseExchangeEndsFirstGoesOn) {
+  PartLog log;
+  std::atomic<bool> forward_exchange_ended{false};
+  auto forward = [&] {
+    log.part("F1");
+    yield_overlap_turn([&] { return forward_exchange_ended.load(); });
+    log.part("F2");
+  };
+  auto backward = [&] {
+    log.part("B1");
+    yield_overlap_turn([] { return true; });
+    log.part("B2");
+    forward_exchange_ended = true;
+    yield_overlap_turn([] { return true; });
+    log.part("B3");
+  };
+  stage_running(forward, OverlapMode::TakeTurns)->overlapped_forward_backward({}, BackwardHalf{backward});
+  EXPECT_EQ(log.parts(), (Parts{"F1", "B1", "B2", "F2", "B3"}));
+  EXPECT_EQ(log.most_at_once(), 1);
+}
+
 TEST(ConcurrentOverlap, OutsideAPairYieldingReturnsAtOnce) {
   yield_overlap_turn();  // no overlapped pair on this thread: must not block
   PartLog log;

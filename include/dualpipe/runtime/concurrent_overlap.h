@@ -4,11 +4,12 @@
 // DualPipe's forward-backward overlap is for (DeepSeek-V3, section 3.2.1).
 //
 // Two ways to share the rank:
-// - TakeTurns (the default), DeepSeek's interleave: one half computes until it has started an exchange, then hands
-//   the turn to the other half and waits for it back. The chunk runs part by part (attention, dispatch, experts,
-//   combine, and the backward of each), every exchange under way while the other micro-batch computes, and the
-//   two never compute at once. Code that communicates calls yield_overlap_turn() between starting an exchange
-//   (a c10d Work) and waiting for it (parallel/expert_all_to_all.h does).
+// - TakeTurns (the default), DeepSeek's interleave: one half computes until it has started an exchange, then the
+//   turn goes to whichever half's exchange ends first (the other half's, normally: it has been under way while
+//   this one computed). The chunk runs part by part (attention, dispatch, experts, combine, and the backward of
+//   each), every exchange under way while the other micro-batch computes, and the two never compute at once. Code
+//   that communicates calls yield_overlap_turn() between starting an exchange (a c10d Work) and waiting for it
+//   (parallel/expert_all_to_all.h does).
 // - Concurrent: both halves run freely at once and the operating system shares the cores between them.
 //
 // The results are those of the forward followed by the backward, bit for bit: the halves belong to different
@@ -42,10 +43,12 @@ struct OverlapHalves {
 
 enum class OverlapMode { TakeTurns, Concurrent };
 
-// Called by a half of an overlapped pair that has started an exchange and is about to wait for it: with
-// OverlapMode::TakeTurns, hands the turn to the other half (unless it is done) and returns when the turn is back.
+// Called by a half of an overlapped pair that has started an exchange and is about to wait for it, with a test of
+// whether the exchange has ended (c10d's Work::isCompleted; none: the half is ready as soon as it has yielded).
+// With OverlapMode::TakeTurns, the half whose exchange ends first computes next: the other half takes the turn
+// once the exchange it yielded on has ended, unless this one's ends first; returns when this half may go on.
 // Elsewhere (another mode, no overlapped pair on this thread) returns at once.
-void yield_overlap_turn();
+void yield_overlap_turn(std::function<bool()> exchange_done = nullptr);
 
 class ConcurrentOverlapStage : public Stage {
  public:
