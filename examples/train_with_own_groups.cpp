@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
     groups.data_parallel = make_group(*world, "data/" + std::to_string(p), {rank_of(p, 0), rank_of(p, 1)});
     std::map<int, dualpipe::parallel::StageCopyGroups> copies;
     for (int stage = 0; stage < kPipelineRanks; ++stage)
-      copies[stage].dense = make_group(*world, "copies/" + std::to_string(stage),
-                                       {rank_of(stage, 0), rank_of(1 - stage, 0), rank_of(stage, 1), rank_of(1 - stage, 1)});
+      copies[stage].dense = make_group(
+          *world, "copies/" + std::to_string(stage),
+          {rank_of(stage, 0), rank_of(1 - stage, 0), rank_of(stage, 1), rank_of(1 - stage, 1)});
     dualpipe::train::run_training_rank(config, world, groups, copies);
   } catch (const dualpipe::InvalidArgument& e) {
     std::cerr << "train_with_own_groups: " << e.what() << "\n";

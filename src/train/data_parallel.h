@@ -39,8 +39,7 @@ class DataParallel {
                c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel = {});
   // Sets the groups that join each stage's copies to its buckets (keyed by stage; see the top of this file).
   void set_stage_copy_groups(std::map<int, parallel::StageCopyGroups> groups) { copy_groups_ = std::move(groups); }
-  // Whether every stage with copies on other ranks has its groups: then buckets started with join_copies sum the
-  // copies too.
+  // Whether stage copies' groups were set: then buckets started with join_copies sum the copies too.
   bool joins_stage_copies() const { return !copy_groups_.empty(); }
 
   int replicas() const { return group_ ? group_->getSize() : 1; }

@@ -2,7 +2,6 @@
 #include "optimizer_sharding.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace dualpipe::train {
 namespace {
@@ -54,8 +53,9 @@ OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int,
         shard.names_by_owner.resize(static_cast<size_t>(group->getSize()));
         loads[kind].assign(static_cast<size_t>(group->getSize()), 0);
       }
-      const auto owner = static_cast<size_t>(std::min_element(loads[kind].begin(), loads[kind].end()) - loads[kind].begin());
-      loads[kind][owner] -= negative_numel;
+      auto& load = loads[kind];
+      const auto owner = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      load[owner] -= negative_numel;
       shard.names_by_owner[owner].push_back(name);
     }
     for (Shard& shard : kinds)
@@ -94,7 +94,8 @@ void OptimizerSharding::gather_state(std::map<int, StageState>& stages) const {
         const auto& names = shard.names_by_owner[owner];
         const bool mine = static_cast<int>(owner) == shard.group->getRank();
         // exp_avg of every tensor, then exp_avg_sq; the steps apart (integers). Step -1: not stepped yet.
-        std::vector<torch::Tensor> moments(2 * names.size()), steps = {torch::full({int64_t(names.size())}, -1, torch::kLong)};
+        std::vector<torch::Tensor> moments(2 * names.size());
+        std::vector<torch::Tensor> steps = {torch::full({int64_t(names.size())}, -1, torch::kLong)};
         for (size_t i = 0; i < names.size(); ++i) {
           const torch::Tensor& p = parameters[names[i]];
           const auto* adam = mine ? state.adam_state(p) : nullptr;

@@ -29,7 +29,6 @@ class OptimizerSharding {
   OptimizerSharding() = default;  // off: every replica keeps the whole state
   OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages);
 
-  bool enabled() const { return !shards_.empty(); }
   // Drops the gradients of the tensors other replicas own (call after clipping, before the optimizer's step).
   void keep_own_gradients(std::map<int, StageState>& stages) const;
   // Gives every replica the tensors their owners updated (after the optimizer's step).
@@ -44,7 +43,6 @@ class OptimizerSharding {
   struct Shard {
     c10::intrusive_ptr<c10d::ProcessGroup> group;
     std::vector<std::vector<std::string>> names_by_owner;
-    const std::vector<std::string>& mine() const { return names_by_owner[static_cast<size_t>(group->getRank())]; }
   };
   std::map<int, std::vector<Shard>> shards_;  // by stage
 };

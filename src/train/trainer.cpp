@@ -512,8 +512,9 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
       timeline->exchange(what, start, end);
     };
   }
-  DataParallel dp = config.ep > 1 ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
-                                  : DataParallel(groups.data_parallel, world);
+  DataParallel dp = config.ep > 1
+                        ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
+                        : DataParallel(groups.data_parallel, world);
   dp.set_stage_copy_groups(stage_copies);
   Trainer(config, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline)).run();
 }
