@@ -105,7 +105,13 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
     halves.backward_thread = std::this_thread::get_id();
     halves.backward_start = Clock::now();
     try {
-      backward.run();
+      backward.body();
+      if (backward.weight) {
+        // The input gradients are done, and with them the backward's exchanges: the forward may go on first if its
+        // exchange has ended, so that the parameter gradients cover the forward's exchanges still to come.
+        yield_overlap_turn();
+        backward.weight();
+      }
     } catch (...) {
       backward_error = std::current_exception();
     }

@@ -170,11 +170,15 @@ void Executor::Impl::on_backward_input(const Action& a) {
 
 void Executor::Impl::on_backward_weight(const Action& a) {
   if (!training) return;
-  Slot& sl = slot(a.stage, a.microbatch);
-  c10::DeviceGuard guard(stage_devices[static_cast<size_t>(a.stage)]);
+  backward_weight(a.stage, a.microbatch);
+}
+
+void Executor::Impl::backward_weight(int s, int m) {
+  Slot& sl = slot(s, m);
+  c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
   sl.weight.run();
   sl.weight_pending = false;
-  store.run(a.stage, a.microbatch);
+  store.run(s, m);
 }
 
 void Executor::Impl::on_overlapped(const Action& a) {
@@ -184,7 +188,10 @@ void Executor::Impl::on_overlapped(const Action& a) {
     finish_forward(a.stage, a.microbatch, stage(a.stage).forward(inputs));
     return;
   }
-  BackwardHalf half = backward_half(a.bwd_stage, a.bwd_microbatch, false);
+  const bool weights_last = options.pair_weights_last && options.weight_split == WeightSplit::Generic;
+  BackwardHalf half = backward_half(a.bwd_stage, a.bwd_microbatch, weights_last);
+  if (weights_last)
+    half.weight = [this, s = a.bwd_stage, m = a.bwd_microbatch] { backward_weight(s, m); };
   Tensors outputs = stage(a.stage).overlapped_forward_backward(inputs, half);
   finish_forward(a.stage, a.microbatch, std::move(outputs));
   if (options.recompute) drop_graph(a.stage, a.microbatch);

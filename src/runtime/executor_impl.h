@@ -84,6 +84,8 @@ struct Executor::Impl {
   void drop_graph(int s, int m);
   void recompute_forward(int s, int m);
   BackwardHalf backward_half(int s, int m, bool split);
+  // The parameter gradients of (s, m) whose input half ran split (the W action, or a pair's BackwardHalf::weight).
+  void backward_weight(int s, int m);
   void finish_backward(int s, int m, Tensors input_grads);
 
   void on_forward(const Action& a);

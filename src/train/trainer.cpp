@@ -121,6 +121,7 @@ class Trainer {
     runtime::ExecutorOptions options;
     options.timeout = timeout_;
     options.recompute = c.recompute;
+    options.pair_weights_last = split_overlaps();
     options.record_trace = true;
     options.measure_memory = true;
     // Training declares its fixed shapes (checked once, buffers posted ahead). Evaluation and sampling (whose

@@ -80,6 +80,17 @@ TEST(ConcurrentOverlap, TakingTurnsAHalfThatIsDoneLeavesTheOtherToRunToItsEnd) {
   EXPECT_EQ(log.most_at_once(), 1);
 }
 
+// A backward half whose parameter gradients come last (BackwardHalf::weight) hands the turn on between its input
+// gradients and its parameter gradients, so the forward's part after its last exchange runs first and the parameter
+// gradients, which exchange nothing, are left for the end.
+TEST(ConcurrentOverlap, TakingTurnsTheWeightGradientsOfTheBackwardComeAfterTheForwardsNextPart) {
+  PartLog log;
+  BackwardHalf backward{half(log, "B", 2), [&log] { log.part("W"); }};
+  stage_running(half(log, "F", 3), OverlapMode::TakeTurns)->overlapped_forward_backward({}, backward);
+  EXPECT_EQ(log.parts(), (Parts{"F1", "B1", "F2", "B2", "F3", "W"}));
+  EXPECT_EQ(log.most_at_once(), 1);
+}
+
 // The forward's exchange ends only once the backward has run its second part; the backward's own exchanges end at
 // once. So after B1 the backward keeps the turn (its exchange ended first) and runs B2; at its next yield the
 // forward's exchange has ended and the forward goes on.

@@ -75,6 +75,46 @@ TEST(Executor, CallsTheStagesOverlappedForwardBackward) {
   EXPECT_EQ(calls.load(), pairs);
 }
 
+// Runs the halves of a pair one after the other like the default, and counts the backward halves that came with
+// their parameter gradients split off (BackwardHalf::weight).
+class WeightsLastStage : public runtime::ModuleStage {
+ public:
+  WeightsLastStage(runtime::MlpStage m, std::atomic<int>& split_halves)
+      : ModuleStage(m.ptr(), [m](const runtime::Tensors& x) mutable -> runtime::Tensors { return {m->forward(x[0])}; }),
+        split_halves_(split_halves) {}
+  runtime::Tensors overlapped_forward_backward(const runtime::Tensors& input,
+                                               const runtime::BackwardHalf& bwd) override {
+    if (bwd.weight) ++split_halves_;
+    runtime::Tensors out = forward(input);
+    bwd.body();
+    if (bwd.weight) bwd.weight();
+    return out;
+  }
+
+ private:
+  std::atomic<int>& split_halves_;
+};
+
+// The pairs' backward halves compute the input gradients first and the parameter gradients after them, and the
+// step still gives the single-process reference's losses, outputs and gradients bit for bit.
+TEST(Executor, PairsWithTheirWeightGradientsLastMatchTheReference) {
+  Schedule schedule = make_schedule("dualpipe", {2, 8});
+  std::atomic<int> split_halves{0};
+  RankOptions options;
+  options.pair_weights_last = true;
+  options.wrap = [&](runtime::MlpStage m) { return std::make_shared<WeightsLastStage>(m, split_halves); };
+  expect_matches_reference(schedule, 2, options);
+  int pairs = 0;
+  for (const auto& rank : schedule.actions)
+    for (const auto& a : rank) pairs += a.type == ActionType::Overlapped;
+  EXPECT_EQ(split_halves.load(), pairs);
+
+  split_halves = 0;  // off (the default), the halves come whole
+  options.pair_weights_last = false;
+  expect_matches_reference(schedule, 2, options);
+  EXPECT_EQ(split_halves.load(), 0);
+}
+
 TEST(Executor, PipelineOnASubGroupWithRankMapping) {
   Schedule schedule = make_schedule("dualpipe", {4, 8});
   RankOptions options;

@@ -75,6 +75,13 @@ struct ExecutorOptions {
   // per backward for the memory of every saved tensor in between. Gradients and losses are bit-identical as
   // long as the stage's forward is deterministic (same inputs, same outputs: no dropout or other random ops).
   bool recompute = false;
+  // The backward half of every overlapped (F;B) pair computes its input gradients first and its parameter
+  // gradients after them (BackwardHalf::weight, through the generic split), instead of in autograd's interleaved
+  // order; the gradients are the same bits (backward_split.h). For stages that run the halves side by side
+  // (ConcurrentOverlapStage): the input gradients hold all of the backward's communication and take about as long
+  // as the forward, so the two halves' exchanges line up with each other's computation, and the parameter
+  // gradients, which communicate nothing, come last. Needs WeightSplit::Generic (ignored otherwise).
+  bool pair_weights_last = false;
 
   // The same tensors at every boundary (stages that keep the shape, like a transformer's blocks).
   static std::vector<BoundarySpec> uniform(const BoundarySpec& spec, int num_stages) {

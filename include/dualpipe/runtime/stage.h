@@ -23,11 +23,17 @@ namespace dualpipe::runtime {
 
 using Tensors = std::vector<torch::Tensor>;
 
-// The backward half of an overlapped pair, prepared by the executor (a full backward, or an input-gradient
-// half whose weight gradients are deferred). run() leaves the input gradients where the executor reads them.
+// The backward half of an overlapped pair, prepared by the executor. `body` leaves the input gradients where the
+// executor reads them, and computes the parameter gradients too unless `weight` is set: then `body` computes the
+// input gradients only and `weight` the parameter gradients after them (ExecutorOptions::pair_weights_last).
+// run() does both; a Stage that runs the halves side by side may do other work between them.
 struct BackwardHalf {
   std::function<void()> body;
-  void run() const { body(); }
+  std::function<void()> weight;
+  void run() const {
+    body();
+    if (weight) weight();
+  }
 };
 
 class Stage {

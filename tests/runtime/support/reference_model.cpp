@@ -116,6 +116,7 @@ std::vector<std::string> run_and_check_rank(const ReferenceSetup& setup, const R
       }
   runtime::ExecutorOptions options;
   options.rank_mapping = mapping;
+  options.pair_weights_last = rank_options.pair_weights_last;
   if (declare_shapes)
     options.boundaries = runtime::ExecutorOptions::uniform({{{setup.rows, setup.hidden}, torch::kFloat}},
                                                            schedule.num_stages);

@@ -61,6 +61,8 @@ struct RankOptions {
   std::vector<int> rank_mapping;
   // Wraps each stage module (to test stage hooks); empty: runtime::make_stage.
   std::function<std::shared_ptr<runtime::Stage>(runtime::MlpStage)> wrap;
+  // ExecutorOptions::pair_weights_last.
+  bool pair_weights_last = false;
 };
 
 // Runs one step of `schedule` on the pipeline rank of `communicator.rank()` with copies of the reference stages,
