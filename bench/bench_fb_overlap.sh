@@ -6,11 +6,12 @@
 # steps 3..N of the step time and of the exposed all-to-all time (the part of the rank's all-to-all time in which
 # none of its threads computed, from the trainer's metrics: all_to_all_exposed_ms, the worst rank), and the ratios
 # measured side by side. Needs root (network namespaces).
-#   bench/bench_fb_overlap.sh [STEPS=10] [RATE=100mbit]
+#   bench/bench_fb_overlap.sh [STEPS=10] [RATE=100mbit] [MICROBATCHES=8]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-10}
 rate=${2:-100mbit}
+microbatches=${3:-8}
 bin=$PWD/build/dualpipe
 [[ -x $bin ]] || { echo "bench_fb_overlap.sh: build first (scripts/build.sh)" >&2; exit 2; }
 scripts/testbed.sh check >/dev/null || { scripts/testbed.sh check; exit 77; }
@@ -20,7 +21,7 @@ trap 'rm -rf "$out"' EXIT
 # NAME SCHEDULE PP [FLAG]: one job over both nodes (the first pipeline on node 0, the second on node 1, so each
 # expert group spans the link); node 0's metrics go to $out/NAME.jsonl.
 run_job() {
-  local job=(train --schedule "$2" --pp "$3" --dp 2 --ep 2 --experts 4 --top-k 2 -m 8 --steps "$steps" --eval-every 0
+  local job=(train --schedule "$2" --pp "$3" --dp 2 --ep 2 --experts 4 --top-k 2 -m "$microbatches" --steps "$steps" --eval-every 0
              --sample-tokens 0 --trace "" --nnodes 2 --master-addr "$TESTBED_ADDR0" --master-port 29460)
   [[ -n ${4:-} ]] && job+=("$4")
   ip netns exec "$TESTBED_NODE0" "$bin" "${job[@]}" --node-rank 0 --metrics "$out/$1.jsonl" > "$out/$1.n0.log" 2>&1 &
@@ -30,9 +31,10 @@ run_job() {
   wait $node0 || { cat "$out/$1.n0.log" >&2; return 1; }
 }
 export -f run_job
-export bin steps out
+export bin steps out microbatches
 
-echo "MoE model (default size, 4 experts, top-2), --dp 2 --ep 2 -m 8, one pipeline per node, link $rate, $steps steps;"
+echo "MoE model (default size, 4 experts, top-2), --dp 2 --ep 2 -m $microbatches, one pipeline per node, link $rate," \
+     "$steps steps;"
 echo "medians of steps 3..$steps"
 scripts/testbed.sh run fbbench --rate "$rate" -- bash -c '
   set -e
