@@ -37,20 +37,23 @@ TEST(SplitLinear, DefersWeightGradientWhileTheStoreIsDeferring) {
   EXPECT_TRUE(torch::equal(deferred->weight.grad(), direct->weight.grad()));
 }
 
-// Counts its overlapped F&B calls, then does what the default does.
+// Counts its overlapped F&B calls, and those whose backward half came with its parameter gradients split off
+// (BackwardHalf::weight), then does what the default does.
 class CountingStage : public runtime::ModuleStage {
  public:
-  CountingStage(runtime::MlpStage m, std::atomic<int>& calls)
+  CountingStage(runtime::MlpStage m, std::atomic<int>& calls, std::atomic<int>* split_halves = nullptr)
       : ModuleStage(m.ptr(), [m](const runtime::Tensors& x) mutable -> runtime::Tensors { return {m->forward(x[0])}; }),
-        calls_(calls) {}
+        calls_(calls), split_halves_(split_halves) {}
   runtime::Tensors overlapped_forward_backward(const runtime::Tensors& input,
                                                const runtime::BackwardHalf& bwd) override {
     ++calls_;
+    if (split_halves_ && bwd.weight) ++*split_halves_;
     return Stage::overlapped_forward_backward(input, bwd);
   }
 
  private:
   std::atomic<int>& calls_;
+  std::atomic<int>* split_halves_;
 };
 
 void expect_matches_reference(const Schedule& schedule, int hub_ranks, const RankOptions& options) {
@@ -62,51 +65,34 @@ void expect_matches_reference(const Schedule& schedule, int hub_ranks, const Ran
   for (const auto& p : problems) ADD_FAILURE() << p;
 }
 
+int count_pairs(const Schedule& schedule) {
+  int pairs = 0;
+  for (const auto& rank : schedule.actions)
+    for (const auto& a : rank) pairs += a.type == ActionType::Overlapped;
+  return pairs;
+}
+
 TEST(Executor, CallsTheStagesOverlappedForwardBackward) {
   Schedule schedule = make_schedule("dualpipe", {2, 8});  // R=2, M=8 has overlapped pairs on both ranks
   std::atomic<int> calls{0};
   RankOptions options;
   options.wrap = [&](runtime::MlpStage m) { return std::make_shared<CountingStage>(m, calls); };
   expect_matches_reference(schedule, 2, options);
-  int pairs = 0;
-  for (const auto& rank : schedule.actions)
-    for (const auto& a : rank) pairs += a.type == ActionType::Overlapped;
+  const int pairs = count_pairs(schedule);
   EXPECT_GT(pairs, 0);
   EXPECT_EQ(calls.load(), pairs);
 }
-
-// Runs the halves of a pair one after the other like the default, and counts the backward halves that came with
-// their parameter gradients split off (BackwardHalf::weight).
-class WeightsLastStage : public runtime::ModuleStage {
- public:
-  WeightsLastStage(runtime::MlpStage m, std::atomic<int>& split_halves)
-      : ModuleStage(m.ptr(), [m](const runtime::Tensors& x) mutable -> runtime::Tensors { return {m->forward(x[0])}; }),
-        split_halves_(split_halves) {}
-  runtime::Tensors overlapped_forward_backward(const runtime::Tensors& input,
-                                               const runtime::BackwardHalf& bwd) override {
-    if (bwd.weight) ++split_halves_;
-    runtime::Tensors out = forward(input);
-    bwd.body();
-    if (bwd.weight) bwd.weight();
-    return out;
-  }
-
- private:
-  std::atomic<int>& split_halves_;
-};
 
 // The pairs' backward halves compute the input gradients first and the parameter gradients after them, and the
 // step still gives the single-process reference's losses, outputs and gradients bit for bit.
 TEST(Executor, PairsWithTheirWeightGradientsLastMatchTheReference) {
   Schedule schedule = make_schedule("dualpipe", {2, 8});
-  std::atomic<int> split_halves{0};
+  std::atomic<int> calls{0}, split_halves{0};
   RankOptions options;
   options.pair_weights_last = true;
-  options.wrap = [&](runtime::MlpStage m) { return std::make_shared<WeightsLastStage>(m, split_halves); };
+  options.wrap = [&](runtime::MlpStage m) { return std::make_shared<CountingStage>(m, calls, &split_halves); };
   expect_matches_reference(schedule, 2, options);
-  int pairs = 0;
-  for (const auto& rank : schedule.actions)
-    for (const auto& a : rank) pairs += a.type == ActionType::Overlapped;
+  const int pairs = count_pairs(schedule);
   EXPECT_EQ(split_halves.load(), pairs);
 
   split_halves = 0;  // off (the default), the halves come whole

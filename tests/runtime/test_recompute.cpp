@@ -89,8 +89,9 @@ TEST_P(Recompute, SameLossesAndGradientsBitForBitWithFewerActivationBytes) {
     ASSERT_EQ(plain[r].losses.size(), recomputed[r].losses.size());
     for (size_t m = 0; m < plain[r].losses.size(); ++m) {
       ASSERT_EQ(plain[r].losses[m].defined(), recomputed[r].losses[m].defined()) << "rank " << r << " m " << m;
-      if (plain[r].losses[m].defined())
+      if (plain[r].losses[m].defined()) {
         EXPECT_TRUE(torch::equal(plain[r].losses[m], recomputed[r].losses[m])) << "rank " << r << " loss " << m;
+      }
     }
     for (const auto& [s, grads] : plain[r].grads)
       for (size_t i = 0; i < grads.size(); ++i)
@@ -106,7 +107,9 @@ TEST_P(Recompute, SameLossesAndGradientsBitForBitWithFewerActivationBytes) {
   const bool plan_drops = *std::max_element(planned_recomputed.begin(), planned_recomputed.end()) <=
                           *std::max_element(planned.begin(), planned.end()) - 2;
   EXPECT_LE(recomputed_peak, plain_peak) << "peak activation bytes, largest over ranks";
-  if (plan_drops) EXPECT_LT(recomputed_peak, plain_peak) << "the plan's peak drops, the measured one does not";
+  if (plan_drops) {
+    EXPECT_LT(recomputed_peak, plain_peak) << "the plan's peak drops, the measured one does not";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, Recompute, ::testing::ValuesIn(all_kind_cases()), case_name);

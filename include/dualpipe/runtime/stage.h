@@ -29,7 +29,7 @@ using Tensors = std::vector<torch::Tensor>;
 // run() does both; a Stage that runs the halves side by side may do other work between them.
 struct BackwardHalf {
   std::function<void()> body;
-  std::function<void()> weight;
+  std::function<void()> weight = {};  // empty: `body` computes the parameter gradients too
   void run() const {
     body();
     if (weight) weight();
