@@ -22,5 +22,13 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DDUAL
 targets=(test_schedule test_sim test_viz test_cli test_data test_parallel)
 if grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$dir/CMakeCache.txt"; then targets+=(test_runtime test_train); fi
 cmake --build "$dir" -j "${JOBS:-2}" --target "${targets[@]}"
-# The browser test renders pictures of the normal build already; Chromium adds nothing under sanitizers.
-ctest --test-dir "$dir" --output-on-failure -j "${JOBS:-2}" --timeout 300 -E '^viz_browser_render$'
+# Left out here, to keep CI under 40 minutes cold on two cores (each still runs in the normal suite):
+# - the browser test: it renders pictures of the normal build already; Chromium adds nothing under sanitizers;
+# - three multi-process training tests that run no code the kept ones do not (each 1.5 to 2 minutes here):
+#   replicas of four ranks (DataParallelReplicasOfTwoRanks runs the same code at P=2), PP x DP x EP at D=4
+#   (ExpertParallelGroupsOfTwo, and ZeroOneShards at D=4 with EP 2, cover it), and the reduction after the step
+#   against the overlapped one (every DP run reduces step 1 after the step and the later steps overlapped).
+skipped='^(viz_browser_render|Train\.DataParallelReplicasOfFourRanksTrainLikeOnePipelineOnTheWholeBatch'
+skipped+='|Train\.PipelineDataAndExpertParallelTogetherTrainLikeOnePipeline'
+skipped+='|Train\.GradientReductionOverlappedWithTheStepGivesTheSameTraining)$'
+ctest --test-dir "$dir" --output-on-failure -j "${JOBS:-2}" --timeout 300 -E "$skipped"
