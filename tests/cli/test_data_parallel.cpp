@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "cli/free_port.h"
 #include "cli/train_fixture.h"
 
 namespace {
@@ -93,7 +94,7 @@ TEST_F(Train, DataParallelBadInputIsNamed) {
   EXPECT_EQ(zero.status, 2) << zero.out;
   EXPECT_TRUE(contains(zero.out, "--dp must be between 1 and 1024, got 0")) << zero.out;
   const CommandResult mismatch = run_command(
-      "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(20000 + ::getpid() % 20000) +
+      "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + a_free_port(1) +
       " RANK=0 WORLD_SIZE=4 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kShort + "--worker --pp 2 --dp 3");
   EXPECT_EQ(mismatch.status, 2) << mismatch.out;
   EXPECT_TRUE(contains(mismatch.out, "WORLD_SIZE is 4 but --pp 2 x --dp 3 is 6")) << mismatch.out;

@@ -5,17 +5,15 @@
 // environment instead of running it. Every run must pass the trainer's own check of step 1 against a
 // single-process run.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <string>
 
+#include "cli/free_port.h"
 #include "cli/train_fixture.h"
 
 namespace {
 
 using namespace dualpipe::test;
-
-std::string free_port(int salt) { return std::to_string(20000 + (::getpid() * 13 + salt) % 20000); }
 
 // Two ranks, with whatever the test's own environment has of the launch variables removed.
 const std::string kClean = "env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u LOCAL_RANK ";
@@ -35,8 +33,9 @@ std::string both(const std::string& rank0, const std::string& rank1) {
 }
 
 TEST_F(Train, WorkersStartedBySrunFindRankZeroOnTheFirstNodeOfTheJob) {
-  // srun -n 2 on one node: the port comes from the job id, the master from the node list.
-  const std::string job_id = free_port(1);
+  // srun -n 2 on one node: the port comes from the job id (20000 + id mod 20000, so the id of a free port below
+  // 40000 is the port itself), the master from the node list.
+  const std::string job_id = a_free_port(1);
   const std::string slurm = "SLURM_NTASKS=2 SLURM_NODEID=0 SLURM_TASKS_PER_NODE=2 SLURM_JOB_NODELIST=localhost "
                             "SLURM_JOB_ID=" + job_id;
   const CommandResult run = run_command(both(worker(slurm + " SLURM_PROCID=0 SLURM_LOCALID=0"),
@@ -46,7 +45,7 @@ TEST_F(Train, WorkersStartedBySrunFindRankZeroOnTheFirstNodeOfTheJob) {
 
 TEST_F(Train, WorkersStartedByMpirunUseTheMasterAddressPassedWithX) {
   const std::string mpi = "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          free_port(2);
+                          a_free_port(2);
   const CommandResult run =
       run_command(both(worker(mpi + " OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_LOCAL_RANK=0"),
                        worker(mpi + " OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1")));
@@ -57,7 +56,7 @@ TEST_F(Train, WorkersStartedByMpirunUseTheMasterAddressPassedWithX) {
 TEST_F(Train, WorkersStartedByTorchrunJoinTheStoreItsAgentHosts) {
   // torchrun --nproc-per-node 2 after one restart: every variable it sets, and the agent's store on MASTER_PORT,
   // which holds the claims of the earlier attempt (runtime_store_host) that this attempt must not see.
-  const std::string port = free_port(3);
+  const std::string port = a_free_port(3);
   const std::string torchrun =
       "LOCAL_WORLD_SIZE=2 WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 ROLE_NAME=default ROLE_WORLD_SIZE=2 "
       "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " TORCHELASTIC_RESTART_COUNT=1 TORCHELASTIC_MAX_RESTARTS=3 "
