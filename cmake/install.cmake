@@ -27,15 +27,11 @@ foreach(target IN LISTS dualpipe_directory_targets)
   endif()
 endforeach()
 
-# LibTorch and Gloo enter the runtime's link interface as this machine's files (TORCH_LIBRARIES holds absolute paths
-# such as .../libc10.so). The installed package must not pin them: it finds Torch again on the user's machine
-# (their own LibTorch through -DTorch_DIR=...) and links what that Torch names. So, in the installed targets, those
-# items are build-tree only, and dualpipeConfig.cmake puts the user's ${TORCH_LIBRARIES} (and Gloo, when this build
-# linked it) back on the targets recorded here.
+# LibTorch enters the runtime's link interface as this machine's files (TORCH_LIBRARIES holds absolute paths such as
+# .../libc10.so). The installed package must not pin them: it finds Torch again on the user's machine (their own
+# LibTorch through -DTorch_DIR=...) and links what that Torch names. So, in the installed targets, those items are
+# build-tree only, and dualpipeConfig.cmake puts the user's ${TORCH_LIBRARIES} back on the targets recorded here.
 set(dualpipe_torch_items ${TORCH_LIBRARIES})
-if(DUALPIPE_GLOO_LIBRARY)
-  list(APPEND dualpipe_torch_items "${DUALPIPE_GLOO_LIBRARY}")
-endif()
 set(DUALPIPE_TORCH_EXPORT_NAMES "")
 foreach(target IN LISTS dualpipe_installed_libraries)
   get_target_property(interface ${target} INTERFACE_LINK_LIBRARIES)
@@ -90,10 +86,6 @@ install(EXPORT dualpipeTargets NAMESPACE dualpipe:: DESTINATION "${DUALPIPE_INST
 set(DUALPIPE_CONFIG_WITH_TORCH OFF)
 if(DUALPIPE_TORCH_EXPORT_NAMES)
   set(DUALPIPE_CONFIG_WITH_TORCH ON)
-endif()
-set(DUALPIPE_CONFIG_LINKS_GLOO OFF)
-if(DUALPIPE_GLOO_LIBRARY)
-  set(DUALPIPE_CONFIG_LINKS_GLOO ON)
 endif()
 configure_package_config_file("${CMAKE_CURRENT_LIST_DIR}/dualpipeConfig.cmake.in"
                               "${CMAKE_CURRENT_BINARY_DIR}/dualpipeConfig.cmake"

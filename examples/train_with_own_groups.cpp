@@ -5,12 +5,12 @@
 //
 //   dualpipe launch --nproc 4 -- train_with_own_groups [METRICS_FILE]
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/trainer.h"
@@ -25,10 +25,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_group(dualpipe::comm::GlooCommunicat
                                                   const std::vector<int>& ranks) {
   int me = 0;
   while (ranks[static_cast<size_t>(me)] != world.rank()) ++me;
-  auto options = c10d::ProcessGroupGloo::Options::create(world.timeout());
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(world.interface()));
+  dualpipe::comm::ProcessGroupSpec spec;  // .backend = BackendKind::nccl for CUDA stages
+  spec.timeout = world.timeout();
+  spec.interface = world.interface();
   auto store = c10::make_intrusive<c10d::PrefixStore>("own-groups/" + name, world.store());
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, me, static_cast<int>(ranks.size()), options);
+  return dualpipe::comm::make_process_group(store, me, static_cast<int>(ranks.size()), spec);
 }
 
 }  // namespace

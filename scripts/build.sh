@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Configures and builds everything into build/ (Release, ccache when present, two jobs).
+# Configures and builds everything into build/ (Release, ccache when present, two jobs), against the PyTorch of
+# $DUALPIPE_PYTHON (scripts/env.sh: the pinned one that scripts/setup.sh installs, unless you name your own).
+#   scripts/build.sh                 everything: libraries, tools, tests, benchmarks
+#   scripts/build.sh dualpipe        only the targets named (the README's first command builds `dualpipe`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
+torch_prefix=$(torch_cmake_prefix)
 # ccache: share hits between checkouts in different folders (CI clones afresh).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "${JOBS:-2}"
+# The configure output but the summary line ("dualpipe: LibTorch 2.11.0 (...); CUDA ON; NCCL ON").
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" | { grep '^-- dualpipe:' || true; }
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build build -j "${JOBS:-2}" "${targets[@]}"

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs what dualpipe needs from Debian 12's packages. Idempotent: quiet when everything is there.
-#   scripts/setup.sh    build, test and benchmark dependencies (LibTorch CPU and Gloo, Chromium for the picture test,
-#                       Clang's libFuzzer, iproute2 for the two-node test bed)
+# Installs what dualpipe needs. Idempotent: quiet when everything is there.
+#   - From Debian 12's packages: the compiler and build tools, the C++ libraries (GoogleTest, Google Benchmark,
+#     CLI11, nlohmann-json, Gloo's headers), Chromium for the picture test, Clang's libFuzzer, iproute2 for the
+#     two-node test bed, the corpus. As root, or through sudo.
+#   - From PyPI: the pinned PyTorch 2 (requirements.txt) into a virtual environment outside the source tree
+#     (scripts/env.sh: $DUALPIPE_VENV, default ~/.local/share/dualpipe/venv). An environment that already holds
+#     every pin is reused as it is.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
 
 packages=(
-  g++ make cmake ccache git python3
+  g++ make cmake ccache git python3 python3-venv
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
-  libtorch-dev libgloo-dev
+  libgloo-dev           # Gloo's headers: c10d's ProcessGroupGloo.hpp includes them, the PyPI wheel has none
   fortunes              # the default training corpus of dualpipe train (/usr/share/games/fortunes)
   chromium              # renders the SVG pictures in the browser test
   clang libclang-rt-dev # libFuzzer, for the fuzz targets (scripts/fuzz.sh, run by scripts/test.sh)
@@ -19,15 +25,43 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
-
-as_root=()
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "setup.sh: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
-  as_root=(sudo)
+if [[ ${#missing[@]} -gt 0 ]]; then
+  as_root=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup.sh: run as root (or install sudo) to install: ${missing[*]}" >&2; exit 1; }
+    as_root=(sudo)
+  fi
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+  echo "setup.sh: Debian packages done"
 fi
-echo "setup.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update -qq
-"${as_root[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-echo "setup.sh: done"
+
+# The pins of requirements.txt that the environment lacks (all of them when there is no environment).
+unmet_pins() {
+  [[ -x $DUALPIPE_VENV/bin/python ]] || { echo "no environment"; return; }
+  "$DUALPIPE_VENV/bin/python" - requirements.txt <<'PY'
+import importlib.metadata as md, re, sys
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, version = re.split(r"==", line)
+    try:
+        have = md.version(name)
+    except md.PackageNotFoundError:
+        have = None
+    if have is None or have.split("+")[0] != version:
+        print(f"{name}=={version} (have {have or 'none'})")
+PY
+}
+unmet=$(unmet_pins)
+if [[ -n $unmet ]]; then
+  echo "setup.sh: installing into $DUALPIPE_VENV from PyPI: $(echo $unmet | tr '\n' ' ')"
+  [[ -x $DUALPIPE_VENV/bin/python ]] || python3 -m venv "$DUALPIPE_VENV"
+  "$DUALPIPE_VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+  unmet=$(unmet_pins)
+  [[ -z $unmet ]] || { echo "setup.sh: after pip install, $DUALPIPE_VENV still lacks: $unmet" >&2; exit 1; }
+  echo "setup.sh: PyTorch $("$DUALPIPE_VENV/bin/python" -c 'import torch; print(torch.__version__)') ready"
+fi

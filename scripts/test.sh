@@ -5,6 +5,8 @@
 # skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
+echo "PyTorch $("$DUALPIPE_PYTHON" -c 'import torch; print(torch.__version__)') from $DUALPIPE_PYTHON"
 ctest --test-dir build --output-on-failure -j "${JOBS:-2}" --timeout 300
 if [[ "${SANITIZE:-1}" != 0 ]]; then
   echo

@@ -4,6 +4,8 @@
 #   scripts/test_sanitized.sh        JOBS=N for N parallel jobs (default 2), ASAN_BUILD_DIR=DIR instead of build-asan
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
+torch_prefix=$(torch_cmake_prefix)
 # ccache: share hits between checkouts in different folders (CI clones afresh).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # LibTorch keeps allocations alive until exit by design (operator registries, thread pools): leak reports
@@ -16,7 +18,7 @@ dir=${ASAN_BUILD_DIR:-build-asan}
 # Debug with line tables only (-g1): reports still name file:line, and the LibTorch-heavy files compile
 # about a quarter faster than with full -g.
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DDUALPIPE_SANITIZE=address,undefined \
-  -DDUALPIPE_BUILD_BENCH=OFF >/dev/null
+  -DDUALPIPE_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
 # Only the test programs and what they run (test_runtime brings its workers, the example and `dualpipe`).
 # A new test program must be added here, or ctest reports it as *_NOT_BUILT.
 targets=(test_schedule test_sim test_viz test_cli test_data test_parallel)

@@ -1,7 +1,6 @@
 #include "dualpipe/comm/gloo_communicator.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/launch_environment.h"
 #include "dualpipe/comm/network_interface.h"
 #include "peer_monitor.h"
@@ -130,17 +130,15 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
       store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(options.restart_count),
                                                      tcp_store);
     wait_for_every_rank(*store, options);
-    auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     std::string interface = options.interface;
     if (interface.empty() && std::getenv("GLOO_SOCKET_IFNAME")) interface = std::getenv("GLOO_SOCKET_IFNAME");
     // Else the interface that reaches rank 0: peers on other machines can reach it too, unlike the host name's
     // address (127.0.0.1 inside a network namespace, or on many a laptop).
     if (interface.empty()) interface = interface_routing_to(options.master_addr);
-    group_options->devices.push_back(interface.empty()
-                                         ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                         : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
-    connection.group =
-        c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank, options.world_size, group_options);
+    ProcessGroupSpec spec;
+    spec.timeout = options.timeout;
+    spec.interface = interface;
+    connection.group = make_process_group(store, options.rank, options.world_size, spec);
     connection.store = store;
     connection.interface = interface;
     if (options.peer_monitor)

@@ -2,10 +2,10 @@
 #include "dualpipe/parallel/process_groups.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
 
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/error.h"
 
 namespace dualpipe::parallel {
@@ -18,13 +18,13 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_group(const c10::intrusive_ptr<c10d:
                                                   std::chrono::milliseconds timeout, const std::string& interface) {
   const auto me = std::find(ranks.begin(), ranks.end(), rank);
   DUALPIPE_CHECK(me != ranks.end(), "rank ", rank, " is not in its own ", kind, " group");
-  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices.push_back(interface.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                               : c10d::ProcessGroupGloo::createDeviceForInterface(interface));
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
       detail::concat("dualpipe/group/", kind, "/", ranks.front()), store);
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(me - ranks.begin()),
-                                                     static_cast<int>(ranks.size()), options);
+  comm::ProcessGroupSpec spec;
+  spec.timeout = timeout;
+  spec.interface = interface;
+  return comm::make_process_group(prefixed, static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),
+                                  spec);
 }
 
 }  // namespace

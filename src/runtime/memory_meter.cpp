@@ -14,7 +14,7 @@ using DebugSlot = c10::DebugInfoKind;
 
 class Counter : public c10::MemoryReportingInfoBase {
  public:
-  void reportMemoryUsage(void*, int64_t alloc_size, int64_t, int64_t, c10::Device) override { live += alloc_size; }
+  void reportMemoryUsage(void*, int64_t alloc_size, size_t, size_t, c10::Device) override { live += alloc_size; }
   bool memoryProfilingEnabled() const override { return true; }
   // Atomic: LibTorch hands the thread's debug info on to the threads it starts work on (intra-op pools).
   std::atomic<int64_t> live{0};

@@ -11,6 +11,7 @@
 #include "dualpipe/schedule_file.h"
 #include "dualpipe/validate.h"
 #include "dualpipe/train/checkpoint.h"
+#include "device_choice.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -109,6 +110,7 @@ void check_output_path(const char* option, const std::string& path) {
 
 void check_config(const TrainConfig& c) {
   const RunPlan plan = make_run_plan(c);
+  choose_device(c);
   check_output_path("--trace", c.trace);
   check_output_path("--metrics", c.metrics);
   load_training_data(c);

@@ -15,6 +15,7 @@
 #include "checkpoint_io.h"
 #include "correctness_checks.h"
 #include "data_parallel.h"
+#include "device_choice.h"
 #include "expert_timeline.h"
 #include "optimizer_sharding.h"
 #include "dualpipe/comm/channels.h"
@@ -455,6 +456,7 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
 
 void run_training_rank(const TrainConfig& config) {
   const RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
+  choose_device(config);  // CPU stages over Gloo are what runs today
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
   comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
   world_options.timeout = timeout;

@@ -2,7 +2,6 @@
 // the learning-rate schedule, the model's independence of its cut, and the checkpoint manifest's checks.
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -14,6 +13,7 @@
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/train/checkpoint.h"
 #include "dualpipe/train/lr_schedule.h"
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/in_process_communicator.h"
 #include "dualpipe/train/trainer.h"
 
@@ -58,9 +58,9 @@ TEST(RunTrainingRank, GroupsThatDoNotFitTheConfigAreNamed) {
   };
   // A group of one rank: this process alone.
   auto alone = [] {
-    auto options = c10d::ProcessGroupGloo::Options::create();
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface("lo"));
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+    comm::ProcessGroupSpec spec;
+    spec.interface = "lo";
+    return comm::make_process_group(c10::make_intrusive<c10d::HashStore>(), 0, 1, spec);
   };
   TrainConfig config;
   config.ranks = 2;

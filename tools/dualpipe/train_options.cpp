@@ -55,6 +55,11 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
                "in the backward (same losses, less memory, one more forward)")
       ->group("Pipeline");
 
+  sub.add_option("--device", o.device, "Where the stages run: cpu, or cuda (one GPU per local rank)")
+      ->capture_default_str()->group("Pipeline");
+  sub.add_option("--backend", o.backend, "Transport between ranks: gloo or nccl (default: nccl for --device cuda, "
+                 "gloo for cpu; nccl needs cuda)")->group("Pipeline");
+
   sub.add_option("--layers", o.layers, "Transformer blocks in the whole model")->capture_default_str()->group("Model");
   sub.add_option("--hidden", o.hidden, "Width of the residual stream")->capture_default_str()->group("Model");
   sub.add_option("--heads", o.heads, "Attention heads (must divide --hidden)")->capture_default_str()->group("Model");
@@ -136,7 +141,8 @@ std::vector<std::string> train_arguments(const train::TrainConfig& o) {
       "--prompt", o.prompt, "--sample-tokens", std::to_string(o.sample_tokens),
       "--temperature", exact(o.temperature), "--checkpoint-dir", o.checkpoint_dir,
       "--save-every", std::to_string(o.save_every), "--keep", std::to_string(o.keep), "--metrics", o.metrics,
-      "--trace", o.trace, "--act-bytes", exact(o.act_bytes), "--timeout", exact(o.timeout_seconds)};
+      "--trace", o.trace, "--act-bytes", exact(o.act_bytes), "--timeout", exact(o.timeout_seconds),
+      "--device", o.device, "--backend", o.backend};
   for (const std::string& file : o.data) {
     args.push_back("--data");
     args.push_back(file);

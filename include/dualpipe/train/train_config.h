@@ -73,6 +73,10 @@ struct TrainConfig {
 
   bool recompute = false;  // activation recomputation (ExecutorOptions::recompute)
   double timeout_seconds = 60;
+
+  // Where the stages run, and the transport between ranks (device_choice.h has the rules).
+  std::string device = "cpu";  // "cpu" or "cuda" (one GPU per local rank)
+  std::string backend;         // "gloo" or "nccl"; empty: nccl for cuda, gloo for cpu
 };
 
 }  // namespace dualpipe::train

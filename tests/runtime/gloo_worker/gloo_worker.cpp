@@ -12,7 +12,6 @@
 //     pipelines run DualPipe side by side, then the world group must still work.
 // Exits 0 when everything matches (1 with the mismatches on stderr otherwise).
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
@@ -21,6 +20,7 @@
 #include <iostream>
 #include <string>
 
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/generators.h"
 #include "runtime/support/reference_model.h"
@@ -53,14 +53,12 @@ std::vector<std::string> check_subgroups() {
   store_options.numWorkers = 4;
   store_options.timeout = std::chrono::seconds(60);
   auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
-  auto device = ::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
-  options->devices.push_back(device);
-  auto world = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, 4, options);
+  comm::ProcessGroupSpec spec;
+  spec.interface = "lo";
+  auto world = comm::make_process_group(store, env.rank, 4, spec);
   const int pipeline = env.rank % 2;  // {0, 2} and {1, 3}
-  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-      c10::make_intrusive<c10d::PrefixStore>("pipeline" + std::to_string(pipeline), store), env.rank / 2, 2,
-      options);
+  auto group = comm::make_process_group(
+      c10::make_intrusive<c10d::PrefixStore>("pipeline" + std::to_string(pipeline), store), env.rank / 2, 2, spec);
   auto communicator = std::make_shared<comm::ProcessGroupCommunicator>(group);
   if (communicator->rank() != env.rank / 2 || communicator->size() != 2)
     return {"the communicator does not report the sub-group's own rank and size"};
