@@ -8,15 +8,10 @@
 namespace dualpipe::train {
 namespace {
 
-// The optimizer's state map is keyed by the parameter's TensorImpl: its address as a string in LibTorch 1.x, the
-// pointer itself in 2.x.
+// The optimizer's state map is keyed by the parameter's TensorImpl pointer.
 template <class StateMap>
 typename StateMap::key_type state_key(const torch::Tensor& parameter) {
-  if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
-    return c10::guts::to_string(parameter.unsafeGetTensorImpl());
-  } else {
-    return static_cast<typename StateMap::key_type>(parameter.unsafeGetTensorImpl());
-  }
+  return static_cast<typename StateMap::key_type>(parameter.unsafeGetTensorImpl());
 }
 
 using OptimizerState = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
