@@ -45,7 +45,7 @@ TEST_F(Train, TorchrunWithFourLocalRanksTrainsWithTheLossesOfDualpipeTrain) {
   ASSERT_EQ(ours.status, 0) << ours.out;
   const CommandResult theirs = run_command(
       "env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u LOCAL_RANK OMP_NUM_THREADS=1 timeout -k 5 240 " +
-      torchrun + " --nproc-per-node 4 --master-addr 127.0.0.1 --master-port " + a_free_port(11) + " " +
+      torchrun + " --no-python --nproc-per-node 4 --master-addr 127.0.0.1 --master-port " + a_free_port(11) + " " +
       worker_binary() + " " + options + "--metrics " + path("theirs.jsonl") + " 2>&1");
   ASSERT_EQ(theirs.status, 0) << theirs.out;
   EXPECT_TRUE(contains(theirs.out, "step matches the single-process reference")) << theirs.out;
