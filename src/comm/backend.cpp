@@ -5,7 +5,6 @@
 // layouts are never used here.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #ifdef USE_C10D_NCCL
-#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -13,12 +12,9 @@
 
 namespace dualpipe::comm {
 
-const char* backend_name(BackendKind kind) { return kind == BackendKind::nccl ? "nccl" : "gloo"; }
-
 BackendKind parse_backend(const std::string& name) {
-  if (name == "gloo") return BackendKind::gloo;
-  if (name == "nccl") return BackendKind::nccl;
-  throw Error(detail::concat("backend '", name, "' is not one of gloo, nccl"));
+  DUALPIPE_REQUIRE(name == "gloo" || name == "nccl", "--backend '", name, "' is not one of gloo, nccl");
+  return name == "nccl" ? BackendKind::nccl : BackendKind::gloo;
 }
 
 bool nccl_compiled_in() {

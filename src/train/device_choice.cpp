@@ -13,8 +13,6 @@ DeviceChoice choose_device(const TrainConfig& c) {
   if (c.backend.empty()) {
     choice.backend = choice.cuda ? comm::BackendKind::nccl : comm::BackendKind::gloo;
   } else {
-    DUALPIPE_REQUIRE(c.backend == "gloo" || c.backend == "nccl", "--backend '", c.backend,
-                     "' is not one of gloo, nccl");
     choice.backend = comm::parse_backend(c.backend);
   }
   DUALPIPE_REQUIRE(!(choice.backend == comm::BackendKind::nccl && !choice.cuda),

@@ -36,7 +36,15 @@ void expect_same_training(const std::string& schedule, int pp, int dp, int ep, i
   ASSERT_EQ(expected.steps.size(), 3u);
   EXPECT_EQ(got.steps[0]["moe_dropped"], expected.steps[0]["moe_dropped"]) << layout;
   EXPECT_EQ(got.steps[0]["moe_aux_loss"].get<double>() > 0, true) << layout;
-  expect_steps_close(got, expected, {"loss", "grad_norm", "moe_aux_loss"}, 1e-6, layout);
+  // Step 1 to a relative 1e-6: up to its update, only the order of the sums differs. Later steps to 1e-4: that
+  // order moves the weights by rounding, and top-k routing is discontinuous, so a token near a tie can pick
+  // another expert. On PyTorch 2.11 the single pipeline and --dp 2 --ep 2 -m 8 (1f1b, --pp 2) dropped 2016 and
+  // 2017 of 8192 choices at step 3, and their step-2 gradient norms differ by 5e-5 relative.
+  MetricsFile got_first = got, expected_first = expected;
+  got_first.steps.resize(1);
+  expected_first.steps.resize(1);
+  expect_steps_close(got_first, expected_first, {"loss", "grad_norm", "moe_aux_loss"}, 1e-6, layout);
+  expect_steps_close(got, expected, {"loss", "grad_norm", "moe_aux_loss"}, 1e-4, layout);
 }
 
 TEST_F(Train, ExpertParallelGroupsOfTwoTrainLikeOnePipelineHoldingEveryExpert) {

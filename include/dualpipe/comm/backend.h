@@ -12,9 +12,7 @@ namespace dualpipe::comm {
 
 enum class BackendKind { gloo, nccl };
 
-// "gloo" or "nccl".
-const char* backend_name(BackendKind kind);
-// Reads "gloo" or "nccl"; anything else throws dualpipe::Error naming the value.
+// Reads a --backend value, "gloo" or "nccl"; anything else throws InvalidArgument naming the value.
 BackendKind parse_backend(const std::string& name);
 // Whether this LibTorch was built with NCCL (the PyPI wheels for CUDA are).
 bool nccl_compiled_in();
