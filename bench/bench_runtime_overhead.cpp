@@ -120,7 +120,7 @@ void run_threads(int ranks, int microbatches, int steps, int warmup, double refe
 int main(int argc, char** argv) {
   int steps = 50, warmup = 10, only_ranks = 0, microbatches = 0;
   double reference = 0;
-  bool threads = false, gloo = true;
+  bool threads = false, gloo = true, mkldnn = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i];
     if (key == "--steps") steps = std::atoi(argv[i + 1]);
@@ -130,11 +130,14 @@ int main(int argc, char** argv) {
     else if (key == "--reference-ms") reference = std::atof(argv[i + 1]);
     else if (key == "--threads") threads = std::string(argv[i + 1]) == "on";
     else if (key == "--gloo") gloo = std::string(argv[i + 1]) != "off";
+    // PyTorch 2 sends small element-wise ops through oneDNN, whose per-call set-up dominates these tiny stages.
+    else if (key == "--mkldnn") mkldnn = std::string(argv[i + 1]) != "off";
     else {
-      std::fprintf(stderr, "usage: bench_runtime_overhead [--steps N] [--warmup N] [--ranks 4|8] [--threads on] [--gloo off]\n");
+      std::fprintf(stderr, "usage: bench_runtime_overhead [--steps N] [--warmup N] [--ranks 4|8] [--threads on] [--gloo off] [--mkldnn off]\n");
       return 2;
     }
   }
+  at::globalContext().setUserEnabledMkldnn(mkldnn);
   try {
     if (dualpipe::bench::is_rank_process()) {
       run_rank(dualpipe::comm::GlooCommunicator::from_environment(std::chrono::seconds(60)), microbatches, steps, warmup,
@@ -153,7 +156,8 @@ int main(int argc, char** argv) {
       int rc = !gloo ? 0 : dualpipe::bench::run_rank_processes(
           c.ranks,
           {"--steps", std::to_string(steps), "--warmup", std::to_string(warmup), "--microbatches",
-           std::to_string(c.microbatches), "--reference-ms", std::to_string(c.reference_ms)},
+           std::to_string(c.microbatches), "--reference-ms", std::to_string(c.reference_ms), "--mkldnn",
+           mkldnn ? "on" : "off"},
           std::chrono::seconds(300));
       if (rc != 0) {
         std::fprintf(stderr, "R=%d M=%d: ranks failed (status %d)\n", c.ranks, c.microbatches, rc);
