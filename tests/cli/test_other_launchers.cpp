@@ -1,8 +1,7 @@
 // `dualpipe train --worker` started the way other launchers start workers, each with only its own variables
-// (comm/launch_environment.h): srun's, Open MPI mpirun's, and torchrun's whole set, its agent hosting the
-// rendezvous store. Debian 12's own torchrun (python3-torch 1.13) fails before it starts any worker
-// (AttributeError in elastic/multiprocessing/api.py to_map), so the test follows torchrun's documented worker
-// environment instead of running it. Every run must pass the trainer's own check of step 1 against a
+// (comm/launch_environment.h): srun's, Open MPI mpirun's, and torchrun's whole set after a restart, its agent
+// hosting the rendezvous store with an earlier attempt's keys. The real torchrun of PyTorch 2 runs in
+// test_torchrun.cpp and test_two_nodes.cpp. Every run must pass the trainer's own check of step 1 against a
 // single-process run.
 #include <gtest/gtest.h>
 

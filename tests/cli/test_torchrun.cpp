@@ -13,22 +13,6 @@ namespace {
 
 using namespace dualpipe::test;
 
-// torchrun of $DUALPIPE_VENV (scripts/env.sh), or of the default environment; empty when neither has one.
-std::string find_torchrun() {
-  const char* venv = std::getenv("DUALPIPE_VENV");
-  const char* home = std::getenv("HOME");
-  for (const std::string& candidate :
-       {venv ? std::string(venv) + "/bin/torchrun" : std::string(),
-        home ? std::string(home) + "/.local/share/dualpipe/venv/bin/torchrun" : std::string()})
-    if (!candidate.empty() && access(candidate.c_str(), X_OK) == 0) return candidate;
-  return {};
-}
-
-std::string worker_binary() {
-  const std::string bin = DUALPIPE_BIN;
-  return bin.substr(0, bin.rfind('/') + 1) + "dualpipe-train-worker";
-}
-
 std::vector<double> losses(const MetricsFile& m) {
   std::vector<double> out;
   for (const auto& s : m.steps) out.push_back(s["loss"].get<double>());

@@ -93,6 +93,34 @@ TEST_F(TwoNodes, FourRanksSplitTwoAndTwoTrainWithTheLocalRunsLosses) {
   EXPECT_TRUE(contains(out, "node 1 of 2: ranks 2-3 of 4, MASTER_ADDR=" + address_[0])) << out;
 }
 
+TEST_F(TwoNodes, TorchrunOnEachNodeTrainsWithTheLocalRunsLosses) {
+  // PyTorch 2's torchrun, 2 x 2: each namespace runs `torchrun --nnodes 2 --node-rank K --nproc-per-node 2`, node 0's
+  // agent hosting the store; the workers are `dualpipe-train-worker`.
+  const std::string torchrun = find_torchrun();
+  if (torchrun.empty()) GTEST_SKIP() << "no torchrun: run scripts/setup.sh (PyTorch 2 into $DUALPIPE_VENV)";
+  const std::string job = "--schedule dualpipe --steps 3 --eval-every 0 --sample-tokens 0";
+  const CommandResult local = dualpipe_cmd(kSmall + job + " --metrics " + path("local.jsonl"), 120);
+  ASSERT_EQ(local.status, 0) << local.out;
+  const std::string options = kSmall.substr(std::string("train ").size()) + job;
+  auto torchrun_node = [&](int k, const std::string& extra, const std::string& log) {
+    return "ip netns exec " + namespace_[k] + " env OMP_NUM_THREADS=1 timeout -k 5 180 " + torchrun +
+           " --no-python --nnodes 2 --node-rank " + std::to_string(k) + " --nproc-per-node 2 --master-addr " +
+           address_[0] + " --master-port 29401 " + worker_binary() + " " + options + extra + " > '" + path(log) +
+           "' 2>&1";
+  };
+  const CommandResult run = run_command(both(torchrun_node(0, " --metrics " + path("two.jsonl"), "n0.log"),
+                                             torchrun_node(1, "", "n1.log")));
+  const std::string n0 = read_file(path("n0.log")), n1 = read_file(path("n1.log"));
+  ASSERT_TRUE(contains(run.out, "status0=0 status1=0")) << run.out << n0 << n1;
+  const MetricsFile expected = read_metrics(path("local.jsonl")), got = read_metrics(path("two.jsonl"));
+  ASSERT_EQ(expected.steps.size(), 3u);
+  ASSERT_EQ(got.steps.size(), 3u) << n0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got.steps[i]["loss"], expected.steps[i]["loss"]) << "step " << i + 1;
+    EXPECT_EQ(got.steps[i]["grad_norm"], expected.steps[i]["grad_norm"]) << "step " << i + 1;
+  }
+}
+
 TEST_F(TwoNodes, DataParallelReplicasOnTwoNodesTrainLikeTheLocalRun) {
   // --pp 2 --dp 2: each node holds one whole pipeline (ranks 0-1 and 2-3), the gradient all-reduce crosses the link.
   const std::string out =

@@ -70,6 +70,23 @@ inline std::string read_file(const std::string& path) {
 
 inline bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// torchrun of $DUALPIPE_VENV (scripts/env.sh), or of the default environment; empty when neither has one.
+inline std::string find_torchrun() {
+  const char* venv = std::getenv("DUALPIPE_VENV");
+  const char* home = std::getenv("HOME");
+  for (const std::string& candidate :
+       {venv ? std::string(venv) + "/bin/torchrun" : std::string(),
+        home ? std::string(home) + "/.local/share/dualpipe/venv/bin/torchrun" : std::string()})
+    if (!candidate.empty() && access(candidate.c_str(), X_OK) == 0) return candidate;
+  return {};
+}
+
+// The program torchrun starts as each rank (`torchrun --no-python WORKER OPTIONS`), beside `dualpipe`.
+inline std::string worker_binary() {
+  const std::string bin = DUALPIPE_BIN;
+  return bin.substr(0, bin.rfind('/') + 1) + "dualpipe-train-worker";
+}
+
 class Train : public ::testing::Test {
  protected:
   void SetUp() override {
