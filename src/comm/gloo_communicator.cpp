@@ -169,8 +169,6 @@ GlooOptions GlooCommunicator::options_from_environment() {
   options.rank = launch.rank;
   options.store_hosted_by_agent = launch.store_hosted_by_agent;
   options.restart_count = launch.restart_count;
-  const char* single_tag = std::getenv("DUALPIPE_SINGLE_TAG");
-  options.single_tag = single_tag != nullptr && std::string(single_tag) == "1";
   const char* monitor = std::getenv("DUALPIPE_PEER_MONITOR");
   options.peer_monitor = monitor == nullptr || std::string(monitor) != "0";
   return options;

@@ -1,10 +1,12 @@
 #include "dualpipe/comm/process_group_communicator.h"
 
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "peer_monitor.h"
@@ -102,6 +104,7 @@ class TransferWork : public Work {
     std::string error = wait_backend(timeout);
     if (!error.empty()) throw wait_error(monitor_, self_, operation(), peer_, timeout, error);
     finished_ = true;
+    if (deliver_to_.defined()) deliver_to_.copy_(tensor_);
     tensor_ = at::Tensor();
   }
 
@@ -110,6 +113,9 @@ class TransferWork : public Work {
     std::lock_guard<std::mutex> lock(mutex_);
     return finished_;
   }
+
+  // A receive that arrived in a host buffer (tensor) for a device tensor: copied there when waited on.
+  void deliver_to(at::Tensor target) { deliver_to_ = std::move(target); }
 
   // Watcher side.
   void watch() { watched_ = true; }
@@ -124,6 +130,7 @@ class TransferWork : public Work {
  private:
   c10::intrusive_ptr<c10d::Work> work_;
   at::Tensor tensor_;  // alive until the transfer completed
+  at::Tensor deliver_to_;
   PeerMonitor* monitor_;
   int self_, peer_, tag_;
   const char* what_;
@@ -187,12 +194,22 @@ class SendWatcher {
 
 }  // namespace
 
+bool single_tag_from_environment() {
+  const char* value = std::getenv("DUALPIPE_SINGLE_TAG");
+  return value != nullptr && std::string(value) == "1";
+}
+
 struct ProcessGroupCommunicator::Impl {
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   ProcessGroupCommunicatorOptions options;
   std::unique_ptr<PeerMonitor> monitor;
   std::map<int, std::unique_ptr<SendWatcher>> watchers;  // by destination, made on first use
   int wire_tag(int tag) const { return options.single_tag ? 0 : tag; }
+  // Gloo sends and receives bytes from host memory (its collectives stage device tensors themselves, its
+  // point-to-point does not): a tensor on a GPU travels through a host copy. NCCL takes it where it is.
+  bool through_host(const at::Tensor& tensor) const {
+    return !tensor.is_cpu() && group->getBackend(tensor.device().type())->getBackendName() == "gloo";
+  }
 };
 
 ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
@@ -228,7 +245,7 @@ const c10::intrusive_ptr<c10d::ProcessGroup>& ProcessGroupCommunicator::group() 
 
 std::shared_ptr<Work> ProcessGroupCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
   DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank(), "rank ", rank(), " cannot send to rank ", dst);
-  std::vector<at::Tensor> tensors{tensor.contiguous()};
+  std::vector<at::Tensor> tensors{impl_->through_host(tensor) ? tensor.to(at::kCPU) : tensor.contiguous()};
   c10::intrusive_ptr<c10d::Work> work;
   PeerMonitor* monitor = impl_->monitor.get();
   try {  // Gloo throws at once when the peer's connection is already broken
@@ -246,7 +263,8 @@ std::shared_ptr<Work> ProcessGroupCommunicator::isend(const at::Tensor& tensor, 
 std::shared_ptr<Work> ProcessGroupCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
   DUALPIPE_REQUIRE(src >= 0 && src < size() && src != rank(), "rank ", rank(), " cannot receive from rank ", src);
   DUALPIPE_REQUIRE(tensor.is_contiguous(), "receive buffers must be contiguous");
-  std::vector<at::Tensor> tensors{tensor};
+  const bool through_host = impl_->through_host(tensor);
+  std::vector<at::Tensor> tensors{through_host ? at::empty(tensor.sizes(), tensor.options().device(at::kCPU)) : tensor};
   c10::intrusive_ptr<c10d::Work> work;
   PeerMonitor* monitor = impl_->monitor.get();
   try {
@@ -255,7 +273,9 @@ std::shared_ptr<Work> ProcessGroupCommunicator::irecv(at::Tensor& tensor, int sr
     throw wait_error(monitor, rank(), concat("receive from rank ", src, " (tag ", tag, ")"), src, timeout(),
                      e.what());
   }
-  return std::make_shared<TransferWork>(std::move(work), tensor, monitor, rank(), src, tag, "receive from");
+  auto transfer = std::make_shared<TransferWork>(std::move(work), tensors[0], monitor, rank(), src, tag, "receive from");
+  if (through_host) transfer->deliver_to(tensor);
+  return transfer;
 }
 
 // c10d runs the barrier on the group's worker thread; waiting for it in slices lets a lost peer end the wait.

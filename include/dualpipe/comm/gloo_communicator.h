@@ -31,8 +31,9 @@ struct GlooOptions {
   // this attempt's keys then live under "/worker/attempt_<restart_count>".
   bool store_hosted_by_agent = false;
   int restart_count = 0;
-  // Test mode: every message with tag 0 (ProcessGroupCommunicatorOptions::single_tag).
-  bool single_tag = false;
+  // Test mode: every message with tag 0 (ProcessGroupCommunicatorOptions::single_tag). Default:
+  // DUALPIPE_SINGLE_TAG=1 in the environment.
+  bool single_tag = single_tag_from_environment();
   // The peer monitor (docs/runtime.md, "Failures"). Off, failures are what c10d alone reports.
   bool peer_monitor = true;
 };
@@ -44,8 +45,8 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   explicit GlooCommunicator(const GlooOptions& options);
 
   // Reads the launcher's variables (torchrun's, SLURM's or MPI's: launch_environment.h), DUALPIPE_SINGLE_TAG=1
-  // (the test mode above) and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument naming the variable
-  // when one is missing or invalid.
+  // (the test mode above, read by its default) and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument
+  // naming the variable when one is missing or invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));

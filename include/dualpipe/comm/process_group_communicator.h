@@ -25,12 +25,17 @@ namespace internal {
 class PeerMonitor;
 }
 
+// True when DUALPIPE_SINGLE_TAG=1 is set: the default of the test mode below, so that the variable puts every
+// communicator of the process in it, those over sub-groups included (a training job's pipeline group as well as
+// its world). A program that sets `single_tag` itself overrides it.
+bool single_tag_from_environment();
+
 struct ProcessGroupCommunicatorOptions {
   // Wait limit for sends, receives and barriers.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Test mode: every message travels with tag 0, as on a backend that ignores tags (NCCL). Runs must be
-  // bit-identical with and without it (channels.h).
-  bool single_tag = false;
+  // bit-identical with and without it (channels.h). Default: DUALPIPE_SINGLE_TAG=1 in the environment.
+  bool single_tag = single_tag_from_environment();
 };
 
 class ProcessGroupCommunicator : public Communicator {
