@@ -8,8 +8,11 @@
 #                                        compiler, no network): builds GoogleTest from DIR, then dualpipe against
 #                                        that machine's PyTorch into build-gpu/, and runs the checks below.
 # The checks: the CMake summary (CUDA and NCCL on), libtorch_cuda linked into the worker, the GPU's name, the
-# test suite of the runtime (CPU stages) on that machine's PyTorch, and `dualpipe train` refusing or running
-# --device cuda.
+# runtime's CUDA tests (tests/runtime/test_cuda_stages.cpp: every schedule kind with CUDA stages and a stream per
+# rank, bit-identical to one stream; an overlapped pair's two streams timed with CUDA events), a few steps of the
+# transformer with --device cuda, and the refusals.
+# DUALPIPE_GPU_BIN=DIR skips the build and runs DIR's dualpipe, dualpipe-train-worker and test_runtime instead:
+# binaries built elsewhere against the same PyTorch release (a GPU lent for minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -31,33 +34,45 @@ prepare() {
 }
 
 run() {
-  [[ -d $deps/include ]] || { echo "gpu_check.sh: $deps is not prepared (scripts/gpu_check.sh prepare)" >&2; exit 1; }
-  local python=${PYTHON:-python3} jobs=${JOBS:-$(nproc)}
+  local python=${PYTHON:-python3} jobs=${JOBS:-$(nproc)} bin=${DUALPIPE_GPU_BIN:-}
   echo "== the machine"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "(no nvidia-smi)"
   "$python" -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda, "GPUs", torch.cuda.device_count(), "NCCL", torch.cuda.nccl.version() if torch.cuda.is_available() else None)'
-  echo "== GoogleTest from $deps/src/googletest"
-  cmake -S "$deps/src/googletest" -B "$deps/build-gtest" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="$deps" >/dev/null
-  cmake --build "$deps/build-gtest" -j "$jobs" --target install >/dev/null
-  echo "== dualpipe against $("$python" -c 'import torch; print(torch.__file__)')"
-  local torch_prefix
-  torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDUALPIPE_BUILD_BENCH=OFF \
-    -DCMAKE_PREFIX_PATH="$torch_prefix;$deps" -DGLOO_INCLUDE_DIR="$deps/include" \
-    -DCMAKE_CXX_FLAGS="-isystem $deps/include" | grep -E '^-- dualpipe:'
-  cmake --build build-gpu -j "$jobs" --target dualpipe dualpipe-train-worker test_runtime test_train
-  echo "== linked CUDA libraries of build-gpu/dualpipe-train-worker"
-  ldd build-gpu/dualpipe-train-worker | grep -E 'libtorch_cuda|libc10_cuda|nccl' || { echo "not linked" >&2; exit 1; }
-  echo "== the runtime's and the training library's tests on this machine's PyTorch"
+  local torch_lib
+  torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  if [[ -n $bin ]]; then
+    echo "== prebuilt binaries from $bin, on this machine's PyTorch ($torch_lib)"
+    export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  else
+    [[ -d $deps/include ]] || { echo "gpu_check.sh: $deps is not prepared (scripts/gpu_check.sh prepare)" >&2; exit 1; }
+    echo "== GoogleTest from $deps/src/googletest"
+    cmake -S "$deps/src/googletest" -B "$deps/build-gtest" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$deps" >/dev/null
+    cmake --build "$deps/build-gtest" -j "$jobs" --target install >/dev/null
+    echo "== dualpipe against $("$python" -c 'import torch; print(torch.__file__)')"
+    cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDUALPIPE_BUILD_BENCH=OFF \
+      -DCMAKE_PREFIX_PATH="$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)');$deps" \
+      -DGLOO_INCLUDE_DIR="$deps/include" -DCMAKE_CXX_FLAGS="-isystem $deps/include" | grep -E '^-- dualpipe:'
+    local start=$SECONDS
+    cmake --build build-gpu -j "$jobs" --target dualpipe dualpipe-train-worker test_runtime
+    echo "built in $((SECONDS - start)) s"
+    bin=build-gpu
+  fi
+  echo "== linked CUDA libraries of $bin/dualpipe-train-worker"
+  ldd "$bin/dualpipe-train-worker" | grep -E 'libtorch_cuda|libc10_cuda' || { echo "not linked" >&2; exit 1; }
   local failed=0
-  build-gpu/test_runtime --gtest_brief=1 || failed=1
-  build-gpu/test_train --gtest_brief=1 || failed=1
-  echo "== dualpipe train --device cuda"
-  build-gpu/dualpipe train --device cuda --ranks 2 --schedule 1f1b --steps 2 --layers 2 --hidden 32 --heads 2 \
-    --seq-len 16 --trace '' --sample-tokens 0 && echo "exit 0" || echo "exit $?"
-  echo "== dualpipe train --backend nccl with CPU stages (must be refused)"
-  build-gpu/dualpipe train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
+  echo "== the runtime's CUDA tests (cuBLAS in its deterministic workspace mode, as PyTorch's reproducibility notes ask)"
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 "$bin/test_runtime" --gtest_filter='*CudaStages*:*CudaOverlap*' --gtest_brief=1 \
+    || failed=1
+  echo "== dualpipe train --device cuda --backend gloo: 2 ranks sharing the GPU, 4 steps"
+  "$bin/dualpipe" train --device cuda --backend gloo --ranks 2 --schedule dualpipev --steps 4 --layers 4 \
+    --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 || failed=1
+  echo "== the same on the CPU (the losses above should match to rounding)"
+  "$bin/dualpipe" train --device cpu --ranks 2 --schedule dualpipev --steps 4 --layers 4 \
+    --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 || failed=1
+  echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL (the trainer's groups are Gloo)"
+  "$bin/dualpipe" train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
+  "$bin/dualpipe" train --device cuda --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   (( failed == 0 )) && echo "gpu_check.sh: PASS" || { echo "gpu_check.sh: FAIL" >&2; exit 1; }
 }
 

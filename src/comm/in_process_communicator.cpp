@@ -1,14 +1,32 @@
 #include "dualpipe/comm/in_process_communicator.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 namespace dualpipe::comm {
+
+namespace {
+
+// The sender's private copy of a tensor. On a device, the copy is queued on the sender's current stream and may not
+// have run yet: `copied` is recorded after it, and the receiver's stream waits on it before reading the copy.
+struct Message {
+  at::Tensor tensor;
+  std::optional<c10::Event> copied;
+};
+
+c10::Stream current_stream(const c10::Device& device) {
+  return c10::impl::VirtualGuardImpl(device.type()).getStream(device);
+}
+
+}  // namespace
 
 struct InProcessHub::State {
   int world_size = 0;
@@ -16,7 +34,7 @@ struct InProcessHub::State {
   bool single_tag = false;
   std::mutex mutex;
   std::condition_variable changed;
-  std::map<std::tuple<int, int, int>, std::deque<at::Tensor>> mailboxes;  // (src, dst, tag) -> FIFO
+  std::map<std::tuple<int, int, int>, std::deque<Message>> mailboxes;  // (src, dst, tag) -> FIFO
   int mailbox_tag(int tag) const { return single_tag ? 0 : tag; }
   std::string abort_reason;  // non-empty once aborted
   int barrier_arrived = 0;
@@ -69,13 +87,21 @@ class RecvWork : public Work {
       throw CommError(detail::concat("rank ", dst_, ": receive from rank ", src_, " (tag ", tag_,
                                      ") timed out after ", timeout.count(), " ms"),
                       src_, detail::concat("timed out after ", timeout.count(), " ms"));
-    at::Tensor message = std::move(box.front());
+    Message received = std::move(box.front());
     box.pop_front();
     lock.unlock();
+    const at::Tensor& message = received.tensor;
     if (message.sizes() != target_.sizes() || message.scalar_type() != target_.scalar_type())
       throw CommError(detail::concat("rank ", dst_, ": message from rank ", src_, " (tag ", tag_, ") has shape ",
                                      message.sizes(), " ", message.scalar_type(), ", the receive expects ",
                                      target_.sizes(), " ", target_.scalar_type()));
+    if (received.copied) {
+      // Ranks as threads on one GPU each queue work on their own stream: read the copy after it was made, and keep
+      // its memory from the sender's stream until this stream has read it.
+      const c10::Stream stream = current_stream(target_.device());
+      received.copied->block(stream);
+      if (message.device() == target_.device()) message.record_stream(stream);
+    }
     target_.copy_(message);
     done_ = true;
   }
@@ -110,9 +136,13 @@ std::shared_ptr<Work> InProcessCommunicator::isend(const at::Tensor& tensor, int
   DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank_, "rank ", rank_, " cannot send to rank ", dst);
   DUALPIPE_REQUIRE(tag >= 0, "message tags must be >= 0, got ", tag);
   auto& state = hub_->state();
-  at::Tensor copy = tensor.detach().clone(at::MemoryFormat::Contiguous);
+  Message message{tensor.detach().clone(at::MemoryFormat::Contiguous), std::nullopt};
+  if (!message.tensor.is_cpu()) {
+    message.copied.emplace(message.tensor.device().type());
+    message.copied->record(current_stream(message.tensor.device()));
+  }
   std::lock_guard<std::mutex> lock(state.mutex);
-  state.mailboxes[{rank_, dst, state.mailbox_tag(tag)}].push_back(std::move(copy));
+  state.mailboxes[{rank_, dst, state.mailbox_tag(tag)}].push_back(std::move(message));
   state.changed.notify_all();
   return std::make_shared<DoneWork>();
 }

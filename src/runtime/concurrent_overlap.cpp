@@ -1,12 +1,16 @@
 #include "dualpipe/runtime/concurrent_overlap.h"
 
 #include <ATen/ThreadLocalState.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
+
+#include "pair_streams.h"
 
 namespace dualpipe::runtime {
 namespace {
@@ -98,8 +102,17 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
   Turns* taking_turns = mode_ == OverlapMode::TakeTurns ? &turns : nullptr;
   std::exception_ptr backward_error;
   const at::ThreadLocalState caller_state;
+  std::optional<detail::PairStreams> streams;
+  if (const c10::Device device = inner_->device(); !device.is_cpu()) {
+    if (!side_stream_) side_stream_ = c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device);
+    streams.emplace(device, backward.stream, *side_stream_);
+    streams->begin();
+    halves.forward_stream = streams->forward();
+    halves.backward_stream = streams->backward();
+  }
   std::thread backward_thread([&] {
     at::ThreadLocalStateGuard same_state(caller_state);
+    c10::OptionalStreamGuard on_its_stream(halves.backward_stream);
     HalfScope half(taking_turns, Turns::kBackward);
     if (taking_turns) turns.wait_for(Turns::kBackward);
     halves.backward_thread = std::this_thread::get_id();
@@ -124,6 +137,7 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
     halves.forward_thread = std::this_thread::get_id();
     halves.forward_start = Clock::now();
     try {
+      c10::OptionalStreamGuard on_its_stream(halves.forward_stream);
       outputs = inner_->forward(inputs);
     } catch (...) {
       forward_error = std::current_exception();
@@ -131,6 +145,7 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
     halves.forward_end = Clock::now();
   }
   backward_thread.join();
+  if (streams) streams->end(outputs);
   if (observer_ && !forward_error && !backward_error) observer_(halves);
   if (forward_error) std::rethrow_exception(forward_error);
   if (backward_error) std::rethrow_exception(backward_error);

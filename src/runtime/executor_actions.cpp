@@ -108,6 +108,8 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
     }
   }
   const bool generic = split && options.weight_split == WeightSplit::Generic;
+  std::optional<c10::Stream> stream;
+  if (!roots.empty() && roots[0].grad_fn() && !roots[0].is_cpu()) stream = roots[0].grad_fn()->stream();
   return BackwardHalf{[this, s, m, split, generic, roots = std::move(roots), grads = std::move(grads)] {
     Slot& sl = slot(s, m);
     c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
@@ -122,7 +124,7 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
     } else {
       sl.input_grads = detail::backward_full(roots, grads, sl.inputs);
     }
-  }};
+  }, {}, stream};
 }
 
 // Hands the gradients of the stage's inputs to the previous stage (or to SEND_B) and frees what the backward no

@@ -25,15 +25,20 @@ ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<to
                                        const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
                                        const runtime::StepResult& result, const std::map<int, StageState>& stages,
                                        bool experts_sharded) {
-  // The whole model, fresh from the seed: the weights the pipeline started the step with.
+  // The whole model, fresh from the seed: the weights the pipeline started the step with, on the stages' device (the
+  // same kernels, so the same bits).
+  const c10::Device device = stages.begin()->second.module->parameters().front().device();
   std::vector<models::GptStage> model;
-  for (int s = 0; s < plan.cut.num_stages(); ++s) model.emplace_back(plan.model, plan.cut, s);
+  for (int s = 0; s < plan.cut.num_stages(); ++s) {
+    model.emplace_back(plan.model, plan.cut, s);
+    model.back()->to(device);
+  }
   const int M = static_cast<int>(inputs.size());
   std::vector<torch::Tensor> losses;
   for (int m = 0; m < M; ++m) {
-    runtime::Tensors x = {inputs[m]};
+    runtime::Tensors x = {inputs[m].to(device)};
     for (auto& stage : model) x = stage->forward(x);
-    torch::Tensor loss = models::next_token_loss(x[0], targets[m], M);
+    torch::Tensor loss = models::next_token_loss(x[0], targets[m].to(device), M);
     loss.backward();
     losses.push_back(loss.detach());
   }

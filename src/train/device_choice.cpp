@@ -2,6 +2,8 @@
 
 #include <torch/cuda.h>
 
+#include <cstdlib>
+
 #include "dualpipe/error.h"
 
 namespace dualpipe::train {
@@ -24,12 +26,20 @@ DeviceChoice choose_device(const TrainConfig& c) {
     const auto gpus = torch::cuda::device_count();
     DUALPIPE_REQUIRE(gpus > 0, "--device cuda needs a CUDA GPU, and this machine has none (LibTorch sees ", gpus,
                      " CUDA devices): use --device cpu");
-    // Refused rather than run on the CPU under a CUDA name: the stages, buffers and optimizer state are not yet
-    // moved to the GPU, nor do the stages have streams (issue 22, docs/gpu.md).
-    DUALPIPE_REQUIRE(false, "--device cuda: training on CUDA stages is not built yet (docs/gpu.md says what "
-                            "runs on a GPU today); use --device cpu");
+    // NCCL process groups are made (comm::make_process_group) but the trainer's mesh is built over Gloo so far:
+    // refused rather than silently run over Gloo (docs/gpu.md).
+    DUALPIPE_REQUIRE(choice.backend != comm::BackendKind::nccl,
+                     "--device cuda over --backend nccl (the default for CUDA stages): the trainer's groups are Gloo "
+                     "groups so far, CUDA tensors passing through host memory; add --backend gloo");
   }
   return choice;
+}
+
+c10::Device stage_device(const DeviceChoice& choice) {
+  if (!choice.cuda) return c10::kCPU;
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  const long rank = local_rank ? std::strtol(local_rank, nullptr, 10) : 0;
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank % torch::cuda::device_count()));
 }
 
 }  // namespace dualpipe::train

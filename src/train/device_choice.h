@@ -2,6 +2,8 @@
 // against each other and against this machine, before any rank starts (check_config) and again in every rank.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/train/train_config.h"
 
@@ -14,5 +16,9 @@ struct DeviceChoice {
 
 // Throws InvalidArgument naming the option and the rule.
 DeviceChoice choose_device(const TrainConfig& config);
+
+// This process's stage device: the CPU, or GPU LOCAL_RANK modulo the GPUs this machine has (ranks share GPUs
+// round-robin over Gloo; NCCL needs a GPU of its own for every rank, which choose_device checks).
+c10::Device stage_device(const DeviceChoice& choice);
 
 }  // namespace dualpipe::train

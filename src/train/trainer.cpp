@@ -97,7 +97,8 @@ class Trainer {
   // the MoE layers (null: every expert here), whose exchanges `timeline` is told of.
   Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator, DataParallel dp,
           models::ExpertGroup experts = nullptr, std::shared_ptr<ExpertTimeline> timeline = nullptr)
-      : c_(c), plan_(make_run_plan(c)), data_(load_training_data(c)), comm_(std::move(communicator)),
+      : c_(c), device_(stage_device(choose_device(c))), plan_(make_run_plan(c)), data_(load_training_data(c)),
+        comm_(std::move(communicator)),
         dp_(std::move(dp)), timeline_(std::move(timeline)),
         timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
@@ -108,7 +109,7 @@ class Trainer {
     for (int m = 0; m < s.num_microbatches; ++m)
       for (int st = 0; st < s.num_stages; ++st)
         if (s.placement.rank(st, m) == rank_ && !stages_.count(st)) {
-          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts));
+          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
           if (split_overlaps()) {
@@ -131,9 +132,10 @@ class Trainer {
     forward_only.record_trace = false;
     forward_only.measure_memory = false;
     const int64_t b = c.batch, T = c.seq_len;
-    options.boundaries.push_back({{{b, T}, torch::kLong, c10::kCPU, false}});
-    for (int st = 1; st < s.num_stages; ++st) options.boundaries.push_back({{{b, T, c.hidden}, torch::kFloat}});
-    options.boundaries.push_back({{{b, T, plan_.model.vocab}, torch::kFloat}});
+    options.boundaries.push_back({{{b, T}, torch::kLong, device_, false}});
+    for (int st = 1; st < s.num_stages; ++st)
+      options.boundaries.push_back({{{b, T, c.hidden}, torch::kFloat, device_}});
+    options.boundaries.push_back({{{b, T, plan_.model.vocab}, torch::kFloat, device_}});
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
     if (c.zero1) sharding_ = OptimizerSharding(dp_, stages_);
@@ -187,8 +189,8 @@ class Trainer {
 
   runtime::StepArgs step_args(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
     runtime::StepArgs args;
-    for (int m : executor_->entering_microbatches()) args.microbatch_inputs.push_back({inputs[m]});
-    for (int m : executor_->loss_microbatches()) args.microbatch_labels.push_back({targets[m]});
+    for (int m : executor_->entering_microbatches()) args.microbatch_inputs.push_back({inputs[m].to(device_)});
+    for (int m : executor_->loss_microbatches()) args.microbatch_labels.push_back({targets[m].to(device_)});
     const int M = c_.microbatches;
     args.criterion = [M](const runtime::Tensors& logits, const runtime::Tensors& labels) {
       return models::next_token_loss(logits.at(0), labels.at(0), M);
@@ -381,7 +383,7 @@ class Trainer {
     for (int i = 0; i < c_.sample_tokens; ++i) {
       const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c_.seq_len));
       const torch::Tensor context =
-          torch::tensor(std::vector<int64_t>(text.end() - n, text.end()), torch::kLong).reshape({1, -1});
+          torch::tensor(std::vector<int64_t>(text.end() - n, text.end()), torch::kLong).reshape({1, -1}).to(device_);
       runtime::StepArgs args;
       for (size_t k = 0; k < forward_only_->entering_microbatches().size(); ++k) args.microbatch_inputs.push_back({context});
       args.num_microbatches = c_.microbatches;
@@ -389,7 +391,7 @@ class Trainer {
       const runtime::StepResult result = forward_only_->step(args);
       double next = 0;
       if (draws) {
-        const torch::Tensor logits = result.outputs[0][0][0][-1].to(torch::kDouble);
+        const torch::Tensor logits = result.outputs[0][0][0][-1].to(torch::kCPU, torch::kDouble);
         next = c_.temperature == 0 ? logits.argmax().item<double>()
                                    : torch::softmax(logits / c_.temperature, -1).multinomial(1, false, gen).item<double>();
       }
@@ -432,6 +434,7 @@ class Trainer {
   }
 
   const TrainConfig& c_;
+  c10::Device device_;  // of every stage, their inputs and labels
   RunPlan plan_;
   TrainingData data_;
   std::shared_ptr<comm::Communicator> comm_;
@@ -456,7 +459,7 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
 
 void run_training_rank(const TrainConfig& config) {
   const RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
-  choose_device(config);  // CPU stages over Gloo are what runs today
+  choose_device(config);  // before the rendezvous too
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
   comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
   world_options.timeout = timeout;

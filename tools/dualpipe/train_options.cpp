@@ -55,7 +55,7 @@ void add_train_options(CLI::App& sub, train::TrainConfig& o) {
                "in the backward (same losses, less memory, one more forward)")
       ->group("Pipeline");
 
-  sub.add_option("--device", o.device, "Where the stages run: cpu, or cuda (one GPU per local rank)")
+  sub.add_option("--device", o.device, "Where the stages run: cpu, or cuda (GPU LOCAL_RANK modulo the GPUs here: over gloo, ranks may share one)")
       ->capture_default_str()->group("Pipeline");
   sub.add_option("--backend", o.backend, "Transport between ranks: gloo or nccl (default: nccl for --device cuda, "
                  "gloo for cpu; nccl needs cuda)")->group("Pipeline");

@@ -1,7 +1,8 @@
 // A communicator for ranks that are threads of one process (tests, examples). Messages go through a shared
 // in-memory hub: a send copies the tensor into the mailbox (src, dst, tag) and completes at once; a receive
 // takes the oldest message of its mailbox when waited on. abort() wakes every waiting rank with an error, so
-// a test whose rank failed ends quickly instead of waiting for the timeout.
+// a test whose rank failed ends quickly instead of waiting for the timeout. Tensors on a GPU may come from ranks
+// that each queue work on their own stream: the copy and the receive are ordered by an event, not a host wait.
 #pragma once
 
 #include <chrono>

@@ -18,16 +18,20 @@
 // - collectives: c10d matches them by their order within a group, so forward and backward must not use the same
 //   group (parallel/expert_all_to_all.h uses one group for each direction);
 // - threads: LibTorch's intra-op pool is shared, so give each rank one intra-op thread, as for any rank;
-// - devices: the backward thread starts with the caller's thread-local state (grad mode and the like), and on a
-//   GPU runs on the current stream, like the forward (not tested here: no GPU; see docs/parallelism.md). The
-//   turns follow the threads that run the halves: autograd runs a CPU backward on the calling thread, but a GPU
-//   backward on the device's own thread, where yield_overlap_turn() finds no turns and does nothing.
+// - devices: the backward thread starts with the caller's thread-local state (grad mode and the like). On a GPU
+//   the halves run on two streams, ordered by events (pair_streams.h): the backward on the stream its forward ran
+//   on (autograd's rule), the forward on the other of the caller's stream and the stage's side stream. The turns
+//   follow the threads that run the halves: autograd runs a CPU backward on the calling thread, but a GPU backward
+//   on the device's own thread, where yield_overlap_turn() finds no turns and does nothing.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
+
+#include <c10/core/Stream.h>
 
 #include "dualpipe/runtime/stage.h"
 
@@ -39,6 +43,8 @@ struct OverlapHalves {
   using Time = std::chrono::steady_clock::time_point;
   std::thread::id forward_thread, backward_thread;
   Time forward_start, forward_end, backward_start, backward_end;
+  // On a GPU, the streams the halves' work was queued on; none on the CPU.
+  std::optional<c10::Stream> forward_stream, backward_stream;
 };
 
 enum class OverlapMode { TakeTurns, Concurrent };
@@ -69,6 +75,7 @@ class ConcurrentOverlapStage : public Stage {
   std::shared_ptr<Stage> inner_;
   std::function<void(const OverlapHalves&)> observer_;
   OverlapMode mode_;
+  std::optional<c10::Stream> side_stream_;  // on a GPU: the forward half's stream when the backward has the caller's
 };
 
 }  // namespace dualpipe::runtime

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,8 @@ using Tensors = std::vector<torch::Tensor>;
 struct BackwardHalf {
   std::function<void()> body;
   std::function<void()> weight = {};  // empty: `body` computes the parameter gradients too
+  // On a GPU, the stream autograd runs this backward on: the one its forward ran on. None on the CPU.
+  std::optional<c10::Stream> stream = std::nullopt;
   void run() const {
     body();
     if (weight) weight();
