@@ -1,5 +1,6 @@
 #include "dualpipe/runtime/concurrent_overlap.h"
 
+#include <ATen/Context.h>
 #include <ATen/ThreadLocalState.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -104,7 +105,12 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
   const at::ThreadLocalState caller_state;
   std::optional<detail::PairStreams> streams;
   if (const c10::Device device = inner_->device(); !device.is_cpu()) {
-    if (!side_stream_) side_stream_ = c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device);
+    if (!side_stream_) {
+      side_stream_ = c10::impl::VirtualGuardImpl(device.type()).getStreamFromGlobalPool(device);
+      // Each micro-batch's backward runs on the stream its forward ran on, so a parameter's gradient accumulator is
+      // fed from both streams by design; autograd orders that with an event and would warn about it on every rank.
+      at::globalContext().setWarnOnAccumulateGradStreamMismatch(false);
+    }
     streams.emplace(device, backward.stream, *side_stream_);
     streams->begin();
     halves.forward_stream = streams->forward();
