@@ -5,7 +5,7 @@
 # started with `ip netns exec NAME-nK ...` see only their node's interfaces, like two machines on one switch.
 #
 #   scripts/testbed.sh check                      exit 0 if namespaces can be made here, else 77 and why
-#   scripts/testbed.sh up NAME [--rate 1gbit]     make the test bed; prints "nodeK NAMESPACE ADDRESS INTERFACE"
+#   scripts/testbed.sh up NAME [--rate 1gbit]     make the test bed; prints "nodeK ns=NS addr=ADDR if=IF" lines
 #   scripts/testbed.sh down NAME                  stop what runs inside it and remove it (no error if absent)
 #   scripts/testbed.sh link NAME down|up          take the link down (a cable pulled) or up again
 #   scripts/testbed.sh run NAME [--rate R] -- COMMAND...
@@ -19,10 +19,36 @@ set -euo pipefail
 usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "testbed.sh: $*" >&2; exit 2; }
 
+# Namespaces are made and removed one test bed at a time, across all copies of this script: `ip netns add` (re)mounts
+# /run/netns, and done while another test bed is being made it can hide that bed's namespace files for a moment,
+# so that its `ip link add ... netns` fails ("Peer netns reference is invalid"). Held by up, down and check only.
+lock_file=/run/dualpipe-testbed.lock
+locked() { # COMMAND...: runs COMMAND (in a subshell) holding the lock
+  (
+    exec 9>>"$lock_file" || die "cannot open the lock file $lock_file"
+    flock -w 120 9 || die "no lock on $lock_file after 120 s (another testbed.sh holds it)"
+    "$@"
+  )
+}
+
+# Whether namespace $1 exists. Not `ip netns list | grep -q`: under pipefail, ip killed by SIGPIPE when grep has
+# already matched would read as "absent". Its stderr is dropped: it still lists every name, but says "Peer netns
+# reference is invalid." for a namespace that another process is making at that moment (no lock taken by `run`).
+ns_exists() {
+  local all
+  all=$(ip netns list 2>/dev/null) || die "ip netns list failed"
+  grep -qE "^$1( |$)" <<<"$all"
+}
+
 check() {
   [[ $(id -u) -eq 0 ]] || { echo "testbed.sh: network namespaces need root (running as uid $(id -u))"; return 77; }
   command -v ip >/dev/null || { echo "testbed.sh: 'ip' not found (apt-get install iproute2)"; return 77; }
   command -v tc >/dev/null || { echo "testbed.sh: 'tc' not found (apt-get install iproute2)"; return 77; }
+  command -v flock >/dev/null || { echo "testbed.sh: 'flock' not found (apt-get install util-linux)"; return 77; }
+  locked probe
+}
+
+probe() { # makes a namespace with a veth pair and a tbf qdisc, and removes it; 77 and why when it cannot
   local probe="dptb-probe-$$"
   if ! ip netns add "$probe" 2>/dev/null; then
     echo "testbed.sh: cannot create a network namespace here (ip netns add failed: no CAP_SYS_ADMIN or no netns support)"
@@ -52,13 +78,14 @@ bits_per_second() { # RATE like 1gbit, 100mbit, 8kbit
   echo "$n"
 }
 
-tbf() { # NAMESPACE DEVICE RATE
-  local bits burst
-  bits=$(bits_per_second "$3") && (( bits >= 8000 )) ||
-    die "--rate '$3' must be at least 8kbit, written like 1gbit, 100mbit or 8mbit"
-  burst=$(( bits / 8 / 250 ))
-  (( burst < 65536 )) && burst=65536
-  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$3" burst "$burst" latency 50ms
+# One step of `up`: runs COMMAND, and when it fails says which step it was, with the command's own error.
+# Every step is checked this way because `set -e` does not hold everywhere `up` runs (not inside `$(...)`, nor in
+# anything called from a condition), and an unchecked step let `up` print its node lines after a failure.
+step() { # WHAT COMMAND...
+  local what=$1 err; shift
+  err=$("$@" 2>&1) && return 0
+  echo "testbed.sh: up: $what failed: ${err:-exit status $?}" >&2
+  return 1
 }
 
 up() {
@@ -71,32 +98,38 @@ up() {
       *) die "up: unknown option '$1'" ;;
     esac
   done
-  bits_per_second "$rate" >/dev/null || die "--rate '$rate' is not a rate like 1gbit, 100mbit or 8mbit"
-  local n0="$name-n0" n1="$name-n1"
-  ip netns list | grep -qE "^($n0|$n1)( |$)" && die "test bed '$name' exists already (scripts/testbed.sh down $name)"
-  # From here on, a failure removes what was made.
+  local bits burst
+  bits=$(bits_per_second "$rate") && (( bits >= 8000 )) ||
+    die "--rate '$rate' must be at least 8kbit, written like 1gbit, 100mbit or 8mbit"
+  burst=$(( bits / 8 / 250 ))
+  (( burst < 65536 )) && burst=65536
+  local tbf=(tbf rate "$rate" burst "$burst" latency 50ms)
+  local n0="$name-n0" n1="$name-n1" if0="$name-0" if1="$name-1"
+  if ns_exists "$n0" || ns_exists "$n1"; then die "test bed '$name' exists already (scripts/testbed.sh down $name)"; fi
+  # From here on, any failure (a step, or a signal) removes what was made and prints no node lines. Checked under
+  # the lock, so the namespaces of this name are ours to remove.
   trap "down '$name' >/dev/null 2>&1" EXIT
-  ip netns add "$n0"
-  ip netns add "$n1"
-  ip -n "$n0" link add "$name-0" type veth peer name "$name-1" netns "$n1"
-  ip -n "$n0" link set lo up
-  ip -n "$n1" link set lo up
-  ip -n "$n0" addr add "10.213.0.1/24" dev "$name-0"
-  ip -n "$n1" addr add "10.213.0.2/24" dev "$name-1"
-  ip -n "$n0" link set "$name-0" up
-  ip -n "$n1" link set "$name-1" up
-  tbf "$n0" "$name-0" "$rate"
-  tbf "$n1" "$name-1" "$rate"
+  step "making namespace $n0" ip netns add "$n0" &&
+    step "making namespace $n1" ip netns add "$n1" &&
+    step "making the veth pair $if0-$if1" ip -n "$n0" link add "$if0" type veth peer name "$if1" netns "$n1" &&
+    step "loopback up in $n0" ip -n "$n0" link set lo up &&
+    step "loopback up in $n1" ip -n "$n1" link set lo up &&
+    step "address 10.213.0.1 on $if0" ip -n "$n0" addr add 10.213.0.1/24 dev "$if0" &&
+    step "address 10.213.0.2 on $if1" ip -n "$n1" addr add 10.213.0.2/24 dev "$if1" &&
+    step "link $if0 up" ip -n "$n0" link set "$if0" up &&
+    step "link $if1 up" ip -n "$n1" link set "$if1" up &&
+    step "rate limit on $if0" ip netns exec "$n0" tc qdisc add dev "$if0" root "${tbf[@]}" &&
+    step "rate limit on $if1" ip netns exec "$n1" tc qdisc add dev "$if1" root "${tbf[@]}" &&
+    printf 'node0 ns=%s addr=10.213.0.1 if=%s\nnode1 ns=%s addr=10.213.0.2 if=%s\n' "$n0" "$if0" "$n1" "$if1" ||
+    exit 1
   trap - EXIT
-  echo "node0 $n0 10.213.0.1 $name-0"
-  echo "node1 $n1 10.213.0.2 $name-1"
 }
 
 down() {
-  local name=$1
+  local name=$1 status=0
   valid_name "$name"
   for ns in "$name-n0" "$name-n1"; do
-    ip netns list | grep -qE "^$ns( |$)" || continue
+    ns_exists "$ns" || continue
     # Only what runs inside this test bed: first asked to stop, then killed.
     local pids
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
@@ -109,8 +142,9 @@ down() {
       done
       [[ -n $pids ]] && kill -KILL $pids 2>/dev/null || true
     fi
-    ip netns del "$ns"
+    ip netns del "$ns" || status=1  # and still the other one
   done
+  return $status
 }
 
 link() {
@@ -127,16 +161,24 @@ run() {
   [[ $# -gt 1 ]] || die "run: give the command after --: scripts/testbed.sh run NAME -- COMMAND..."
   shift
   valid_name "$name"
-  ip netns list | grep -qE "^($name-n0|$name-n1)( |$)" && die "test bed '$name' exists already"
+  if ns_exists "$name-n0" || ns_exists "$name-n1"; then die "test bed '$name' exists already"; fi
   # From here on the test bed is ours to remove, also when a signal comes while it is being made (the trap runs
   # once `up` returns). Expanded now: the trap may run after this function's locals are gone.
-  trap "down '$name'" EXIT
+  trap "locked down '$name'" EXIT
   for signal in INT:130 TERM:143 HUP:129; do trap "exit ${signal#*:}" "${signal%:*}"; done
   local lines
-  lines=$(up "$name" "${up_args[@]}")
-  read -r _ TESTBED_NODE0 TESTBED_ADDR0 TESTBED_IF0 <<<"$(sed -n 1p <<<"$lines")"
-  read -r _ TESTBED_NODE1 TESTBED_ADDR1 TESTBED_IF1 <<<"$(sed -n 2p <<<"$lines")"
-  export TESTBED_NODE0 TESTBED_ADDR0 TESTBED_IF0 TESTBED_NODE1 TESTBED_ADDR1 TESTBED_IF1
+  # A failed `up` removed what it made; a test bed of this name made meanwhile by someone else is not ours.
+  lines=$(locked up "$name" "${up_args[@]}") || { trap - EXIT; exit 1; }
+  local k word
+  for k in 0 1; do  # by name: "nodeK ns=NS addr=ADDR if=IF"
+    for word in $(grep "^node$k " <<<"$lines"); do
+      case $word in
+        ns=*) export "TESTBED_NODE$k=${word#ns=}" ;;
+        addr=*) export "TESTBED_ADDR$k=${word#addr=}" ;;
+        if=*) export "TESTBED_IF$k=${word#if=}" ;;
+      esac
+    done
+  done
   # In the background, so that a signal to this script is handled at once (bash runs traps only between
   # foreground commands): the command is stopped, then the EXIT trap removes the test bed.
   "$@" &
@@ -151,8 +193,8 @@ run() {
 
 case ${1:-} in
   check) check ;;
-  up) [[ $# -ge 2 ]] || die "up needs a NAME"; shift; up "$@" ;;
-  down) [[ $# -eq 2 ]] || die "down needs a NAME"; down "$2" ;;
+  up) [[ $# -ge 2 ]] || die "up needs a NAME"; shift; locked up "$@" ;;
+  down) [[ $# -eq 2 ]] || die "down needs a NAME"; locked down "$2" ;;
   link) [[ $# -eq 3 ]] || die "link needs a NAME and up or down"; link "$2" "$3" ;;
   run) [[ $# -ge 2 ]] || die "run needs a NAME"; shift; run "$@" ;;
   -h|--help|help) usage ;;

@@ -34,18 +34,30 @@ class TwoNodes : public Train {
     const CommandResult check = run_command(kTestbed + " check");
     if (check.status == 77) GTEST_SKIP() << "no two-node test bed here: " << check.out;
     ASSERT_EQ(check.status, 0) << check.out;
-    name_ = "dpt" + std::to_string(::getpid() % 100000);
-    const CommandResult up = run_command(kTestbed + " up " + name_ + " --rate 1gbit");
-    ASSERT_EQ(up.status, 0) << up.out;
+    // The whole pid (at most 7 digits; names allow 10 characters): unique among the processes running tests.
+    const std::string name = "dpt" + std::to_string(::getpid());
+    const CommandResult up = run_command(kTestbed + " up " + name + " --rate 1gbit");
+    ASSERT_EQ(up.status, 0) << "testbed.sh up " << name << " failed:\n" << up.out;
+    name_ = name;  // ours to remove only once made: a failed `up` removed what it made itself
+    // Line by line and by name ("nodeK ns=NS addr=ADDR if=IF"): the output holds stderr too, whose words must
+    // never be read as fields (issue 27).
     std::istringstream lines(up.out);
-    for (std::string role, ns, addr, interface; lines >> role >> ns >> addr >> interface;) {
-      if (role == "node0" || role == "node1") {
-        const int k = role == "node0" ? 0 : 1;
-        namespace_[k] = ns;
-        address_[k] = addr;
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string role, word;
+      words >> role;
+      if (role != "node0" && role != "node1") continue;
+      const int k = role == "node0" ? 0 : 1;
+      while (words >> word) {
+        if (word.rfind("ns=", 0) == 0) namespace_[k] = word.substr(3);
+        if (word.rfind("addr=", 0) == 0) address_[k] = word.substr(5);
       }
     }
-    ASSERT_FALSE(namespace_[0].empty() || namespace_[1].empty()) << up.out;
+    for (int k : {0, 1}) {
+      const std::string ns = name + "-n" + std::to_string(k);
+      ASSERT_TRUE(namespace_[k] == ns && !address_[k].empty())
+          << "no line 'node" << k << " ns=" << ns << " addr=...' in the output of testbed.sh up:\n" << up.out;
+    }
   }
   void TearDown() override {
     if (!name_.empty()) {

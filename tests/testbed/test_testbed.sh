@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # The two-node test bed (scripts/testbed.sh) does what the multi-node tests rely on: two namespaces that reach
 # each other only through the veth link, the bandwidth limit installed and carrying the traffic, a link that can
-# be taken down and up, and nothing left behind by `down` or by `run` after a failing or interrupted command.
+# be taken down and up, and nothing left behind by `down` or by `run` after a failing or interrupted command, nor
+# by an `up` whose step failed; and test beds made at the same moment (issue 27).
 # Exits 77 (skipped) where namespaces cannot be made.
 set -uo pipefail
 testbed="$(cd "$(dirname "$0")/../.." && pwd)/scripts/testbed.sh"
 reason=$("$testbed" check) || { status=$?; echo "SKIP: $reason"; exit "$status"; }
 
+# Names of at most 10 characters with a pid of up to 7 digits, each test bed's own prefix.
 name="tbt$$"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { "$testbed" down "$name" >/dev/null 2>&1; "$testbed" down "${name}r" >/dev/null 2>&1; }
+cleanup() { for n in "$name" "tbr$$" "tbf$$" tb{1..4}$$; do "$testbed" down "$n" >/dev/null 2>&1; done; }
 trap cleanup EXIT
 
+# KEY's value on NODE's line of up's output ("nodeK ns=NS addr=ADDR if=IF"), by name.
+field() { grep "^$2 " <<<"$1" | tr ' ' '\n' | sed -n "s/^$3=//p"; }
+
 lines=$("$testbed" up "$name" --rate 8mbit) || { echo "FAIL: up: $lines"; exit 1; }
-read -r _ ns0 addr0 if0 <<<"$(sed -n 1p <<<"$lines")"
-read -r _ ns1 addr1 if1 <<<"$(sed -n 2p <<<"$lines")"
-[[ $ns0 == "$name-n0" && $ns1 == "$name-n1" ]] || fail "up printed '$lines'"
+ns0=$(field "$lines" node0 ns) if0=$(field "$lines" node0 if) ns1=$(field "$lines" node1 ns)
+addr1=$(field "$lines" node1 addr)
+[[ $ns0 == "$name-n0" && $ns1 == "$name-n1" && $if0 == "$name-0" && $addr1 == 10.213.0.2 ]] ||
+  fail "up printed '$lines'"
 
 # TCP from node 0 to node 1 carries 1 MB; a bandwidth of 8 Mbit/s needs about 1 s for it.
 serve() { ip netns exec "$ns1" python3 -c "
@@ -71,13 +77,14 @@ ip netns list | grep -q "^$name-" && fail "down left a namespace: $(ip netns lis
 sleep 0.2
 kill -0 "$sleep_pid" 2>/dev/null && fail "down left process $sleep_pid running"
 
-# run: cleans up after a failing command, and after SIGTERM to the script.
-"$testbed" run "${name}r" -- sh -c 'ip netns list | grep -q "$TESTBED_NODE1" && exit 3'
+# run: exports what up printed, cleans up after a failing command, and after SIGTERM to the script.
+"$testbed" run "tbr$$" -- sh -c '[ "$TESTBED_ADDR1/$TESTBED_IF0" = 10.213.0.2/tbr'$$'-0 ] &&
+  ip netns list | grep -q "$TESTBED_NODE1" && exit 3'
 status=$?
 [[ $status == 3 ]] || fail "run returned $status, expected the command's 3"
-ip netns list | grep -q "^${name}r-" && fail "run left a namespace after a failing command"
+ip netns list | grep -q "^tbr$$-" && fail "run left a namespace after a failing command"
 started="$(mktemp -u)"
-"$testbed" run "${name}r" -- sh -c "touch '$started'; exec sleep 300" &
+"$testbed" run "tbr$$" -- sh -c "touch '$started'; exec sleep 300" &
 run_pid=$!
 for _ in $(seq 100); do [[ -e $started ]] && break; sleep 0.1; done
 rm -f "$started"
@@ -85,6 +92,30 @@ kill -TERM "$run_pid"
 wait "$run_pid"
 status=$?
 [[ $status == 143 ]] || fail "run returned $status after SIGTERM, expected 143"
-ip netns list | grep -q "^${name}r-" && fail "run left a namespace after SIGTERM"
+ip netns list | grep -q "^tbr$$-" && fail "run left a namespace after SIGTERM"
+
+# A failed step fails up: it names the step, prints no node lines and leaves nothing (a tc that always fails).
+fake="$(mktemp -d)"
+printf '#!/bin/sh\necho "RTNETLINK answers: injected failure" >&2\nexit 2\n' > "$fake/tc" && chmod +x "$fake/tc"
+out=$(PATH="$fake:$PATH" "$testbed" up "tbf$$" 2>"$fake/err")
+status=$?
+[[ $status != 0 && -z $out ]] || fail "up with a failing tc returned $status and printed '$out'"
+grep -q "rate limit on tbf$$-0 failed: RTNETLINK answers: injected failure" "$fake/err" ||
+  fail "up with a failing tc said '$(cat "$fake/err")'"
+ip netns list | grep -q "^tbf$$-" && fail "up left a namespace after a failed step"
+rm -rf "$fake"
+
+# Four test beds made at the same moment, then removed at the same moment: all made, each its own, all gone.
+together="$(mktemp -d)"
+for k in 1 2 3 4; do "$testbed" up "tb$k$$" >"$together/out$k" 2>"$together/err$k" & pids[k]=$!; done
+for k in 1 2 3 4; do
+  wait "${pids[k]}" || fail "up tb$k$$ alongside three others failed: $(cat "$together/err$k")"
+  [[ $(field "$(cat "$together/out$k")" node1 ns) == "tb$k$$-n1" && ! -s $together/err$k ]] ||
+    fail "up tb$k$$ alongside three others printed '$(cat "$together/out$k" "$together/err$k")'"
+done
+for k in 1 2 3 4; do "$testbed" down "tb$k$$" & pids[k]=$!; done
+for k in 1 2 3 4; do wait "${pids[k]}" || fail "down tb$k$$ alongside three others failed"; done
+ip netns list | grep -q "^tb[1-4]$$-" && fail "concurrent downs left $(ip netns list | grep "^tb[1-4]$$-")"
+rm -rf "$together"
 
 [[ $failures == 0 ]] && echo "testbed: all checks passed" || exit 1
