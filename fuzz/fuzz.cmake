@@ -2,9 +2,13 @@
 # DUALPIPE_FUZZ is ON and the compiler is Clang, so the normal g++ build never sees it. dualpipe_core is built
 # with coverage instrumentation for the fuzzer; pair it with -DDUALPIPE_SANITIZE=address,undefined.
 target_compile_options(dualpipe_core PRIVATE -fsanitize=fuzzer-no-link)
-foreach(target fuzz_text fuzz_csv fuzz_trace fuzz_cost)
+foreach(target fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.cpp)
   target_compile_options(${target} PRIVATE -fsanitize=fuzzer)
   target_link_options(${target} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(${target} PRIVATE dualpipe_core)
 endforeach()
+# The manifest reader is LibTorch-free, but lives in the trainer's library: its one source file is built here.
+target_sources(fuzz_manifest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/train/checkpoint.cpp)
+target_compile_options(fuzz_manifest PRIVATE -fsanitize=fuzzer-no-link)
+target_link_libraries(fuzz_manifest PRIVATE nlohmann_json::nlohmann_json)

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 per_target=${SECONDS_PER_TARGET:-60}
 jobs=${JOBS:-1}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_text fuzz_csv fuzz_trace fuzz_cost)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install -y clang)" >&2; exit 2; }
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
@@ -30,7 +30,7 @@ cmake --build build-fuzz -j"$jobs" --target "${build_targets[@]}"
 
 # Seed corpora from the project's own output and files.
 seeds=build-fuzz/seeds
-mkdir -p "$seeds/text" "$seeds/csv" "$seeds/trace" "$seeds/cost"
+mkdir -p "$seeds/text" "$seeds/csv" "$seeds/trace" "$seeds/cost" "$seeds/metrics" "$seeds/manifest"
 for kind in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv chimera dualpipe dualpipev; do
   for size in "-r 2 -m 4" "-r 4 -m 8"; do
     name="$kind${size// /}"
@@ -45,11 +45,14 @@ for d in text csv; do
 done
 cp fuzz/seeds/trace/* "$seeds/trace/"
 cp fuzz/seeds/cost/* "$seeds/cost/"
+cp fuzz/seeds/metrics/* "$seeds/metrics/"
+cp fuzz/seeds/manifest/* "$seeds/manifest/"
 
 mkdir -p build-fuzz/findings build-fuzz/corpus build-fuzz/logs
 for target in "${targets[@]}"; do
   case $target in
     fuzz_text) seed=text ;; fuzz_csv) seed=csv ;; fuzz_trace) seed=trace ;; fuzz_cost) seed=cost ;;
+    fuzz_metrics) seed=metrics ;; fuzz_manifest) seed=manifest ;;
     *) echo "fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
   esac
   corpus=build-fuzz/corpus/$target

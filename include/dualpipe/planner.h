@@ -11,6 +11,7 @@
 #include "dualpipe/cost_model.h"
 #include "dualpipe/layer_partition.h"
 #include "dualpipe/schedule.h"
+#include "dualpipe/schedule_limits.h"
 #include "dualpipe/simulate.h"
 
 namespace dualpipe {
@@ -37,7 +38,14 @@ struct PlanRequest {
   std::vector<LayerCost> layers;
   int exact_max_actions = 36;     // solve exactly when a placement's schedule has at most this many actions
   int refine_evaluations = 8;     // policies tried around the best one
+  // The search's memory, estimated before it starts (kPlanMemoryPerSchedule schedules of 2R stages held at
+  // once); a request above it is refused naming the estimate. The CLI's --max-memory.
+  std::int64_t max_memory_bytes = kDefaultMaxScheduleMemory;
 };
+
+// The planner holds its candidates, their simulations and the search's trials at once: measured at about 2.7
+// times one schedule of 2R stages (R=64, M=1024: 139 MB), so 4 is the estimate's factor.
+constexpr double kPlanMemoryPerSchedule = 4;
 
 struct PlanCandidate {
   std::string name;   // "zb-h1", "interleaved-1f1b v=3", "auto linear", "exact V", ...
@@ -58,8 +66,8 @@ struct Plan {
   int evaluated = 0;  // schedules simulated
 };
 
-// Throws InvalidArgument for bad sizes or costs, and when the memory limit is below the feasible minimum (the
-// message names it).
+// Throws InvalidArgument for bad sizes or costs, for a search estimated above max_memory_bytes, and when the
+// memory limit is below the feasible minimum (the messages name them).
 Plan plan_schedule(const PlanRequest& request);
 
 // "linear", "v", "two" or "looped": how the schedule places its stages.

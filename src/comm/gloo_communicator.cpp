@@ -74,7 +74,8 @@ void wait_for_every_rank(c10d::Store& store, const GlooOptions& options) {
   throw CommError(detail::concat("rank ", options.rank, ": ", missing.size() == 1 ? "rank " : "ranks ", names,
                                  " of ", options.world_size, " never arrived at the rendezvous at ",
                                  options.master_addr, ":", options.master_port, " within ",
-                                 options.timeout.count() / 1000.0, " s"));
+                                 options.timeout.count() / 1000.0, " s"),
+                  missing.front());
 }
 
 }  // namespace

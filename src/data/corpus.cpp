@@ -4,11 +4,10 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "dualpipe/error.h"
+#include "dualpipe/file_input.h"
 
 namespace dualpipe::data {
 namespace {
@@ -44,15 +43,6 @@ void check_text(const std::string& name, const std::string& bytes) {
   DUALPIPE_REQUIRE(controls * 10 <= sniffed, name, " is not text: ", controls,
                    " control bytes in its first ", sniffed, " bytes (at most 10% may be), the first at offset ",
                    first_control, " (train on plain text files)");
-}
-
-std::string read_whole(const fs::path& path, const std::string& name) {
-  std::ifstream in(path, std::ios::binary);
-  DUALPIPE_REQUIRE(in, name, " cannot be read");
-  std::ostringstream out;
-  out << in.rdbuf();
-  DUALPIPE_REQUIRE(!in.bad(), name, ": read failed");
-  return out.str();
 }
 
 // The regular files of a directory worth reading, in name order: not fortune's .dat indexes, and not symbolic
@@ -104,12 +94,12 @@ Corpus read_corpus(const std::vector<std::string>& paths, bool user) {
   std::set<fs::path> read;  // canonical paths: a file named twice (or through a link) is read once
   for (const std::string& path : paths) {
     std::error_code error;
-    DUALPIPE_REQUIRE(fs::exists(path, error), label(path, user), " does not exist");
     std::vector<fs::path> files;
     if (fs::is_directory(path, error)) {
       files = files_of(path, user);
       DUALPIPE_REQUIRE(!files.empty(), label(path, user), " is a directory without files to read");
     } else {
+      require_regular_file(path, label(path, user));  // a FIFO would block, /dev/zero would never end
       files.push_back(path);
     }
     for (const auto& file : files) {
@@ -120,11 +110,10 @@ Corpus read_corpus(const std::vector<std::string>& paths, bool user) {
       DUALPIPE_REQUIRE(error || corpus.text.size() + size <= kMaxCorpusBytes, "--data: more than ",
                        kMaxCorpusBytes, " bytes in all with ", name, " (", size,
                        " bytes; every rank holds the corpus in memory)");
-      const std::string bytes = read_whole(file, name);
+      const std::string bytes =
+          read_file_within(file.string(), kMaxCorpusBytes - corpus.text.size(), "--data (every rank holds it)");
       DUALPIPE_REQUIRE(!bytes.empty(), name, " is empty");
       check_text(name, bytes);
-      DUALPIPE_REQUIRE(corpus.text.size() + bytes.size() <= kMaxCorpusBytes, "--data: more than ", kMaxCorpusBytes,
-                       " bytes in all with ", name, " (every rank holds the corpus in memory)");
       corpus.text += bytes;
       corpus.files.push_back(file.string());
     }

@@ -25,6 +25,12 @@ std::vector<std::string> split_fields(std::string_view line) {
   return out;
 }
 
+bool is_number(const std::string& field) {
+  char* end = nullptr;
+  std::strtod(field.c_str(), &end);
+  return end == field.c_str() + field.size();
+}
+
 }  // namespace
 
 std::vector<LayerCost> parse_layer_costs(std::string_view text, const std::string& source) {
@@ -39,8 +45,10 @@ std::vector<LayerCost> parse_layer_costs(std::string_view text, const std::strin
     if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     const std::vector<std::string> fields = split_fields(line);
     if (fields.empty()) continue;
-    if (first && std::isalpha(static_cast<unsigned char>(fields[0][0]))) {
-      first = false;  // a header naming the columns
+    // A header names the columns: words only. A row with any number in it is data ("nan 2 1 100" is a row with
+    // a value that is not finite, not a header to skip).
+    if (first && std::none_of(fields.begin(), fields.end(), is_number)) {
+      first = false;
       continue;
     }
     first = false;

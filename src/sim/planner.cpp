@@ -315,6 +315,10 @@ Plan plan_schedule(const PlanRequest& request) {
   const int R = request.num_ranks, M = request.num_microbatches;
   DUALPIPE_REQUIRE(R >= 1 && R <= 4096, "plan needs 1 <= R <= 4096 ranks, got R=", R);
   DUALPIPE_REQUIRE(M >= 1 && M <= 100000, "plan needs 1 <= M <= 100000 micro-batches, got M=", M);
+  const double estimate = kPlanMemoryPerSchedule * estimate_schedule_bytes("zbv", ScheduleOptions{R, M});
+  DUALPIPE_REQUIRE(estimate <= static_cast<double>(request.max_memory_bytes), "plan with R=", R, " ranks and M=", M,
+                   " micro-batches needs about ", describe_bytes(estimate), " of memory, above the limit of ",
+                   describe_bytes(static_cast<double>(request.max_memory_bytes)), " (raise it with --max-memory)");
   request.costs.check();
   DUALPIPE_REQUIRE(!request.memory_limit || std::isfinite(*request.memory_limit), "the memory limit must be a finite "
                    "number, got ", request.memory_limit.value_or(0));

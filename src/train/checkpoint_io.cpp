@@ -4,8 +4,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "dualpipe/atomic_file.h"
 #include "dualpipe/comm/channels.h"
@@ -29,14 +27,18 @@ void maybe_die_before_manifest(int step) {
 }  // namespace
 
 std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step, const data::ReaderPosition& position,
-                            const std::map<int, StageState>& stages, const ShardRole& role, comm::Communicator& world,
+                            const std::map<int, StageState>& stages, const ShardRole& role,
+                            const CheckpointOwner& owner, comm::Communicator& world,
                             std::chrono::milliseconds timeout) {
   const std::string dir = step_directory(c.checkpoint_dir, step);
   if (world.rank() == 0) {
+    DUALPIPE_REQUIRE(step_directory_is_replaceable(dir, owner.run), "checkpoint ", dir,
+                     " belongs to another run: not replaced (use a --checkpoint-dir of this run's own)");
     std::error_code error;
-    fs::remove_all(dir, error);  // a leftover of a killed save, or this step saved by an earlier run
+    fs::remove_all(dir, error);  // a leftover of a killed save
     fs::create_directories(dir, error);
     DUALPIPE_REQUIRE(!error, "cannot create the checkpoint directory ", dir, ": ", error.message());
+    mark_step_directory(dir, owner.run);
   }
   world.barrier();
 
@@ -53,13 +55,11 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   if (world.rank() != 0) return dir;
 
   CheckpointManifest m;
+  m.run = owner.run;
   m.step = step;
   m.planned_steps = c.steps;
   m.schedule = plan.schedule.kind;
-  m.microbatches = c.microbatches;
-  m.batch = c.batch;
-  m.seed = c.seed;
-  m.identity = checkpoint_identity(c, plan);
+  m.identity = owner.identity;
   m.data_position = position;
   for (const auto& part : gathered) {
     const int64_t* r = part.data_ptr<int64_t>();
@@ -74,28 +74,24 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
                  " expert ranks");
   maybe_die_before_manifest(step);
   write_manifest(dir, m);
-  prune_checkpoints(c.checkpoint_dir, c.keep);
+  prune_checkpoints(c.checkpoint_dir, c.keep, owner.run);
   return dir;
 }
 
-std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const RunPlan& plan, const ShardRole& role,
-                                              std::map<int, StageState>& stages, std::vector<std::string>* skipped) {
+std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const CheckpointIdentity& identity,
+                                              const ShardRole& role, std::map<int, StageState>& stages,
+                                              std::vector<std::string>* skipped) {
   const auto dir = newest_complete_checkpoint(c.checkpoint_dir, skipped);
   if (!dir) return std::nullopt;
   Resumed resumed{*dir, read_manifest(*dir)};
-  check_identity(*dir, resumed.manifest.identity, checkpoint_identity(c, plan));
-  verify_shards(*dir, resumed.manifest);
+  check_resumable(c, identity, *dir, resumed.manifest);
   for (auto& [s, state] : stages) {
     const ShardRecord* shard = nullptr;
     for (const ShardRecord& r : resumed.manifest.shards)
       if (r.stage == s && r.expert_rank == role.expert_rank()) shard = &r;
     DUALPIPE_REQUIRE(shard, "checkpoint ", *dir, " has no shard for stage ", s,
                      role.expert_rank() >= 0 ? detail::concat(" of expert rank ", role.expert_rank()) : "");
-    const fs::path path = fs::path(*dir) / shard->file;
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    state.load(bytes.str(), path.string());
+    state.load(read_verified_shard(*dir, *shard), (fs::path(*dir) / shard->file).string());
   }
   return resumed;
 }

@@ -25,11 +25,19 @@ struct ShardRole {
   int expert_rank() const { return expert_parallel > 1 ? replica % expert_parallel : -1; }
 };
 
+// What a checkpoint records besides the stages: whose run it is, and what a resume must agree with.
+struct CheckpointOwner {
+  std::string run;  // world rank 0's run id (the others' is unused)
+  CheckpointIdentity identity;
+};
+
 // Collective over `world`, every rank of the job (of every replica). Each rank writes the shards its role gives
-// it; world rank 0 writes the manifest last and prunes to --keep. Returns the step directory.
+// it; world rank 0 writes the manifest last and prunes its run's checkpoints to --keep. Returns the step
+// directory. Throws InvalidArgument, before writing anything, when the step's directory belongs to another run.
 std::string save_checkpoint(const TrainConfig& config, const RunPlan& plan, int step,
                             const data::ReaderPosition& position, const std::map<int, StageState>& stages,
-                            const ShardRole& role, comm::Communicator& world, std::chrono::milliseconds timeout);
+                            const ShardRole& role, const CheckpointOwner& owner, comm::Communicator& world,
+                            std::chrono::milliseconds timeout);
 
 struct Resumed {
   std::string directory;
@@ -37,8 +45,10 @@ struct Resumed {
 };
 
 // The newest complete checkpoint of --checkpoint-dir loaded into `stages`, or nullopt when there is none.
-// Throws InvalidArgument naming the checkpoint when it does not fit this run or a shard is corrupted.
-std::optional<Resumed> load_newest_checkpoint(const TrainConfig& config, const RunPlan& plan, const ShardRole& role,
-                                              std::map<int, StageState>& stages, std::vector<std::string>* skipped);
+// Throws InvalidArgument naming the checkpoint when it does not fit this run (check_resumable) or a shard is
+// corrupted.
+std::optional<Resumed> load_newest_checkpoint(const TrainConfig& config, const CheckpointIdentity& identity,
+                                              const ShardRole& role, std::map<int, StageState>& stages,
+                                              std::vector<std::string>* skipped);
 
 }  // namespace dualpipe::train

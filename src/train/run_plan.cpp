@@ -8,13 +8,33 @@
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
+#include "dualpipe/output_paths.h"
 #include "dualpipe/schedule_file.h"
+#include "dualpipe/schedule_limits.h"
 #include "dualpipe/validate.h"
 #include "dualpipe/train/checkpoint.h"
 #include "device_choice.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
+
+namespace {
+
+// The least a CPU run holds: one copy of the model's weights, gradients and AdamW moments (16 bytes a parameter,
+// float32), and the same again for the step-1 single-process reference. Above this machine's memory it cannot
+// run: refused here, with the sizes, rather than by an allocation failing inside a rank.
+void check_fits_in_memory(const TrainConfig& c, const models::GptConfig& model) {
+  if (c.device != "cpu") return;  // the stages live in GPU memory, which this machine cannot see
+  const double parameters = static_cast<double>(model.parameter_count());
+  const double needed = parameters * 16 * 2;
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  DUALPIPE_REQUIRE(physical <= 0 || needed <= physical, "the model has ", parameters / 1e6,
+                   " million parameters: its weights, gradients and AdamW state (16 bytes a parameter) and the "
+                   "step-1 reference's take at least ", describe_bytes(needed), ", above this machine's ",
+                   describe_bytes(physical), " of memory: use a smaller --hidden, --layers or --experts");
+}
+
+}  // namespace
 
 RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.ranks >= 1 && c.ranks <= 64, "--ranks must be between 1 and 64 local processes, got ", c.ranks);
@@ -85,6 +105,7 @@ RunPlan make_run_plan(const TrainConfig& c) {
                    "--aux-loss must be between 0 and 100, got ", c.aux_loss);
   plan.model.moe.aux_loss_weight = c.aux_loss / c.microbatches;  // as each micro-batch's loss is weighted
   plan.model.check();
+  check_fits_in_memory(c, plan.model);
   plan.lr = {c.lr, c.min_lr, c.warmup, c.steps};
   plan.lr.check();
   return plan;
@@ -108,26 +129,51 @@ void check_output_path(const char* option, const std::string& path) {
 
 }  // namespace
 
+void check_fresh_start(const TrainConfig& c) {
+  if (c.resume) return;
+  const auto newest = newest_complete_checkpoint(c.checkpoint_dir, nullptr);
+  DUALPIPE_REQUIRE(!newest, "--checkpoint-dir '", c.checkpoint_dir, "' holds the checkpoints of an earlier run (the "
+                   "newest is ", newest.value_or(""), "): add --resume to continue it, or choose an empty directory");
+}
+
 void check_config(const TrainConfig& c) {
   const RunPlan plan = make_run_plan(c);
   choose_device(c);
   check_output_path("--trace", c.trace);
   check_output_path("--metrics", c.metrics);
-  load_training_data(c);
+  TrainingData data = load_training_data(c);
+  std::vector<NamedPath> inputs = {{"--schedule-file", c.schedule_file}, {"--checkpoint-dir", c.checkpoint_dir}};
+  for (const std::string& file : data.corpus.files) inputs.push_back({"--data", file});
+  check_outputs_apart(inputs, {{"--metrics", c.metrics}, {"--trace", c.trace}});
   if (c.checkpoint_dir.empty()) return;
   prepare_checkpoint_dir(c.checkpoint_dir);
+  check_fresh_start(c);
   if (!c.resume) return;
   // The checkpoint --resume will load: refused here, once, if it does not fit or is damaged.
   if (const auto dir = newest_complete_checkpoint(c.checkpoint_dir, nullptr)) {
     const CheckpointManifest manifest = read_manifest(*dir);
-    check_identity(*dir, manifest.identity, checkpoint_identity(c, plan));
+    check_resumable(c, checkpoint_identity(c, plan, data.corpus), *dir, manifest);
     verify_shards(*dir, manifest);
+    data.reader.restore(manifest.data_position);
   }
 }
 
-CheckpointIdentity checkpoint_identity(const TrainConfig& c, const RunPlan& plan) {
-  return {plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
-          plan.model.layers, plan.cut.to_string(), c.ranks, plan.model.moe.experts, c.ep};
+void check_resumable(const TrainConfig& c, const CheckpointIdentity& identity, const std::string& dir,
+                     const CheckpointManifest& manifest) {
+  check_identity(dir, manifest.identity, identity);
+  DUALPIPE_REQUIRE(c.steps > manifest.step, "--steps ", c.steps, " leaves nothing to train after checkpoint ", dir,
+                   " (step ", manifest.step, "): give --steps above ", manifest.step);
+}
+
+CheckpointIdentity checkpoint_identity(const TrainConfig& c, const RunPlan& plan, const data::Corpus& corpus) {
+  CheckpointIdentity id{plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
+                        plan.model.layers, plan.cut.to_string(), c.ranks, plan.model.moe.experts, c.ep};
+  id.seed = c.seed;
+  id.microbatches = c.microbatches;
+  id.batch = c.batch;
+  id.data_bytes = corpus.text.size();
+  id.data_checksum = fnv1a64(corpus.text);
+  return id;
 }
 
 }  // namespace dualpipe::train

@@ -21,6 +21,7 @@
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/data/byte_tokenizer.h"
+#include "dualpipe/directory_lock.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
@@ -147,8 +148,8 @@ class Trainer {
 
   void run() {
     int step = 0;
+    if (!c_.checkpoint_dir.empty()) start_checkpoints();
     if (c_.resume) step = resume();
-    if (!c_.checkpoint_dir.empty()) prepare_checkpoint_dir(c_.checkpoint_dir);
     evaluate(step);
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
@@ -158,7 +159,7 @@ class Trainer {
       if (!c_.checkpoint_dir.empty() && save) {
         sharding_.gather_state(stages_);  // checkpoints hold the whole optimizer state, sharded or not
         const std::string dir =
-            save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), world(), timeout_);
+            save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), owner_, world(), timeout_);
         sharding_.drop_unowned_state(stages_);
         if (report_) report_->checkpoint_saved(dir);
       }
@@ -168,13 +169,26 @@ class Trainer {
   }
 
  private:
+  // World rank 0 saves the manifests and prunes: it holds the directory's lock for as long as it lives, so a
+  // second job cannot save into the same directory, and draws this run's id (kept from the checkpoint when
+  // resuming).
+  void start_checkpoints() {
+    prepare_checkpoint_dir(c_.checkpoint_dir);
+    owner_.identity = checkpoint_identity(c_, plan_, data_.corpus);
+    owner_.run = new_run_id();
+    if (world().rank() != 0) return;
+    lock_ = std::make_unique<DirectoryLock>(c_.checkpoint_dir, "--checkpoint-dir", "dualpipe train (world rank 0)");
+    check_fresh_start(c_);
+  }
+
   int resume() {
     std::vector<std::string> skipped;
-    const auto resumed = load_newest_checkpoint(c_, plan_, shard_role(), stages_, &skipped);
+    const auto resumed = load_newest_checkpoint(c_, owner_.identity, shard_role(), stages_, &skipped);
     if (!resumed) {
       if (report_) report_->no_checkpoint();
       return 0;
     }
+    if (!resumed->manifest.run.empty()) owner_.run = resumed->manifest.run;
     sharding_.drop_unowned_state(stages_);
     data_.reader.restore(resumed->manifest.data_position);
     if (report_) report_->resumed(resumed->directory, resumed->manifest.step, resumed->manifest.planned_steps, skipped);
@@ -447,6 +461,8 @@ class Trainer {
   std::unique_ptr<runtime::Executor> executor_, forward_only_;
   runtime::ClockSync clock_;
   std::unique_ptr<ProgressReport> report_;
+  CheckpointOwner owner_;                // set when there is a --checkpoint-dir
+  std::unique_ptr<DirectoryLock> lock_;  // world rank 0's, of --checkpoint-dir
 };
 
 }  // namespace

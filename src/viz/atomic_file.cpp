@@ -12,18 +12,27 @@
 #include "dualpipe/error.h"
 
 namespace dualpipe {
+namespace {
+
+// The system's reason for a failed stream operation ("No space left on device"); streams do not always set errno.
+std::string reason(int error) { return error != 0 ? std::strerror(error) : "the stream reported an error"; }
+
+}  // namespace
 
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   // Unique per process and call, so ranks (processes or threads) writing next to each other never share one.
   static std::atomic<unsigned> counter{0};
   const std::string temporary = detail::concat(path, ".tmp.", ::getpid(), ".", counter++);
   try {
+    errno = 0;
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    DUALPIPE_REQUIRE(out, "cannot open '", temporary, "' for writing (for '", path, "')");
+    DUALPIPE_REQUIRE(out, "cannot open '", temporary, "' for writing (for '", path, "'): ", reason(errno));
     write(out);
     out.flush();
-    DUALPIPE_REQUIRE(out, "cannot write '", temporary, "' (for '", path, "')");
+    DUALPIPE_REQUIRE(out, "cannot write '", path, "': ", reason(errno), " (writing its temporary '", temporary, "')");
     out.close();
+    DUALPIPE_REQUIRE(!out.fail(), "cannot write '", path, "': ", reason(errno), " (closing its temporary '",
+                     temporary, "')");
     // On disk before the rename, so a crash of the machine cannot leave the new name on empty contents.
     int fd = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
@@ -31,7 +40,7 @@ void write_file_atomically(const std::string& path, const std::function<void(std
       ::close(fd);
     }
     DUALPIPE_REQUIRE(std::rename(temporary.c_str(), path.c_str()) == 0, "cannot rename '", temporary, "' to '",
-                     path, "'");
+                     path, "': ", reason(errno));
   } catch (...) {
     std::remove(temporary.c_str());
     throw;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/error.h"
+#include "dualpipe/file_input.h"
 
 namespace dualpipe {
 namespace {
@@ -191,17 +192,14 @@ MetricsLog parse_metrics_log(std::string_view text, const std::string& source) {
 }
 
 MetricsLog read_metrics_log(const std::string& path) {
+  require_regular_file(path, "metrics '" + path + "'");
   std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  DUALPIPE_REQUIRE(!std::filesystem::is_directory(status), "metrics '", path, "' is a directory, not a file");
-  if (std::filesystem::is_regular_file(status)) {
-    const auto size = std::filesystem::file_size(path, error);
-    DUALPIPE_REQUIRE(error || size <= kMaxMetricsFileBytes, "metrics '", path, "': the file has ", size,
-                     " bytes, over the limit of ", kMaxMetricsFileBytes, " bytes (256 MiB) for a metrics file");
-  }
+  const auto size = std::filesystem::file_size(path, error);
+  DUALPIPE_REQUIRE(error || size <= kMaxMetricsFileBytes, "metrics '", path, "': the file has ", size,
+                   " bytes, over the limit of ", kMaxMetricsFileBytes, " bytes (256 MiB) for a metrics file");
   std::ifstream file(path, std::ios::binary);
   DUALPIPE_REQUIRE(file, "cannot open metrics file '", path, "'");
-  // Read in pieces up to one byte past the limit: a pipe or a file that grows has no size to check first.
+  // Read in pieces up to one piece past the limit: the file may grow while it is read.
   std::string text;
   char buffer[1 << 16];
   while (file && text.size() <= kMaxMetricsFileBytes) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/error.h"
+#include "dualpipe/file_input.h"
 #include "dualpipe/infer.h"
 #include "dualpipe/schedule_file.h"
 #include "dualpipe/schedule_limits.h"
@@ -140,6 +141,31 @@ TraceSpan read_span(const json& e, const std::string& path, const FieldReader& i
   return span;
 }
 
+// A rank runs one compute action at a time (an overlapped pair is one action), so two of them that overlap in
+// one step are a broken trace: taken as it is, its busy time exceeds its span (a bubble of -201.5% was printed).
+// Rounding to whole nanoseconds may overlap neighbours by a nanosecond, which is allowed. `event_at[k]`:
+// trace.events[k] is traceEvents[event_at[k]].
+void check_compute_does_not_overlap(const Trace& trace, const std::vector<std::size_t>& event_at,
+                                    const FieldReader& in) {
+  constexpr double kRoundingUs = 0.002;
+  std::map<std::pair<int, int>, std::vector<std::size_t>> by_rank_step;  // indices into trace.events
+  for (std::size_t k = 0; k < trace.events.size(); ++k)
+    if (trace.events[k].action.is_compute()) by_rank_step[{trace.events[k].rank, trace.events[k].step}].push_back(k);
+  for (auto& [rank_step, ks] : by_rank_step) {
+    std::sort(ks.begin(), ks.end(),
+              [&](std::size_t a, std::size_t b) { return trace.events[a].start < trace.events[b].start; });
+    for (std::size_t j = 1; j < ks.size(); ++j) {
+      const TraceEvent &before = trace.events[ks[j - 1]], &after = trace.events[ks[j]];
+      const double end = before.start + before.duration;
+      if (after.start + kRoundingUs >= end) continue;
+      in.fail(detail::concat("traceEvents[", event_at[ks[j]], "]"),
+              detail::concat("'", to_string(after.action), "' of rank ", rank_step.first, " step ", rank_step.second,
+                             " starts at ", after.start, " us, before '", to_string(before.action), "' (traceEvents[",
+                             event_at[ks[j - 1]], "]) ends at ", end, " us: a rank's compute actions cannot overlap"));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<int> Trace::steps() const {
@@ -174,6 +200,7 @@ Trace parse_trace(std::string_view text, const std::string& source) {
   std::map<std::tuple<int, int, int>, std::size_t> seen;  // (rank, step, index) -> position in traceEvents
   std::vector<std::vector<Action>> by_rank;                 // the events' actions per rank, for their numbers
   std::vector<std::vector<std::size_t>> positions;          // by_rank[r][k] is traceEvents[positions[r][k]]
+  std::vector<std::size_t> event_at;                        // trace.events[k] is traceEvents[event_at[k]]
   for (std::size_t i = 0; i < events.size(); ++i) {
     const std::string path = detail::concat("traceEvents[", i, "]");
     const json& e = events[i];
@@ -215,7 +242,9 @@ Trace parse_trace(std::string_view text, const std::string& source) {
     }
     by_rank[ev.rank].push_back(a);
     positions[ev.rank].push_back(i);
+    event_at.push_back(i);
   }
+  check_compute_does_not_overlap(trace, event_at, in);
   // Stage and micro-batch numbers are bounded as the schedule readers bound them (docs/limits.md), so what is
   // kept per stage (the fitted costs' per-stage scales) grows with the events, not with a number written in one:
   // fuzz_trace found a 190-byte trace whose forward '300000000F0' made draw --trace take 2.3 GB.
@@ -230,10 +259,7 @@ Trace parse_trace(std::string_view text, const std::string& source) {
 }
 
 Trace read_trace(const std::string& path) {
-  {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) throw InvalidArgument(detail::concat("cannot open trace file '", path, "'"));
-  }
+  require_regular_file(path, "trace file '" + path + "'");
   return parse_trace(read_file_within(path, kMaxTraceBytes, "trace files"), path);
 }
 

@@ -28,3 +28,11 @@ inline CommandResult run_command(const std::string& command_line) {
 }
 
 }  // namespace dualpipe::test
+
+// A command refused as bad input: exit status 2 and `text` in its output.
+#define EXPECT_REFUSED(result, text)                                                                 \
+  do {                                                                                               \
+    const ::dualpipe::test::CommandResult& r_ = (result);                                            \
+    EXPECT_EQ(r_.status, 2) << r_.out;                                                               \
+    EXPECT_NE(r_.out.find(text), std::string::npos) << "expected '" << (text) << "' in:\n" << r_.out; \
+  } while (0)

@@ -65,13 +65,6 @@ class HostileInput : public ::testing::Test {
   std::string bin_, dir_;
 };
 
-#define EXPECT_REFUSED(result, text)                                                   \
-  do {                                                                                 \
-    const CommandResult& r_ = (result);                                                \
-    EXPECT_EQ(r_.status, 2) << r_.out;                                                 \
-    EXPECT_NE(r_.out.find(text), std::string::npos) << "expected '" << (text) << "' in:\n" << r_.out; \
-  } while (0)
-
 // A small 1F1B run of two ranks and two micro-batches as the runtime records it (hand-written).
 std::string trace_json(const std::string& events, int microbatches = 2) {
   return "{\"dualpipe\": {\"kind\": \"1f1b\", \"ranks\": 2, \"stages\": 2, \"microbatches\": " +
@@ -108,10 +101,13 @@ TEST_F(HostileInput, HugeIndexInATextScheduleIsNamedWithLineAndColumn) {
                  "stage 4095 of '4095F999999' (line 1, column 9) is out of range: no action uses stages 0..4094");
 }
 
-TEST_F(HostileInput, EndlessInputIsCutOffAtTheSizeLimit) {
-  EXPECT_REFUSED(dualpipe("schedule --from /dev/zero"), "larger than the limit of 67108864 bytes (64 MiB)");
-  EXPECT_REFUSED(dualpipe("draw --from /dev/zero -o z.svg"), "larger than the limit of 67108864 bytes");
+// An endless device is refused by its type, a file above the limit by its size, both before a byte is read.
+TEST_F(HostileInput, EndlessInputIsRefusedByTypeAndLargeInputBySize) {
+  EXPECT_REFUSED(dualpipe("schedule --from /dev/zero"), "'/dev/zero' is a character device, not a regular file");
+  EXPECT_REFUSED(dualpipe("draw --from /dev/zero -o z.svg"), "'/dev/zero' is a character device");
   EXPECT_FALSE(exists("z.svg"));
+  ASSERT_EQ(std::system(("truncate -s 65M '" + path("big.txt") + "'").c_str()), 0);  // sparse: no disk used
+  EXPECT_REFUSED(dualpipe("schedule --from big.txt"), "'big.txt' is larger than the limit of 67108864 bytes (64 MiB)");
 }
 
 TEST_F(HostileInput, GeneratorRequestsAboveTheMemoryLimitAreRefusedBeforeAllocating) {
@@ -282,6 +278,51 @@ TEST_F(HostileInput, FailedWritesToStandardOutputAreErrors) {
 TEST_F(HostileInput, OutputPathIsCheckedBeforeTheWork) {
   EXPECT_REFUSED(dualpipe("draw -k 1f1b -r 2 -m 2 -o /nonexistent/dir/p.svg"),
                  "cannot write '/nonexistent/dir/p.svg': No such file or directory");
+}
+
+// Issue 27: plan -r 1024 -m 4096 ran 46 s to a bad_alloc at 3.75 GB; simulate refused the same size up front.
+// Estimate: 4 schedules of 2R stages at 400 bytes per (stage, micro-batch): 4 x 400 x 2048 x 4096 = 12.5 GiB,
+// which describe_bytes rounds to "12 GiB".
+TEST_F(HostileInput, PlanRequestsAboveTheMemoryLimitAreRefusedBeforeSearching) {
+  EXPECT_REFUSED(dualpipe("plan --ranks 1024 --microbatches 4096"),
+                 "plan with R=1024 ranks and M=4096 micro-batches needs about 12 GiB of memory, above the limit of "
+                 "1.0 GiB (raise it with --max-memory)");
+  EXPECT_REFUSED(dualpipe("plan -r 256 -m 2048 --max-memory 512M"), "above the limit of 512 MiB");
+}
+
+// Issue 27: plan --from-trace ignored --ranks and --microbatches that contradict the trace.
+TEST_F(HostileInput, PlanFromATraceRefusesRanksOrMicrobatchesThatContradictIt) {
+  write("good.json", trace_json(kGoodEvents));
+  EXPECT_REFUSED(dualpipe("plan --from-trace good.json --ranks 4"),
+                 "--ranks 4 contradicts --from-trace 'good.json', a run of 2 ranks (leave --ranks out)");
+  EXPECT_REFUSED(dualpipe("plan --from-trace good.json -m 8"),
+                 "--microbatches 8 contradicts --from-trace 'good.json', a run of 2 micro-batches");
+  const CommandResult same = dualpipe("plan --from-trace good.json -r 2 -m 2");
+  EXPECT_EQ(same.status, 0) << same.out;
+}
+
+// Issue 27: a trace whose actions overlapped on one rank printed a bubble rate of -201.5% with exit 0.
+TEST_F(HostileInput, ComputeActionsThatOverlapOnOneRankAreRefused) {
+  std::string overlapping = kGoodEvents;  // with 0F1 moved from 10 us to 5 us, into 0F0
+  const std::string moved = event("0F1", 0, 1, 10, 10);
+  overlapping.replace(overlapping.find(moved), moved.size(), event("0F1", 0, 1, 5, 10));
+  write("overlap.json", trace_json(overlapping));
+  const std::string why = "traceEvents[1]: '0F1' of rank 0 step 0 starts at 5 us, before '0F0' (traceEvents[0]) ends "
+                          "at 10 us: a rank's compute actions cannot overlap";
+  EXPECT_REFUSED(dualpipe("compare --trace overlap.json"), why);
+  EXPECT_REFUSED(dualpipe("draw --trace overlap.json -o o.svg"), why);
+  EXPECT_REFUSED(dualpipe("plan --from-trace overlap.json"), why);
+  EXPECT_FALSE(exists("o.svg"));
+}
+
+// Issue 27: a first row "nan 2 1 100" was skipped as if it were a header. Only a row of words is a header.
+TEST_F(HostileInput, ALayerCostRowThatIsNotFiniteIsRefusedNotTakenForAHeader) {
+  write("nan.txt", "nan 2 1 100\n1 2 1 100\n1 2 1 100\n");
+  EXPECT_REFUSED(dualpipe("plan -r 2 -m 4 --layer-costs nan.txt"), "nan.txt:1: 'nan' is not a finite number");
+  write("inf.txt", "F B W act_bytes\n1 2 1 100\ninf 2 1 100\n");
+  EXPECT_REFUSED(dualpipe("plan -r 2 -m 4 --layer-costs inf.txt"), "inf.txt:3: 'inf' is not a finite number");
+  write("mixed.txt", "F 2 1 100\n1 2 1 100\n");
+  EXPECT_REFUSED(dualpipe("plan -r 2 -m 4 --layer-costs mixed.txt"), "mixed.txt:1: 'F' is not a finite number");
 }
 
 TEST_F(HostileInput, OutOfRangeStageIsNamedOnce) {

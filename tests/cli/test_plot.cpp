@@ -139,7 +139,7 @@ TEST_F(PlotCommand, BadOptionsAreRefusedBeforeReading) {
   EXPECT_TRUE(contains(missing.out, "--metrics is required")) << missing.out;
   const CommandResult absent = plot("--metrics nothing.jsonl");
   EXPECT_EQ(absent.status, 2);
-  EXPECT_TRUE(contains(absent.out, "cannot open metrics file 'nothing.jsonl'")) << absent.out;
+  EXPECT_TRUE(contains(absent.out, "metrics 'nothing.jsonl' does not exist")) << absent.out;
   EXPECT_FALSE(exists("run.svg"));
   EXPECT_FALSE(exists("x.svg"));
 }

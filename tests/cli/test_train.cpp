@@ -277,7 +277,7 @@ TEST(Compare, MissingStepAndMissingFileAreNamed) {
   EXPECT_TRUE(contains(run.out, "has no step 5 (steps recorded: 0)")) << run.out;
   const CommandResult missing = dualpipe_cmd("compare --trace /nonexistent/trace.json");
   EXPECT_EQ(missing.status, 2) << missing.out;
-  EXPECT_TRUE(contains(missing.out, "cannot open trace file '/nonexistent/trace.json'")) << missing.out;
+  EXPECT_TRUE(contains(missing.out, "trace file '/nonexistent/trace.json' does not exist")) << missing.out;
 }
 
 }  // namespace

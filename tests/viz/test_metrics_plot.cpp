@@ -204,7 +204,7 @@ TEST(MetricsLog, ReadsAFileAndNamesItInErrors) {
   EXPECT_TRUE(contains(message, "metrics '" + bad.path() + "' line 3: not valid JSON")) << message;
 
   EXPECT_TRUE(contains(error_message([] { read_metrics_log("/nonexistent/run.jsonl"); }),
-                       "cannot open metrics file '/nonexistent/run.jsonl'"));
+                       "metrics '/nonexistent/run.jsonl' does not exist"));
   EXPECT_TRUE(contains(error_message([] { read_metrics_log("/"); }), "metrics '/' is a directory"));
 }
 

@@ -13,6 +13,7 @@
 #include "dualpipe/error.h"
 #include "dualpipe/generators.h"
 #include "dualpipe/html.h"
+#include "dualpipe/output_paths.h"
 #include "dualpipe/schedule_file.h"
 #include "dualpipe/simulate.h"
 #include "dualpipe/svg.h"
@@ -173,6 +174,7 @@ void run(const DrawCommand& c) {
   DUALPIPE_REQUIRE(c.width <= kMaxSvgWidth, "--width ", c.width, " is above the limit of ", kMaxSvgWidth,
                    " pixels (docs/limits.md)");
   check_can_write_file(c.output);
+  check_outputs_apart({{"--trace", c.trace}, {"--from", c.plan.from_file}}, {{"-o", c.output}});
   Picture p = !c.trace.empty() ? draw_trace(c) : !c.compare.empty() ? draw_comparison(c) : draw_plan(c);
   p.options.width = c.width;
   const std::string text = format == "svg" ? render_svg(p.timelines, p.options) : render_html(p.timelines, p.options);

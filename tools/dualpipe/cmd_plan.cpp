@@ -15,7 +15,9 @@
 #include "commands.h"
 #include "dualpipe/atomic_file.h"
 #include "dualpipe/error.h"
+#include "dualpipe/file_input.h"
 #include "dualpipe/layer_partition.h"
+#include "dualpipe/output_paths.h"
 #include "dualpipe/planner.h"
 #include "dualpipe/pytorch_csv.h"
 #include "dualpipe/text_format.h"
@@ -40,19 +42,10 @@ struct PlanCommand {
   bool families_only = false;
   std::vector<std::string> placements;
   std::string layer_costs;
+  std::string max_memory;  // empty: the default limit
+  const CLI::Option* ranks_option = nullptr;
+  const CLI::Option* microbatches_option = nullptr;
 };
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  DUALPIPE_REQUIRE(in, "cannot open '", path, "' for reading");
-  std::string text;
-  char buffer[65536];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
-    DUALPIPE_REQUIRE(text.size() <= (64u << 20), "'", path, "' is larger than 64 MiB; a layer-cost table is not");
-  }
-  return text;
-}
 
 // "8", "7.5": activations; "24GiB", "3e9B", "512MB": bytes, divided by the bytes of one slice activation.
 double parse_memory_limit(const std::string& text, const CostModel& costs) {
@@ -167,21 +160,28 @@ void print_table(const PlanCommand& c, const Plan& plan, const PlanRequest& requ
 }
 
 void run(PlanCommand& c) {
-  if (!c.output.empty()) {  // refuse a path that cannot be written before the work, leaving nothing behind
-    const std::size_t slash = c.output.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : c.output.substr(0, std::max<std::size_t>(slash, 1));
-    DUALPIPE_REQUIRE(::access(dir.c_str(), W_OK) == 0, "cannot write '", c.output, "': its folder '", dir,
-                     "' does not exist or is not writable");
+  if (!c.output.empty()) {  // refused before the work, leaving nothing behind
+    check_can_write_file(c.output);
+    check_outputs_apart({{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}}, {{"-o", c.output}});
   }
   PlanRequest request;
   if (!c.from_trace.empty()) {
     DUALPIPE_REQUIRE(c.cost.empty(), "--from-trace fits the costs of the run; it cannot be combined with --cost");
+    const int given_ranks = c.ranks, given_microbatches = c.microbatches;
     request.costs = costs_from_trace(c.from_trace, &c.ranks, &c.microbatches);
+    // The trace's R and M are the run's: a --ranks or --microbatches that says otherwise is a mistake, not a wish.
+    DUALPIPE_REQUIRE(c.ranks_option->count() == 0 || given_ranks == c.ranks, "--ranks ", given_ranks,
+                     " contradicts --from-trace '", c.from_trace, "', a run of ", c.ranks,
+                     " ranks (leave --ranks out)");
+    DUALPIPE_REQUIRE(c.microbatches_option->count() == 0 || given_microbatches == c.microbatches, "--microbatches ",
+                     given_microbatches, " contradicts --from-trace '", c.from_trace, "', a run of ", c.microbatches,
+                     " micro-batches (leave --microbatches out)");
   } else {
     request.costs = CostModel::parse(c.cost);
   }
   request.num_ranks = c.ranks;
   request.num_microbatches = c.microbatches;
+  if (!c.max_memory.empty()) request.max_memory_bytes = parse_memory_size(c.max_memory);
   request.costs.check();
   DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == c.ranks,
                    "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
@@ -194,7 +194,7 @@ void run(PlanCommand& c) {
                          request.costs.stage_forward.empty() && request.costs.stage_activation.empty(),
                      "--layer-costs gives F, B, W and activation sizes per layer; leave F, B, W, scale and act_scale "
                      "out of --cost (comm, FB, w_mem, recompute and input_mem still apply)");
-    request.layers = parse_layer_costs(read_text_file(c.layer_costs), c.layer_costs);
+    request.layers = parse_layer_costs(read_file_within(c.layer_costs, 64u << 20, "layer-cost tables"), c.layer_costs);
     double bytes = 0;
     for (const LayerCost& l : request.layers) bytes += l.activation_bytes;
     request.costs.activation_bytes = bytes / c.ranks;  // the unit: a 1/R slice's activation
@@ -230,8 +230,12 @@ void add_plan_command(CLI::App& app) {
       "--objective span\n"
       "  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt\n"
       "  dualpipe plan --from-trace run.json --memory-limit 6");
-  sub->add_option("-r,--ranks", command->ranks, "Pipeline ranks (devices), R")->capture_default_str();
-  sub->add_option("-m,--microbatches", command->microbatches, "Micro-batches per step, M")->capture_default_str();
+  command->ranks_option =
+      sub->add_option("-r,--ranks", command->ranks, "Pipeline ranks (devices), R")->capture_default_str();
+  command->microbatches_option =
+      sub->add_option("-m,--microbatches", command->microbatches, "Micro-batches per step, M")->capture_default_str();
+  sub->add_option("--max-memory", command->max_memory,
+                  "Memory the search may use, e.g. 4G (default 1G): larger requests are refused up front");
   sub->add_option("-c,--cost", command->cost,
                   "Costs of a 1/R slice of the model, as for simulate (F, B, W, FB, comm, scale with one multiplier "
                   "per slice, act_bytes, w_mem, recompute, input_mem)");

@@ -12,6 +12,7 @@
 #include "dualpipe/error.h"
 #include "dualpipe/metrics_log.h"
 #include "dualpipe/metrics_plot.h"
+#include "dualpipe/output_paths.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -34,6 +35,7 @@ void run(const PlotCommand& c) {
                    "': plot writes SVG, so the file name must end in .svg");
   DUALPIPE_REQUIRE(c.width >= kMinMetricsPlotWidth && c.width <= kMaxMetricsPlotWidth, "--width must be from ",
                    kMinMetricsPlotWidth, " to ", kMaxMetricsPlotWidth, " pixels, got ", c.width);
+  check_outputs_apart({{"--metrics", c.metrics}}, {{"-o", c.output}});
   const MetricsLog log = read_metrics_log(c.metrics);
   MetricsPlotOptions options;
   options.width = c.width;

@@ -3,10 +3,12 @@
 // is available), so `dualpipe` itself never loads LibTorch. Without --worker this process becomes
 // `dualpipe launch --nproc R -- dualpipe-train-worker OPTIONS` (free port, rank-prefixed output, every rank
 // stopped when one fails) and the launcher's exit status is the job's; with --worker it becomes one rank.
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstring>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dualpipe/directory_lock.h"
 #include "dualpipe/error.h"
 #include "dualpipe/schedule_file.h"
 #include "launch/node_layout.h"
@@ -82,9 +85,13 @@ void check_options(const std::string& worker, const train::TrainConfig& options)
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::cout.flush();
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   DUALPIPE_REQUIRE(pid >= 0, "cannot start '", worker, "' to check the options: ", std::strerror(errno));
   if (pid == 0) {
+    // The check dies with us: a `kill` of dualpipe train during the check leaves no worker behind.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // we died before prctl took effect
     execv(worker.c_str(), argv.data());
     _exit(127);
   }
@@ -108,6 +115,11 @@ void run(TrainCommand c) {
   std::vector<std::string> args;
   if (!c.worker) {
     check_options(worker, c.options);
+    // Refused here, with exit 2, when another job holds the directory; world rank 0 (on node 0) takes the lock
+    // for the job's life. Other nodes would only find their own job's lock.
+    if (c.node_rank == 0 && !c.options.checkpoint_dir.empty()) {
+      const DirectoryLock probe(c.options.checkpoint_dir, "--checkpoint-dir", "dualpipe train (checking the options)");
+    }
     args = launch_arguments(c, c.options.ranks * c.options.dp);
     if (c.max_restarts > 0 && c.options.checkpoint_dir.empty())
       std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "

@@ -30,7 +30,10 @@ struct ShardRecord {
   uint64_t checksum = 0;  // fnv1a64
 };
 
-// What a run must agree with to load the checkpoint, and where it stopped.
+// The highest step a checkpoint may record, as --steps allows; a step-N folder above it is not a checkpoint.
+constexpr int kMaxCheckpointStep = 10'000'000;
+
+// What a run must agree with to load the checkpoint: the model and its cut, and the data stream it was on.
 struct CheckpointIdentity {
   int64_t vocab = 0, seq_len = 0, hidden = 0, heads = 0;
   int layers = 0;
@@ -38,6 +41,11 @@ struct CheckpointIdentity {
   int world_size = 0;
   int64_t experts = 0;      // per MoE layer; 0: dense
   int expert_parallel = 1;  // E: the shards per stage
+  // The data order depends on these: another seed, batch or corpus continues a different run.
+  uint64_t seed = 0;
+  int microbatches = 0;
+  int64_t batch = 0;
+  uint64_t data_bytes = 0, data_checksum = 0;  // the corpus (0, 0: not recorded, by an older writer)
 };
 
 // The shard file of a stage, as expert rank `expert_rank` holds it (-1: the whole stage).
@@ -47,9 +55,9 @@ struct CheckpointManifest {
   int step = 0;            // optimizer steps taken
   int planned_steps = 0;   // --steps of the run that wrote it (its learning-rate schedule)
   std::string schedule;    // informational: another schedule with the same cut may load it
-  int microbatches = 0;
-  int64_t batch = 0;
-  uint64_t seed = 0;
+  // The run that wrote it: a fresh run draws a new id, a resumed one keeps its checkpoint's. --keep prunes only
+  // its own run's checkpoints. Empty in manifests of older writers.
+  std::string run;
   CheckpointIdentity identity;
   data::ReaderPosition data_position;  // after `step` steps
   std::vector<ShardRecord> shards;
@@ -57,25 +65,43 @@ struct CheckpointManifest {
 
 std::string step_directory(const std::string& dir, int step);
 
-// Creates `dir` (and parents) if needed. Throws InvalidArgument naming it when it is a file or cannot be made.
+// A new run id: 16 hex digits from the system's random source.
+std::string new_run_id();
+
+// Creates `dir` (and parents) if needed. Throws InvalidArgument naming it when it is a file, cannot be made or
+// cannot be written (tried with a probe file, so a read-only mount is found before training, not at the save).
 void prepare_checkpoint_dir(const std::string& dir);
+
+// Marks a step directory as being written by `run` before any shard is (a save killed half-way leaves a
+// directory without a manifest: the mark says whose leftover it is).
+void mark_step_directory(const std::string& step_dir, const std::string& run);
+// True when a save of `run` may replace `step_dir`: it is absent, incomplete (no manifest: the leftover of a killed
+// save, which no live job can be writing while `run` holds the directory's lock), or a complete checkpoint of
+// `run` itself. Another run's complete checkpoint is never replaced.
+bool step_directory_is_replaceable(const std::string& step_dir, const std::string& run);
 
 // Writes manifest.json into `step_dir` atomically. Throws InvalidArgument naming the path on failure.
 void write_manifest(const std::string& step_dir, const CheckpointManifest& manifest);
-// Throws InvalidArgument naming the file and the field for a missing or malformed manifest.
+// Throws InvalidArgument naming the file and the field for a missing or malformed manifest, or a number out of
+// its range (a negative step, a world size above 2^31, a fractional byte count, ...).
 CheckpointManifest read_manifest(const std::string& step_dir);
+// The same for the manifest's text; `path` names it in errors.
+CheckpointManifest parse_manifest(const std::string& text, const std::string& path);
 
 // The step directory with the highest step that has a manifest; nullopt when there is none. Incomplete ones
 // (no manifest) that are newer are listed in `skipped` for the caller to report.
 std::optional<std::string> newest_complete_checkpoint(const std::string& dir, std::vector<std::string>* skipped);
 
-// Every shard exists with its recorded size and checksum; throws InvalidArgument naming the shard otherwise.
+// The bytes of one shard, a regular file of its recorded size (compared before reading) and checksum; throws
+// InvalidArgument naming the shard otherwise.
+std::string read_verified_shard(const std::string& step_dir, const ShardRecord& shard);
+// read_verified_shard for every shard of the manifest.
 void verify_shards(const std::string& step_dir, const CheckpointManifest& manifest);
 // Throws InvalidArgument naming the first field where `manifest` and `expected` differ.
 void check_identity(const std::string& step_dir, const CheckpointIdentity& found, const CheckpointIdentity& expected);
 
-// Removes all but the newest `keep` complete checkpoints and any incomplete ones older than the newest
-// complete one (keep = 0: removes nothing).
-void prune_checkpoints(const std::string& dir, int keep);
+// Removes all but the newest `keep` complete checkpoints of `run`, and its incomplete ones older than its newest
+// complete one (keep = 0: removes nothing). Other runs' checkpoints are never touched.
+void prune_checkpoints(const std::string& dir, int keep, const std::string& run);
 
 }  // namespace dualpipe::train

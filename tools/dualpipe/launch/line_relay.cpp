@@ -17,7 +17,7 @@ constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 }  // namespace
 
 void OutputSink::write_all(int fd, const std::string& data) {
-  if (fd < 0 || fd > 2 || broken_[fd]) return;
+  if (fd < 0 || fd > 2 || error_[fd] != 0) return;
   std::size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -29,7 +29,7 @@ void OutputSink::write_all(int fd, const std::string& data) {
       pollfd p{fd, POLLOUT, 0};
       poll(&p, 1, -1);
     } else {
-      broken_[fd] = true;
+      error_[fd] = n < 0 ? errno : EIO;
       return;
     }
   }
@@ -81,9 +81,9 @@ void LineRelay::abandon(OutputSink& sink) {
 void LineRelay::take_lines(bool at_end, std::string& out) {
   std::size_t start = 0;
   for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (observer_ && !observer_(partial_.substr(start, nl - start))) continue;
     out += prefix_;
     out.append(partial_, start, nl + 1 - start);
-    if (observer_) observer_(partial_.substr(start, nl - start));
   }
   partial_.erase(0, start);
   while (partial_.size() >= kMaxLine) {
@@ -93,7 +93,10 @@ void LineRelay::take_lines(bool at_end, std::string& out) {
     partial_.erase(0, kMaxLine);
   }
   if (at_end && !partial_.empty()) {
-    if (observer_) observer_(partial_);
+    if (observer_ && !observer_(partial_)) {
+      partial_.clear();
+      return;
+    }
     out += prefix_;
     out += partial_;
     out += '\n';

@@ -8,14 +8,17 @@
 
 namespace dualpipe::cli {
 
-// The launcher's stdout and stderr. A reader that went away (EPIPE; SIGPIPE is ignored) only loses output, so
-// the launcher keeps supervising its children instead of dying and orphaning them.
+// The launcher's stdout and stderr. A failed write (a reader that went away, EPIPE with SIGPIPE ignored, or a
+// full disk) only loses output, so the launcher keeps supervising its children instead of dying and orphaning
+// them; the first error is kept for the launcher's exit status.
 class OutputSink {
  public:
   void write_all(int fd, const std::string& data);
+  // The errno of the first failed write to `fd` (0: none).
+  int error(int fd) const { return fd >= 0 && fd <= 2 ? error_[fd] : 0; }
 
  private:
-  bool broken_[3] = {false, false, false};
+  int error_[3] = {0, 0, 0};
 };
 
 class LineRelay {
@@ -29,9 +32,10 @@ class LineRelay {
   LineRelay(const LineRelay&) = delete;
   LineRelay& operator=(const LineRelay&) = delete;
 
-  // Called with every finished line (without prefix or newline) as it is relayed; the launcher reads the ranks'
-  // errors through it to learn which rank each one blames.
-  void on_line(std::function<void(const std::string&)> observer) { observer_ = std::move(observer); }
+  // Called with every finished line (without prefix or newline) before it is relayed; a line for which it returns
+  // false is not relayed. The launcher reads the ranks' errors and exit records through it to learn which rank
+  // each one blames.
+  void on_line(std::function<bool(const std::string&)> observer) { observer_ = std::move(observer); }
 
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }
@@ -50,7 +54,7 @@ class LineRelay {
   int target_ = 1;
   std::string prefix_;
   std::string partial_;  // received bytes of the line not finished yet
-  std::function<void(const std::string&)> observer_;
+  std::function<bool(const std::string&)> observer_;
 };
 
 }  // namespace dualpipe::cli

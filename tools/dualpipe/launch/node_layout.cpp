@@ -30,6 +30,10 @@ NodeLayout layout_for_world(int world_size, int nnodes, int node_rank, int nproc
   // Even split: L = ceil(world / nnodes) per node, the last node takes what is left.
   const bool even = nproc_per_node == 0;
   if (even) nproc_per_node = (world_size + nnodes - 1) / nnodes;
+  // Named as what was asked for (the world's size), not as a --nproc-per-node nobody gave.
+  DUALPIPE_REQUIRE(!even || nproc_per_node <= kMaxLocalRanks, "a world of ", world_size, " ranks on --nnodes ", nnodes,
+                   " puts ", nproc_per_node, " ranks on each machine, above the limit of ", kMaxLocalRanks,
+                   " processes per machine: use more machines (--nnodes) or fewer ranks");
   NodeLayout layout = layout_per_node(nnodes, node_rank, nproc_per_node);
   layout.world_size = world_size;
   DUALPIPE_REQUIRE(static_cast<long long>(nproc_per_node) * nnodes >= world_size &&

@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "dualpipe/error.h"
+#include "dualpipe/exit_record.h"
 #include "failure_report.h"
 #include "line_relay.h"
 #include "signal_pipe.h"
@@ -83,7 +84,8 @@ struct Rank {
   bool running = false;  // main process not reaped yet
   int status = 0;        // waitpid() status once reaped
   std::uint64_t exit_order = 0;  // when it was reaped: 1, 2, ... by reaping pass (ranks reaped together share one)
-  int blames = -1;       // the rank its last error line says it failed because of (blamed_rank), -1: none
+  int blames = -1;       // the rank its exit record (or else its last error line) blames, -1: none
+  bool has_exit_record = false;
   LineRelay out, err;
 };
 
@@ -233,8 +235,16 @@ int Supervisor::start(int local) {
   rank.err = LineRelay(err[0], STDERR_FILENO, prefix);
   ranks_.push_back(std::move(rank));
   ranks_.back().err.on_line([this, r, local](const std::string& line) {
+    Rank& rank = ranks_[static_cast<std::size_t>(local)];
+    // The exit record of our ranks says whom they blame; other programs' errors are read for the usual words.
+    if (const auto record = parse_exit_record(line)) {
+      if (*record != r && *record < attempt_.layout.world_size) rank.blames = *record;
+      rank.has_exit_record = true;
+      return false;
+    }
     const int blamed = blamed_rank(line, r, attempt_.layout.world_size);
-    if (blamed >= 0) ranks_[static_cast<std::size_t>(local)].blames = blamed;
+    if (blamed >= 0 && !rank.has_exit_record) rank.blames = blamed;
+    return true;
   });
   return 0;
 }
@@ -397,6 +407,12 @@ AttemptResult Supervisor::report() {
     return result;
   }
   if (leftovers_) message("every rank exited 0; stopped the processes they left running");
+  // A reader that went away chose to stop reading (`| head`); a full disk or a broken device lost the output.
+  if (const int error = sink_.error(STDOUT_FILENO); error != 0 && error != EPIPE) {
+    message(detail::concat("every rank exited 0, but their output is lost: cannot write to standard output: ",
+                           std::strerror(error)));
+    result.status = 1;
+  }
   if (detached_output_) {
     message("every rank exited 0; not waiting for processes that left their process groups but still hold their "
             "output");

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "../train_options.h"
+#include "dualpipe/comm/communicator.h"
 #include "dualpipe/error.h"
+#include "dualpipe/exit_record.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/trainer.h"
 
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
       if (message.rfind("rank ", 0) != 0) message = std::string("rank ") + (rank ? rank : "?") + ": " + message;
     }
     std::cerr << "dualpipe train: " << message << std::endl;
+    // For the launcher: the peer this rank failed because of, whatever the message's wording.
+    if (const auto* lost = dynamic_cast<const dualpipe::comm::CommError*>(&e); lost && lost->rank() >= 0)
+      std::cerr << dualpipe::exit_record(lost->rank()) << std::endl;
     return dynamic_cast<const dualpipe::InvalidArgument*>(&e) ? 2 : 1;
   }
   return 0;

@@ -1,0 +1,17 @@
+// libFuzzer target: the metrics reader of `dualpipe plot` (parse_metrics_log) and the picture drawn from it.
+#include <cstdint>
+#include <string>
+
+#include "dualpipe/error.h"
+#include "dualpipe/metrics_log.h"
+#include "dualpipe/metrics_plot.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    const dualpipe::MetricsLog log = dualpipe::parse_metrics_log(text, "fuzz.jsonl");
+    (void)dualpipe::render_metrics_svg(log, dualpipe::MetricsPlotOptions{});
+  } catch (const dualpipe::Error&) {
+  }
+  return 0;
+}
