@@ -104,7 +104,10 @@ TEST_F(DrawCommand, DrawsATraceWithItsPlan) {
   const CostModel costs = CostModel::parse("F=1,B=2,W=1,FB=2.5");
   const Schedule s = make_schedule("dualpipev", ScheduleOptions{4, 8});
   Trace trace = trace_from_simulation(s, simulate(s, costs), 250);
-  for (TraceEvent& e : trace.events) e.duration *= 1.1;  // a slower run than planned
+  for (TraceEvent& e : trace.events) {  // a uniformly slower run than planned (actions of a rank still in turn)
+    e.start *= 1.1;
+    e.duration *= 1.1;
+  }
   write_trace_file(path("run.json"), trace);
   const CommandResult r = draw("--trace " + path("run.json") + " --with-plan -o " + path("t.svg"));
   ASSERT_EQ(r.status, 0) << r.err;
