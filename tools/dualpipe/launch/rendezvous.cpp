@@ -6,9 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <random>
 
 #include "dualpipe/error.h"
 
@@ -62,6 +65,17 @@ int try_bind(const std::string& address, int port) {
 }  // namespace
 
 int pick_free_port(const std::string& address) {
+  int ephemeral_low = 32768;  // Linux's default, when the system's setting cannot be read
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  const int first = std::max(1024, ephemeral_low - 12768), count = ephemeral_low - first;
+  if (count > 0) {
+    const int start = static_cast<int>(std::random_device{}() % static_cast<unsigned>(count));
+    for (int i = 0; i < count; ++i) {
+      const int port = first + (start + i) % count;
+      if (try_bind(address, port) != 0) return port;
+      if (errno != EADDRINUSE) break;  // the address itself is the problem: named below
+    }
+  }
   const int port = try_bind(address, 0);
   DUALPIPE_REQUIRE(port != 0, "cannot pick a free port on --master-addr ", address, " (", std::strerror(errno),
                    "): rank 0 runs here, so it must be an address of this machine; or pass --master-port");

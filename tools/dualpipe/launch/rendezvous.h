@@ -7,8 +7,11 @@
 
 namespace dualpipe::cli {
 
-// A TCP port free on `address` right now (bind port 0, read the kernel's choice, close). Rank 0 binds it moments
-// later; picking one per launch keeps parallel jobs on one machine from colliding.
+// A TCP port free on `address` right now, drawn at random from the 12768 ports below the system's ephemeral range
+// (20000 to 32767 by default). Rank 0 binds it moments later. Not from the ephemeral range, which the kernel's
+// port 0 would give: an outgoing connection of any other program may take such a port as its own end in between,
+// for as long as it lasts (seen under ctest -j2: a store that could not listen for 60 s).
+int pick_free_port(const std::string& address);
 int pick_free_port(const std::string& address);
 
 // On the node that runs rank 0: `address` must be an address of this machine and `port` free on it. Elsewhere:
