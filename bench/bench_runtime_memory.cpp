@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "dualpipe/comm/in_process_communicator.h"
-#include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/mlp_stage.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/simulate.h"
 
 namespace {
 

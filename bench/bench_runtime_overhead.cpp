@@ -22,9 +22,9 @@
 
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/comm/in_process_communicator.h"
-#include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/mlp_stage.h"
+#include "dualpipe/schedule/generators.h"
 #include "rank_processes.h"
 
 namespace {

@@ -13,11 +13,11 @@
 #include <map>
 #include <string>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/planner.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/simulate.h"
 
 namespace {
 

@@ -19,9 +19,9 @@
 
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
-#include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/simulate.h"
 #include "rank_processes.h"
 #include "sleep_stage.h"
 

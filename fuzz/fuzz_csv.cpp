@@ -2,9 +2,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dualpipe/error.h"
-#include "dualpipe/pytorch_csv.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/pytorch_csv.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

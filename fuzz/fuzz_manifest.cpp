@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dualpipe/error.h"
 #include "dualpipe/train/checkpoint.h"
+#include "dualpipe/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

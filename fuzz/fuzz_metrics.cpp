@@ -2,9 +2,9 @@
 #include <cstdint>
 #include <string>
 
-#include "dualpipe/error.h"
-#include "dualpipe/metrics_log.h"
-#include "dualpipe/metrics_plot.h"
+#include "dualpipe/trace/metrics_log.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/viz/metrics_plot.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

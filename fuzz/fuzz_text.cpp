@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "dualpipe/error.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

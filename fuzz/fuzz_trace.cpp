@@ -3,9 +3,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dualpipe/error.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/viz/trace_timeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

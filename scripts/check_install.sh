@@ -38,7 +38,7 @@ echo "installed $(find "$prefix" -type f | wc -l) files"
 
 config="$(find "$prefix" -path '*/cmake/dualpipe/dualpipeConfig.cmake' | head -n 1)"
 [[ -n "$config" ]] || fail "no dualpipeConfig.cmake under $prefix"
-for file in include/dualpipe/schedule.h include/dualpipe/runtime/executor.h bin/dualpipe bin/dualpipe-train-worker; do
+for file in include/dualpipe/schedule/schedule.h include/dualpipe/runtime/executor.h bin/dualpipe bin/dualpipe-train-worker; do
   [[ -e "$prefix/$file" ]] || fail "$prefix/$file was not installed"
 done
 # The package must name nothing of the source or build tree: it is used after they are gone.

@@ -6,12 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/action.h"
-#include "dualpipe/cost_model.h"
-#include "dualpipe/cost_model.h"
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/schedule.h"
+#include "dualpipe/schedule/action.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::test {
 

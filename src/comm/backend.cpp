@@ -8,7 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::comm {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::comm {
 namespace {

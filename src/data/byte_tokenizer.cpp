@@ -1,6 +1,6 @@
 #include "dualpipe/data/byte_tokenizer.h"
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::data {
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <set>
 
-#include "dualpipe/error.h"
-#include "dualpipe/file_input.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 
 namespace dualpipe::data {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 #include "init.h"
 
 namespace dualpipe::models {

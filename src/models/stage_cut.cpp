@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <numeric>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::models {
 

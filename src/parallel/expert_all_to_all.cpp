@@ -3,8 +3,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "dualpipe/error.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::parallel {
 namespace {

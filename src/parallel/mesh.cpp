@@ -1,7 +1,7 @@
 // Process mesh layout (see mesh.h).
 #include "dualpipe/parallel/mesh.h"
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::parallel {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "dualpipe/comm/backend.h"
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::parallel {
 namespace {

@@ -8,10 +8,10 @@
 #include <map>
 #include <set>
 
-#include "dualpipe/lower.h"
 #include "dualpipe/runtime/replicas.h"
 #include "dualpipe/runtime/weight_grad_store.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/validate.h"
 #include "executor_impl.h"
 #include "mailbox.h"
 

@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
-#include "dualpipe/runtime/executor.h"
+#include "dualpipe/runtime/boundary.h"
+#include "dualpipe/runtime/stage.h"
 
 namespace dualpipe::runtime::detail {
 

@@ -1,6 +1,6 @@
 #include "dualpipe/runtime/weight_grad_store.h"
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::runtime {
 namespace {

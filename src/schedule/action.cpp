@@ -1,9 +1,9 @@
-#include "dualpipe/action.h"
+#include "dualpipe/schedule/action.h"
 
 #include <array>
 #include <cctype>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

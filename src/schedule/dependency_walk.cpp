@@ -1,8 +1,8 @@
-#include "dualpipe/dependency_walk.h"
+#include "dualpipe/schedule/dependency_walk.h"
 
 #include <algorithm>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

@@ -1,10 +1,10 @@
-#include "dualpipe/infer.h"
+#include "dualpipe/schedule/infer.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

@@ -1,6 +1,6 @@
-#include "dualpipe/lower.h"
+#include "dualpipe/schedule/lower.h"
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

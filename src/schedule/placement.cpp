@@ -1,11 +1,11 @@
-#include "dualpipe/placement.h"
+#include "dualpipe/schedule/placement.h"
 
 #include <algorithm>
 #include <numeric>
 #include <set>
 #include <utility>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

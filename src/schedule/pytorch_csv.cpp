@@ -1,10 +1,11 @@
-#include "dualpipe/pytorch_csv.h"
+#include "dualpipe/schedule/pytorch_csv.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "dualpipe/error.h"
-#include "dualpipe/infer.h"
+#include "dualpipe/schedule/infer.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

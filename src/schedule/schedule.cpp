@@ -1,4 +1,4 @@
-#include "dualpipe/schedule.h"
+#include "dualpipe/schedule/schedule.h"
 
 namespace dualpipe {
 

@@ -1,9 +1,9 @@
-#include "dualpipe/schedule_file.h"
+#include "dualpipe/schedule/schedule_file.h"
 
 
-#include "dualpipe/error.h"
-#include "dualpipe/pytorch_csv.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/pytorch_csv.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 

@@ -1,10 +1,11 @@
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/text_format.h"
 
 #include <string>
 #include <vector>
 
-#include "dualpipe/error.h"
-#include "dualpipe/infer.h"
+#include "dualpipe/schedule/infer.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

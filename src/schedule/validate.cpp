@@ -1,11 +1,11 @@
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/validate.h"
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "dualpipe/dependency_walk.h"
-#include "dualpipe/error.h"
+#include "dualpipe/schedule/dependency_walk.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

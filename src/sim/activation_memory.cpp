@@ -1,4 +1,4 @@
-#include "dualpipe/activation_memory.h"
+#include "dualpipe/sim/activation_memory.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "dualpipe/cost_model.h"
+#include "dualpipe/sim/cost_model.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {
@@ -207,16 +207,25 @@ void CostModel::check_stages(int num_stages) const {
   }
 }
 
+namespace {
+
+// The costs of k times the share of the model: F, B, W, FB and the activation's bytes.
+void scale_model_share(CostModel& costs, double k) {
+  costs.forward *= k;
+  costs.backward *= k;
+  costs.weight *= k;
+  if (costs.overlapped) *costs.overlapped *= k;
+  costs.activation_bytes *= k;
+}
+
+}  // namespace
+
 CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages) {
   DUALPIPE_REQUIRE(num_ranks >= 1 && num_stages >= num_ranks, "costs per stage need 1 <= R <= S, got R=", num_ranks,
                    " S=", num_stages);
   CostModel costs = per_slice;
   const double k = static_cast<double>(num_ranks) / num_stages;
-  costs.forward *= k;
-  costs.backward *= k;
-  costs.weight *= k;
-  if (costs.overlapped) *costs.overlapped *= k;
-  costs.activation_bytes *= k;  // a stage holds R/S of the model, and so of its activations
+  scale_model_share(costs, k);  // a stage holds R/S of the model, and so of its time and activations
   const auto spread = [&](std::vector<double>& list, const char* name, double factor) {
     const int given = static_cast<int>(list.size());
     if (given == num_ranks && num_stages != num_ranks) {
@@ -234,6 +243,33 @@ CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_sta
   spread(costs.stage_backward, "B", k);
   spread(costs.stage_weight, "W", k);
   spread(costs.stage_activation, "act_scale", 1.0);
+  return costs;
+}
+
+CostModel costs_per_slice(const CostModel& per_stage, int num_ranks, int num_stages) {
+  DUALPIPE_REQUIRE(num_ranks >= 1 && num_stages >= num_ranks, "costs per slice need 1 <= R <= S, got R=",
+                   num_ranks, " S=", num_stages);
+  CostModel costs = per_stage;
+  const double k = static_cast<double>(num_stages) / num_ranks;
+  scale_model_share(costs, k);
+  const auto gather = [&](std::vector<double>& list, const char* name, double factor) {
+    if (list.empty()) return;
+    DUALPIPE_REQUIRE(static_cast<int>(list.size()) == num_stages, "cost ", name, " has ", list.size(),
+                     " values; costs of S=", num_stages, " stages need one per stage");
+    std::vector<double> sum(num_ranks, 0.0), count(num_ranks, 0.0);
+    for (int s = 0; s < num_stages; ++s) {
+      const std::size_t slice = static_cast<std::size_t>(s) * num_ranks / num_stages;  // as costs_per_stage spreads
+      sum[slice] += list[s];
+      count[slice] += 1;
+    }
+    list.assign(num_ranks, 0.0);
+    for (int r = 0; r < num_ranks; ++r) list[r] = sum[r] / count[r] * factor;
+  };
+  gather(costs.stage_scale, "scale", 1.0);
+  gather(costs.stage_forward, "F", k);
+  gather(costs.stage_backward, "B", k);
+  gather(costs.stage_weight, "W", k);
+  gather(costs.stage_activation, "act_scale", 1.0);
   return costs;
 }
 

@@ -1,10 +1,10 @@
-#include "dualpipe/exact_search.h"
+#include "dualpipe/sim/exact_search.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/error.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

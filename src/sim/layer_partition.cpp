@@ -1,4 +1,4 @@
-#include "dualpipe/layer_partition.h"
+#include "dualpipe/sim/layer_partition.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

@@ -1,4 +1,4 @@
-#include "dualpipe/list_scheduler.h"
+#include "dualpipe/sim/list_scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/error.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

@@ -1,17 +1,18 @@
-#include "dualpipe/planner.h"
+#include "dualpipe/sim/planner.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/error.h"
-#include "dualpipe/exact_search.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/layer_partition.h"
-#include "dualpipe/list_scheduler.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/sim/exact_search.h"
+#include "dualpipe/sim/layer_partition.h"
+#include "dualpipe/sim/list_scheduler.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {
@@ -152,8 +153,9 @@ class Search {
 
   void families() {
     for (const GeneratorInfo& g : generators()) {
+      if (!allowed(request_, std::string(g.placement))) continue;
       std::vector<int> degrees = {0};
-      if (g.name == "interleaved-1f1b") degrees = {2, 3, 4};
+      if (g.stages_per_rank == 0) degrees = {2, 3, 4};  // the caller picks the stages per rank
       for (int v : degrees) {
         ScheduleOptions o{request_.num_ranks, request_.num_microbatches, v};
         Schedule s;
@@ -162,7 +164,6 @@ class Search {
         } catch (const InvalidArgument&) {
           continue;  // the family cannot serve R and M
         }
-        if (!allowed(request_, placement_kind(s))) continue;
         consider(v ? detail::concat(g.name, " v=", v) : std::string(g.name), std::move(s));
       }
     }

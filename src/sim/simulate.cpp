@@ -1,11 +1,12 @@
-#include "dualpipe/simulate.h"
+#include "dualpipe/sim/simulate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/error.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/sim/step_figures.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 
@@ -45,41 +46,28 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
   Metrics& m = sim.metrics;
   const int R = static_cast<int>(schedule.actions.size());
   const std::vector<double> peaks = activation_peaks(schedule, costs);
-  double first = std::numeric_limits<double>::infinity();
-  double last = -std::numeric_limits<double>::infinity();
+  std::vector<std::vector<ComputeInterval>> compute(R);
+  for (int r = 0; r < R; ++r)
+    for (std::size_t i = 0; i < schedule.actions[r].size(); ++i)
+      if (schedule.actions[r][i].is_compute())
+        compute[r].push_back({sim.timeline[r][i].start, sim.timeline[r][i].end});
+  const StepFigures figures = step_figures(compute);
+  m.makespan = figures.makespan;
+  m.bubble = figures.bubble;
+  m.bubble_rate = figures.bubble_rate;
+  m.step_bubble_rate = figures.step_bubble_rate;
   m.per_rank.resize(R);
-  std::vector<double> rank_first(R, std::numeric_limits<double>::infinity()), rank_last(R, 0.0);
   for (int r = 0; r < R; ++r) {
     RankMetrics& rm = m.per_rank[r];
     rm.rank = r;
-    for (std::size_t i = 0; i < schedule.actions[r].size(); ++i) {
-      if (!schedule.actions[r][i].is_compute()) continue;
-      const ActionTime& t = sim.timeline[r][i];
-      rm.busy += t.end - t.start;
-      rank_first[r] = std::min(rank_first[r], t.start);
-      rank_last[r] = std::max(rank_last[r], t.end);
-    }
-    if (rank_first[r] <= rank_last[r]) {
-      rm.span = rank_last[r] - rank_first[r];
-      first = std::min(first, rank_first[r]);
-      last = std::max(last, rank_last[r]);
-    }
+    rm.busy = figures.per_rank[r].busy;
+    rm.idle = figures.per_rank[r].idle;
+    rm.span = figures.per_rank[r].span;
     rm.peak_activations = peaks[r];
     rm.peak_activation_fraction = peaks[r] / schedule.num_stages;
     rm.peak_activation_bytes = peaks[r] * costs.activation_bytes;
     rm.parameter_copies = schedule.placement.stages_held(r);
   }
-  m.makespan = first <= last ? last - first : 0.0;
-  double max_span = 0, max_busy = 0, total_busy = 0;
-  for (RankMetrics& rm : m.per_rank) {
-    total_busy += rm.busy;
-    rm.idle = m.makespan - rm.busy;
-    m.bubble = std::max(m.bubble, rm.idle);
-    max_span = std::max(max_span, rm.span);
-    max_busy = std::max(max_busy, rm.busy);
-  }
-  m.bubble_rate = max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
-  m.step_bubble_rate = m.makespan > 0 ? 1.0 - total_busy / (R * m.makespan) : 0.0;
   return sim;
 }
 

@@ -9,13 +9,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 
-#include "dualpipe/atomic_file.h"
-#include "dualpipe/error.h"
-#include "dualpipe/file_input.h"
+#include "dualpipe/util/atomic_file.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 
 namespace dualpipe::train {
 namespace {
@@ -90,12 +89,13 @@ uint64_t checksum(const json& j, const char* key, const std::string& path) {
   return std::stoull(text, nullptr, 16);
 }
 
-std::string read_small_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text(64, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  return text;
+// A run mark as written (a run id is 16 hex digits); empty when it is missing or cannot be one.
+std::string read_run_mark(const fs::path& path) {
+  try {
+    return read_file_within(path.string(), 64, "a checkpoint's run mark");
+  } catch (const InvalidArgument&) {
+    return "";
+  }
 }
 
 // The run of a complete checkpoint (its manifest's) or of one being written (its mark); empty when neither
@@ -109,7 +109,7 @@ std::string run_of(const fs::path& step_dir) {
       return "";  // unreadable: nobody's to delete
     }
   }
-  return read_small_file(step_dir / kRunMarkName);
+  return read_run_mark(step_dir / kRunMarkName);
 }
 
 }  // namespace

@@ -5,17 +5,17 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "dualpipe/atomic_file.h"
 #include "dualpipe/comm/channels.h"
-#include "dualpipe/error.h"
 #include "dualpipe/runtime/gather.h"
+#include "dualpipe/util/atomic_file.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kShardRecordTag = comm::application_tag(6);
+constexpr int kShardRecordTag = comm::tag(comm::Channel::ShardRecords);
 
 // For the test that kills a job while it saves (tests/train): DUALPIPE_TEST_KILL_BEFORE_MANIFEST=N makes rank
 // 0 die by SIGKILL once every shard of step N is written and before the manifest is, the worst moment.

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "dualpipe/comm/channels.h"
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 namespace {
@@ -17,7 +17,7 @@ double cosine_distance(const torch::Tensor& x, const torch::Tensor& y) {
   return xx + yy == 0 ? 0 : 1.0 - 2.0 * xy / (xx + yy);
 }
 
-constexpr int kReplicaCheckTag = comm::application_tag(0);
+constexpr int kReplicaCheckTag = comm::tag(comm::Channel::ReplicaCheck);
 
 }  // namespace
 

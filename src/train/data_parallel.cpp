@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 

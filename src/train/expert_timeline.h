@@ -16,7 +16,7 @@
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/trace/trace.h"
 
 namespace dualpipe::train {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 

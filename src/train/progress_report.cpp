@@ -8,20 +8,16 @@
 #include <cstdio>
 #include <iostream>
 
-#include "dualpipe/error.h"
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/train/train_options.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/number_format.h"
 
 namespace dualpipe::train {
 namespace {
 
 using nlohmann::json;
-
-std::string fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
 
 std::string millions(int64_t n) { return fixed(n / 1e6, 2) + "M"; }
 
@@ -62,30 +58,17 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
   std::fflush(stdout);
 
   if (c.metrics.empty()) return;
-  config_record_ = json{{"type", "config"},
-                     {"schedule", plan.schedule.kind},
-                     {"ranks", c.ranks},
-                     {"dp", c.dp},
-                     {"microbatches", c.microbatches},
-                     {"batch", c.batch},
-                     {"seq_len", c.seq_len},
-                     {"layers", c.layers},
-                     {"hidden", c.hidden},
-                     {"heads", c.heads},
-                     {"stage_cut", plan.cut.to_string()},
-                     {"parameters", m.parameter_count()},
-                     {"steps", c.steps},
-                     {"lr", c.lr},
-                     {"min_lr", c.min_lr},
-                     {"warmup", c.warmup},
-                     {"weight_decay", c.weight_decay},
-                     {"clip", c.clip},
-                     {"seed", c.seed},
-                     {"recompute", c.recompute},
-                     {"corpus", corpus.source},
-                     {"corpus_bytes", corpus.bytes()},
-                     {"unigram_baseline", baseline_}}
-                       .dump();
+  json record = {{"type", "config"}};
+  for (const TrainOption& option : train_options())  // every option, as given
+    std::visit([&](auto member) { record[record_key(option)] = c.*member; }, option.field);
+  // What the options made: the schedule that runs (its kind, "custom" from a file), the cut, the corpus.
+  record["schedule"] = plan.schedule.kind;
+  record["stage_cut"] = plan.cut.to_string();
+  record["parameters"] = m.parameter_count();
+  record["corpus"] = corpus.source;
+  record["corpus_bytes"] = corpus.bytes();
+  record["unigram_baseline"] = baseline_;
+  config_record_ = record.dump();
   // A run that may resume opens the file once it knows from which step (open_metrics).
   if (!c.resume) open_metrics(0);
 }

@@ -6,13 +6,14 @@
 #include <filesystem>
 
 #include "dualpipe/data/byte_tokenizer.h"
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/output_paths.h"
-#include "dualpipe/schedule_file.h"
-#include "dualpipe/schedule_limits.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/schedule_file.h"
+#include "dualpipe/schedule/schedule_limits.h"
+#include "dualpipe/schedule/validate.h"
 #include "dualpipe/train/checkpoint.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/output_paths.h"
 #include "device_choice.h"
 #include "training_data.h"
 

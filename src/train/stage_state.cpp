@@ -3,7 +3,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 namespace {

@@ -1,13 +1,10 @@
 #include "dualpipe/train/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -20,46 +17,30 @@
 #include "optimizer_sharding.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
-#include "dualpipe/data/byte_tokenizer.h"
-#include "dualpipe/directory_lock.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/runtime/trace_gather.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/sim/step_figures.h"
+#include "dualpipe/trace/trace.h"
+#include "dualpipe/util/directory_lock.h"
 #include "progress_report.h"
+#include "sampling.h"
+#include "step_stats.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
 namespace {
 
-// For the restart test (tests/train): DUALPIPE_TEST_KILL_AT="A:R:S[,A:R:S...]" makes rank R die by SIGKILL right
-// after step S in attempt A (TORCHELASTIC_RESTART_COUNT, 0 without a restarting launcher). Keyed by attempt, so
-// a kill happens once although the restarted run passes step S again.
-void maybe_die_for_test(int rank, int step) {
-  const char* spec = std::getenv("DUALPIPE_TEST_KILL_AT");
-  if (!spec) return;
-  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const int attempt = restart ? std::atoi(restart) : 0;
-  std::istringstream items(spec);
-  for (std::string item; std::getline(items, item, ',');) {
-    int a = -1, r = -1, s = -1;
-    if (std::sscanf(item.c_str(), "%d:%d:%d", &a, &r, &s) == 3 && a == attempt && r == rank && s == step)
-      raise(SIGKILL);
-  }
-}
-
 using Clock = std::chrono::steady_clock;
 
-constexpr int kStepStatsTag = comm::application_tag(1);
-constexpr int kReplicaStatsTag = comm::application_tag(2);
-constexpr int kNormTag = comm::application_tag(3);
-constexpr int kEvalTag = comm::application_tag(4);
-constexpr int kSampleTag = comm::application_tag(5);
-constexpr int kAllToAllTraceTag = comm::application_tag(7);
-constexpr uint64_t kSampleStream = 0x5A3D1E;
+constexpr int kStepStatsTag = comm::tag(comm::Channel::StepStats);
+constexpr int kReplicaStatsTag = comm::tag(comm::Channel::ReplicaStats);
+constexpr int kNormTag = comm::tag(comm::Channel::GradNorm);
+constexpr int kEvalTag = comm::tag(comm::Channel::Eval);
+constexpr int kAllToAllTraceTag = comm::tag(comm::Channel::AllToAllTrace);
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
@@ -69,39 +50,32 @@ std::string join(const std::vector<std::string>& lines) {
   return out;
 }
 
-// What every rank reports to rank 0 after each step (one double each, in this order).
-enum StepField {
-  kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
-  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kOptimizerStateBytes, kFields
-};
-
 // Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
-// records[from..]: the spec's per-rank quantities, measured.
-std::pair<double, double> span_and_busy(const runtime::Executor& executor, size_t from) {
+// records[from..], in microseconds: the figures of sim/step_figures.h, measured.
+RankFigures span_and_busy(const runtime::Executor& executor, size_t from) {
   const auto& records = executor.recorded_actions();
   const auto& actions = executor.lowered_schedule().actions[executor.pipeline_rank()];
-  Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
-  double busy = 0;
-  for (size_t i = from; i < records.size(); ++i) {
-    if (!actions[records[i].index].is_compute()) continue;
-    first = std::min(first, records[i].start);
-    last = std::max(last, records[i].end);
-    busy += std::chrono::duration<double, std::micro>(records[i].end - records[i].start).count();
-  }
-  if (first > last) return {0.0, 0.0};
-  return {std::chrono::duration<double, std::micro>(last - first).count(), busy};
+  std::vector<ComputeInterval> compute;
+  const auto us = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - records[from].start).count();
+  };
+  for (size_t i = from; i < records.size(); ++i)
+    if (actions[records[i].index].is_compute()) compute.push_back({us(records[i].start), us(records[i].end)});
+  return busy_and_span(compute);
 }
 
 class Trainer {
  public:
   // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `experts`: the EP group of
   // the MoE layers (null: every expert here), whose exchanges `timeline` is told of.
-  Trainer(const TrainConfig& c, std::shared_ptr<comm::Communicator> communicator, DataParallel dp,
-          models::ExpertGroup experts = nullptr, std::shared_ptr<ExpertTimeline> timeline = nullptr)
-      : c_(c), device_(stage_device(choose_device(c))), plan_(make_run_plan(c)), data_(load_training_data(c)),
+  Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks,
+          std::shared_ptr<comm::Communicator> communicator, DataParallel dp, models::ExpertGroup experts = nullptr,
+          std::shared_ptr<ExpertTimeline> timeline = nullptr)
+      : c_(c), hooks_(hooks), device_(stage_device(choose_device(c))), plan_(std::move(plan)),
+        data_(load_training_data(c)),
         comm_(std::move(communicator)),
         dp_(std::move(dp)), timeline_(std::move(timeline)),
-        timeout_(static_cast<int64_t>(c.timeout_seconds * 1000)) {
+        timeout_(c.timeout()) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
                      ": start one process per pipeline rank");
     rank_ = comm_->rank();
@@ -153,7 +127,7 @@ class Trainer {
     evaluate(step);
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
-      maybe_die_for_test(rank_, step);
+      if (hooks_.after_step) hooks_.after_step(rank_, step);
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
@@ -309,67 +283,55 @@ class Trainer {
     sharding_.share_updates(stages_);
     step_ms += ms_since(update_start);
 
-    torch::Tensor stats = torch::zeros({kFields}, torch::kDouble);
-    double* f = stats.data_ptr<double>();
-    for (int m : executor_->loss_microbatches()) f[kLossSum] += result.losses[m].item<double>();
-    f[kLossSum] = dp_.mean(f[kLossSum]);
-    f[kStepMs] = step_ms;
-    f[kDpWaitMs] = dp_wait_ms;
-    std::tie(f[kSpanUs], f[kBusyUs]) = span_and_busy(*executor_, first_record);
-    f[kChecked] = check.losses_compared;
-    f[kGradsChecked] = check.gradients_compared;
-    f[kWorstCosine] = check.worst_cosine_distance;
-    f[kPeakBytes] = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
-    f[kPeakLive] = executor_->last_step_stats().peak_live_activations;
-    for (const auto& [s, state] : stages_) f[kOptimizerStateBytes] += double(state.optimizer_state_bytes());
-    if (plan_.model.moe.experts > 0) {
-      torch::Tensor moe = torch::zeros({4}, torch::kDouble);  // over every replica's micro-batches
-      for (auto& [s, state] : stages_) {
-        const models::MoeStats stats = state.module->moe_stats();
-        moe[0] += double(stats.choices);
-        moe[1] += double(stats.dropped);
-        moe[2] += stats.aux_loss_sum;
-        moe[3] += double(stats.aux_losses);
-      }
-      dp_.sum(moe);
-      for (int i = 0; i < 4; ++i) f[kMoeChoices + i] = moe[i].item<double>();
-    }
+    RankStepStats mine;
+    for (int m : executor_->loss_microbatches()) mine.loss_sum += result.losses[m].item<double>();
+    mine.loss_sum = dp_.mean(mine.loss_sum);
+    mine.step_ms = step_ms;
+    mine.dp_wait_ms = dp_wait_ms;
+    const RankFigures figures = span_and_busy(*executor_, first_record);
+    mine.span_us = figures.span;
+    mine.busy_us = figures.busy;
+    mine.losses_checked = check.losses_compared;
+    mine.gradients_checked = check.gradients_compared;
+    mine.worst_cosine = check.worst_cosine_distance;
+    mine.peak_activation_bytes = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
+    mine.peak_live_activations = executor_->last_step_stats().peak_live_activations;
+    for (const auto& [s, state] : stages_) mine.optimizer_state_bytes += double(state.optimizer_state_bytes());
+    if (plan_.model.moe.experts > 0) mine.moe = moe_stats_of_every_replica();
     if (timeline_) {
-      const ExpertTimeline::StepTotals a2a = timeline_->finish_step(main_thread_actions(first_record), executor_->steps_run() - 1);
-      f[kAllToAllMs] = a2a.all_to_all_ms;
-      f[kAllToAllExposedMs] = a2a.exposed_ms;
+      const ExpertTimeline::StepTotals a2a =
+          timeline_->finish_step(main_thread_actions(first_record), executor_->steps_run() - 1);
+      mine.all_to_all_ms = a2a.all_to_all_ms;
+      mine.all_to_all_exposed_ms = a2a.exposed_ms;
     }
-    const auto gathered = runtime::gather_to_root(*comm_, stats, kStepStatsTag, timeout_);
+    const auto gathered = runtime::gather_to_root(*comm_, pack_step_stats(mine), kStepStatsTag, timeout_);
     if (!report_) return;
-    StepReport r;
-    r.step = step;
+    std::vector<RankStepStats> ranks;
+    for (const torch::Tensor& t : gathered) ranks.push_back(unpack_step_stats(t));
+    StepReport r = combine_step_stats(step, ranks);
     r.lr = lr;
     r.grad_norm = grad_norm;
-    double span = 0, busy = 0, losses = 0, grads = 0, worst = 0;
-    models::MoeStats moe;
-    for (const auto& t : gathered) {
-      const double* g = t.data_ptr<double>();
-      r.loss += g[kLossSum];
-      r.step_ms = std::max(r.step_ms, g[kStepMs]);
-      r.dp_wait_ms = std::max(r.dp_wait_ms, g[kDpWaitMs]);
-      r.all_to_all_ms = std::max(r.all_to_all_ms, g[kAllToAllMs]);
-      r.all_to_all_exposed_ms = std::max(r.all_to_all_exposed_ms, g[kAllToAllExposedMs]);
-      span = std::max(span, g[kSpanUs]);
-      busy = std::max(busy, g[kBusyUs]);
-      losses += g[kChecked];
-      grads += g[kGradsChecked];
-      worst = std::max(worst, g[kWorstCosine]);
-      moe.add({int64_t(g[kMoeChoices]), int64_t(g[kMoeDropped]), g[kMoeAuxSum], int64_t(g[kMoeAuxCount])});
-      r.peak_activation_bytes.push_back(g[kPeakBytes]);
-      r.peak_live_activations.push_back(static_cast<int>(g[kPeakLive]));
-      r.optimizer_state_bytes.push_back(g[kOptimizerStateBytes]);
-    }
-    r.bubble = span > 0 ? (span - busy) / span : 0;
-    r.moe_dropped = moe.dropped_fraction();
-    r.moe_aux_loss = moe.mean_aux_loss();
     r.tokens_per_s = double(dp_.replicas()) * c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
     report_->step(r);
-    if (step == 1) report_->reference_check(static_cast<int>(losses), static_cast<int>(grads), worst);
+    if (step == 1) {
+      const ReferenceCheckTotals checked = reference_check_totals(ranks);
+      report_->reference_check(checked.losses, checked.gradients, checked.worst_cosine);
+    }
+  }
+
+  // The MoE layers' routing statistics of this rank's stages, summed over the data-parallel replicas.
+  models::MoeStats moe_stats_of_every_replica() {
+    torch::Tensor moe = torch::zeros({4}, torch::kDouble);
+    for (auto& [s, state] : stages_) {
+      const models::MoeStats stats = state.module->moe_stats();
+      moe[0] += double(stats.choices);
+      moe[1] += double(stats.dropped);
+      moe[2] += stats.aux_loss_sum;
+      moe[3] += double(stats.aux_losses);
+    }
+    dp_.sum(moe);
+    return {int64_t(moe[0].item<double>()), int64_t(moe[1].item<double>()), moe[2].item<double>(),
+            int64_t(moe[3].item<double>())};
   }
 
   // Mean loss over one step's worth of validation sequences, through the forward-only mode.
@@ -382,37 +344,6 @@ class Trainer {
     const double total = runtime::sum_over_ranks(*comm_, torch::full({1}, sum, torch::kDouble), kEvalTag, timeout_)
                              .item<double>();
     if (report_) report_->evaluation(step, total);
-  }
-
-  // --sample-tokens bytes after --prompt, one pipeline forward per byte; every micro-batch carries the same
-  // context, the rank where micro-batch 0 leaves the pipeline draws the next byte and tells the others.
-  std::string sample() {
-    if (c_.sample_tokens == 0) return "";
-    data::ByteTokenizer tokenizer;
-    std::vector<int64_t> text = tokenizer.encode(c_.prompt);
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(c_.seed ^ kSampleStream);
-    torch::NoGradGuard no_grad;
-    const auto& exits = forward_only_->loss_microbatches();
-    const bool draws = std::find(exits.begin(), exits.end(), 0) != exits.end();
-    for (int i = 0; i < c_.sample_tokens; ++i) {
-      const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c_.seq_len));
-      const torch::Tensor context =
-          torch::tensor(std::vector<int64_t>(text.end() - n, text.end()), torch::kLong).reshape({1, -1}).to(device_);
-      runtime::StepArgs args;
-      for (size_t k = 0; k < forward_only_->entering_microbatches().size(); ++k) args.microbatch_inputs.push_back({context});
-      args.num_microbatches = c_.microbatches;
-      args.return_outputs = true;
-      const runtime::StepResult result = forward_only_->step(args);
-      double next = 0;
-      if (draws) {
-        const torch::Tensor logits = result.outputs[0][0][0][-1].to(torch::kCPU, torch::kDouble);
-        next = c_.temperature == 0 ? logits.argmax().item<double>()
-                                   : torch::softmax(logits / c_.temperature, -1).multinomial(1, false, gen).item<double>();
-      }
-      next = runtime::sum_over_ranks(*comm_, torch::full({1}, next, torch::kDouble), kSampleTag, timeout_).item<double>();
-      text.push_back(static_cast<int64_t>(next));
-    }
-    return tokenizer.decode(text);
   }
 
   void finish() {
@@ -431,7 +362,7 @@ class Trainer {
     if (report_ && dp_.replicas() > 1)
       std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
                   "replicas\n", static_cast<int>(dp_total), dp_.replicas());
-    const std::string text = sample();
+    const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_);
     // Every replica ran the same schedule: replica 0's trace stands for them all.
     Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
     if (timeline_ && dp_.replica() == 0)
@@ -448,6 +379,7 @@ class Trainer {
   }
 
   const TrainConfig& c_;
+  const TrainHooks hooks_;
   c10::Device device_;  // of every stage, their inputs and labels
   RunPlan plan_;
   TrainingData data_;
@@ -465,47 +397,14 @@ class Trainer {
   std::unique_ptr<DirectoryLock> lock_;  // world rank 0's, of --checkpoint-dir
 };
 
-}  // namespace
-
-void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator) {
+void run_on_pipeline(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm::Communicator> communicator,
+                     const TrainHooks& hooks) {
   at::set_num_threads(1);
-  DUALPIPE_REQUIRE(config.dp == 1, "--dp ", config.dp, " needs the world's groups: use run_training_rank(config)");
-  Trainer(config, std::move(communicator), DataParallel()).run();
+  Trainer(config, std::move(plan), hooks, std::move(communicator), DataParallel()).run();
 }
 
-void run_training_rank(const TrainConfig& config) {
-  const RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
-  choose_device(config);  // before the rendezvous too
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
-  comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
-  world_options.timeout = timeout;
-  // Before the rendezvous, which would wait for ranks that never come.
-  const int world_size = world_options.world_size;
-  if (config.dp == 1) {
-    DUALPIPE_REQUIRE(world_size == config.ranks, "WORLD_SIZE is ", world_size, " but --ranks is ", config.ranks,
-                     ": start one process per pipeline rank");
-  } else {
-    DUALPIPE_REQUIRE(world_size == config.ranks * config.dp, "WORLD_SIZE is ", world_size, " but --pp ", config.ranks,
-                     " x --dp ", config.dp, " is ", config.ranks * config.dp,
-                     ": start one process per pipeline rank of every replica");
-  }
-  auto world = std::make_shared<comm::GlooCommunicator>(world_options);
-  if (config.dp == 1) return run_training_rank(config, world);
-  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
-  const parallel::MeshGroups groups =
-      parallel::make_gloo_mesh_groups(world->store(), mesh, world->rank(), timeout, world->interface());
-  std::vector<std::vector<int>> pipeline_ranks_of_stage;
-  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
-    pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
-  run_training_rank(config, world, groups,
-                    parallel::make_gloo_stage_copy_groups(world->store(), mesh, world->rank(), pipeline_ranks_of_stage,
-                                                          timeout, world->interface()));
-}
-
-void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
-                       const parallel::MeshGroups& groups,
-                       const std::map<int, parallel::StageCopyGroups>& stage_copies) {
-  at::set_num_threads(1);
+// Throws InvalidArgument naming the group whose size does not fit the config, before any work.
+void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups) {
   auto size = [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group ? group->getSize() : 0; };
   DUALPIPE_REQUIRE(size(groups.pipeline) == config.ranks, "the pipeline group has ", size(groups.pipeline),
                    " ranks but --pp is ", config.ranks);
@@ -520,8 +419,14 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
                      " ranks and the expert-data-parallel group ", size(groups.expert_data_parallel), ", but --ep ",
                      config.ep, " of --dp ", config.dp, " needs ", config.ep, ", ", config.ep, " and ",
                      config.dp / config.ep);
+}
+
+void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm::Communicator> world,
+                   const parallel::MeshGroups& groups, const std::map<int, parallel::StageCopyGroups>& stage_copies,
+                   const TrainHooks& hooks) {
+  at::set_num_threads(1);
   comm::ProcessGroupCommunicatorOptions pipeline_options;
-  pipeline_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.timeout_seconds * 1000));
+  pipeline_options.timeout = config.timeout();
   auto pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
   std::shared_ptr<parallel::ExpertCommunication> experts;
   std::shared_ptr<ExpertTimeline> timeline;
@@ -538,7 +443,52 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
                         ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                         : DataParallel(groups.data_parallel, world);
   dp.set_stage_copy_groups(stage_copies);
-  Trainer(config, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline)).run();
+  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline))
+      .run();
+}
+
+}  // namespace
+
+void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator,
+                       const TrainHooks& hooks) {
+  DUALPIPE_REQUIRE(config.dp == 1, "--dp ", config.dp, " needs the world's groups: use run_training_rank(config)");
+  run_on_pipeline(config, make_run_plan(config), std::move(communicator), hooks);
+}
+
+void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
+                       const parallel::MeshGroups& groups,
+                       const std::map<int, parallel::StageCopyGroups>& stage_copies, const TrainHooks& hooks) {
+  check_groups_fit(config, world.get(), groups);  // before the plan: a group that does not fit is the error
+  run_on_groups(config, make_run_plan(config), std::move(world), groups, stage_copies, hooks);
+}
+
+void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
+  RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
+  choose_device(config);  // before the rendezvous too
+  const auto timeout = config.timeout();
+  comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
+  world_options.timeout = timeout;
+  // Before the rendezvous, which would wait for ranks that never come.
+  const int world_size = world_options.world_size;
+  if (config.dp == 1) {
+    DUALPIPE_REQUIRE(world_size == config.ranks, "WORLD_SIZE is ", world_size, " but --ranks is ", config.ranks,
+                     ": start one process per pipeline rank");
+  } else {
+    DUALPIPE_REQUIRE(world_size == config.ranks * config.dp, "WORLD_SIZE is ", world_size, " but --pp ", config.ranks,
+                     " x --dp ", config.dp, " is ", config.ranks * config.dp,
+                     ": start one process per pipeline rank of every replica");
+  }
+  auto world = std::make_shared<comm::GlooCommunicator>(world_options);
+  if (config.dp == 1) return run_on_pipeline(config, std::move(plan), world, hooks);
+  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
+  const parallel::MeshGroups groups =
+      parallel::make_gloo_mesh_groups(world->store(), mesh, world->rank(), timeout, world->interface());
+  std::vector<std::vector<int>> pipeline_ranks_of_stage;
+  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
+    pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
+  const auto copies = parallel::make_gloo_stage_copy_groups(world->store(), mesh, world->rank(),
+                                                           pipeline_ranks_of_stage, timeout, world->interface());
+  run_on_groups(config, std::move(plan), world, groups, copies, hooks);
 }
 
 }  // namespace dualpipe::train

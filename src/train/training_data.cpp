@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "dualpipe/data/byte_tokenizer.h"
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 

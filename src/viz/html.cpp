@@ -1,4 +1,4 @@
-#include "dualpipe/html.h"
+#include "dualpipe/viz/html.h"
 
 #include <algorithm>
 

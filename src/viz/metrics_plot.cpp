@@ -1,12 +1,13 @@
 // The training-run picture of metrics_plot.h: two panels on one step axis, drawn on a fixed canvas.
-#include "dualpipe/metrics_plot.h"
+#include "dualpipe/viz/metrics_plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/number_format.h"
 #include "viz/palette.h"
 #include "viz/text_util.h"
 
@@ -14,7 +15,6 @@ namespace dualpipe {
 namespace {
 
 using viz::exact;
-using viz::fixed;
 using viz::kFontFamily;
 using viz::xml_escape;
 
@@ -68,8 +68,8 @@ std::string tick_label(double v, const Axis& axis) {
     return buf;
   }
   const auto decimals = [](double s) { return std::clamp(static_cast<int>(std::ceil(-std::log10(s) - 1e-9)), 0, 4); };
-  if (largest >= 1e4 && axis.step >= 1000) return fixed(v / 1000, decimals(axis.step / 1000)) + (v == 0 ? "" : "k");
-  return fixed(v, decimals(axis.step));
+  if (largest >= 1e4 && axis.step >= 1000) return shortest_fixed(v / 1000, decimals(axis.step / 1000)) + (v == 0 ? "" : "k");
+  return shortest_fixed(v, decimals(axis.step));
 }
 
 // Cut to the characters that fit in `pixels` at `font_size` (a generous estimate: no font metrics here).
@@ -79,17 +79,17 @@ std::string fit(const std::string& text, double pixels, double font_size) {
 }
 
 std::string text(double x, double y, const std::string& content, const std::string& attributes) {
-  return "<text x=\"" + fixed(x, 2) + "\" y=\"" + fixed(y, 2) + "\" " + attributes + ">" + xml_escape(content) +
+  return "<text x=\"" + shortest_fixed(x, 2) + "\" y=\"" + shortest_fixed(y, 2) + "\" " + attributes + ">" + xml_escape(content) +
          "</text>\n";
 }
 
 std::string line(double x1, double y1, double x2, double y2, const std::string& attributes) {
-  return "<line x1=\"" + fixed(x1, 2) + "\" y1=\"" + fixed(y1, 2) + "\" x2=\"" + fixed(x2, 2) + "\" y2=\"" +
-         fixed(y2, 2) + "\" " + attributes + "/>\n";
+  return "<line x1=\"" + shortest_fixed(x1, 2) + "\" y1=\"" + shortest_fixed(y1, 2) + "\" x2=\"" + shortest_fixed(x2, 2) + "\" y2=\"" +
+         shortest_fixed(y2, 2) + "\" " + attributes + "/>\n";
 }
 
 std::string muted(double size, const char* anchor = "start") {
-  return "font-size=\"" + fixed(size, 1) + "\" text-anchor=\"" + anchor + "\" fill=\"" + viz::kMutedText + "\"";
+  return "font-size=\"" + shortest_fixed(size, 1) + "\" text-anchor=\"" + anchor + "\" fill=\"" + viz::kMutedText + "\"";
 }
 
 struct Point {
@@ -127,7 +127,7 @@ std::string polyline(const std::vector<Point>& points, const Axis& x, const Axis
   p.reserve(drawn.size() * 14);
   for (const Point& pt : drawn) {
     if (!p.empty()) p += ' ';
-    p += fixed(x.at(pt.step), 2) + "," + fixed(y.at(pt.value), 2);
+    p += shortest_fixed(x.at(pt.step), 2) + "," + shortest_fixed(y.at(pt.value), 2);
   }
   return std::string("<polyline class=\"series ") + series + "\" data-series=\"" + series + "\" data-steps=\"" +
          std::to_string(points.size()) + "\" points=\"" + p + "\" fill=\"none\" stroke=\"" + stroke +
@@ -146,7 +146,7 @@ std::string value_grid(const Axis& y, double x0, double x1, const std::string& c
   }
   out += line(x0, y.p_lo, x0, y.p_hi, std::string("stroke=\"") + kAxisStroke + "\" stroke-width=\"0.8\"");
   const double mid = (y.p_lo + y.p_hi) / 2;
-  out += "<text class=\"axis-title\" x=\"18\" y=\"" + fixed(mid, 2) + "\" transform=\"rotate(-90 18 " + fixed(mid, 2) +
+  out += "<text class=\"axis-title\" x=\"18\" y=\"" + shortest_fixed(mid, 2) + "\" transform=\"rotate(-90 18 " + shortest_fixed(mid, 2) +
          ")\" font-size=\"11.5\" text-anchor=\"middle\" fill=\"" + viz::kTextFill + "\">" + xml_escape(caption) +
          "</text>\n";
   return out + "</g>\n";
@@ -176,7 +176,7 @@ double legend_entry(std::string& out, double x, double y, const char* stroke, co
   out += line(x, y, x + 26, y, std::string("stroke=\"") + stroke + "\" stroke-width=\"" + (dashed ? "1.4" : "1.8") +
                                    "\"" + (dashed ? " stroke-dasharray=\"6 4\"" : ""));
   if (marker)
-    out += "<circle cx=\"" + fixed(x + 13, 2) + "\" cy=\"" + fixed(y, 2) + "\" r=\"3\" fill=\"" + stroke + "\"/>\n";
+    out += "<circle cx=\"" + shortest_fixed(x + 13, 2) + "\" cy=\"" + shortest_fixed(y, 2) + "\" r=\"3\" fill=\"" + stroke + "\"/>\n";
   out += text(x + 32, y + 4, label, std::string("font-size=\"11.5\" fill=\"") + viz::kTextFill + "\"");
   return 32 + label.size() * 11.5 * 0.6 + 22;
 }
@@ -205,12 +205,12 @@ double median_tokens_per_s(const MetricsLog& log) {
 }
 
 std::string summary(const MetricsLog& log) {
-  std::string out = detail::concat(log.steps.size(), " steps, final loss ", fixed(log.steps.back().loss, 4));
+  std::string out = detail::concat(log.steps.size(), " steps, final loss ", shortest_fixed(log.steps.back().loss, 4));
   if (!log.evals.empty())
-    out += detail::concat("; validation loss ", fixed(log.evals.back().val_loss, 4), " at step ",
+    out += detail::concat("; validation loss ", shortest_fixed(log.evals.back().val_loss, 4), " at step ",
                           log.evals.back().step);
-  if (log.unigram_baseline) out += "; baseline " + fixed(*log.unigram_baseline, 4);
-  return out + "; median " + fixed(median_tokens_per_s(log), 0) + " tokens/s";
+  if (log.unigram_baseline) out += "; baseline " + shortest_fixed(*log.unigram_baseline, 4);
+  return out + "; median " + shortest_fixed(median_tokens_per_s(log), 0) + " tokens/s";
 }
 
 }  // namespace
@@ -276,7 +276,7 @@ std::string render_metrics_svg(const MetricsLog& log, const MetricsPlotOptions& 
                                      viz::kMutedText + "\" stroke-width=\"1.4\" stroke-dasharray=\"6 4\"");
     // Above the line, or under it when the line runs along the top of the panel.
     const double label_y = yb - 14 < kLossTop ? yb + 13 : yb - 5;
-    body += text(x1 - 4, label_y, "unigram baseline " + fixed(b, 3), "class=\"baseline-label\" " + muted(11, "end"));
+    body += text(x1 - 4, label_y, "unigram baseline " + shortest_fixed(b, 3), "class=\"baseline-label\" " + muted(11, "end"));
   }
   body += polyline(loss, x, y_loss, "loss", kLossStroke);
   if (!val.empty()) {
@@ -285,13 +285,13 @@ std::string render_metrics_svg(const MetricsLog& log, const MetricsPlotOptions& 
     if (val.size() <= (x1 - x0) / 6) {
       for (const Point& p : val)
         body += "<circle class=\"marker\" data-step=\"" + std::to_string(p.step) + "\" data-value=\"" +
-                exact(p.value) + "\" cx=\"" + fixed(x.at(p.step), 2) + "\" cy=\"" + fixed(y_loss.at(p.value), 2) +
+                exact(p.value) + "\" cx=\"" + shortest_fixed(x.at(p.step), 2) + "\" cy=\"" + shortest_fixed(y_loss.at(p.value), 2) +
                 "\" r=\"3\" fill=\"" + kValStroke + "\"/>\n";
     }
   }
   if (loss.size() == 1)  // a polyline of one point draws nothing
-    body += "<circle class=\"marker\" cx=\"" + fixed(x.at(loss[0].step), 2) + "\" cy=\"" +
-            fixed(y_loss.at(loss[0].value), 2) + "\" r=\"2.5\" fill=\"" + kLossStroke + "\"/>\n";
+    body += "<circle class=\"marker\" cx=\"" + shortest_fixed(x.at(loss[0].step), 2) + "\" cy=\"" +
+            shortest_fixed(y_loss.at(loss[0].value), 2) + "\" r=\"2.5\" fill=\"" + kLossStroke + "\"/>\n";
   body += "</g>\n";
 
   body += "<g class=\"panel\" data-panel=\"tokens_per_s\">\n";
@@ -301,12 +301,12 @@ std::string render_metrics_svg(const MetricsLog& log, const MetricsPlotOptions& 
   body += polyline(rate, x, y_rate, "tokens_per_s", kRateStroke);
   body += "</g>\n";
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fixed(width, 0) + "\" height=\"" +
-                    fixed(height, 0) + "\" viewBox=\"0 0 " + fixed(width, 0) + " " + fixed(height, 0) +
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + shortest_fixed(width, 0) + "\" height=\"" +
+                    shortest_fixed(height, 0) + "\" viewBox=\"0 0 " + shortest_fixed(width, 0) + " " + shortest_fixed(height, 0) +
                     "\" font-family=\"" + kFontFamily + "\" data-steps=\"" + std::to_string(log.steps.size()) +
                     "\" data-evals=\"" + std::to_string(log.evals.size()) + "\">\n";
   svg += "<title>" + xml_escape(title) + "</title>\n";
-  svg += "<rect x=\"0\" y=\"0\" width=\"" + fixed(width, 0) + "\" height=\"" + fixed(height, 0) +
+  svg += "<rect x=\"0\" y=\"0\" width=\"" + shortest_fixed(width, 0) + "\" height=\"" + shortest_fixed(height, 0) +
          "\" fill=\"#ffffff\"/>\n";
   svg += body;
   svg += "</svg>\n";

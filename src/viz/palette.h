@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "dualpipe/action.h"
+#include "dualpipe/schedule/action.h"
 
 namespace dualpipe::viz {
 

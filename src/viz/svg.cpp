@@ -1,10 +1,11 @@
-#include "dualpipe/svg.h"
+#include "dualpipe/viz/svg.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/number_format.h"
 #include "viz/palette.h"
 #include "viz/text_util.h"
 
@@ -12,7 +13,6 @@ namespace dualpipe {
 namespace {
 
 using viz::exact;
-using viz::fixed;
 using viz::kFontFamily;
 using viz::xml_escape;
 
@@ -73,16 +73,16 @@ class SvgBuilder {
   std::string& out() { return out_; }
 
   void text(double x, double y, const std::string& content, const std::string& attributes = "") {
-    out_ += "<text x=\"" + fixed(x, 2) + "\" y=\"" + fixed(y, 2) + "\"" + (attributes.empty() ? "" : " ") +
+    out_ += "<text x=\"" + shortest_fixed(x, 2) + "\" y=\"" + shortest_fixed(y, 2) + "\"" + (attributes.empty() ? "" : " ") +
             attributes + ">" + xml_escape(content) + "</text>\n";
   }
   void rect(double x, double y, double w, double h, const std::string& attributes) {
-    out_ += "<rect x=\"" + fixed(x, 2) + "\" y=\"" + fixed(y, 2) + "\" width=\"" + fixed(w, 2) + "\" height=\"" +
-            fixed(h, 2) + "\" " + attributes + "/>\n";
+    out_ += "<rect x=\"" + shortest_fixed(x, 2) + "\" y=\"" + shortest_fixed(y, 2) + "\" width=\"" + shortest_fixed(w, 2) + "\" height=\"" +
+            shortest_fixed(h, 2) + "\" " + attributes + "/>\n";
   }
   void line(double x1, double y1, double x2, double y2, const std::string& attributes) {
-    out_ += "<line x1=\"" + fixed(x1, 2) + "\" y1=\"" + fixed(y1, 2) + "\" x2=\"" + fixed(x2, 2) + "\" y2=\"" +
-            fixed(y2, 2) + "\" " + attributes + "/>\n";
+    out_ += "<line x1=\"" + shortest_fixed(x1, 2) + "\" y1=\"" + shortest_fixed(y1, 2) + "\" x2=\"" + shortest_fixed(x2, 2) + "\" y2=\"" +
+            shortest_fixed(y2, 2) + "\" " + attributes + "/>\n";
   }
 
  private:
@@ -100,7 +100,7 @@ void cell_number(SvgBuilder& svg, double x, double w, double y, int microbatch, 
   if (size < 5) return;
   // Font size and centring are inherited from the row; only a shrunk number carries its own size.
   std::string attributes = std::string("fill=\"") + viz::text_fill(fill) + "\"";
-  if (size < kFontSize) attributes += " font-size=\"" + fixed(size, 1) + "\"";
+  if (size < kFontSize) attributes += " font-size=\"" + shortest_fixed(size, 1) + "\"";
   svg.text(x + w / 2, y + kRowHeight / 2 + size * 0.36, label, attributes);
 }
 
@@ -229,7 +229,7 @@ void draw_axis(SvgBuilder& svg, const Scale& s, const AxisUnit& unit, double top
   svg.line(s.x(s.t0), bottom, s.x(s.t1), bottom, "stroke=\"#888888\" stroke-width=\"0.8\"");
   for (double t = std::ceil(s.t0 / step) * step; t <= s.t1 + step * 1e-9; t += step) {
     svg.line(s.x(t), top, s.x(t), bottom + 4, grid);
-    svg.text(s.x(t), bottom + 15, fixed(t / unit.divisor, 3),
+    svg.text(s.x(t), bottom + 15, shortest_fixed(t / unit.divisor, 3),
              "font-size=\"10\" text-anchor=\"middle\" fill=\"" + std::string(viz::kMutedText) + "\"");
   }
 }
@@ -316,7 +316,7 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
     body.out() += "<g class=\"timeline\" data-timeline=\"" + std::to_string(p) + "\" data-title=\"" +
                   xml_escape(t.title) + "\">\n";
     if (!single) {
-      body.out() += "<text x=\"" + fixed(kMarginLeft, 2) + "\" y=\"" + fixed(y + 14, 2) +
+      body.out() += "<text x=\"" + shortest_fixed(kMarginLeft, 2) + "\" y=\"" + shortest_fixed(y + 14, 2) +
                     "\" font-size=\"12.5\" fill=\"#111111\"><tspan font-weight=\"bold\">" + xml_escape(t.title) +
                     "</tspan><tspan fill=\"" + viz::kTextFill + "\">   " + xml_escape(t.summary) + "</tspan></text>\n";
       y += 20;
@@ -326,7 +326,7 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
     for (std::size_t r = 0; r < t.rows.size(); ++r) {
       const TimelineRow& row = t.rows[r];
       const double ry = top + r * kRowPitch + (kRowPitch - kRowHeight) / 2;
-      body.out() += "<g class=\"row\" data-rank=\"" + std::to_string(r) + "\" font-size=\"" + fixed(kFontSize, 1) +
+      body.out() += "<g class=\"row\" data-rank=\"" + std::to_string(r) + "\" font-size=\"" + shortest_fixed(kFontSize, 1) +
                     "\" text-anchor=\"middle\">\n";
       body.text(kMarginLeft - 8, ry + kRowHeight / 2 + 4, row.label,
                 "font-size=\"11\" text-anchor=\"end\" fill=\"" + std::string(viz::kTextFill) + "\"");
@@ -353,15 +353,15 @@ std::string render_svg(const std::vector<Timeline>& timelines, const SvgOptions&
   }
   const double height = std::round(y + 8);
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fixed(width, 0) + "\" height=\"" +
-                    fixed(height, 0) + "\" viewBox=\"0 0 " + fixed(width, 0) + " " + fixed(height, 0) +
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + shortest_fixed(width, 0) + "\" height=\"" +
+                    shortest_fixed(height, 0) + "\" viewBox=\"0 0 " + shortest_fixed(width, 0) + " " + shortest_fixed(height, 0) +
                     "\" font-family=\"" + kFontFamily + "\" data-time-unit=\"" + xml_escape(unit) + "\">\n";
   svg += "<title>" + xml_escape(title) + "</title>\n";
   // Shared presentation of the cells, stated once: thousands of cells make per-element attributes add up.
   svg += std::string("<style>\n.cell .box { stroke: #ffffff; stroke-width: 0.6px; }\n"
                      ".cell.pair .box { fill: none; stroke: ") + viz::kPairFrame + "; stroke-width: 1.2px; }\n" +
          "</style>\n";
-  svg += "<rect x=\"0\" y=\"0\" width=\"" + fixed(width, 0) + "\" height=\"" + fixed(height, 0) +
+  svg += "<rect x=\"0\" y=\"0\" width=\"" + shortest_fixed(width, 0) + "\" height=\"" + shortest_fixed(height, 0) +
          "\" fill=\"#ffffff\"/>\n";
   svg += body.out();
   svg += "</svg>\n";

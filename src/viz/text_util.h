@@ -19,19 +19,6 @@ inline double round_step(double raw) {
   return 10 * power;
 }
 
-// A fixed-point number with at most `decimals` decimals and no trailing zeros: 3, 2.5, 0.125.
-inline std::string fixed(double value, int decimals = 3) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  std::string s(buf);
-  if (s.find('.') != std::string::npos) {
-    while (s.back() == '0') s.pop_back();
-    if (s.back() == '.') s.pop_back();
-  }
-  if (s == "-0") s = "0";
-  return s;
-}
-
 // Exact enough to read back (data attributes): 10 significant digits.
 inline std::string exact(double value) {
   char buf[64];

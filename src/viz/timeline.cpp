@@ -1,9 +1,10 @@
-#include "dualpipe/timeline.h"
+#include "dualpipe/viz/timeline.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/number_format.h"
 #include "viz/text_util.h"
 
 namespace dualpipe {
@@ -75,46 +76,48 @@ Timeline timeline_from_simulation(const Schedule& schedule, const Simulation& si
 
 TimelineStats compute_stats(const Timeline& timeline) {
   TimelineStats s;
-  const double begin = timeline.begin();
-  double max_span = 0, max_busy = 0, makespan = timeline.end() - begin;
   Schedule order;  // the rows' actions in order, for the activation count of simulate.h
   int max_stage = -1;
   for (const TimelineRow& row : timeline.rows) {
-    double busy = 0, first = std::numeric_limits<double>::infinity(), last = 0;
     std::vector<Action>& actions = order.actions.emplace_back();
     for (const TimelineCell& c : row.cells) {
-      busy += c.duration();
-      first = std::min(first, c.start);
-      last = std::max(last, c.end);
       actions.push_back(c.action);
       max_stage = std::max({max_stage, c.action.stage, c.action.bwd_stage});
     }
-    if (!row.cells.empty()) max_span = std::max(max_span, last - first);
-    max_busy = std::max(max_busy, busy);
-    s.bubble = std::max(s.bubble, makespan - busy);
   }
-  s.makespan = makespan;
-  s.bubble_rate = max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
+  const StepFigures figures = step_figures(compute_intervals(timeline));
+  s.makespan = figures.makespan;
+  s.bubble = figures.bubble;
+  s.bubble_rate = figures.bubble_rate;
   for (int p : peak_activations(order)) s.peak_activations = std::max(s.peak_activations, p);
   s.num_stages = max_stage + 1;
   return s;
 }
 
+std::vector<std::vector<ComputeInterval>> compute_intervals(const Timeline& timeline) {
+  std::vector<std::vector<ComputeInterval>> out;
+  for (const TimelineRow& row : timeline.rows) {
+    std::vector<ComputeInterval>& rank = out.emplace_back();
+    for (const TimelineCell& c : row.cells) rank.push_back({c.start, c.end});
+  }
+  return out;
+}
+
 std::string format_time(double value, const std::string& time_unit) {
-  if (time_unit != "us") return viz::fixed(value, 3);
+  if (time_unit != "us") return shortest_fixed(value, 3);
   const double a = value < 0 ? -value : value;
-  if (a >= 1e6) return viz::fixed(value / 1e6, 3) + " s";
-  if (a >= 1e3) return viz::fixed(value / 1e3, 3) + " ms";
-  return viz::fixed(value, 1) + " us";
+  if (a >= 1e6) return shortest_fixed(value / 1e6, 3) + " s";
+  if (a >= 1e3) return shortest_fixed(value / 1e3, 3) + " ms";
+  return shortest_fixed(value, 1) + " us";
 }
 
 std::string describe_stats(const TimelineStats& s, const std::string& time_unit) {
   std::string out = detail::concat("bubble ", format_time(s.bubble, time_unit), ", bubble rate ",
-                                   viz::fixed(100 * s.bubble_rate, 1), "%, makespan ",
+                                   shortest_fixed(100 * s.bubble_rate, 1), "%, makespan ",
                                    format_time(s.makespan, time_unit), ", peak activations ",
                                    s.peak_activations);
   if (s.num_stages > 0) {
-    out += detail::concat(" (", viz::fixed(static_cast<double>(s.peak_activations) / s.num_stages, 2),
+    out += detail::concat(" (", shortest_fixed(static_cast<double>(s.peak_activations) / s.num_stages, 2),
                           "x model)");
   }
   return out;

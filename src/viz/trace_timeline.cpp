@@ -1,87 +1,18 @@
-// A measured step as a timeline, and the cost model that puts the plan on the same scale.
+// A measured step as a timeline, on the scale of the costs fitted to it.
+#include "dualpipe/viz/trace_timeline.h"
+
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <optional>
 
-#include "dualpipe/error.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
-namespace {
-
-std::vector<const TraceEvent*> compute_events(const Trace& trace, int step) {
-  std::vector<const TraceEvent*> out;
-  for (const TraceEvent& e : trace.events)
-    if (e.step == step && e.action.is_compute()) out.push_back(&e);
-  if (out.empty()) {
-    std::string steps;
-    for (int s : trace.steps()) steps += detail::concat(steps.empty() ? "" : ", ", s);
-    throw InvalidArgument(detail::concat("the trace has no compute events for step ", step, " (steps recorded: ",
-                                         steps.empty() ? "none" : steps, ")"));
-  }
-  return out;
-}
-
-struct Mean {
-  double sum = 0;
-  int count = 0;
-  void add(double v) { sum += v, ++count; }
-  std::optional<double> value() const { return count ? std::optional<double>(sum / count) : std::nullopt; }
-};
-
-}  // namespace
-
-CostModel fit_costs(const Trace& trace, int step) {
-  const std::vector<const TraceEvent*> events = compute_events(trace, step);
-  // Per-stage scales from the forwards first, so every other mean can be taken in "uniform stage" terms.
-  std::map<int, Mean> forward_by_stage;
-  Mean forward;
-  int max_stage = 0;
-  for (const TraceEvent* e : events) {
-    max_stage = std::max({max_stage, e->action.stage, e->action.bwd_stage});
-    if (e->action.type == ActionType::Forward) {
-      forward_by_stage[e->action.stage].add(e->duration);
-      forward.add(e->duration);
-    }
-  }
-  CostModel costs;
-  if (forward.value() && *forward.value() > 0) {
-    costs.forward = *forward.value();
-    costs.stage_scale.assign(max_stage + 1, 1.0);
-    for (const auto& [stage, mean] : forward_by_stage)
-      if (*mean.value() > 0) costs.stage_scale[stage] = *mean.value() / costs.forward;
-  }
-  Mean backward, input, weight, pair;
-  for (const TraceEvent* e : events) {
-    const double k = costs.scale(e->action.stage);
-    switch (e->action.type) {
-      case ActionType::Backward: backward.add(e->duration / k); break;
-      case ActionType::BackwardInput: input.add(e->duration / k); break;
-      case ActionType::BackwardWeight: weight.add(e->duration / k); break;
-      default: break;
-    }
-  }
-  // B is the full backward; when the run only split it, B = I + W.
-  if (backward.value()) costs.backward = *backward.value();
-  else if (input.value()) costs.backward = *input.value() + weight.value().value_or(0.0);
-  costs.backward = std::max(costs.backward, 1e-9);
-  costs.weight = std::min(weight.value().value_or(costs.backward / 2), costs.backward);
-  for (const TraceEvent* e : events) {
-    if (e->action.type != ActionType::Overlapped) continue;
-    // Undo the per-stage scaling the cost model applies to a pair (see CostModel::duration).
-    const double separate = costs.forward * costs.scale(e->action.stage) +
-                            costs.backward * costs.scale(e->action.bwd_stage);
-    pair.add(e->duration * (costs.forward + costs.backward) / separate);
-  }
-  if (pair.value() && *pair.value() > 0) costs.overlapped = *pair.value();
-  costs.comm = 0;  // messages overlap compute in the runtime; their cost shows up as waiting, not as an edge
-  return costs;
-}
 
 Timeline timeline_from_trace(const Trace& trace, int step) {
-  const std::vector<const TraceEvent*> events = compute_events(trace, step);
+  const std::vector<const TraceEvent*> events = step_compute_events(trace, step);
   std::optional<Schedule> plan;
   if (!trace.schedule.empty()) {
     try {

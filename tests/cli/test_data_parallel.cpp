@@ -18,21 +18,13 @@ using namespace dualpipe::test;
 const std::string kShort = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
 
 void expect_same_training(const std::string& schedule, int pp, int dp, int m, const std::string& dir) {
-  const std::string replicated = dir + "/" + schedule + "-dp.jsonl", single = dir + "/" + schedule + "-pp.jsonl";
-  const CommandResult run = dualpipe_cmd(kShort + "--schedule " + schedule + " --pp " + std::to_string(pp) + " --dp " +
-                                             std::to_string(dp) + " -m " + std::to_string(m) + " --metrics " +
-                                             replicated, 180);
-  ASSERT_EQ(run.status, 0) << run.out;
-  EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
-  EXPECT_TRUE(contains(run.out, "data-parallel replicas identical: all ")) << run.out;
-  EXPECT_TRUE(contains(run.out, "bit-identical in all " + std::to_string(dp) + " replicas")) << run.out;
-  const CommandResult reference = dualpipe_cmd(kShort + "--schedule " + schedule + " --ranks " + std::to_string(pp) +
-                                                   " -m " + std::to_string(m * dp) + " --metrics " + single, 180);
-  ASSERT_EQ(reference.status, 0) << reference.out;
-  const MetricsFile got = read_metrics(replicated), expected = read_metrics(single);
-  ASSERT_EQ(got.steps.size(), 3u);
-  ASSERT_EQ(expected.steps.size(), 3u);
-  expect_steps_close(got, expected, {"loss", "grad_norm"}, 1e-6, schedule);
+  const std::string job = kShort + "--schedule " + schedule + " --pp " + std::to_string(pp) + " --dp " +
+                          std::to_string(dp) + " -m " + std::to_string(m);
+  const std::string reference = kShort + "--schedule " + schedule + " --ranks " + std::to_string(pp) + " -m " +
+                                std::to_string(m * dp);
+  const MetricsPair runs = run_beside_one_pipeline(job, reference, dp, 3, dir, 180);
+  EXPECT_TRUE(contains(runs.output, "data-parallel replicas identical: all ")) << runs.output;
+  expect_steps_close(runs.got, runs.expected, {"loss", "grad_norm"}, 1e-6, schedule);
 }
 
 // DualPipe and Chimera sum a stage's two copies in the replicas' all-reduce (from step 2; step 1 is checked

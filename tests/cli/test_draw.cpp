@@ -10,8 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "dualpipe/simulate.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
 #include "viz/picture_support.h"
 
 namespace dualpipe::test {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cli/run_command.h"
-#include "launch/failure_report.h"
+#include "dualpipe/launch/failure_report.h"
 
 namespace {
 

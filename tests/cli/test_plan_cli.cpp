@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "cli/run_command.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
 
 namespace {
 
@@ -131,6 +132,36 @@ TEST(PlanCli, MemoryLimitInBytes) {
   EXPECT_DOUBLE_EQ(a["memory_limit"].get<double>(), 3);
   EXPECT_EQ(a["makespan"], b["makespan"]);
   EXPECT_EQ(a["actions"], b["actions"]);
+}
+
+TEST(PlanCli, ByteUnitsMeanTheSameForMemoryLimitAndMaxMemory) {
+  // Issue 23: `plan --memory-limit 24GB` read GB as 10^9 bytes and `--max-memory 24GB` as 2^30. Now every option
+  // reads KB, MB, GB as powers of 1000 and K, G, KiB, GiB as powers of 1024, in any case.
+  struct Size {
+    const char* text;
+    double bytes;
+  };
+  for (const Size& size : {Size{"24GB", 24e9}, Size{"24gb", 24e9}, Size{"24GiB", 24.0 * (1 << 30)},
+                           Size{"24G", 24.0 * (1 << 30)}, Size{"24000MB", 24e9}}) {
+    // --memory-limit in bytes, with one activation of 1e9 bytes.
+    const CommandResult limit = dualpipe(std::string("plan -r 4 -m 8 --cost act_bytes=1e9 --memory-limit ") +
+                                         size.text + " --format json");
+    ASSERT_EQ(limit.status, 0) << size.text << "\n" << limit.out;
+    EXPECT_DOUBLE_EQ(nlohmann::json::parse(limit.out)["memory_limit"].get<double>(), size.bytes / 1e9) << size.text;
+  }
+  // --max-memory: the refusal names the limit, 24e9 bytes (22 GiB) for 24GB and 24 GiB for 24GiB, in plan and in
+  // the commands that generate schedules.
+  const std::string big = "-r 1024 -m 16384 --max-memory ";  // needs about 50 GiB
+  EXPECT_REFUSED(dualpipe("plan " + big + "24GB"), "above the limit of 22 GiB");
+  EXPECT_REFUSED(dualpipe("plan " + big + "24gb"), "above the limit of 22 GiB");
+  EXPECT_REFUSED(dualpipe("plan " + big + "24GiB"), "above the limit of 24 GiB");
+  EXPECT_REFUSED(dualpipe("schedule --kind gpipe -r 8 -m 8 --max-memory 1KB"), "above the limit of 1000 bytes");
+  EXPECT_REFUSED(dualpipe("schedule --kind gpipe -r 8 -m 8 --max-memory 1KiB"), "above the limit of 1.0 KiB");
+  // Both options say so in --help.
+  for (const char* command : {"plan", "schedule"}) {
+    const CommandResult help = dualpipe(std::string(command) + " --help");
+    EXPECT_NE(help.out.find("KB, MB, GB, TB (powers of 1000)"), std::string::npos) << command << "\n" << help.out;
+  }
 }
 
 TEST(PlanCli, BadInputExitsTwoNamingTheValueAndTheRule) {

@@ -14,10 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
 #include "cli/run_command.h"
 #include "cli/train_fixture.h"
 

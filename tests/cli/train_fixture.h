@@ -61,6 +61,31 @@ inline void expect_steps_close(const MetricsFile& got, const MetricsFile& expect
     }
 }
 
+// A job of `job` (options ending in its layout, e.g. "... --schedule 1f1b --pp 2 --dp 2 -m 4") against its
+// reference, one pipeline of `reference` (options giving the same sequences to one replica): both must exit 0, the
+// job must pass its own step-1 check against a single-process run and keep its `dp` replicas bit-identical.
+// Returns both metrics files (got = the job's), of `steps` steps each, and the job's output; empty files after a
+// failed assertion.
+struct MetricsPair {
+  MetricsFile got, expected;
+  std::string output;
+};
+inline MetricsPair run_beside_one_pipeline(const std::string& job, const std::string& reference, int dp, int steps,
+                                           const std::string& dir, int limit_seconds) {
+  const std::string got_path = dir + "/layout.jsonl", expected_path = dir + "/one-pipeline.jsonl";
+  const CommandResult run = dualpipe_cmd(job + " --metrics " + got_path, limit_seconds);
+  EXPECT_EQ(run.status, 0) << job << "\n" << run.out;
+  EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << job << "\n" << run.out;
+  EXPECT_TRUE(contains(run.out, "bit-identical in all " + std::to_string(dp) + " replicas")) << job << "\n" << run.out;
+  const CommandResult single = dualpipe_cmd(reference + " --metrics " + expected_path, limit_seconds);
+  EXPECT_EQ(single.status, 0) << reference << "\n" << single.out;
+  if (run.status != 0 || single.status != 0) return {};
+  MetricsPair pair{read_metrics(got_path), read_metrics(expected_path), run.out};
+  EXPECT_EQ(pair.got.steps.size(), static_cast<std::size_t>(steps)) << job;
+  EXPECT_EQ(pair.expected.steps.size(), static_cast<std::size_t>(steps)) << reference;
+  return pair;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;

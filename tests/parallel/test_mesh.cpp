@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <set>
 
-#include "dualpipe/error.h"
 #include "dualpipe/parallel/mesh.h"
+#include "dualpipe/util/error.h"
 
 namespace {
 

@@ -5,9 +5,9 @@
 
 #include <atomic>
 
-#include "dualpipe/generators.h"
 #include "dualpipe/runtime/split_linear.h"
 #include "dualpipe/runtime/weight_grad_store.h"
+#include "dualpipe/schedule/generators.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"
 

@@ -5,13 +5,14 @@
 
 #include <mutex>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/action.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/runtime/trace_gather.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/action.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/viz/trace_timeline.h"
 #include "runtime/support/kind_cases.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"

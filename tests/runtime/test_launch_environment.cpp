@@ -10,7 +10,7 @@
 
 #include "dualpipe/comm/launch_environment.h"
 #include "dualpipe/comm/network_interface.h"
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 
-#include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
+#include "dualpipe/schedule/generators.h"
 #include "runtime/support/kind_cases.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"

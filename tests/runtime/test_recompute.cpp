@@ -10,8 +10,8 @@
 
 #include <mutex>
 
-#include "dualpipe/activation_memory.h"
 #include "dualpipe/runtime/executor.h"
+#include "dualpipe/sim/activation_memory.h"
 #include "runtime/support/kind_cases.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"

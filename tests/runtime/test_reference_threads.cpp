@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "dualpipe/generators.h"
+#include "dualpipe/schedule/generators.h"
 #include "runtime/support/kind_cases.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"

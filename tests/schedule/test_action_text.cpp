@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/action.h"
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/placement.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/action.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/placement.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/util/error.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

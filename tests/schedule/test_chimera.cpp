@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/util/error.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
 #include "schedule/dualpipev_r4m8.h"
 #include "test_helpers.h"
 

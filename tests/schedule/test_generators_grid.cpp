@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

@@ -15,11 +15,11 @@
 #include <tuple>
 #include <vector>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

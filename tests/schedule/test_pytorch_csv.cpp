@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/placement.h"
-#include "dualpipe/pytorch_csv.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/placement.h"
+#include "dualpipe/schedule/pytorch_csv.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
 #include "schedule/dualpipev_r4m8.h"
 #include "test_helpers.h"
 

@@ -10,9 +10,9 @@
 #include <tuple>
 #include <vector>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/dependency_walk.h"
-#include "dualpipe/schedule.h"
+#include "dualpipe/schedule/dependency_walk.h"
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/sim/cost_model.h"
 #include "test_helpers.h"
 
 namespace dualpipe::test {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

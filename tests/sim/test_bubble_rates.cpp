@@ -3,9 +3,9 @@
 // times without waiting in between, as in ZB-H2.
 #include <gtest/gtest.h>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/error.h"
-#include "dualpipe/planner.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {

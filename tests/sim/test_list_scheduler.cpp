@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/list_scheduler.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/sim/list_scheduler.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

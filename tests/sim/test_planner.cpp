@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <string>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/planner.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {
@@ -16,6 +16,20 @@ namespace {
 
 using test::contains;
 using test::error_message;
+
+// The generator table's columns say what the schedules are: stages per rank and placement, read off each
+// generated schedule (the planner and the memory estimate trust the columns without generating).
+TEST(Generators, TableColumnsDescribeTheirSchedules) {
+  for (const GeneratorInfo& g : generators()) {
+    for (int v : {0, 3}) {
+      if (v && g.stages_per_rank != 0) continue;
+      const Schedule s = g.make(ScheduleOptions{4, 8, v});
+      const int per_rank = g.stages_per_rank ? g.stages_per_rank : (v ? v : 2);
+      EXPECT_EQ(s.num_stages, per_rank * 4) << g.name << " v=" << v;
+      EXPECT_EQ(placement_kind(s), g.placement) << g.name << " v=" << v;
+    }
+  }
+}
 
 // Every family schedule that fits: its objective, computed here from simulate() with the comparison costs.
 double best_family(const PlanRequest& q) {

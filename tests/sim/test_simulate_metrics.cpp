@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/simulate.h"
 #include "sim/reference_engine.h"
 #include "test_helpers.h"
 

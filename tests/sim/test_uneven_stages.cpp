@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/activation_memory.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/layer_partition.h"
-#include "dualpipe/planner.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/sim/layer_partition.h"
+#include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/simulate.h"
 #include "test_helpers.h"
 
 namespace dualpipe {
@@ -53,6 +53,39 @@ TEST(UnevenStages, PerStageListsAreChecked) {
   const CostModel v = costs_per_stage(CostModel::parse("F=2:4,B=4:8,W=2:4"), 2, 4);
   EXPECT_EQ(v.stage_forward, (std::vector<double>{1, 1, 2, 2}));
   EXPECT_EQ(v.stage_backward, (std::vector<double>{2, 2, 4, 4}));
+}
+
+TEST(UnevenStages, CostsPerSliceGatherEachSlicesStages) {
+  // S=4 stages on R=2 ranks: a slice is two stages, so its F, B, W and bytes are twice a stage's (S/R), and its
+  // per-stage lists the mean of its two stages, times S/R for F, B and W. Computed by hand.
+  CostModel per_stage;
+  per_stage.forward = 1;
+  per_stage.backward = 3;
+  per_stage.weight = 1;
+  per_stage.overlapped = 3.5;
+  per_stage.activation_bytes = 100;
+  per_stage.stage_scale = {1, 2, 3, 5};
+  per_stage.stage_forward = {1, 1, 2, 4};
+  const CostModel slice = costs_per_slice(per_stage, 2, 4);
+  EXPECT_DOUBLE_EQ(slice.forward, 2);
+  EXPECT_DOUBLE_EQ(slice.backward, 6);
+  EXPECT_DOUBLE_EQ(slice.weight, 2);
+  EXPECT_DOUBLE_EQ(*slice.overlapped, 7);
+  EXPECT_DOUBLE_EQ(slice.activation_bytes, 200);
+  EXPECT_EQ(slice.stage_scale, (std::vector<double>{1.5, 4}));
+  EXPECT_EQ(slice.stage_forward, (std::vector<double>{2, 6}));
+  // It undoes costs_per_stage for lists of one value per slice.
+  const CostModel given = CostModel::parse("F=2:4,B=4:8,W=2:4,scale=1:3,act_bytes=64");
+  const CostModel back = costs_per_slice(costs_per_stage(given, 2, 4), 2, 4);
+  EXPECT_EQ(back.stage_forward, given.stage_forward);
+  EXPECT_EQ(back.stage_backward, given.stage_backward);
+  EXPECT_EQ(back.stage_weight, given.stage_weight);
+  EXPECT_EQ(back.stage_scale, given.stage_scale);
+  EXPECT_DOUBLE_EQ(back.activation_bytes, 64);
+  CostModel three;
+  three.stage_scale = {1, 2, 3};
+  const std::string m = error_message([&] { costs_per_slice(three, 2, 4); });
+  EXPECT_TRUE(contains(m, "cost scale has 3 values; costs of S=4 stages need one per stage")) << m;
 }
 
 TEST(UnevenStages, ActivationSizesWeighTheCount) {

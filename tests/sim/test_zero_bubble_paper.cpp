@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/planner.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/simulate.h"
 #include "sim/zero_bubble_table.h"
 
 namespace dualpipe {

@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dualpipe/directory_lock.h"
-#include "dualpipe/error.h"
 #include "dualpipe/train/checkpoint.h"
+#include "dualpipe/util/directory_lock.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 namespace {

@@ -12,10 +12,10 @@
 #include <numeric>
 #include <thread>
 
-#include "dualpipe/error.h"
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/models/moe.h"
 #include "dualpipe/parallel/process_groups.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::models {
 namespace {

@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dualpipe/error.h"
+#include "dualpipe/comm/backend.h"
+#include "dualpipe/comm/in_process_communicator.h"
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/train/checkpoint.h"
 #include "dualpipe/train/lr_schedule.h"
-#include "dualpipe/comm/backend.h"
-#include "dualpipe/comm/in_process_communicator.h"
 #include "dualpipe/train/trainer.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/generators.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/cost_model.h"
 #include "test_helpers.h"
 #include "viz/xml_reader.h"
 

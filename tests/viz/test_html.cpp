@@ -1,8 +1,8 @@
 // The HTML page: the same picture inline, a tooltip per cell with action, start, end and duration, no scripts.
 #include <gtest/gtest.h>
 
-#include "dualpipe/html.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/viz/html.h"
 #include "viz/picture_support.h"
 
 namespace dualpipe::test {

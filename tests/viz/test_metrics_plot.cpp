@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "dualpipe/metrics_log.h"
-#include "dualpipe/metrics_plot.h"
+#include "dualpipe/trace/metrics_log.h"
+#include "dualpipe/viz/metrics_plot.h"
 #include "test_helpers.h"
 #include "viz/xml_reader.h"
 
@@ -213,7 +213,7 @@ TEST(MetricsLog, FilesOverTheLimitAreRefusedBeforeReading) {
   // A sparse file: no disk space and no reading, the size alone is refused.
   ASSERT_EQ(::truncate(big.path().c_str(), static_cast<off_t>(kMaxMetricsFileBytes + 1)), 0);
   const std::string message = error_message([&] { read_metrics_log(big.path()); });
-  EXPECT_TRUE(contains(message, "the file has 268435457 bytes, over the limit of 268435456 bytes (256 MiB)"))
+  EXPECT_TRUE(contains(message, "metrics '" + big.path() + "' is larger than the limit of 268435456 bytes (256 MiB)"))
       << message;
 }
 

@@ -8,10 +8,10 @@
 #include <numeric>
 #include <set>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/svg.h"
-#include "dualpipe/timeline.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/viz/svg.h"
+#include "dualpipe/viz/timeline.h"
 #include "viz/picture_support.h"
 
 namespace dualpipe::test {

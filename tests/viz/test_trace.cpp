@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <fstream>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
+#include "dualpipe/viz/trace_timeline.h"
 #include "test_helpers.h"
 
 namespace dualpipe::test {

@@ -12,12 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "dualpipe/error.h"
-#include "dualpipe/simulate.h"
-#include "dualpipe/timeline.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/viz/timeline.h"
+#include "dualpipe/viz/trace_timeline.h"
 #include "output.h"
-#include "trace_plan.h"
+#include "dualpipe/trace/trace_plan.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -29,10 +31,6 @@ struct CompareCommand {
   std::string format = "table";
 };
 
-struct RankFigures {
-  double busy = 0, idle = 0, span = 0;
-};
-
 // The spec's figures of one side (measured or planned), in microseconds.
 struct Figures {
   double makespan = 0, bubble = 0, bubble_rate = 0;
@@ -40,23 +38,8 @@ struct Figures {
 };
 
 Figures figures_of(const Timeline& t) {
-  Figures f;
-  f.makespan = t.stats.makespan;
-  f.bubble = t.stats.bubble;
-  f.bubble_rate = t.stats.bubble_rate;
-  for (const TimelineRow& row : t.rows) {
-    RankFigures r;
-    double first = std::numeric_limits<double>::infinity(), last = -first;
-    for (const TimelineCell& c : row.cells) {
-      first = std::min(first, c.start);
-      last = std::max(last, c.end);
-      r.busy += c.duration();
-    }
-    r.span = row.cells.empty() ? 0 : last - first;
-    r.idle = f.makespan - r.busy;
-    f.per_rank.push_back(r);
-  }
-  return f;
+  const StepFigures step = step_figures(compute_intervals(t));
+  return {step.makespan, step.bubble, step.bubble_rate, step.per_rank};
 }
 
 Figures figures_of(const Metrics& m) {

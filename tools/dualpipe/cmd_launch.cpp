@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "commands.h"
-#include "dualpipe/error.h"
-#include "launch/launch.h"
+#include "dualpipe/launch/launch.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::cli {
 namespace {

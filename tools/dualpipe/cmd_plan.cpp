@@ -13,19 +13,20 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "dualpipe/atomic_file.h"
-#include "dualpipe/error.h"
-#include "dualpipe/file_input.h"
-#include "dualpipe/layer_partition.h"
-#include "dualpipe/output_paths.h"
-#include "dualpipe/planner.h"
-#include "dualpipe/pytorch_csv.h"
-#include "dualpipe/text_format.h"
-#include "dualpipe/trace.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/pytorch_csv.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/layer_partition.h"
+#include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
+#include "dualpipe/util/atomic_file.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
+#include "dualpipe/util/output_paths.h"
 #include "plan_options.h"
 #include "plan_output.h"
-#include "trace_plan.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -46,59 +47,6 @@ struct PlanCommand {
   const CLI::Option* ranks_option = nullptr;
   const CLI::Option* microbatches_option = nullptr;
 };
-
-// "8", "7.5": activations; "24GiB", "3e9B", "512MB": bytes, divided by the bytes of one slice activation.
-double parse_memory_limit(const std::string& text, const CostModel& costs) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw InvalidArgument(detail::concat("--memory-limit '", text, "' is not a number (activations) or a size in "
-                                         "bytes such as 24GiB"));
-  }
-  const std::string unit = text.substr(used);
-  DUALPIPE_REQUIRE(std::isfinite(value) && value >= 0, "--memory-limit must be a finite number >= 0, got '", text,
-                   "'");
-  if (unit.empty()) return value;
-  static const std::pair<const char*, double> kUnits[] = {{"B", 1},          {"KB", 1e3},          {"MB", 1e6},
-                                                          {"GB", 1e9},       {"KiB", 1024.0},      {"MiB", 1048576.0},
-                                                          {"GiB", 1073741824.0}};
-  for (const auto& [name, factor] : kUnits) {
-    if (unit != name) continue;
-    DUALPIPE_REQUIRE(costs.activation_bytes > 0, "--memory-limit ", text, " is in bytes: give the bytes of one "
-                     "stage activation too (--cost act_bytes=N, for a 1/R slice of the model)");
-    return value * factor / costs.activation_bytes;
-  }
-  throw InvalidArgument(detail::concat("--memory-limit '", text, "': unknown unit '", unit,
-                                       "' (activations without a unit, or B, KB, MB, GB, KiB, MiB, GiB)"));
-}
-
-// Costs of a 1/R slice fitted from a measured run: the trace's own per-stage costs, times S/R when the run cut
-// the model into S > R stages, and one multiplier per slice (the mean of its stages).
-CostModel costs_from_trace(const std::string& path, int* ranks, int* microbatches) {
-  const Trace trace = read_trace(path);
-  Schedule plan = plan_of_trace(trace, path, "it is not a dualpipe trace: plan needs the schedule that ran (a trace "
-                                "written by dualpipe train or by a runtime program that records its schedule)");
-  const int step = pick_step(trace, path, -1, "fit costs from");
-  CostModel c = fit_costs(trace, step);
-  const int R = plan.num_ranks, S = plan.num_stages;
-  const double k = static_cast<double>(S) / R;
-  c.forward *= k;
-  c.backward *= k;
-  c.weight *= k;
-  if (c.overlapped) *c.overlapped *= k;
-  std::vector<double> per_slice(R, 0.0);
-  if (static_cast<int>(c.stage_scale.size()) == S) {
-    for (int s = 0; s < S; ++s) per_slice[static_cast<std::size_t>(s) * R / S] += c.stage_scale[s] / k;
-    c.stage_scale = per_slice;
-  } else {
-    c.stage_scale.clear();
-  }
-  *ranks = R;
-  *microbatches = plan.num_microbatches;
-  return c;
-}
 
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
   const PlanCandidate& best = plan.best;
@@ -135,10 +83,10 @@ void print_table(const PlanCommand& c, const Plan& plan, const PlanRequest& requ
             << plan.best.costs.to_string() << " per stage of the chosen schedule\n"
             << "objective: " << (c.objective == "span" ? "largest per-rank span" : "step time (makespan)")
             << ", memory limit: "
-            << (request.memory_limit ? c.memory_limit + " (" + format_units(*request.memory_limit) +
+            << (request.memory_limit ? c.memory_limit + " (" + shortest_fixed(*request.memory_limit) +
                                            " activations of a 1/R slice)"
                                      : std::string("none"))
-            << " (feasible minimum " << format_units(plan.minimum_memory) << "), " << plan.evaluated
+            << " (feasible minimum " << shortest_fixed(plan.minimum_memory) << "), " << plan.evaluated
             << " schedules simulated\n\n";
   SimulatedSchedule chosen{plan.best.schedule, plan.best.costs, plan.best.metrics};
   chosen.schedule.kind = plan.best.name;
@@ -154,8 +102,8 @@ void print_table(const PlanCommand& c, const Plan& plan, const PlanRequest& requ
     double span = 0;
     for (const RankMetrics& r : k.metrics.per_rank) span = std::max(span, r.span);
     std::printf("%-28s %3d %10s %10s %9s%% %9s%% %9s\n", k.name.c_str(), k.schedule.num_stages,
-                fixed(k.metrics.makespan).c_str(), fixed(span).c_str(), fixed(100 * k.metrics.bubble_rate).c_str(),
-                fixed(100 * k.metrics.step_bubble_rate).c_str(), format_units(k.peak).c_str());
+                fixed(k.metrics.makespan, 2).c_str(), fixed(span, 2).c_str(), fixed(100 * k.metrics.bubble_rate, 2).c_str(),
+                fixed(100 * k.metrics.step_bubble_rate, 2).c_str(), shortest_fixed(k.peak).c_str());
   }
 }
 
@@ -168,7 +116,10 @@ void run(PlanCommand& c) {
   if (!c.from_trace.empty()) {
     DUALPIPE_REQUIRE(c.cost.empty(), "--from-trace fits the costs of the run; it cannot be combined with --cost");
     const int given_ranks = c.ranks, given_microbatches = c.microbatches;
-    request.costs = costs_from_trace(c.from_trace, &c.ranks, &c.microbatches);
+    const SliceCosts fitted = slice_costs_from_trace(read_trace(c.from_trace), c.from_trace);
+    request.costs = fitted.costs;
+    c.ranks = fitted.ranks;
+    c.microbatches = fitted.microbatches;
     // The trace's R and M are the run's: a --ranks or --microbatches that says otherwise is a mistake, not a wish.
     DUALPIPE_REQUIRE(c.ranks_option->count() == 0 || given_ranks == c.ranks, "--ranks ", given_ranks,
                      " contradicts --from-trace '", c.from_trace, "', a run of ", c.ranks,
@@ -181,7 +132,7 @@ void run(PlanCommand& c) {
   }
   request.num_ranks = c.ranks;
   request.num_microbatches = c.microbatches;
-  if (!c.max_memory.empty()) request.max_memory_bytes = parse_memory_size(c.max_memory);
+  if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
   request.costs.check();
   DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == c.ranks,
                    "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
@@ -199,7 +150,7 @@ void run(PlanCommand& c) {
     for (const LayerCost& l : request.layers) bytes += l.activation_bytes;
     request.costs.activation_bytes = bytes / c.ranks;  // the unit: a 1/R slice's activation
   }
-  if (!c.memory_limit.empty()) request.memory_limit = parse_memory_limit(c.memory_limit, request.costs);
+  if (!c.memory_limit.empty()) request.memory_limit = activation_limit(c.memory_limit, request.costs, "--memory-limit");
   request.automatic = !c.families_only;
   request.placements = c.placements;
   const Plan plan = plan_schedule(request);
@@ -235,13 +186,14 @@ void add_plan_command(CLI::App& app) {
   command->microbatches_option =
       sub->add_option("-m,--microbatches", command->microbatches, "Micro-batches per step, M")->capture_default_str();
   sub->add_option("--max-memory", command->max_memory,
-                  "Memory the search may use, e.g. 4G (default 1G): larger requests are refused up front");
+                  std::string("Memory the search may use, e.g. 4GiB (default 1GiB): larger requests are refused up "
+                              "front. Units: ") + kByteUnitsHelp);
   sub->add_option("-c,--cost", command->cost,
                   "Costs of a 1/R slice of the model, as for simulate (F, B, W, FB, comm, scale with one multiplier "
                   "per slice, act_bytes, w_mem, recompute, input_mem)");
   sub->add_option("--memory-limit", command->memory_limit,
-                  "Peak live activations per rank: a number of 1/R slice activations (one micro-batch), or bytes "
-                  "with a unit (24GiB, 512MB) given act_bytes");
+                  std::string("Peak live activations per rank: a number of 1/R slice activations (one micro-batch), or "
+                              "bytes with a unit given act_bytes: ") + kByteUnitsHelp);
   sub->add_option("--objective", command->objective,
                   "makespan (step time) or span (largest per-rank span, the Zero Bubble paper's objective)")
       ->check(CLI::IsMember({"makespan", "span"}))

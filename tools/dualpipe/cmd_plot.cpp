@@ -8,11 +8,11 @@
 #include <string>
 
 #include "commands.h"
-#include "dualpipe/atomic_file.h"
-#include "dualpipe/error.h"
-#include "dualpipe/metrics_log.h"
-#include "dualpipe/metrics_plot.h"
-#include "dualpipe/output_paths.h"
+#include "dualpipe/trace/metrics_log.h"
+#include "dualpipe/util/atomic_file.h"
+#include "dualpipe/util/error.h"
+#include "dualpipe/util/output_paths.h"
+#include "dualpipe/viz/metrics_plot.h"
 
 namespace dualpipe::cli {
 namespace {

@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "dualpipe/error.h"
-#include "dualpipe/lower.h"
-#include "dualpipe/pytorch_csv.h"
-#include "dualpipe/text_format.h"
+#include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/pytorch_csv.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/util/error.h"
 #include "output.h"
 #include "plan_options.h"
 

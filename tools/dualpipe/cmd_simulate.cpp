@@ -8,10 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/schedule_limits.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/schedule_limits.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
 #include "plan_options.h"
 #include "plan_output.h"
 
@@ -40,7 +41,7 @@ void run(const SimulateCommand& c) {
   const bool all = c.plan.from_file.empty() && c.plan.kind == "all";
   if (all) {
     // A --max-memory that cannot be read is the user's error for every kind, not "no schedule accepts R, M".
-    if (!c.plan.max_memory.empty()) (void)parse_memory_size(c.plan.max_memory);
+    if (!c.plan.max_memory.empty()) (void)parse_byte_size(c.plan.max_memory, "--max-memory");
     for (const GeneratorInfo& g : generators()) {
       // Only a kind that cannot serve R and M is skipped: costs the simulator refuses (too large) are the
       // user's error for every kind, not "no schedule accepts R, M".

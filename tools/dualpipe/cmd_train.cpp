@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "dualpipe/directory_lock.h"
-#include "dualpipe/error.h"
-#include "dualpipe/schedule_file.h"
-#include "launch/node_layout.h"
+#include "dualpipe/launch/node_layout.h"
+#include "dualpipe/train/train_options.h"
+#include "dualpipe/util/directory_lock.h"
+#include "dualpipe/util/error.h"
 #include "train_options.h"
 
 namespace dualpipe::cli {
@@ -104,12 +104,7 @@ void check_options(const std::string& worker, const train::TrainConfig& options)
 }
 
 void run(TrainCommand c) {
-  // A schedule file sets the number of ranks to start and of micro-batches.
-  if (!c.options.schedule_file.empty()) {
-    const Schedule schedule = read_schedule_file(c.options.schedule_file);
-    c.options.ranks = schedule.num_ranks;
-    c.options.microbatches = schedule.num_microbatches;
-  }
+  train::resolve_schedule_file(c.options);  // the ranks to start
   const std::string self = self_executable();
   const std::string worker = worker_executable(self);
   std::vector<std::string> args;

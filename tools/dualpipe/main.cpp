@@ -1,14 +1,16 @@
 // dualpipe: plan, run and inspect pipeline-parallel schedules.
 #include <iostream>
+#include <string>
 
 #include "commands.h"
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 #include "output.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dualpipe: plan, draw, run and compare pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
                "Zero Bubble, Chimera, ...)",
                "dualpipe"};
+  app.set_version_flag("--version", std::string("dualpipe ") + DUALPIPE_VERSION);
   app.require_subcommand(1);
   app.footer("Run 'dualpipe COMMAND --help' for the options of a command.");
   dualpipe::cli::add_schedule_command(app);
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "dualpipe: " << e.what() << "\nRun with --help for usage.\n";

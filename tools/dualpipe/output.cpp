@@ -5,7 +5,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::cli {
 namespace {

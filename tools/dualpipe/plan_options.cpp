@@ -1,10 +1,11 @@
 #include "plan_options.h"
 
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
-#include "dualpipe/schedule_file.h"
-#include "dualpipe/schedule_limits.h"
-#include "dualpipe/validate.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/schedule_file.h"
+#include "dualpipe/schedule/schedule_limits.h"
+#include "dualpipe/schedule/validate.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -24,8 +25,8 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
   command.add_option("-v,--stages-per-rank", o.stages_per_rank,
                      "Stages per rank for interleaved-1f1b (0: the schedule's default)");
   command.add_option("--max-memory", o.max_memory,
-                     "Refuse schedules whose estimated memory is above SIZE (bytes, or with a K/M/G/T suffix) [1G]; "
-                     "see docs/limits.md");
+                     std::string("Refuse schedules whose estimated memory is above SIZE [1GiB]; units: ") +
+                         kByteUnitsHelp + "; see docs/limits.md");
   if (with_cost) {
     command.add_option("-c,--cost", o.cost,
                        "Costs KEY=VALUE,...: F forward [1], B full backward [2], W weight part of B [1], "
@@ -54,7 +55,7 @@ Schedule build_schedule(const PlanOptions& o, const std::string& kind) {
   options.num_ranks = o.ranks;
   options.num_microbatches = o.microbatches;
   options.stages_per_rank = o.stages_per_rank;
-  if (!o.max_memory.empty()) options.max_memory_bytes = parse_memory_size(o.max_memory);
+  if (!o.max_memory.empty()) options.max_memory_bytes = parse_byte_size(o.max_memory, "--max-memory");
   Schedule s = make_schedule(kind, options);
   validate(s);
   return s;

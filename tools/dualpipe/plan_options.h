@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/schedule.h"
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/sim/cost_model.h"
 
 namespace dualpipe::cli {
 

@@ -7,19 +7,6 @@
 
 namespace dualpipe::cli {
 
-std::string fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
-
-std::string format_units(double value) {
-  std::string out = fixed(value, 3);
-  while (!out.empty() && out.back() == '0') out.pop_back();
-  if (!out.empty() && out.back() == '.') out.pop_back();
-  return out == "-0" ? "0" : out;
-}
-
 nlohmann::ordered_json json_units(double value) {
   if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e15)
     return static_cast<long long>(value);
@@ -77,18 +64,18 @@ void print_simulated(const SimulatedSchedule& r) {
   const Schedule& s = r.schedule;
   std::cout << s.kind << ": R=" << s.num_ranks << " ranks, S=" << s.num_stages << " stages, M="
             << s.num_microbatches << " micro-batches, costs " << costs.to_string() << "\n"
-            << "step time (makespan) " << fixed(m.makespan) << "  largest idle (bubble) " << fixed(m.bubble)
+            << "step time (makespan) " << fixed(m.makespan, 2) << "  largest idle (bubble) " << fixed(m.bubble, 2)
             << "  span bubble rate " << percent(m.bubble_rate) << "  step bubble rate "
-            << percent(m.step_bubble_rate) << "  peak activations " << format_units(m.peak_activations())
+            << percent(m.step_bubble_rate) << "  peak activations " << shortest_fixed(m.peak_activations())
             << "\n\n";
   const bool bytes = costs.activation_bytes > 0;
   std::printf("%4s  %10s  %10s  %10s  %18s  %12s%s\n", "rank", "busy", "idle", "span", "peak activations",
               "stages held", bytes ? "  peak activation bytes" : "");
   for (const RankMetrics& rm : m.per_rank) {
-    const std::string peak = format_units(rm.peak_activations) + " (" + fixed(rm.peak_activation_fraction) +
+    const std::string peak = shortest_fixed(rm.peak_activations) + " (" + fixed(rm.peak_activation_fraction, 2) +
                              " model)";
-    std::printf("%4d  %10s  %10s  %10s  %18s  %12d", rm.rank, fixed(rm.busy).c_str(), fixed(rm.idle).c_str(),
-                fixed(rm.span).c_str(), peak.c_str(), rm.parameter_copies);
+    std::printf("%4d  %10s  %10s  %10s  %18s  %12d", rm.rank, fixed(rm.busy, 2).c_str(), fixed(rm.idle, 2).c_str(),
+                fixed(rm.span, 2).c_str(), peak.c_str(), rm.parameter_copies);
     if (bytes) std::printf("  %21.0f", rm.peak_activation_bytes);
     std::printf("\n");
   }
@@ -105,9 +92,9 @@ void print_comparison_table(const std::vector<SimulatedSchedule>& results, const
     int held = 0;
     for (const RankMetrics& rm : r.metrics.per_rank) held = std::max(held, rm.parameter_copies);
     std::printf("%-17s %3d %10s %12s %10s %10s %9s %9s %12d", r.schedule.kind.c_str(), r.schedule.num_stages,
-                fixed(r.metrics.makespan).c_str(), fixed(r.metrics.bubble).c_str(),
+                fixed(r.metrics.makespan, 2).c_str(), fixed(r.metrics.bubble, 2).c_str(),
                 percent(r.metrics.bubble_rate).c_str(), percent(r.metrics.step_bubble_rate).c_str(),
-                format_units(worst.peak_activations).c_str(), fixed(worst.peak_activation_fraction).c_str(), held);
+                shortest_fixed(worst.peak_activations).c_str(), fixed(worst.peak_activation_fraction, 2).c_str(), held);
     if (bytes) std::printf("  %15.0f", worst.peak_activation_bytes);
     std::printf("\n");
   }

@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dualpipe/cost_model.h"
-#include "dualpipe/schedule.h"
-#include "dualpipe/simulate.h"
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/util/number_format.h"
+#include "dualpipe/util/number_format.h"
 
 namespace dualpipe::cli {
 
@@ -24,11 +26,9 @@ struct SkippedKind {
   std::string reason;
 };
 
-// A number of stage activations for people: "4", "2.5", "3.732" (at most three decimals).
-std::string format_units(double value);
-// The same in json: an integer when whole (what the integer count always printed), else the double.
+// A number of stage activations in json: an integer when whole (what the integer count always printed),
+// else the double.
 nlohmann::ordered_json json_units(double value);
-std::string fixed(double value, int decimals = 2);
 
 nlohmann::ordered_json simulated_json(const SimulatedSchedule& r);
 // The whole-step figures, then one line per rank.

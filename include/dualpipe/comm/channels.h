@@ -15,7 +15,16 @@ enum class Channel : int {
   ClockPing = 3,     // clock alignment with rank 0 (clock_sync.h)
   ClockPong = 4,
   Gather = 5,        // gather_to_root: lengths then data, one rank at a time
-  Application = 16,  // first tag free for a program's own messages (training job statistics, tests)
+  // The training loop's (src/train/).
+  ReplicaCheck = 16,   // step 1's comparison of the data-parallel replicas' parameters
+  StepStats = 17,      // each rank's step statistics, gathered on rank 0
+  ReplicaStats = 18,   // how many tensors the replica checks compared
+  GradNorm = 19,       // the sum of squared gradients, for clipping
+  Eval = 20,           // validation loss sums
+  Sample = 21,         // the next token of a generated sample
+  ShardRecords = 22,   // which checkpoint shards each rank wrote
+  AllToAllTrace = 23,  // the all-to-all spans of a traced step
+  Application = 32,    // first tag free for a program's own messages (examples, tests, benchmarks)
 };
 
 constexpr int tag(Channel channel) { return static_cast<int>(channel); }

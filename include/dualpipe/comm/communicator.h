@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "dualpipe/error.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::comm {
 

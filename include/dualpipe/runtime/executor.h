@@ -19,23 +19,11 @@
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/runtime/boundary.h"
 #include "dualpipe/runtime/stage.h"
-#include "dualpipe/schedule.h"
+#include "dualpipe/schedule/schedule.h"
 
 namespace dualpipe::runtime {
-
-// One tensor of one micro-batch at a stage boundary. A dimension of -1 may differ between micro-batches
-// (sequence length, a smaller last micro-batch); the actual shape then travels with the message.
-struct TensorSpec {
-  std::vector<int64_t> shape;
-  at::ScalarType dtype = at::kFloat;
-  c10::Device device = c10::kCPU;
-  // Whether the tensor carries a gradient back (floating-point activations do; masks and ids do not). Only
-  // checked for floating-point dtypes while training.
-  bool requires_grad = true;
-};
-// The tensors crossing one stage boundary, in the order the stages take and return them.
-using BoundarySpec = std::vector<TensorSpec>;
 
 // The loss of one micro-batch from the last stage's outputs and that micro-batch's labels.
 using Criterion = std::function<torch::Tensor(const Tensors& outputs, const Tensors& labels)>;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
-#include "dualpipe/placement.h"
 #include "dualpipe/runtime/stage.h"
+#include "dualpipe/schedule/placement.h"
 
 namespace dualpipe::runtime {
 

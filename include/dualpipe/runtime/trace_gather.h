@@ -8,7 +8,7 @@
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/executor.h"
-#include "dualpipe/trace.h"
+#include "dualpipe/trace/trace.h"
 
 namespace dualpipe::runtime {
 

@@ -2,9 +2,9 @@
 // schedule, each checked with errors that name the option.
 #pragma once
 
-#include "dualpipe/models/gpt.h"
-#include "dualpipe/schedule.h"
 #include "dualpipe/data/corpus.h"
+#include "dualpipe/models/gpt.h"
+#include "dualpipe/schedule/schedule.h"
 #include "dualpipe/train/checkpoint.h"
 #include "dualpipe/train/lr_schedule.h"
 #include "dualpipe/train/train_config.h"

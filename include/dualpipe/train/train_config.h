@@ -2,6 +2,7 @@
 // one to one (tools/dualpipe/train_options.cpp), and a C++ user fills it in directly. LibTorch-free.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,6 +78,11 @@ struct TrainConfig {
   // Where the stages run, and the transport between ranks (device_choice.h has the rules).
   std::string device = "cpu";  // "cpu" or "cuda" (one GPU per local rank)
   std::string backend;         // "gloo" or "nccl"; empty: nccl for cuda, gloo for cpu
+
+  // timeout_seconds as the wait limit every communicator takes.
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  }
 };
 
 }  // namespace dualpipe::train

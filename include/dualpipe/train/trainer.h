@@ -7,6 +7,7 @@
 // gradients and statistics travels between ranks.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -16,12 +17,20 @@
 
 namespace dualpipe::train {
 
+// What a program may add to the loop without changing it.
+struct TrainHooks {
+  // On every rank after each training step, before its evaluation and checkpoint: the pipeline rank and the step
+  // (1-based). dualpipe-train-worker's restart test kills a rank here.
+  std::function<void(int pipeline_rank, int step)> after_step;
+};
+
 // Over the given communicator (one rank per pipeline rank: its size must be config.ranks; config.dp must be 1).
-void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator);
+void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator,
+                       const TrainHooks& hooks = {});
 // Over a Gloo world joined from the launcher's environment (dualpipe launch, torchrun, srun, mpirun:
 // comm/launch_environment.h) of config.ranks x config.dp ranks; with config.dp > 1, over the process mesh's
 // pipeline and data-parallel groups (parallel/process_groups.h).
-void run_training_rank(const TrainConfig& config);
+void run_training_rank(const TrainConfig& config, const TrainHooks& hooks = {});
 // Over groups the caller made (NCCL, Gloo, another rank layout): `world` holds every rank of the job (checkpoints
 // and the last barrier go over it), `groups` this rank's groups of a config.ranks x config.dp mesh with expert
 // groups of config.ep (parallel/process_groups.h: each group's ranks are its own, the data-parallel rank is the
@@ -30,6 +39,7 @@ void run_training_rank(const TrainConfig& config);
 // after the step by a point-to-point exchange. Throws InvalidArgument when a group's size does not fit the config.
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                        const parallel::MeshGroups& groups,
-                       const std::map<int, parallel::StageCopyGroups>& stage_copies = {});
+                       const std::map<int, parallel::StageCopyGroups>& stage_copies = {},
+                       const TrainHooks& hooks = {});
 
 }  // namespace dualpipe::train

@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
-#include "dualpipe/error.h"
-#include "dualpipe/generators.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::gen {
 

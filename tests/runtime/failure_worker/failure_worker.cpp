@@ -20,11 +20,11 @@
 #include <map>
 #include <string>
 
-#include "dualpipe/atomic_file.h"
 #include "dualpipe/comm/gloo_communicator.h"
-#include "dualpipe/generators.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/mlp_stage.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/util/atomic_file.h"
 
 namespace {
 

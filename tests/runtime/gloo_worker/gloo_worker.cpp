@@ -22,7 +22,7 @@
 
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/gloo_communicator.h"
-#include "dualpipe/generators.h"
+#include "dualpipe/schedule/generators.h"
 #include "runtime/support/reference_model.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dualpipe/generators.h"
-#include "dualpipe/schedule.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/schedule.h"
 
 namespace dualpipe::testing {
 

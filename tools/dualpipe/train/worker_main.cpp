@@ -7,10 +7,11 @@
 
 #include "../train_options.h"
 #include "dualpipe/comm/communicator.h"
-#include "dualpipe/error.h"
-#include "dualpipe/exit_record.h"
+#include "dualpipe/launch/exit_record.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/trainer.h"
+#include "dualpipe/util/error.h"
+#include "kill_at_step.h"
 
 int main(int argc, char** argv) {
   dualpipe::train::TrainConfig config;
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
     if (check_only) {
       dualpipe::train::check_config(config);
     } else {
-      dualpipe::train::run_training_rank(config);
+      dualpipe::train::run_training_rank(config, dualpipe::cli::kill_hooks_from_environment());
     }
   } catch (const std::exception& e) {
     std::string message = e.what();

@@ -1,0 +1,22 @@
+// torch.distributed.pipelining's compute-only CSV form (`_dump_csv` / `_load_csv`): one row per rank,
+// one cell per action ("0F1", "2I0", "(0F7;7B3)OVERLAP_F_B"), an empty cell meaning an idle step.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/schedule/schedule_limits.h"
+
+namespace dualpipe {
+
+// One row per rank, the compute actions in order (communication actions are left out, as PyTorch does
+// for the compute-only form). Rows are padded with empty cells to equal length.
+std::string format_pytorch_csv(const Schedule& schedule);
+
+// Reads the form above; empty cells are skipped. Placement and counts are inferred as for parse_text, with the
+// same limits. A blank line is an error (a row is a rank; an idle rank would still have its empty cells), except
+// at the end of the file.
+Schedule parse_pytorch_csv(std::string_view csv, const ScheduleReadLimits& limits = {});
+
+}  // namespace dualpipe

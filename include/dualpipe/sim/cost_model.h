@@ -1,0 +1,79 @@
+// Per-action costs for the simulator (spec section 2) and the activation-memory model. Time units are
+// arbitrary; the memory unit is one stage's activations for one micro-batch.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dualpipe/schedule/action.h"
+
+namespace dualpipe {
+
+struct CostModel {
+  double forward = 1;   // F: forward of one stage
+  double backward = 2;  // B: full backward (input and weight gradients)
+  double weight = 1;    // W: weight-gradient part of B, so I = B - W
+  std::optional<double> overlapped;  // FB: one overlapped F&B pair; F + B when unset
+  double comm = 0;      // latency added to every cross-rank dependency
+  std::vector<double> stage_scale;   // per-stage multipliers of all costs; empty means 1 for every stage
+  // Per-stage absolute costs for uneven stages ("F=2:1:1:1.5"): F, B and W of each stage; empty: forward, backward
+  // and weight for every stage. When given, forward/backward/weight hold their means (FB is given for a pair of
+  // mean stages and scaled like the separate halves).
+  std::vector<double> stage_forward, stage_backward, stage_weight;
+  // act_scale: the size of each stage's activation in units (an embedding stage's may be larger); empty: 1.
+  std::vector<double> stage_activation;
+  // act_bytes: bytes of one stage's activations for one micro-batch (the simulator's memory unit), measured for
+  // your model (for example the runtime's peak_activation_bytes of a one-micro-batch step); 0: not given.
+  double activation_bytes = 0;
+
+  // The memory model (activation_memory.h). w_mem: the share of a stage's activation that an I keeps for its W
+  // (1: all of it, the accounting of spec section 2; the Zero Bubble paper's M_W/M_B = 32h/(34h+5as) frees
+  // the rest at I).
+  double w_mem = 1;
+  // Activation recomputation: a forward keeps only its stage input (input_mem of the unit) and every backward
+  // (B, I, the backward half of a pair) first re-runs the forward, taking F longer.
+  bool recompute = false;
+  // The share of a stage's activation that is its input. A transformer layer saves about 34*s*b*h bytes of
+  // activations for backward (Korthikanti et al. 2022, 16-bit, without attention scores) and its input is
+  // 2*s*b*h of them, about 0.06; 0.05 leaves a little for the rest of a stage.
+  double input_mem = 0.05;
+
+  double scale(int stage) const;
+  // A stage's F, B, W (per-stage lists or the uniform values, times the stage's multiplier) and activation size.
+  double forward_of(int stage) const;
+  double backward_of(int stage) const;
+  double weight_of(int stage) const;
+  double activation_of(int stage) const;
+  // The duration of one compute action; zero for communication actions.
+  double duration(const Action& action) const;
+  // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
+  double recompute_time(int stage) const;
+
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order;
+  // keys case-insensitive, "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs,
+  // "act_scale=1.5:1:1" for per-stage activation sizes). Strict: every item is KEY=VALUE, each key
+  // at most once, no empty items, finite numbers. Throws InvalidArgument naming the bad item and the rule.
+  static CostModel parse(std::string_view spec);
+  // Checks the rules (all costs >= 0, W <= B, FB > 0 when set, shares in [0, 1], sums finite); throws
+  // InvalidArgument naming the value.
+  void check() const;
+  // check(), and a per-stage list has exactly one value per stage of a schedule with num_stages stages.
+  void check_stages(int num_stages) const;
+  // The canonical "F=1,B=2,W=1,FB=3,comm=0" form (memory keys only where they differ from the defaults).
+  std::string to_string() const;
+};
+
+// Comparisons hold the model fixed: per_slice holds the costs of one rank's 1/R slice of the model, and a schedule
+// that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) runs each stage at R/S of them (act_bytes
+// too). A per-stage list with R values (one per slice: scale, F, B, W, act_scale) gives every stage cut from a
+// slice that slice's value (costs times R/S); a list with S values is taken as it is; any other length is refused,
+// naming both counts.
+CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages);
+// The inverse of costs_per_stage: the costs of a 1/R slice from the costs of S stages (costs times S/R, act_bytes
+// too). A per-stage list must have S values or none; each slice gets the mean of its stages' values (times S/R for
+// F, B and W).
+CostModel costs_per_slice(const CostModel& per_stage, int num_ranks, int num_stages);
+
+}  // namespace dualpipe

@@ -1,0 +1,38 @@
+// Uneven models: per-layer costs, and the balanced cut of the layers into stages for each placement (a V cuts the
+// model into 2R stages, a linear cut into R). The planner simulates each schedule with the cut of its stage count.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dualpipe/sim/cost_model.h"
+
+namespace dualpipe {
+
+struct LayerCost {
+  double forward = 0;           // F of this layer for one micro-batch
+  double backward = 0;          // full backward B (input and weight gradients)
+  double weight = 0;            // its weight-gradient part W
+  double activation_bytes = 0;  // activations it keeps for its backward, one micro-batch
+};
+
+// Reads a layer-cost table: one line per layer in model order, "F B W act_bytes" separated by commas or blanks;
+// an optional first line naming the columns (starting with a letter); blank lines and '#' comments are skipped.
+// Throws InvalidArgument naming `source`, the line and the rule (positive F and B, 0 <= W <= B, act_bytes >= 0).
+std::vector<LayerCost> parse_layer_costs(std::string_view text, const std::string& source);
+
+// The contiguous cut of the layers into num_stages stages whose slowest stage (F + B per micro-batch) is as fast as
+// possible; among those, the one whose largest stage activation is smallest. Needs as many layers as stages.
+std::vector<int> balanced_cut(const std::vector<LayerCost>& layers, int num_stages);
+
+// The cost model of a cut: per-stage F, B, W (sums over the stage's layers) and activation sizes, with act_bytes the
+// activation of a 1/R slice (total / R) so that memory limits keep their unit; act_scale holds each stage's bytes
+// over its nominal share (R/S of a slice). comm, FB, w_mem, recompute and input_mem come from `base`.
+CostModel costs_of_cut(const std::vector<LayerCost>& layers, const std::vector<int>& cut, int num_ranks,
+                       const CostModel& base);
+
+// "3,4,4,3": the form of `dualpipe train --layers-per-stage`.
+std::string format_cut(const std::vector<int>& cut);
+
+}  // namespace dualpipe

@@ -1,0 +1,33 @@
+// The figures of one step (docs/schedules.md, "Metrics") from each rank's compute intervals. One computation for
+// the simulator, the timelines of plans and of measured traces, `dualpipe compare` and the trainer's step report,
+// so that a planned and a measured figure always mean the same thing.
+#pragma once
+
+#include <vector>
+
+namespace dualpipe {
+
+struct ComputeInterval {
+  double start = 0, end = 0;
+};
+
+struct RankFigures {
+  double busy = 0;  // sum of compute durations
+  double idle = 0;  // makespan - busy
+  double span = 0;  // last end - first start on the rank; 0 without compute
+};
+
+struct StepFigures {
+  std::vector<RankFigures> per_rank;
+  double makespan = 0;          // last end - first start over all ranks
+  double bubble = 0;            // max idle
+  double bubble_rate = 0;       // the Zero Bubble paper's (max span - max busy) / max span
+  double step_bubble_rate = 0;  // 1 - sum of busy / (R x makespan)
+};
+
+// Busy and span of one rank (idle needs the makespan: 0 here).
+RankFigures busy_and_span(const std::vector<ComputeInterval>& compute);
+
+StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& compute_by_rank);
+
+}  // namespace dualpipe

@@ -1,0 +1,178 @@
+#include "dualpipe/train/train_options.h"
+
+#include <cstdio>
+
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/schedule_file.h"
+
+namespace dualpipe::train {
+namespace {
+
+std::string schedule_help() {
+  std::string kinds;
+  for (const GeneratorInfo& g : generators()) kinds += (kinds.empty() ? "" : ", ") + std::string(g.name);
+  return "Schedule kind, in any case (--schedule is the same option): " + kinds;
+}
+
+std::vector<std::string_view> split_names(std::string_view names) {
+  std::vector<std::string_view> out;
+  while (!names.empty()) {
+    const std::size_t comma = names.find(',');
+    out.push_back(names.substr(0, comma));
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string primary_name(const TrainOption& option) {
+  for (std::string_view name : split_names(option.names))
+    if (name.substr(0, 2) == "--") return std::string(name);
+  return {};
+}
+
+std::string record_key(const TrainOption& option) {
+  std::string key = primary_name(option).substr(2);
+  for (char& c : key)
+    if (c == '-') c = '_';
+  return key;
+}
+
+std::string negated_name(const TrainOption& option) {
+  for (std::string_view name : split_names(option.names))
+    if (name.substr(0, 1) == "!") return std::string(name.substr(1));
+  return {};
+}
+
+void resolve_schedule_file(TrainConfig& config) {
+  if (config.schedule_file.empty()) return;
+  const Schedule schedule = read_schedule_file(config.schedule_file);
+  config.ranks = schedule.num_ranks;
+  config.microbatches = schedule.num_microbatches;
+}
+
+std::string value_text(const TrainOption& option, const TrainConfig& config) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        using T = std::decay_t<decltype(config.*member)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return config.*member;
+        } else if constexpr (std::is_same_v<T, double>) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%.17g", config.*member);
+          return text;
+        } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+          return std::to_string(config.*member);
+        } else {
+          return {};  // bools and lists are not single values
+        }
+      },
+      option.field);
+}
+
+const std::vector<TrainOption>& train_options() {
+  using C = TrainConfig;
+  static const std::vector<TrainOption> table = {
+      // Pipeline
+      {"-s,--kind,--schedule", schedule_help(), "Pipeline", &C::schedule},
+      {"-r,--ranks,--pp", "Pipeline ranks P, one process each", "Pipeline", &C::ranks},
+      {"--dp", "Data-parallel replicas D of the pipeline, each on its own slice of the batch: P x D processes",
+       "Pipeline", &C::dp},
+      {"--dp-overlap,!--no-dp-overlap",
+       "Reduce each stage's gradients over the replicas while the step goes on, from its last W (default); "
+       "--no-dp-overlap reduces them after the step",
+       "Pipeline", &C::dp_overlap, false},
+      {"--zero1",
+       "ZeRO-1: shard the optimizer state over the data-parallel replicas (needs --dp above 1); each replica updates "
+       "its share of the parameters and sends it to the others. Same results, less memory",
+       "Pipeline", &C::zero1, false},
+      {"--ep",
+       "Expert-parallel group size E: the experts of each MoE layer are sharded over E data-parallel replicas of a "
+       "stage (E divides --dp, --experts divisible by E)",
+       "Pipeline", &C::ep},
+      {"--fb-overlap,!--no-fb-overlap",
+       "In DualPipe's overlapped forward-backward actions of an MoE model, run the backward on a second thread so "
+       "one micro-batch's all-to-alls proceed while the other computes (default); --no-fb-overlap runs the "
+       "forward, then the backward",
+       "Pipeline", &C::fb_overlap, false},
+      {"--fb-overlap-threads",
+       "Let the two halves of an overlapped pair compute at once, sharing the cores, instead of taking turns at "
+       "each all-to-all (the default: one half computes while the other's exchange runs)",
+       "Pipeline", &C::fb_overlap_threads, false},
+      {"-m,--microbatches", "Micro-batches per step (the schedule's rules apply)", "Pipeline", &C::microbatches},
+      {"-v,--stages-per-rank", "Stages per rank for interleaved-1f1b (0: default)", "Pipeline", &C::stages_per_rank,
+       false},
+      {"--schedule-file",
+       "Run the schedule in FILE (text form, or PyTorch's CSV for *.csv; e.g. from dualpipe plan -f text) instead "
+       "of --schedule; --ranks and --microbatches follow from it",
+       "Pipeline", &C::schedule_file, false},
+      {"--recompute",
+       "Activation recomputation: keep only each stage's input after its forward, run the forward again in the "
+       "backward (same losses, less memory, one more forward)",
+       "Pipeline", &C::recompute, false},
+      {"--device",
+       "Where the stages run: cpu, or cuda (GPU LOCAL_RANK modulo the GPUs here: over gloo, ranks may share one)",
+       "Pipeline", &C::device},
+      {"--backend",
+       "Transport between ranks: gloo or nccl (default: nccl for --device cuda, gloo for cpu; nccl needs cuda)",
+       "Pipeline", &C::backend, false},
+      // Model
+      {"--layers", "Transformer blocks in the whole model", "Model", &C::layers},
+      {"--hidden", "Width of the residual stream", "Model", &C::hidden},
+      {"--heads", "Attention heads (must divide --hidden)", "Model", &C::heads},
+      {"--experts", "Experts per MoE layer: every block's MLP becomes a mixture of experts (0: dense MLPs)", "Model",
+       &C::experts},
+      {"--top-k", "Experts each token is routed to (at most --experts)", "Model", &C::top_k},
+      {"--capacity-factor",
+       "Token slots per expert, as a multiple of an even share (tokens x top-k / experts); choices beyond it are "
+       "dropped and counted",
+       "Model", &C::capacity_factor},
+      {"--aux-loss", "Coefficient of the load-balancing loss of each MoE layer", "Model", &C::aux_loss},
+      {"--seq-len", "Tokens (bytes) per training sequence, the model's context", "Model", &C::seq_len},
+      {"--layers-per-stage", "Uneven cut of the layers into the schedule's stages, e.g. 3,4,4,3 (default: balanced)",
+       "Model", &C::layers_per_stage, false},
+      // Data
+      {"--data",
+       "Text files (or directories of them) to train on (default: Debian's fortunes, installed by "
+       "scripts/setup.sh)",
+       "Data", &C::data, false},
+      {"-b,--batch", "Sequences per micro-batch", "Data", &C::batch},
+      // Optimization
+      {"-n,--steps", "Training steps", "Optimization", &C::steps},
+      {"--lr", "Peak learning rate of AdamW", "Optimization", &C::lr},
+      {"--min-lr", "Learning rate at the last step (cosine decay)", "Optimization", &C::min_lr},
+      {"--warmup", "Linear warm-up steps", "Optimization", &C::warmup},
+      {"--weight-decay", "AdamW weight decay (matrices and embeddings)", "Optimization", &C::weight_decay},
+      {"--beta1", "AdamW's decay of the first moment", "Optimization", &C::beta1},
+      {"--beta2", "AdamW's decay of the second moment", "Optimization", &C::beta2},
+      {"--clip", "Clip the global gradient norm to this (0: off)", "Optimization", &C::clip},
+      {"--seed", "Seed of the weights, the data order and the sample", "Optimization", &C::seed},
+      // Evaluation
+      {"--eval-every", "Validation loss every N steps (also before the first and after the last; 0: only those)",
+       "Evaluation", &C::eval_every},
+      {"--prompt", "Start of the sample generated at the end", "Evaluation", &C::prompt},
+      {"--sample-tokens", "Bytes to generate after the prompt (0: no sample)", "Evaluation", &C::sample_tokens},
+      {"--temperature", "Sampling temperature (0: greedy)", "Evaluation", &C::temperature},
+      // Checkpoints
+      {"--checkpoint-dir", "Directory of sharded checkpoints (DIR/step-N/)", "Checkpoints", &C::checkpoint_dir,
+       false},
+      {"--save-every", "Save every N steps (0: after the last step only)", "Checkpoints", &C::save_every},
+      {"--keep", "Keep the newest K checkpoints (0: all)", "Checkpoints", &C::keep},
+      {"--resume", "Continue from the newest complete checkpoint in --checkpoint-dir", "Checkpoints", &C::resume,
+       false},
+      // Output
+      {"--metrics", "Write JSON lines of the config, every step and every evaluation here", "Output", &C::metrics,
+       false},
+      {"--trace", "Where rank 0 writes the merged Chrome trace (empty: none)", "Output", &C::trace},
+      {"--act-bytes",
+       "Bytes of one stage's activations for one micro-batch (simulate's act_bytes): prints the planned peak in "
+       "bytes beside the measured one",
+       "Output", &C::act_bytes, false},
+      {"--timeout", "Seconds a rank waits for a peer (rendezvous, messages) before failing with its name", "Output",
+       &C::timeout_seconds},
+  };
+  return table;
+}
+
+}  // namespace dualpipe::train

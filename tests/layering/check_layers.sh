@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The layering of docs/CONTRIBUTING.md, checked on the sources: each folder includes only the folders below it,
+# the LibTorch-free layers never include LibTorch, tools/ holds options, not parsing or fitting logic, and no
+# source file is over 500 lines.
+# Prints every violation as FILE:LINE: the include, and the rule; exits 1 when there is any.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+# Folder -> the dualpipe/ folders its files may include (itself included).
+declare -A allowed=(
+  [util]="util"
+  [schedule]="util schedule"
+  [trace]="util schedule trace"
+  [sim]="util schedule trace sim"
+  [viz]="util schedule trace sim viz"
+  [data]="util data"
+  [launch]="util launch"
+  [comm]="util comm"
+  [runtime]="util schedule trace comm runtime"
+  [parallel]="util schedule trace comm runtime parallel"
+  [models]="util schedule trace comm runtime parallel models"
+  [train]="util schedule trace sim data comm runtime parallel models train"
+)
+# Layers that never include LibTorch.
+torch_free="util schedule trace sim viz data launch"
+torch_include='^#include <(torch|ATen|c10)/'
+
+failures=0
+fail() { echo "$1: $2"; failures=$((failures + 1)); }
+
+for layer in "${!allowed[@]}"; do
+  for dir in "include/dualpipe/$layer" "src/$layer"; do
+    [[ -d $dir ]] || continue
+    while IFS= read -r hit; do
+      file=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}; text=${rest#*:}
+      used=$(sed -E 's|^#include "dualpipe/([a-z_]+)/.*|\1|' <<<"$text")
+      [[ " ${allowed[$layer]} " == *" $used "* ]] ||
+        fail "$file:$line" "$text: $layer/ may include only ${allowed[$layer]// /, } (an arrow back up the layers)"
+    done < <(grep -rnE '^#include "dualpipe/[a-z_]+/' "$dir")
+    if [[ " $torch_free " == *" $layer "* ]]; then
+      while IFS= read -r hit; do fail "${hit%:*}" "${hit##*:}: $layer/ never includes LibTorch"; done \
+        < <(grep -rnE "$torch_include" "$dir" | sed -E 's/^([^:]+:[0-9]+):(.*)$/\1:\2/')
+    fi
+  done
+done
+
+# The process mesh's layout is part of the LibTorch-free core (the planner uses it).
+for file in include/dualpipe/parallel/mesh.h src/parallel/mesh.cpp; do
+  while IFS= read -r hit; do fail "$file:${hit%%:*}" "${hit#*:}: the mesh's layout never includes LibTorch"; done \
+    < <(grep -nE "$torch_include" "$file")
+done
+
+# tools/dualpipe/ (not the worker in train/) is options: no LibTorch, no text parsing, no cost fitting.
+while IFS= read -r hit; do
+  fail "${hit%%:*}:$(cut -d: -f2 <<<"$hit")" "$(cut -d: -f3- <<<"$hit"): tools/ holds options only; parsing and \
+fitting belong in the library (src/)"
+done < <(grep -nE "$torch_include|std::sto[dilf]\(|strto[dlf]\(|std::ifstream|getline\(|json::parse\(|\
+^[A-Za-z:<>]+ (fit_[a-z_]*|[a-z_]*_from_trace)\(" tools/dualpipe/*.cpp tools/dualpipe/*.h)
+
+# Small files with one idea: no source file over 500 lines.
+while read -r lines file; do
+  [[ $file == total ]] && continue
+  ((lines > 500)) && fail "$file" "$lines lines, over 500: split it by idea"
+done < <(find include src tools tests bench fuzz examples -name '*.cpp' -o -name '*.h' | xargs wc -l)
+
+if ((failures)); then
+  echo "layering: $failures violation(s) (docs/CONTRIBUTING.md, 'Layout')"
+  exit 1
+fi
+echo "layering: every include follows the layers of docs/CONTRIBUTING.md"
