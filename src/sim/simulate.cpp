@@ -66,7 +66,8 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
     rm.peak_activations = peaks[r];
     rm.peak_activation_fraction = peaks[r] / schedule.num_stages;
     rm.peak_activation_bytes = peaks[r] * costs.activation_bytes;
-    rm.parameter_copies = schedule.placement.stages_held(r);
+    rm.stages_held = schedule.placement.stages_held(r);
+    rm.parameter_copies = static_cast<double>(rm.stages_held) * R / schedule.num_stages;
   }
   return sim;
 }

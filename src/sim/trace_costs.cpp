@@ -2,7 +2,7 @@
 #include "dualpipe/sim/trace_costs.h"
 
 #include <algorithm>
-#include <map>
+#include <cmath>
 #include <optional>
 
 #include "dualpipe/schedule/lower.h"
@@ -19,62 +19,107 @@ struct Mean {
   std::optional<double> value() const { return count ? std::optional<double>(sum / count) : std::nullopt; }
 };
 
+// The mean duration of one action type on each stage; stages without one get the mean over all stages.
+struct StageMeans {
+  std::vector<Mean> by_stage;
+  Mean all;
+  void add(int stage, double v) {
+    if (stage >= static_cast<int>(by_stage.size())) by_stage.resize(stage + 1);
+    by_stage[stage].add(v);
+    all.add(v);
+  }
+  bool empty() const { return all.count == 0; }
+  std::vector<double> per_stage(int num_stages) const {
+    std::vector<double> out(num_stages, all.value().value_or(0.0));
+    for (int s = 0; s < num_stages && s < static_cast<int>(by_stage.size()); ++s)
+      if (by_stage[s].value()) out[s] = *by_stage[s].value();
+    return out;
+  }
+};
+
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+// The root mean square of (measured - modelled) / modelled over the compute events the model gives a duration.
+double relative_residual(const std::vector<const TraceEvent*>& events, const CostModel& costs) {
+  double sum = 0;
+  int count = 0;
+  for (const TraceEvent* e : events) {
+    const double modelled = costs.duration(e->action);
+    if (!(modelled > 0)) continue;
+    const double r = (e->duration - modelled) / modelled;
+    sum += r * r;
+    ++count;
+  }
+  return count ? std::sqrt(sum / count) : 0.0;
+}
+
 }  // namespace
 
-CostModel fit_costs(const Trace& trace, int step) {
+CostFit fit_costs(const Trace& trace, int step) {
   const std::vector<const TraceEvent*> events = step_compute_events(trace, step);
-  // Per-stage scales from the forwards first, so every other mean can be taken in "uniform stage" terms.
-  std::map<int, Mean> forward_by_stage;
-  Mean forward;
-  int max_stage = 0;
+  StageMeans forward, backward, input, weight;
+  int num_stages = 1;
   for (const TraceEvent* e : events) {
-    max_stage = std::max({max_stage, e->action.stage, e->action.bwd_stage});
-    if (e->action.type == ActionType::Forward) {
-      forward_by_stage[e->action.stage].add(e->duration);
-      forward.add(e->duration);
-    }
-  }
-  CostModel costs;
-  if (forward.value() && *forward.value() > 0) {
-    costs.forward = *forward.value();
-    costs.stage_scale.assign(max_stage + 1, 1.0);
-    for (const auto& [stage, mean] : forward_by_stage)
-      if (*mean.value() > 0) costs.stage_scale[stage] = *mean.value() / costs.forward;
-  }
-  Mean backward, input, weight, pair;
-  for (const TraceEvent* e : events) {
-    const double k = costs.scale(e->action.stage);
+    num_stages = std::max({num_stages, e->action.stage + 1, e->action.bwd_stage + 1});
     switch (e->action.type) {
-      case ActionType::Backward: backward.add(e->duration / k); break;
-      case ActionType::BackwardInput: input.add(e->duration / k); break;
-      case ActionType::BackwardWeight: weight.add(e->duration / k); break;
+      case ActionType::Forward: forward.add(e->action.stage, e->duration); break;
+      case ActionType::Backward: backward.add(e->action.stage, e->duration); break;
+      case ActionType::BackwardInput: input.add(e->action.stage, e->duration); break;
+      case ActionType::BackwardWeight: weight.add(e->action.stage, e->duration); break;
       default: break;
     }
   }
-  // B is the full backward; when the run only split it, B = I + W.
-  if (backward.value()) costs.backward = *backward.value();
-  else if (input.value()) costs.backward = *input.value() + weight.value().value_or(0.0);
-  costs.backward = std::max(costs.backward, 1e-9);
-  costs.weight = std::min(weight.value().value_or(costs.backward / 2), costs.backward);
+  CostFit fit;
+  CostModel& costs = fit.costs;
+  costs.comm = 0;  // messages overlap compute in the runtime; their cost shows up as waiting, not as an edge
+  if (forward.empty() && backward.empty() && input.empty() && weight.empty()) return fit;
+  // Each stage's own means: a stage's F, B and W need not scale alike (an embedding stage's W is small beside
+  // its F), so no stage is measured in another's units.
+  const std::vector<double> f = forward.per_stage(num_stages);
+  std::vector<double> b = backward.per_stage(num_stages), w = weight.per_stage(num_stages);
+  const std::vector<double> i = input.per_stage(num_stages);
+  for (int s = 0; s < num_stages; ++s) {
+    const bool full = s < static_cast<int>(backward.by_stage.size()) && backward.by_stage[s].count > 0;
+    // B is the full backward; a stage that only split it has B = I + W.
+    if (!full && !input.empty()) b[s] = i[s] + (weight.empty() ? 0.0 : w[s]);
+    if (weight.empty()) {
+      w[s] = b[s] / 2;
+    } else if (w[s] > b[s]) {
+      fit.warnings.push_back(detail::concat("stage ", s, ": measured W ", w[s], " us is above its full backward B ",
+                                            b[s], " us; W was set to B"));
+      w[s] = b[s];
+    }
+  }
+  if (weight.empty() && !backward.empty())
+    fit.warnings.push_back("the step split no backward into I and W: W is taken as half of B");
+  costs.forward = mean_of(f);
+  costs.backward = mean_of(b);
+  costs.weight = mean_of(w);
+  if (num_stages > 1) costs.stage_forward = f, costs.stage_backward = b, costs.stage_weight = w;
+  // Pairs: FB is given for a pair of mean stages, and the model scales it like the separate halves.
+  Mean pair;
   for (const TraceEvent* e : events) {
     if (e->action.type != ActionType::Overlapped) continue;
-    // Undo the per-stage scaling the cost model applies to a pair (see CostModel::duration).
-    const double separate = costs.forward * costs.scale(e->action.stage) +
-                            costs.backward * costs.scale(e->action.bwd_stage);
-    pair.add(e->duration * (costs.forward + costs.backward) / separate);
+    const double separate = costs.forward_of(e->action.stage) + costs.backward_of(e->action.bwd_stage);
+    if (separate > 0) pair.add(e->duration * (costs.forward + costs.backward) / separate);
   }
   if (pair.value() && *pair.value() > 0) costs.overlapped = *pair.value();
-  costs.comm = 0;  // messages overlap compute in the runtime; their cost shows up as waiting, not as an edge
-  return costs;
+  fit.residual = relative_residual(events, costs);
+  return fit;
 }
 
 SliceCosts slice_costs_from_trace(const Trace& trace, const std::string& path) {
   const Schedule plan = plan_of_trace(trace, path, "it is not a dualpipe trace: plan needs the schedule that ran (a "
                                       "trace written by dualpipe train or by a runtime program that records its "
                                       "schedule)");
-  CostModel per_stage = fit_costs(trace, pick_step(trace, path, -1, "fit costs from"));
-  // Stages without a forward in the step leave no scale to spread over their slice.
-  if (static_cast<int>(per_stage.stage_scale.size()) != plan.num_stages) per_stage.stage_scale.clear();
+  CostModel per_stage = fit_costs(trace, pick_step(trace, path, -1, "fit costs from")).costs;
+  // A step whose events name fewer stages than the plan leaves no per-stage values to spread over the slices.
+  if (static_cast<int>(per_stage.stage_forward.size()) != plan.num_stages)
+    per_stage.stage_forward.clear(), per_stage.stage_backward.clear(), per_stage.stage_weight.clear();
   return {costs_per_slice(per_stage, plan.num_ranks, plan.num_stages), plan.num_ranks, plan.num_microbatches};
 }
 

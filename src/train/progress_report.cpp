@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "dualpipe/util/printable.h"
 #include "dualpipe/sim/activation_memory.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/train/train_options.h"
@@ -243,7 +244,7 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     std::cout << "trace: " << trace_path << " (" << trace_events << " events, clocks aligned to rank 0 within "
               << fixed(half_rtt_us, 0) << " us); dualpipe compare --trace " << trace_path << "\n";
   if (!sample.empty()) std::cout << "\nsample (" << config_.sample_tokens << " bytes after the prompt, temperature "
-                                 << config_.temperature << "):\n" << sample << "\n";
+                                 << config_.temperature << "):\n" << printable(sample) << "\n";
   std::cout.flush();
 }
 

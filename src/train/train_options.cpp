@@ -139,7 +139,7 @@ const std::vector<TrainOption>& train_options() {
        "Data", &C::data, false},
       {"-b,--batch", "Sequences per micro-batch", "Data", &C::batch},
       // Optimization
-      {"-n,--steps", "Training steps", "Optimization", &C::steps},
+      {"--steps", "Training steps", "Optimization", &C::steps},
       {"--lr", "Peak learning rate of AdamW", "Optimization", &C::lr},
       {"--min-lr", "Learning rate at the last step (cosine decay)", "Optimization", &C::min_lr},
       {"--warmup", "Linear warm-up steps", "Optimization", &C::warmup},

@@ -124,6 +124,7 @@ class Trainer {
     int step = 0;
     if (!c_.checkpoint_dir.empty()) start_checkpoints();
     if (c_.resume) step = resume();
+    first_trained_step_ = step + 1;
     evaluate(step);
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
@@ -367,6 +368,9 @@ class Trainer {
     Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
     if (timeline_ && dp_.replica() == 0)
       trace.spans = gather_all_to_all_spans(*timeline_, *comm_, clock_, kAllToAllTraceTag, timeout_);
+    // The executor counts its step() calls from 0; the trace numbers steps as this run prints them.
+    for (TraceEvent& e : trace.events) e.step += first_trained_step_;
+    for (TraceSpan& s : trace.spans) s.step += first_trained_step_;
     std::string trace_path;
     if (rank_ == 0 && !c_.trace.empty()) {
       trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();
@@ -393,6 +397,7 @@ class Trainer {
   std::unique_ptr<runtime::Executor> executor_, forward_only_;
   runtime::ClockSync clock_;
   std::unique_ptr<ProgressReport> report_;
+  int first_trained_step_ = 1;  // the first step this run trains (after a resumed checkpoint's)
   CheckpointOwner owner_;                // set when there is a --checkpoint-dir
   std::unique_ptr<DirectoryLock> lock_;  // world rank 0's, of --checkpoint-dir
 };

@@ -27,7 +27,7 @@ Timeline timeline_from_trace(const Trace& trace, int step) {
     num_rows = std::max(num_rows, e->rank + 1);
     begin = std::min(begin, e->start);
   }
-  const CostModel costs = fit_costs(trace, step);
+  const CostModel costs = fit_costs(trace, step).costs;
 
   Timeline t;
   t.time_unit = "us";

@@ -145,9 +145,13 @@ TEST_F(DrawCommand, ClearErrors) {
   r = draw("--trace " + path("missing.json") + " -o " + path("x.svg"));
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, "missing.json")) << r.err;
-  r = draw("--kind gpipe");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_TRUE(contains(r.err, "--output")) << r.err;
+}
+
+TEST_F(DrawCommand, WithoutOutputWritesTimelineSvgLikePlotWritesRunSvg) {
+  const int raw = std::system(("cd " + dir_ + " && " + bin_ + " draw --kind gpipe >stdout 2>&1").c_str());
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 0) << slurp(dir_ + "stdout");
+  EXPECT_TRUE(contains(slurp(dir_ + "stdout"), "wrote timeline.svg")) << slurp(dir_ + "stdout");
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir_ + "timeline.svg"));
 }
 
 }  // namespace

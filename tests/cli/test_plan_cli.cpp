@@ -21,6 +21,11 @@ CommandResult dualpipe(const std::string& args) {
   return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
 }
 
+// The json object a command printed, without the notes it wrote to stderr after it.
+nlohmann::json json_object_of(const CommandResult& run) {
+  return nlohmann::json::parse(run.out.substr(0, run.out.rfind('}') + 1));
+}
+
 nlohmann::json json_of(const CommandResult& run) {
   return nlohmann::json::parse(run.out.substr(0, run.out.rfind(']') + 1));
 }
@@ -67,7 +72,7 @@ TEST(SimulateCli, FractionalPeaksKeepTheirFieldNames) {
   const CommandResult plain = dualpipe("simulate --kind 1f1b --ranks 4 --microbatches 8 --format json");
   EXPECT_TRUE(nlohmann::json::parse(plain.out)["peak_activations"].is_number_integer());
   const CommandResult table = dualpipe("simulate --kind zb-h1 --ranks 4 --microbatches 8 --cost w_mem=0.4,recompute=1");
-  EXPECT_NE(table.out.find("peak activations 2.2\n"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("peak activations 2.2 stage activations\n"), std::string::npos) << table.out;
 }
 
 TEST(SimulateCli, StrictCostsExitTwoNamingTheRule) {
@@ -105,7 +110,7 @@ TEST(PlanCli, OutputValidatesAndRoundTripsThroughSimulate) {
                                placement;
       const CommandResult json = dualpipe(args + " --format json");
       ASSERT_EQ(json.status, 0) << json.out;
-      const nlohmann::json j = nlohmann::json::parse(json.out);
+      const nlohmann::json j = json_object_of(json);
       EXPECT_LE(j["peak_activations_per_slice"].get<double>(), 4 + 1e-9);
       const std::string path = temp_path(placement + "." + (format == "csv" ? "csv" : "txt"));
       const CommandResult written = dualpipe(args + " --format " + format + " -o " + path);
@@ -114,12 +119,38 @@ TEST(PlanCli, OutputValidatesAndRoundTripsThroughSimulate) {
       const CommandResult checked = dualpipe("schedule --from " + path);
       EXPECT_EQ(checked.status, 0) << checked.out;
       const CommandResult sim =
-          dualpipe("simulate --from " + path + " --cost " + j["costs"].get<std::string>() + " --format json");
+          dualpipe("simulate --from " + path + " --cost " + j["costs_text"].get<std::string>() + " --format json");
       ASSERT_EQ(sim.status, 0) << sim.out;
       const nlohmann::json s = nlohmann::json::parse(sim.out);
       EXPECT_NEAR(s["makespan"].get<double>(), j["makespan"].get<double>(), 1e-9);
       EXPECT_EQ(s["per_rank"].size(), 4u);
     }
+  }
+}
+
+TEST(PlanCli, APlanFileCarriesItsCostsSoSimulateReproducesTheMakespanOfEveryPlacement) {
+  // Without --cost: the file's header brings the costs per stage of the chosen schedule (half the slice's for a V).
+  for (const std::string placement : {"linear", "v", "two", "looped"}) {
+    SCOPED_TRACE(placement);
+    const std::string args = "plan -r 4 -m 8 --cost F=1,B=2,W=1,FB=2.5,comm=0.1 --placements " + placement;
+    const CommandResult json = dualpipe(args + " --format json");
+    ASSERT_EQ(json.status, 0) << json.out;
+    const nlohmann::json j = json_object_of(json);
+    const std::string path = temp_path("roundtrip_" + placement + ".txt");
+    ASSERT_EQ(dualpipe(args + " --format text -o " + path).status, 0);
+    const CommandResult sim = dualpipe("simulate --from " + path + " --format json");
+    ASSERT_EQ(sim.status, 0) << sim.out;
+    const nlohmann::json s = nlohmann::json::parse(sim.out);
+    EXPECT_NEAR(s["makespan"].get<double>(), j["makespan"].get<double>(), 1e-9);
+    EXPECT_EQ(s["kind"], j["kind"]) << "the plan's name comes back too";
+    // --cost still wins over the file's header: twice every cost, twice the makespan.
+    const dualpipe::CostModel header = dualpipe::CostModel::parse(j["costs_text"].get<std::string>());
+    const std::string doubled = "F=" + std::to_string(2 * header.forward) + ",B=" + std::to_string(2 * header.backward) +
+                                ",W=" + std::to_string(2 * header.weight) + ",FB=" +
+                                std::to_string(2 * *header.overlapped) + ",comm=" + std::to_string(2 * header.comm);
+    const CommandResult given = dualpipe("simulate --from " + path + " --cost " + doubled + " --format json");
+    ASSERT_EQ(given.status, 0) << given.out;
+    EXPECT_NEAR(nlohmann::json::parse(given.out)["makespan"].get<double>(), 2 * j["makespan"].get<double>(), 1e-6);
   }
 }
 
@@ -147,7 +178,7 @@ TEST(PlanCli, ByteUnitsMeanTheSameForMemoryLimitAndMaxMemory) {
     const CommandResult limit = dualpipe(std::string("plan -r 4 -m 8 --cost act_bytes=1e9 --memory-limit ") +
                                          size.text + " --format json");
     ASSERT_EQ(limit.status, 0) << size.text << "\n" << limit.out;
-    EXPECT_DOUBLE_EQ(nlohmann::json::parse(limit.out)["memory_limit"].get<double>(), size.bytes / 1e9) << size.text;
+    EXPECT_DOUBLE_EQ(json_object_of(limit)["memory_limit"].get<double>(), size.bytes / 1e9) << size.text;
   }
   // --max-memory: the refusal names the limit, 24e9 bytes (22 GiB) for 24GB and 24 GiB for 24GiB, in plan and in
   // the commands that generate schedules.
@@ -213,7 +244,7 @@ TEST(PlanCli, FromTraceFitsTheCostsOfTheRun) {
   const nlohmann::json j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["ranks"], 4);
   EXPECT_EQ(j["microbatches"], 8);
-  const dualpipe::CostModel fitted = dualpipe::CostModel::parse(j["costs"].get<std::string>());
+  const dualpipe::CostModel fitted = dualpipe::CostModel::parse(j["costs_text"].get<std::string>());
   EXPECT_NEAR(fitted.forward, 100, 1e-6);
   EXPECT_NEAR(fitted.backward, 300, 1e-6);
   EXPECT_NEAR(fitted.weight, 100, 1e-6);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpipe/util/printable.h"
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/data/corpus.h"
 #include "test_helpers.h"
@@ -257,3 +258,18 @@ TEST(Corpus, DefaultCorpusIsFortunes) {
 
 }  // namespace
 }  // namespace dualpipe::data
+
+TEST(Printable, ControlBytesAndBrokenUtf8AreEscapedTextIsKept) {
+  using dualpipe::printable;
+  EXPECT_EQ(printable("line one\n\ttabbed"), "line one\n\ttabbed");
+  EXPECT_EQ(printable("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x99\x82"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x99\x82");
+  // ESC [ 2 J would clear the screen; BEL, NUL, CR and DEL are controls too.
+  EXPECT_EQ(printable(std::string("\x1B[2J\x07\r\x7F", 7) + std::string(1, '\0')), "\\x1B[2J\\x07\\x0D\\x7F\\x00");
+  // A lone continuation byte, a truncated sequence, an overlong '/', a UTF-16 surrogate and a C1 control.
+  EXPECT_EQ(printable("\x80"), "\\x80");
+  EXPECT_EQ(printable("\xE2\x82"), "\\xE2\\x82");
+  EXPECT_EQ(printable("\xC0\xAF"), "\\xC0\\xAF");
+  EXPECT_EQ(printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");
+  EXPECT_EQ(printable("\xC2\x9B"), "\\xC2\\x9B");
+  EXPECT_EQ(printable("a\\x41"), "a\\\\x41");
+}

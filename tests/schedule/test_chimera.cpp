@@ -199,7 +199,7 @@ TEST(Chimera, ValidOverGrid) {
         const Simulation sim = simulate(s, costs);
         for (const RankMetrics& rm : sim.metrics.per_rank) {
           EXPECT_DOUBLE_EQ(rm.busy, M * (costs.forward + costs.backward)) << spec;
-          EXPECT_EQ(rm.parameter_copies, 2);
+          EXPECT_EQ(rm.stages_held, 2);
         }
       }
       const Simulation sim = simulate(s, CostModel{});

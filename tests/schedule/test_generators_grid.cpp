@@ -130,7 +130,7 @@ TEST_P(GeneratorGrid, RejectsOrProducesAValidScheduleOfTheRightShape) {
       const Simulation sim = simulate(s, CostModel{});
       for (int r = 0; r < R; ++r) {
         EXPECT_EQ(s.placement.stages_held(r), f.parameter_copies) << "rank " << r;
-        EXPECT_EQ(sim.metrics.per_rank[r].parameter_copies, f.parameter_copies) << "rank " << r;
+        EXPECT_EQ(sim.metrics.per_rank[r].stages_held, f.parameter_copies) << "rank " << r;
       }
     }
   }

@@ -86,7 +86,7 @@ TEST(Interleaved1F1B, ValidAndBubbleMatchesPublishedFigure) {
           EXPECT_DOUBLE_EQ(sim.metrics.bubble, (R - 1) * (costs.forward + costs.backward)) << spec;
           for (const RankMetrics& rm : sim.metrics.per_rank) {
             EXPECT_DOUBLE_EQ(rm.busy, M * v * (costs.forward + costs.backward)) << spec;
-            EXPECT_EQ(rm.parameter_copies, v);
+            EXPECT_EQ(rm.stages_held, v);
           }
         }
       }

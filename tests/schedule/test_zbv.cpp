@@ -62,7 +62,7 @@ TEST(Zbv, ZeroBubbleWhenForwardInputAndWeightCostTheSame) {
         for (const RankMetrics& rm : sim.metrics.per_rank) {
           EXPECT_DOUBLE_EQ(rm.span, rm.busy) << spec << " rank " << rm.rank;
           EXPECT_DOUBLE_EQ(rm.busy, 2 * M * (costs.forward + costs.backward)) << spec;
-          EXPECT_EQ(rm.parameter_copies, 2);
+          EXPECT_EQ(rm.stages_held, 2);
         }
       }
     }

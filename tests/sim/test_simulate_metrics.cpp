@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dualpipe/schedule/generators.h"
@@ -73,8 +74,8 @@ TEST(SimulateMetrics, HandComputedTimeline) {
   EXPECT_EQ(m.peak_activations(), 2);
   EXPECT_DOUBLE_EQ(m.per_rank[0].peak_activation_fraction, 1.0);  // 2 of S=2 stages
   EXPECT_DOUBLE_EQ(m.per_rank[1].peak_activation_fraction, 0.5);
-  EXPECT_EQ(m.per_rank[0].parameter_copies, 1);
-  EXPECT_EQ(m.per_rank[1].parameter_copies, 1);
+  EXPECT_EQ(m.per_rank[0].stages_held, 1);
+  EXPECT_DOUBLE_EQ(m.per_rank[1].parameter_copies, 1);
   EXPECT_EQ(m.per_rank[0].rank, 0);
   EXPECT_EQ(m.per_rank[1].rank, 1);
 }
@@ -170,16 +171,18 @@ TEST(SimulateMetrics, PeakActivationBytesAreTheCountTimesTheUnit) {
   for (int r = 0; r < 4; ++r) EXPECT_DOUBLE_EQ(m.per_rank[r].peak_activation_bytes, expected[r]) << "rank " << r;
 }
 
-TEST(SimulateMetrics, ParameterCopies) {
-  // Spec section 2: 2 for DualPipe and Chimera, per stage count for V and interleaved, 1 for the others.
-  auto copies = [](const char* kind, int R, int M) {
-    return simulate(make_schedule(kind, ScheduleOptions{R, M}), CostModel{}).metrics.per_rank[0].parameter_copies;
+TEST(SimulateMetrics, ParameterCopiesAndStagesHeld) {
+  // The DualPipe paper's Table 2: parameters 2x for DualPipe, 1x for 1F1B and ZB1P; DualPipeV (DeepSeek's README)
+  // and ZBV hold one copy in two chunks; Chimera (Li & Hoefler 2021) two replicas, so two copies.
+  auto rank0 = [](const char* kind) {
+    return simulate(make_schedule(kind, ScheduleOptions{4, 8}), CostModel{}).metrics.per_rank[0];
   };
-  EXPECT_EQ(copies("gpipe", 4, 8), 1);
-  EXPECT_EQ(copies("1f1b", 4, 8), 1);
-  EXPECT_EQ(copies("zb-h1", 4, 8), 1);
-  EXPECT_EQ(copies("dualpipe", 4, 8), 2);
-  EXPECT_EQ(copies("dualpipev", 4, 8), 2);
+  for (const auto& [kind, copies, chunks] : std::vector<std::tuple<const char*, double, int>>{
+           {"gpipe", 1, 1}, {"1f1b", 1, 1}, {"zb-h1", 1, 1}, {"dualpipe", 2, 2}, {"chimera", 2, 2},
+           {"dualpipev", 1, 2}, {"zbv", 1, 2}, {"interleaved-1f1b", 1, 2}}) {
+    EXPECT_DOUBLE_EQ(rank0(kind).parameter_copies, copies) << kind;
+    EXPECT_EQ(rank0(kind).stages_held, chunks) << kind;
+  }
 }
 
 TEST(SimulateMetrics, LoweredScheduleBusyCountsComputeOnly) {

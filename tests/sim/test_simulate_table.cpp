@@ -229,7 +229,8 @@ TEST(SimulateTable, Interleaved1F1B) {
           ASSERT_EQ(s.num_stages, v * R);
           const Metrics m = simulate(s, c).metrics;
           EXPECT_DOUBLE_EQ(m.bubble, (R - 1) * (c.forward + c.backward));
-          for (const RankMetrics& r : m.per_rank) EXPECT_EQ(r.parameter_copies, v);
+          for (const RankMetrics& r : m.per_rank) EXPECT_EQ(r.stages_held, v);
+          for (const RankMetrics& r : m.per_rank) EXPECT_DOUBLE_EQ(r.parameter_copies, 1);
         }
       }
     }

@@ -1,11 +1,12 @@
 // `dualpipe compare`: a measured step (from a trace written by `dualpipe train` or any runtime program) beside
 // its plan, the trace's own schedule simulated with costs fitted from that step (or --cost, in microseconds):
-// per-rank busy, idle and span, makespan, bubble and bubble rate, as the spec (section 2) defines them. With
+// per-rank busy, idle and span, makespan, bubble and bubble rate, as docs/schedules.md defines them. With
 // fitted costs, what differs between the two columns is waiting and variation, not the cost model.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "dualpipe/viz/timeline.h"
 #include "dualpipe/viz/trace_timeline.h"
 #include "output.h"
+#include "plan_options.h"
+#include "plan_output.h"
 #include "dualpipe/trace/trace_plan.h"
 
 namespace dualpipe::cli {
@@ -29,6 +32,7 @@ struct CompareCommand {
   int step = -1;
   std::string cost;
   std::string format = "table";
+  std::string output;
 };
 
 // The spec's figures of one side (measured or planned), in microseconds.
@@ -56,32 +60,57 @@ nlohmann::ordered_json to_json(const Figures& f) {
   return {{"makespan", f.makespan}, {"bubble", f.bubble}, {"bubble_rate", f.bubble_rate}, {"per_rank", ranks}};
 }
 
-std::string us(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.1f", v);
-  return buffer;
-}
+std::string us(double v) { return format("%.1f", v); }
 
 std::string ratio(double measured, double planned) {
   if (planned <= 0) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.2fx", measured / planned);
-  return buffer;
+  return format("%.2fx", measured / planned);
+}
+
+// "+0.0%" never "-0.0%": a rate of zero printed with the sign of a rounding error reads as a finding.
+std::string percent(double rate) { return format("%.1f%%", 100 * rate + 0.0); }
+
+// The plan's costs: --cost as given, or fitted to the step with the fit's residual and warnings.
+struct PlanCosts {
+  CostModel costs;
+  std::optional<CostFit> fit;  // empty with --cost
+};
+
+PlanCosts plan_costs(const CompareCommand& c, const Trace& trace, int step) {
+  if (!c.cost.empty()) return {CostModel::parse(c.cost), std::nullopt};
+  CostFit fit = fit_costs(trace, step);
+  return {fit.costs, std::move(fit)};
+}
+
+std::string describe_costs(const PlanCosts& p) {
+  if (!p.fit) return "plan: the trace's schedule simulated with the costs given by --cost (microseconds):\n  " +
+                     p.costs.to_string() + "\n";
+  std::string out = "plan: the trace's schedule simulated with each stage's mean F, B, W and F&B durations in the "
+                    "step (microseconds):\n  " + p.costs.to_string() + "\n" +
+                    format("fit residual: %.1f%% (root mean square of each action's deviation from its stage's "
+                           "mean)\n", 100 * p.fit->residual);
+  for (const std::string& w : p.fit->warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+nlohmann::ordered_json fit_json(const PlanCosts& p) {
+  if (!p.fit) return nullptr;
+  return {{"residual", p.fit->residual}, {"warnings", p.fit->warnings}};
 }
 
 void run(const CompareCommand& c) {
+  check_output(c.output, {{"--trace", c.trace}});
   const Trace trace = read_trace(c.trace);
   const int step = pick_step(trace, c.trace, c.step, "compare");
   const Schedule plan = plan_of_trace(trace, c.trace, "there is no plan to compare with");
   check_trace_step(trace, plan, step, c.trace);
-  const CostModel costs = c.cost.empty() ? fit_costs(trace, step) : CostModel::parse(c.cost);
-  costs.check();
+  const PlanCosts costs = plan_costs(c, trace, step);
+  costs.costs.check();
   const Timeline measured_timeline = timeline_from_trace(trace, step);
   const Figures measured = figures_of(measured_timeline);
-  const Figures planned = figures_of(simulate(plan, costs).metrics);
+  const Figures planned = figures_of(simulate(plan, costs.costs).metrics);
   DUALPIPE_REQUIRE(measured.per_rank.size() == planned.per_rank.size(), "trace '", c.trace, "' has events of ",
                    measured.per_rank.size(), " ranks but its schedule has ", planned.per_rank.size());
-  const std::string cost_source = c.cost.empty() ? "fitted from the step's mean durations" : "given by --cost";
 
   if (c.format == "json") {
     nlohmann::ordered_json out = {{"trace", c.trace},
@@ -91,37 +120,37 @@ void run(const CompareCommand& c) {
                                   {"microbatches", plan.num_microbatches},
                                   {"step", step},
                                   {"time_unit", "us"},
-                                  {"costs", costs.to_string()},
-                                  {"costs_source", c.cost.empty() ? "fitted" : "given"},
+                                  {"costs", costs_json(costs.costs)},
+                                  {"costs_text", costs.costs.to_string()},
+                                  {"costs_source", costs.fit ? "fitted" : "given"},
+                                  {"fit", fit_json(costs)},
                                   {"measured", to_json(measured)},
                                   {"plan", to_json(planned)}};
-    write_stdout(out.dump(2) + "\n");
+    write_output(c.output, out.dump(2) + "\n");
     return;
   }
-  std::cout << plan.kind << ": R=" << plan.num_ranks << " ranks, S=" << plan.num_stages << " stages, M="
-            << plan.num_microbatches << " micro-batches; step " << step << " of '" << c.trace << "'\n"
-            << "plan: the trace's schedule simulated with costs " << cost_source << " (microseconds):\n  "
-            << costs.to_string() << "\n\n";
-  std::printf("%4s  %10s %10s  %10s %10s  %10s %10s\n", "", "busy", "", "idle", "", "span", "");
-  std::printf("%4s  %10s %10s  %10s %10s  %10s %10s\n", "rank", "measured", "plan", "measured", "plan", "measured",
-              "plan");
+  std::string out = plan.kind + ": R=" + std::to_string(plan.num_ranks) + " ranks, S=" +
+                    std::to_string(plan.num_stages) + " stages, M=" + std::to_string(plan.num_microbatches) +
+                    " micro-batches; step " + std::to_string(step) + " of '" + c.trace + "'\n" +
+                    describe_costs(costs) + "\n";
+  out += format("%4s  %10s %10s  %10s %10s  %10s %10s\n", "", "busy us", "", "idle us", "", "span us", "");
+  out += format("%4s  %10s %10s  %10s %10s  %10s %10s\n", "rank", "measured", "plan", "measured", "plan",
+                "measured", "plan");
   for (size_t r = 0; r < measured.per_rank.size(); ++r) {
     const RankFigures &m = measured.per_rank[r], &p = planned.per_rank[r];
-    std::printf("%4zu  %10s %10s  %10s %10s  %10s %10s\n", r, us(m.busy).c_str(), us(p.busy).c_str(),
-                us(m.idle).c_str(), us(p.idle).c_str(), us(m.span).c_str(), us(p.span).c_str());
+    out += format("%4zu  %10s %10s  %10s %10s  %10s %10s\n", r, us(m.busy).c_str(), us(p.busy).c_str(),
+                  us(m.idle).c_str(), us(p.idle).c_str(), us(m.span).c_str(), us(p.span).c_str());
   }
-  std::printf("\n%-12s %12s %12s %15s\n", "", "measured", "plan", "measured/plan");
-  std::printf("%-12s %12s %12s %15s\n", "makespan us", us(measured.makespan).c_str(), us(planned.makespan).c_str(),
-              ratio(measured.makespan, planned.makespan).c_str());
-  std::printf("%-12s %12s %12s %15s\n", "bubble us", us(measured.bubble).c_str(), us(planned.bubble).c_str(),
-              ratio(measured.bubble, planned.bubble).c_str());
-  char mr[32], pr[32];
-  std::snprintf(mr, sizeof mr, "%.1f%%", 100 * measured.bubble_rate);
-  std::snprintf(pr, sizeof pr, "%.1f%%", 100 * planned.bubble_rate);
-  std::printf("%-12s %12s %12s %15s\n", "bubble rate", mr, pr,
-              ratio(measured.bubble_rate, planned.bubble_rate).c_str());
-  std::cout << "\nbusy = sum of compute durations, idle = makespan - busy, span = last end - first start on the "
-               "rank;\nbubble = max idle, bubble rate = (max span - max busy) / max span (spec section 2)\n";
+  out += format("\n%-12s %12s %12s %15s\n", "", "measured", "plan", "measured/plan");
+  out += format("%-12s %12s %12s %15s\n", "makespan us", us(measured.makespan).c_str(),
+                us(planned.makespan).c_str(), ratio(measured.makespan, planned.makespan).c_str());
+  out += format("%-12s %12s %12s %15s\n", "bubble us", us(measured.bubble).c_str(), us(planned.bubble).c_str(),
+                ratio(measured.bubble, planned.bubble).c_str());
+  out += format("%-12s %12s %12s %15s\n", "bubble rate", percent(measured.bubble_rate).c_str(),
+                percent(planned.bubble_rate).c_str(), ratio(measured.bubble_rate, planned.bubble_rate).c_str());
+  out += "\nbusy = sum of compute durations, idle = makespan - busy, span = last end - first start on the rank;\n"
+         "bubble = max idle, bubble rate = (max span - max busy) / max span (docs/schedules.md, \"Metrics\")\n";
+  write_output(c.output, out);
 }
 
 }  // namespace
@@ -132,18 +161,20 @@ void add_compare_command(CLI::App& app) {
       "compare", "Compare a measured step (trace JSON) with its simulated plan: per-rank busy, idle, span, "
                  "makespan, bubble, bubble rate side by side");
   sub->footer(
-      "The plan is the trace's own schedule (dualpipe.schedule) simulated with the step's mean F, B, W, I and\n"
-      "F&B durations (or --cost, in microseconds), so the columns differ by waiting and variation only.\n"
+      "The plan is the trace's own schedule (dualpipe.schedule) simulated with each stage's mean F, B, W and\n"
+      "F&B durations in the step (or --cost, in microseconds), so the columns differ by waiting and variation;\n"
+      "the fit residual says how much the actions varied around those means.\n"
       "Examples:\n"
       "  dualpipe train --trace run.json && dualpipe compare --trace run.json\n"
       "  dualpipe compare --trace run.json --step 3 --format json");
   sub->add_option("--trace", command->trace, "Trace JSON of a measured run (docs/trace-format.md)")->required();
-  sub->add_option("--step", command->step, "The training step to compare, 0-based (default: the last one)");
+  add_step_option(*sub, command->step, "compare");
   sub->add_option("--cost", command->cost,
                   "Plan costs in microseconds instead of the fitted ones: F=..,B=..,W=..,FB=..,comm=..");
   sub->add_option("-f,--format", command->format, "Output form: table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  add_output_option(*sub, command->output);
   sub->callback([command] { run(*command); });
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ namespace {
 
 struct DrawCommand {
   PlanOptions plan;
-  std::string output;
+  std::string output = "timeline.svg";
   std::string compare;
   std::string trace;
   bool with_plan = false;
@@ -146,7 +147,9 @@ Picture draw_trace(const DrawCommand& c) {
   Schedule plan = plan_of_trace(trace, c.trace, "there is no plan to draw under it (leave out --with-plan)");
   check_trace_step(trace, plan, step, c.trace);
   if (trace.kind.empty()) plan.kind = "plan";
-  const CostModel costs = c.plan.cost.empty() ? fit_costs(trace, step) : build_cost_model(c.plan);
+  std::optional<CostFit> fit;
+  if (c.plan.cost.empty()) fit = fit_costs(trace, step);
+  const CostModel costs = fit ? fit->costs : build_cost_model(c.plan);
   Timeline planned = timeline_from_simulation(plan, simulate(plan, costs), costs);
   planned.time_unit = "us";
   planned.summary = describe_stats(planned.stats, planned.time_unit);
@@ -155,10 +158,12 @@ Picture draw_trace(const DrawCommand& c) {
   p.options.title = measured.title + ", with its plan";
   const auto us = [](double v) { return format_time(v, "us"); };
   p.options.subtitle.push_back(detail::concat(
-      "plan simulated with ", c.plan.cost.empty() ? "the measured mean durations" : "--cost in microseconds",
-      ": F ", us(costs.forward), ", B ", us(costs.backward), ", W ", us(costs.weight), ", F&B ",
-      us(costs.overlapped.value_or(costs.forward + costs.backward)),
-      costs.stage_scale.empty() ? "" : " (per-stage scales from the forwards)"));
+      "plan simulated with ", fit ? "each stage's mean durations in the step" : "--cost in microseconds",
+      ": F ", us(costs.forward), ", I ", us(costs.backward - costs.weight), ", W ", us(costs.weight), ", F&B ",
+      us(costs.overlapped.value_or(costs.forward + costs.backward)), costs.stage_forward.empty() ? "" : " (means over the stages)",
+      fit ? detail::concat("; fit residual ", static_cast<int>(std::lround(fit->residual * 1000)) / 10.0, "%") : ""));
+  if (fit)
+    for (const std::string& w : fit->warnings) p.options.subtitle.push_back("warning: " + w);
   p.options.subtitle.push_back(detail::concat("measured makespan ", us(measured.stats.makespan), " vs planned ",
                                               us(planned.stats.makespan), " (", drift >= 0 ? "+" : "",
                                               static_cast<int>(std::lround(drift * 1000)) / 10.0, "%)"));
@@ -201,15 +206,14 @@ void add_draw_command(CLI::App& app) {
       "  dualpipe draw --trace run.json --with-plan -o run.svg");
   add_plan_options(*sub, command->plan, true, true);
   sub->add_option("-o,--output", command->output, "Picture file: *.svg, or *.html for a page with tooltips")
-      ->required();
+      ->capture_default_str();
   sub->add_option("--compare", command->compare,
                   "Stack several schedules on one time axis: K1,K2,... or 'all' (kinds that cannot serve R and M "
                   "are skipped with a note)");
   sub->add_option("--trace", command->trace, "Draw a measured run from its trace JSON (docs/trace-format.md)");
   sub->add_flag("--with-plan", command->with_plan,
                 "With --trace: draw the plan under the measured run, on the same time scale");
-  sub->add_option("--step", command->step, "With --trace: the training step to draw (default: the last one)")
-      ->check(CLI::Range(0, 1000000000));
+  add_step_option(*sub, command->step, "draw (with --trace)");
   sub->add_option("--width", command->width,
                   "Picture width in pixels (default: wide enough for every micro-batch number)");
   sub->callback([command] { run(*command); });

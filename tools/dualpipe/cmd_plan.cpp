@@ -24,7 +24,9 @@
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/file_input.h"
+#include "dualpipe/sim/plan_file.h"
 #include "dualpipe/util/output_paths.h"
+#include "output.h"
 #include "plan_options.h"
 #include "plan_output.h"
 
@@ -48,12 +50,25 @@ struct PlanCommand {
   const CLI::Option* microbatches_option = nullptr;
 };
 
+// The most parameter copies a rank of the plan holds (2 for a two-direction placement).
+double parameter_copies(const PlanCandidate& c) {
+  double copies = 0;
+  for (const RankMetrics& r : c.metrics.per_rank) copies = std::max(copies, r.parameter_copies);
+  return copies;
+}
+
+std::string two_copies_warning(const PlanCandidate& best) {
+  if (parameter_copies(best) <= 1) return {};
+  return "note: " + best.name + " holds two copies of the parameters on every rank (a two-direction "
+         "placement); --placements linear,v,looped keeps to one copy\n";
+}
+
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
   const PlanCandidate& best = plan.best;
   SimulatedSchedule chosen{best.schedule, best.costs, best.metrics};
   chosen.schedule.kind = best.name;
   if (c.format == "text") {
-    std::string head = "# dualpipe plan: " + best.name + ", costs " + best.costs.to_string() + "\n";
+    std::string head = format_plan_header({best.name, best.costs});
     if (!best.layers_per_stage.empty()) head += "# layers per stage: " + format_cut(best.layers_per_stage) + "\n";
     return head + format_text(best.schedule);
   }
@@ -64,6 +79,7 @@ std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& re
     j["objective_value"] = best.score;
     j["memory_limit"] = request.memory_limit ? nlohmann::ordered_json(*request.memory_limit) : nullptr;
     j["peak_activations_per_slice"] = best.peak;
+    j["parameter_copies"] = json_units(parameter_copies(best));
     j["minimum_memory"] = plan.minimum_memory;
     if (!best.layers_per_stage.empty()) j["layers_per_stage"] = format_cut(best.layers_per_stage);
     nlohmann::ordered_json actions = nlohmann::ordered_json::array();
@@ -78,40 +94,43 @@ std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& re
   return {};
 }
 
-void print_table(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
-  std::cout << "plan for R=" << c.ranks << " ranks, M=" << c.microbatches << " micro-batches, costs "
-            << plan.best.costs.to_string() << " per stage of the chosen schedule\n"
-            << "objective: " << (c.objective == "span" ? "largest per-rank span" : "step time (makespan)")
-            << ", memory limit: "
-            << (request.memory_limit ? c.memory_limit + " (" + shortest_fixed(*request.memory_limit) +
-                                           " activations of a 1/R slice)"
-                                     : std::string("none"))
-            << " (feasible minimum " << shortest_fixed(plan.minimum_memory) << "), " << plan.evaluated
-            << " schedules simulated\n\n";
+std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
+  std::string out =
+      "plan for R=" + std::to_string(c.ranks) + " ranks, M=" + std::to_string(c.microbatches) + " micro-batches, costs " +
+      plan.best.costs.to_string() + " per stage of the chosen schedule\n" + "objective: " +
+      (c.objective == "span" ? "largest per-rank span" : "step time (makespan)") + ", memory limit: " +
+      (request.memory_limit ? c.memory_limit + " (" + shortest_fixed(*request.memory_limit) +
+                                  " activations of a 1/R slice)"
+                            : std::string("none")) +
+      " (feasible minimum " + shortest_fixed(plan.minimum_memory) + "), " + std::to_string(plan.evaluated) +
+      " schedules simulated\n\n";
   SimulatedSchedule chosen{plan.best.schedule, plan.best.costs, plan.best.metrics};
   chosen.schedule.kind = plan.best.name;
-  print_simulated(chosen);
+  out += simulated_table(chosen);
+  out += "\npeak activations of the plan: " + shortest_fixed(plan.best.peak) +
+         " activations of a 1/R slice (the unit of --memory-limit)\n";
+  out += two_copies_warning(plan.best);
   if (!plan.best.layers_per_stage.empty()) {
-    std::cout << "\nlayers per stage: " << format_cut(plan.best.layers_per_stage) << " (dualpipe train "
-              << "--layers-per-stage " << format_cut(plan.best.layers_per_stage) << ")\n";
+    out += "\nlayers per stage: " + format_cut(plan.best.layers_per_stage) + " (dualpipe train --layers-per-stage " +
+           format_cut(plan.best.layers_per_stage) + ")\n";
   }
-  std::cout << "\nbest of each kind within the limit (peak act in 1/R slice activations):\n";
-  std::printf("%-28s %3s %10s %10s %10s %10s %9s\n", "schedule", "S", "step time", "max span", "span rate",
-              "step rate", "peak act");
+  out += "\nbest of each kind within the limit (peak act in 1/R slice activations):\n";
+  out += format("%-28s %3s %10s %10s %10s %10s %9s %6s\n", "schedule", "S", "step time", "max span", "span rate",
+                "step rate", "peak act", "params");
   for (const PlanCandidate& k : plan.candidates) {
     double span = 0;
     for (const RankMetrics& r : k.metrics.per_rank) span = std::max(span, r.span);
-    std::printf("%-28s %3d %10s %10s %9s%% %9s%% %9s\n", k.name.c_str(), k.schedule.num_stages,
-                fixed(k.metrics.makespan, 2).c_str(), fixed(span, 2).c_str(), fixed(100 * k.metrics.bubble_rate, 2).c_str(),
-                fixed(100 * k.metrics.step_bubble_rate, 2).c_str(), shortest_fixed(k.peak).c_str());
+    out += format("%-28s %3d %10s %10s %9s%% %9s%% %9s %5sx\n", k.name.c_str(), k.schedule.num_stages,
+                  fixed(k.metrics.makespan, 2).c_str(), fixed(span, 2).c_str(),
+                  fixed(100 * k.metrics.bubble_rate, 2).c_str(), fixed(100 * k.metrics.step_bubble_rate, 2).c_str(),
+                  shortest_fixed(k.peak).c_str(), shortest_fixed(parameter_copies(k), 2).c_str());
   }
+  return out;
 }
 
 void run(PlanCommand& c) {
-  if (!c.output.empty()) {  // refused before the work, leaving nothing behind
-    check_can_write_file(c.output);
-    check_outputs_apart({{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}}, {{"-o", c.output}});
-  }
+  // Refused before the work, leaving nothing behind.
+  check_output(c.output, {{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}});
   PlanRequest request;
   if (!c.from_trace.empty()) {
     DUALPIPE_REQUIRE(c.cost.empty(), "--from-trace fits the costs of the run; it cannot be combined with --cost");
@@ -155,17 +174,9 @@ void run(PlanCommand& c) {
   request.placements = c.placements;
   const Plan plan = plan_schedule(request);
   validate(plan.best.schedule);
-  if (c.format == "table") {
-    DUALPIPE_REQUIRE(c.output.empty(), "-o writes json, text or csv; give --format too");
-    print_table(c, plan, request);
-    return;
-  }
-  const std::string text = render(c, plan, request);
-  if (c.output.empty()) {
-    std::cout << text;
-  } else {
-    write_file_atomically(c.output, text);
-  }
+  write_output(c.output, c.format == "table" ? plan_table(c, plan, request) : render(c, plan, request));
+  // A two-copy pick is worth a word on the terminal even when the table goes to a file or json is asked for.
+  if (c.format != "table" || !c.output.empty()) std::cerr << two_copies_warning(plan.best);
 }
 
 }  // namespace
@@ -201,7 +212,7 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("-f,--format", command->format, "table, json, text or csv (text and csv: the schedule itself)")
       ->check(CLI::IsMember({"table", "json", "text", "csv"}))
       ->capture_default_str();
-  sub->add_option("-o,--output", command->output, "Write the json, text or csv form to FILE");
+  add_output_option(*sub, command->output);
   sub->add_option("--from-trace", command->from_trace,
                   "Fit the costs, R and M of a measured run (a dualpipe trace) and plan for them");
   sub->add_option("--layer-costs", command->layer_costs,

@@ -18,6 +18,7 @@ struct ScheduleCommand {
   PlanOptions plan;
   std::string format = "text";
   bool lower = false;
+  std::string output;
 };
 
 nlohmann::ordered_json placement_json(const Placement& p) {
@@ -56,14 +57,15 @@ std::string schedule_json(const Schedule& s) {
 void run(const ScheduleCommand& c) {
   DUALPIPE_REQUIRE(!(c.lower && c.format == "csv"),
                    "--format csv is PyTorch's compute-only form; it cannot hold --lower's SEND/RECV");
+  check_output(c.output, {{"--from", c.plan.from_file}});
   Schedule s = build_schedule(c.plan);
   if (c.lower) s = lower_communication(s);
   if (c.format == "text") {
-    write_stdout(format_text(s));
+    write_output(c.output, format_text(s));
   } else if (c.format == "csv") {
-    write_stdout(format_pytorch_csv(s));
+    write_output(c.output, format_pytorch_csv(s));
   } else {
-    write_stdout(schedule_json(s));
+    write_output(c.output, schedule_json(s));
   }
 }
 
@@ -77,6 +79,7 @@ void add_schedule_command(CLI::App& app) {
   sub->add_option("-f,--format", command->format, "Output form: text (one line per rank), csv (PyTorch), json")
       ->check(CLI::IsMember({"text", "csv", "json"}))
       ->capture_default_str();
+  add_output_option(*sub, command->output);
   sub->add_flag("--lower", command->lower, "Add the SEND/RECV communication actions the runtime executes");
   sub->callback([command] { run(*command); });
 }

@@ -13,6 +13,7 @@
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
+#include "output.h"
 #include "plan_options.h"
 #include "plan_output.h"
 
@@ -22,19 +23,22 @@ namespace {
 struct SimulateCommand {
   PlanOptions plan;
   std::string format = "table";
+  std::string output;
 };
 
 // The comparison table's header: the common parameters and what the columns measure.
-void print_comparison_header(const PlanOptions& plan, const CostModel& costs) {
-  std::cout << "R=" << plan.ranks << " ranks, M=" << plan.microbatches << " micro-batches, costs "
-            << costs.to_string() << " per 1/R of the model\n"
-            << "(schedules with S > R stages run each stage at R/S of these costs; sorted by step time)\n"
-            << "step time = makespan; largest idle = max over ranks of (step time - busy); span rate = (max span"
-               " - max busy) / max span,\nthe Zero Bubble paper's bubble rate; step rate = 1 - busy / (R x step "
-               "time); peak act in stage activations on the worst rank\n\n";
+std::string comparison_header(const PlanOptions& plan, const CostModel& costs) {
+  return "R=" + std::to_string(plan.ranks) + " ranks, M=" + std::to_string(plan.microbatches) +
+         " micro-batches, costs " + costs.to_string() + " per 1/R of the model\n" +
+         "(schedules with S > R stages run each stage at R/S of these costs; sorted by step time)\n"
+         "step time = makespan; largest idle = max over ranks of (step time - busy); span rate = (max span"
+         " - max busy) / max span,\nthe Zero Bubble paper's bubble rate; step rate = 1 - busy / (R x step "
+         "time); peak act in stage activations on the worst rank,\nact/model the same as a share of the whole "
+         "model's; chunks = stages held per rank; params = parameter copies per rank\n\n";
 }
 
 void run(const SimulateCommand& c) {
+  check_output(c.output, {{"--from", c.plan.from_file}});
   const CostModel costs = build_cost_model(c.plan);
   std::vector<SimulatedSchedule> results;
   std::vector<SkippedKind> skipped;
@@ -71,19 +75,14 @@ void run(const SimulateCommand& c) {
   }
 
   if (c.format == "json") {
-    if (!all) {
-      std::cout << simulated_json(results.front()).dump(2) << "\n";
-      return;
-    }
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const SimulatedSchedule& r : results) out.push_back(simulated_json(r));
-    std::cout << out.dump(2) << "\n";
+    write_output(c.output, (all ? out : out.front()).dump(2) + "\n");
     for (const SkippedKind& s : skipped) std::cerr << "skipped " << s.kind << ": " << s.reason << "\n";
   } else if (all) {
-    print_comparison_header(c.plan, costs);
-    print_comparison_table(results, skipped);
+    write_output(c.output, comparison_header(c.plan, costs) + comparison_table(results, skipped));
   } else {
-    print_simulated(results.front());
+    write_output(c.output, simulated_table(results.front()));
   }
 }
 
@@ -103,6 +102,7 @@ void add_simulate_command(CLI::App& app) {
   sub->add_option("-f,--format", command->format, "Output form: table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  add_output_option(*sub, command->output);
   sub->callback([command] { run(*command); });
 }
 

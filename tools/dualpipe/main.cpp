@@ -1,10 +1,29 @@
 // dualpipe: plan, run and inspect pipeline-parallel schedules.
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "commands.h"
 #include "dualpipe/util/error.h"
 #include "output.h"
+
+namespace {
+
+// CLI11 prints a switch's negated name with the value it sets ("--dp-overlap,--no-dp-overlap{false}"), which
+// reads as the default; the switch shows its real default as its option text instead (train_options.cpp).
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* option, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(option, is_positional);
+    for (size_t open; (open = name.find('{')) != std::string::npos;) {
+      const size_t close = name.find('}', open);
+      name.erase(open, close == std::string::npos ? std::string::npos : close - open + 1);
+    }
+    return name;
+  }
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dualpipe: plan, draw, run and compare pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
@@ -12,6 +31,7 @@ int main(int argc, char** argv) {
                "dualpipe"};
   app.set_version_flag("--version", std::string("dualpipe ") + DUALPIPE_VERSION);
   app.require_subcommand(1);
+  app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which take the app's formatter
   app.footer("Run 'dualpipe COMMAND --help' for the options of a command.");
   dualpipe::cli::add_schedule_command(app);
   dualpipe::cli::add_simulate_command(app);

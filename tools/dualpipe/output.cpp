@@ -1,10 +1,12 @@
 #include "output.h"
 
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 
+#include "dualpipe/util/atomic_file.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::cli {
@@ -29,6 +31,38 @@ void finish_stdout() {
   std::cout.flush();
   if (!std::cout) fail(errno);
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) fail(errno);
+}
+
+std::string format(const char* spec, ...) {
+  va_list args;
+  va_start(args, spec);
+  va_list again;
+  va_copy(again, args);
+  const int length = std::vsnprintf(nullptr, 0, spec, args);
+  va_end(args);
+  std::string out(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+  if (length > 0) std::vsnprintf(out.data(), out.size() + 1, spec, again);
+  va_end(again);
+  return out;
+}
+
+CLI::Option* add_output_option(CLI::App& command, std::string& path) {
+  return command.add_option("-o,--output", path,
+                            "Write the output to FILE instead of standard output (written whole or not at all)");
+}
+
+void check_output(const std::string& path, const std::vector<NamedPath>& inputs) {
+  if (path.empty()) return;
+  check_can_write_file(path);
+  check_outputs_apart(inputs, {{"-o", path}});
+}
+
+void write_output(const std::string& path, std::string_view text) {
+  if (path.empty()) {
+    write_stdout(text);
+  } else {
+    write_file_atomically(path, std::string(text));
+  }
 }
 
 }  // namespace dualpipe::cli

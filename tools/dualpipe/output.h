@@ -2,7 +2,13 @@
 // error with a message instead of lost output and exit status 0.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "dualpipe/util/output_paths.h"
 
 namespace dualpipe::cli {
 
@@ -12,5 +18,18 @@ void write_stdout(std::string_view text);
 // Flushes stdout (std::cout and C stdio); throws OutputError when it or any earlier write failed. main() calls
 // it after every command, so output printed piecewise is checked too.
 void finish_stdout();
+
+// printf into a string, for the commands' tables (which go to stdout or to -o alike).
+std::string format(const char* spec, ...) __attribute__((format(printf, 1, 2)));
+
+// Adds -o,--output: the file that takes what the command would print (any --format), written whole or not at all.
+CLI::Option* add_output_option(CLI::App& command, std::string& path);
+
+// Checks, before any work, that `path` can be written and names none of the command's `inputs`; nothing to check
+// when the output is stdout (empty path).
+void check_output(const std::string& path, const std::vector<NamedPath>& inputs);
+
+// Writes `text` to `path` whole or not at all, or to stdout when `path` is empty.
+void write_output(const std::string& path, std::string_view text);
 
 }  // namespace dualpipe::cli

@@ -4,8 +4,10 @@
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/schedule_limits.h"
 #include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/plan_file.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 
 namespace dualpipe::cli {
 namespace {
@@ -14,6 +16,13 @@ std::string kind_list() {
   std::string names;
   for (const GeneratorInfo& g : generators()) names += (names.empty() ? "" : ", ") + std::string(g.name);
   return names;
+}
+
+// The header of a plan file given to --from (dualpipe plan --format text), if it has one.
+std::optional<PlanFileHeader> plan_header(const PlanOptions& o) {
+  if (o.from_file.empty()) return std::nullopt;
+  return read_plan_header(read_file_within(o.from_file, ScheduleReadLimits{}.max_bytes, "schedule files"),
+                          o.from_file);
 }
 
 }  // namespace
@@ -38,7 +47,8 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
   if (with_from) {
     command.add_option("--from", o.from_file,
                        "Read the schedule from FILE instead: the text form ('rank 0: 0F0 ...') or, for a .csv "
-                       "file, PyTorch's compute-only CSV");
+                       "file, PyTorch's compute-only CSV. A plan file (plan --format text) brings its costs, "
+                       "which --cost replaces");
   }
 }
 
@@ -47,6 +57,7 @@ Schedule build_schedule(const PlanOptions& o) {
   // Bounded like every schedule reader (docs/limits.md): a device such as /dev/zero is cut off at the limit.
   Schedule s = read_schedule_file(o.from_file);
   validate(s);
+  if (const auto header = plan_header(o)) s.kind = header->name;
   return s;
 }
 
@@ -61,10 +72,22 @@ Schedule build_schedule(const PlanOptions& o, const std::string& kind) {
   return s;
 }
 
-CostModel build_cost_model(const PlanOptions& o) { return CostModel::parse(o.cost); }
+CostModel build_cost_model(const PlanOptions& o) {
+  if (o.cost.empty())
+    if (const auto header = plan_header(o)) return header->costs;
+  return CostModel::parse(o.cost);
+}
 
 CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& schedule) {
   return costs_per_stage(per_rank_slice, schedule.num_ranks, schedule.num_stages);
+}
+
+void add_step_option(CLI::App& command, int& step, const std::string& purpose) {
+  command
+      .add_option("--step", step,
+                  "The step to " + purpose + ", as the trace numbers it: dualpipe train numbers steps from 1, as it "
+                  "prints them (default: the last step recorded)")
+      ->check(CLI::Range(0, 1000000000));
 }
 
 }  // namespace dualpipe::cli

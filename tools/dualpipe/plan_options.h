@@ -29,10 +29,15 @@ Schedule build_schedule(const PlanOptions& options);
 // The same for another kind with the same sizes (for --kind all and --compare).
 Schedule build_schedule(const PlanOptions& options, const std::string& kind);
 
+// --cost; without it, the costs in the header of a --from plan file, else the defaults.
 CostModel build_cost_model(const PlanOptions& options);
 
 // Comparisons hold the model fixed: the given costs are those of one rank's 1/R slice of the model, and a
 // schedule that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) gets them scaled by R/S.
 CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& schedule);
+
+// --step for the commands that read a trace (compare, draw): one step as the trace numbers it, the last by
+// default. `int` stays -1 when not given.
+void add_step_option(CLI::App& command, int& step, const std::string& purpose);
 
 }  // namespace dualpipe::cli

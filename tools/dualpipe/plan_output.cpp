@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
+#include <string>
+
+#include "dualpipe/util/byte_size.h"
+#include "output.h"
 
 namespace dualpipe::cli {
 
@@ -33,7 +36,26 @@ bool faster(const SimulatedSchedule& a, const SimulatedSchedule& b) {
   return a.metrics.bubble_rate < b.metrics.bubble_rate;
 }
 
+nlohmann::ordered_json costs_json(const CostModel& c) {
+  const auto list_or = [](const std::vector<double>& list, double uniform) {
+    return list.empty() ? nlohmann::ordered_json(uniform) : nlohmann::ordered_json(list);
+  };
+  nlohmann::ordered_json out = {{"F", list_or(c.stage_forward, c.forward)},
+                                {"B", list_or(c.stage_backward, c.backward)},
+                                {"W", list_or(c.stage_weight, c.weight)},
+                                {"FB", c.overlapped.value_or(c.forward + c.backward)},
+                                {"comm", c.comm},
+                                {"scale", c.stage_scale.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.stage_scale)},
+                                {"act_bytes", c.activation_bytes > 0 ? nlohmann::ordered_json(c.activation_bytes) : nlohmann::ordered_json(nullptr)},
+                                {"act_scale", c.stage_activation.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.stage_activation)},
+                                {"w_mem", c.w_mem},
+                                {"recompute", c.recompute},
+                                {"input_mem", c.input_mem}};
+  return out;
+}
+
 nlohmann::ordered_json simulated_json(const SimulatedSchedule& r) {
+  const bool bytes = r.costs.activation_bytes > 0;
   nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
   for (const RankMetrics& m : r.metrics.per_rank) {
     per_rank.push_back({{"rank", m.rank},
@@ -42,14 +64,16 @@ nlohmann::ordered_json simulated_json(const SimulatedSchedule& r) {
                         {"span", m.span},
                         {"peak_activations", json_units(m.peak_activations)},
                         {"peak_activation_fraction", m.peak_activation_fraction},
-                        {"peak_activation_bytes", m.peak_activation_bytes},
-                        {"parameter_copies", m.parameter_copies}});
+                        {"peak_activation_bytes", bytes ? nlohmann::ordered_json(m.peak_activation_bytes) : nullptr},
+                        {"stages_held", m.stages_held},
+                        {"parameter_copies", json_units(m.parameter_copies)}});
   }
   return {{"kind", r.schedule.kind},
           {"ranks", r.schedule.num_ranks},
           {"stages", r.schedule.num_stages},
           {"microbatches", r.schedule.num_microbatches},
-          {"costs", r.costs.to_string()},
+          {"costs", costs_json(r.costs)},
+          {"costs_text", r.costs.to_string()},
           {"makespan", r.metrics.makespan},
           {"bubble", r.metrics.bubble},
           {"bubble_rate", r.metrics.bubble_rate},
@@ -58,50 +82,57 @@ nlohmann::ordered_json simulated_json(const SimulatedSchedule& r) {
           {"per_rank", per_rank}};
 }
 
-void print_simulated(const SimulatedSchedule& r) {
+std::string simulated_table(const SimulatedSchedule& r) {
   const CostModel& costs = r.costs;
   const Metrics& m = r.metrics;
   const Schedule& s = r.schedule;
-  std::cout << s.kind << ": R=" << s.num_ranks << " ranks, S=" << s.num_stages << " stages, M="
-            << s.num_microbatches << " micro-batches, costs " << costs.to_string() << "\n"
-            << "step time (makespan) " << fixed(m.makespan, 2) << "  largest idle (bubble) " << fixed(m.bubble, 2)
-            << "  span bubble rate " << percent(m.bubble_rate) << "  step bubble rate "
-            << percent(m.step_bubble_rate) << "  peak activations " << shortest_fixed(m.peak_activations())
-            << "\n\n";
+  std::string out = s.kind + ": R=" + std::to_string(s.num_ranks) + " ranks, S=" + std::to_string(s.num_stages) +
+                    " stages, M=" + std::to_string(s.num_microbatches) + " micro-batches, costs " +
+                    costs.to_string() + "\n" + "step time (makespan) " + fixed(m.makespan, 2) +
+                    "  largest idle (bubble) " + fixed(m.bubble, 2) + "  span bubble rate " +
+                    percent(m.bubble_rate) + "  step bubble rate " + percent(m.step_bubble_rate) +
+                    "  peak activations " + shortest_fixed(m.peak_activations()) + " stage activations\n\n";
   const bool bytes = costs.activation_bytes > 0;
-  std::printf("%4s  %10s  %10s  %10s  %18s  %12s%s\n", "rank", "busy", "idle", "span", "peak activations",
-              "stages held", bytes ? "  peak activation bytes" : "");
+  out += format("%4s  %10s  %10s  %10s  %24s  %6s  %6s%s\n", "rank", "busy", "idle", "span",
+                "peak act (stage, model)", "chunks", "params", bytes ? "  peak act bytes" : "");
   for (const RankMetrics& rm : m.per_rank) {
     const std::string peak = shortest_fixed(rm.peak_activations) + " (" + fixed(rm.peak_activation_fraction, 2) +
                              " model)";
-    std::printf("%4d  %10s  %10s  %10s  %18s  %12d", rm.rank, fixed(rm.busy, 2).c_str(), fixed(rm.idle, 2).c_str(),
-                fixed(rm.span, 2).c_str(), peak.c_str(), rm.parameter_copies);
-    if (bytes) std::printf("  %21.0f", rm.peak_activation_bytes);
-    std::printf("\n");
+    out += format("%4d  %10s  %10s  %10s  %24s  %6d  %5sx", rm.rank, fixed(rm.busy, 2).c_str(),
+                  fixed(rm.idle, 2).c_str(), fixed(rm.span, 2).c_str(), peak.c_str(), rm.stages_held,
+                  shortest_fixed(rm.parameter_copies, 2).c_str());
+    if (bytes) out += "  " + format("%14s", describe_bytes(rm.peak_activation_bytes).c_str());
+    out += "\n";
   }
+  return out;
 }
 
-void print_comparison_table(const std::vector<SimulatedSchedule>& results, const std::vector<SkippedKind>& skipped) {
+std::string comparison_table(const std::vector<SimulatedSchedule>& results, const std::vector<SkippedKind>& skipped) {
   const bool bytes = !results.empty() && results.front().costs.activation_bytes > 0;
   // step time: the makespan; largest idle: the DualPipe paper's bubble; span rate: the Zero Bubble paper's
   // (max span - max busy) / max span; step rate: 1 - busy / (R x step time).
-  std::printf("%-17s %3s %10s %12s %10s %10s %9s %9s %12s%s\n", "schedule", "S", "step time", "largest idle",
-              "span rate", "step rate", "peak act", "act/model", "stages held", bytes ? "  peak act bytes" : "");
+  std::string out = format("%-17s %3s %10s %12s %10s %10s %9s %9s %6s %6s%s\n", "schedule", "S", "step time",
+                           "largest idle", "span rate", "step rate", "peak act", "act/model", "chunks", "params",
+                           bytes ? "  peak act bytes" : "");
   for (const SimulatedSchedule& r : results) {
     const RankMetrics& worst = worst_rank(r.metrics);
     int held = 0;
-    for (const RankMetrics& rm : r.metrics.per_rank) held = std::max(held, rm.parameter_copies);
-    std::printf("%-17s %3d %10s %12s %10s %10s %9s %9s %12d", r.schedule.kind.c_str(), r.schedule.num_stages,
-                fixed(r.metrics.makespan, 2).c_str(), fixed(r.metrics.bubble, 2).c_str(),
-                percent(r.metrics.bubble_rate).c_str(), percent(r.metrics.step_bubble_rate).c_str(),
-                shortest_fixed(worst.peak_activations).c_str(), fixed(worst.peak_activation_fraction, 2).c_str(), held);
-    if (bytes) std::printf("  %15.0f", worst.peak_activation_bytes);
-    std::printf("\n");
+    double copies = 0;
+    for (const RankMetrics& rm : r.metrics.per_rank)
+      held = std::max(held, rm.stages_held), copies = std::max(copies, rm.parameter_copies);
+    out += format("%-17s %3d %10s %12s %10s %10s %9s %9s %6d %5sx", r.schedule.kind.c_str(), r.schedule.num_stages,
+                  fixed(r.metrics.makespan, 2).c_str(), fixed(r.metrics.bubble, 2).c_str(),
+                  percent(r.metrics.bubble_rate).c_str(), percent(r.metrics.step_bubble_rate).c_str(),
+                  shortest_fixed(worst.peak_activations).c_str(), fixed(worst.peak_activation_fraction, 2).c_str(),
+                  held, shortest_fixed(copies, 2).c_str());
+    if (bytes) out += "  " + format("%14s", describe_bytes(worst.peak_activation_bytes).c_str());
+    out += "\n";
   }
   if (!skipped.empty()) {
-    std::cout << "\nskipped:\n";
-    for (const SkippedKind& s : skipped) std::cout << "  " << s.kind << ": " << s.reason << "\n";
+    out += "\nskipped:\n";
+    for (const SkippedKind& s : skipped) out += "  " + s.kind + ": " + s.reason + "\n";
   }
+  return out;
 }
 
 }  // namespace dualpipe::cli

@@ -11,7 +11,6 @@
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/number_format.h"
-#include "dualpipe/util/number_format.h"
 
 namespace dualpipe::cli {
 
@@ -30,11 +29,13 @@ struct SkippedKind {
 // else the double.
 nlohmann::ordered_json json_units(double value);
 
+// A cost model as json: numbers, or one number per stage where the costs are per stage; null where unset.
+nlohmann::ordered_json costs_json(const CostModel& costs);
 nlohmann::ordered_json simulated_json(const SimulatedSchedule& r);
 // The whole-step figures, then one line per rank.
-void print_simulated(const SimulatedSchedule& r);
+std::string simulated_table(const SimulatedSchedule& r);
 // One row per schedule in the given order (callers sort by step time), then the skipped kinds and why.
-void print_comparison_table(const std::vector<SimulatedSchedule>& results, const std::vector<SkippedKind>& skipped);
+std::string comparison_table(const std::vector<SimulatedSchedule>& results, const std::vector<SkippedKind>& skipped);
 
 // Step time first; equal step times by peak activations, then by the paper's bubble rate.
 bool faster(const SimulatedSchedule& a, const SimulatedSchedule& b);

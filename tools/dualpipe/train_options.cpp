@@ -16,7 +16,10 @@ void add_train_options(CLI::App& sub, train::TrainConfig& config) {
           auto& value = config.*member;
           using T = std::decay_t<decltype(value)>;
           if constexpr (std::is_same_v<T, bool>) {
-            return sub.add_flag(names, value, option.help);
+            CLI::Option* flag = sub.add_flag(names, value, option.help);
+            // A switch (it has a --no- form) shows its default; a plain flag is off unless given.
+            if (!train::negated_name(option).empty()) flag->option_text(value ? "(default: on)" : "(default: off)");
+            return flag;
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             return sub.add_option(names, value, option.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
           } else {

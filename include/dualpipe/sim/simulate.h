@@ -19,7 +19,10 @@ struct RankMetrics {
   double peak_activations = 0;
   double peak_activation_fraction = 0;   // peak_activations / S: a fraction of the whole model's activations
   double peak_activation_bytes = 0;      // peak_activations x the cost model's act_bytes (0 when not given)
-  int parameter_copies = 0;              // stage modules held (2 for DualPipe and Chimera)
+  int stages_held = 0;                   // stage modules (chunks) on this rank: 2 for V placements and DualPipe
+  // The rank's parameters in 1/R slices of the model, stages_held x R / S: 2 where the model is held twice
+  // (DualPipe, Chimera), 1 for one copy cut into chunks (ZBV, DualPipeV, interleaved 1F1B).
+  double parameter_copies = 0;
 };
 
 struct Metrics {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/sim/simulate.h"
@@ -9,9 +10,18 @@
 
 namespace dualpipe {
 
-// A cost model in microseconds fitted to the step's measured compute events (mean F, B, W, I and pair
-// durations, and per-stage scales from the forwards), so the plan can be drawn on the measured scale.
-CostModel fit_costs(const Trace& trace, int step);
+// A cost model in microseconds fitted to a measured step, and how well it fits.
+struct CostFit {
+  // Each stage's mean F, B and W (B = I + W where the step split its backwards) as per-stage lists, with their
+  // means as F, B, W; FB from the overlapped pairs. comm is 0: messages show up as waiting.
+  CostModel costs;
+  // The root mean square of (measured - modelled) / modelled over the step's compute events: 0 when every
+  // action of a type took the same time on a stage; the spread the plan, which uses means, cannot show.
+  double residual = 0;
+  // What the model's rules forced or had to assume (a stage's W above its B, no split backward to measure W).
+  std::vector<std::string> warnings;
+};
+CostFit fit_costs(const Trace& trace, int step);
 
 // The costs of a 1/R slice of the model fitted to the last step of a dualpipe trace (`plan --from-trace`): the
 // trace's per-stage costs times S/R when the run cut the model into S > R stages, and one multiplier per slice

@@ -21,7 +21,7 @@ struct TraceEvent {
   Action action;      // parsed from the event's name; a message's peer is not in the trace (-1)
   int rank = 0;       // args.rank (pid when absent)
   int index = 0;      // args.index: position in the rank's lowered action list
-  int step = 0;       // args.step: the training step, 0-based
+  int step = 0;       // args.step: the step as the program numbers it (dualpipe train: as it prints them, from 1)
   double start = 0;   // ts, microseconds
   double duration = 0;  // dur, microseconds
 };

@@ -1,0 +1,37 @@
+#include "dualpipe/sim/plan_file.h"
+
+#include "dualpipe/util/error.h"
+
+namespace dualpipe {
+namespace {
+
+constexpr std::string_view kPrefix = "# dualpipe plan: ";
+constexpr std::string_view kCosts = ", costs ";
+
+}  // namespace
+
+std::string format_plan_header(const PlanFileHeader& header) {
+  return std::string(kPrefix) + header.name + std::string(kCosts) + header.costs.to_string() + "\n";
+}
+
+std::optional<PlanFileHeader> read_plan_header(std::string_view text, const std::string& path) {
+  // The header is the first line; a file without it is an ordinary schedule file.
+  if (text.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  std::string_view line = text.substr(kPrefix.size());
+  line = line.substr(0, line.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const size_t costs_at = line.rfind(kCosts);
+  DUALPIPE_REQUIRE(costs_at != std::string_view::npos, path, ": its first line starts like a plan header ('",
+                   kPrefix, "') but has no '", kCosts.substr(2), "' part");
+  PlanFileHeader header;
+  header.name = std::string(line.substr(0, costs_at));
+  try {
+    header.costs = CostModel::parse(line.substr(costs_at + kCosts.size()));
+    header.costs.check();
+  } catch (const Error& e) {
+    throw InvalidArgument(detail::concat(path, ": the plan header's costs: ", e.what()));
+  }
+  return header;
+}
+
+}  // namespace dualpipe
