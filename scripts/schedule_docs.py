@@ -58,7 +58,7 @@ SCHEDULES = [
      "(S/2-1)(F+B) when F = B (the paper's D-2 slots)", None,
      "when F = B; in general the simulated bubble is (S-2)max(F,B), the best any order reaches for R=4, M=4 "
      "(exhaustive search)", "between S/2+1 and S", None),
-    ("dualpipe", "DualPipe", "DeepSeek-V3's bidirectional schedule, spec section 4 to the action: micro-batches "
+    ("dualpipe", "DualPipe", "DeepSeek-V3's bidirectional schedule, DeepSeek's reference order to the action: micro-batches "
      "0..M/2-1 enter at rank 0, M/2..M-1 at rank R-1; overlapped F&B pairs in the steady state; W fills the "
      "bubbles. Needs R even, M even, M >= 2R.",
      "(S/2-1)(FB+B-3W)", lambda S, c: (S / 2 - 1) * (c["FB"] + c["B"] - 3 * c["W"]),
@@ -96,7 +96,7 @@ def main():
         "",
         "Every schedule `dualpipe` generates, with the per-rank order of a small case and its simulated figures "
         "next to the published ones. Regenerate this part with `python3 scripts/schedule_docs.py` (it runs the "
-        "real command). Definitions (spec section 2): *bubble* = the largest idle time of any rank, "
+        "real command). Definitions (see "Metrics" below): *bubble* = the largest idle time of any rank, "
         "*bubble rate* = (max span - max busy) / max span, *peak activations* in stage activations on the worst "
         "rank. Costs are per stage: F forward, B full backward, W its weight part (I = B - W), FB an overlapped "
         "F&B pair.",

@@ -99,7 +99,11 @@ CostFit fit_costs(const Trace& trace, int step) {
   costs.forward = mean_of(f);
   costs.backward = mean_of(b);
   costs.weight = mean_of(w);
-  if (num_stages > 1) costs.stage_forward = f, costs.stage_backward = b, costs.stage_weight = w;
+  // Per-stage lists only where the stages differ: uniform stages read as plain F, B, W.
+  const auto uneven = [](const std::vector<double>& v) {
+    return std::any_of(v.begin(), v.end(), [&](double x) { return x != v.front(); });
+  };
+  if (uneven(f) || uneven(b) || uneven(w)) costs.stage_forward = f, costs.stage_backward = b, costs.stage_weight = w;
   // Pairs: FB is given for a pair of mean stages, and the model scales it like the separate halves.
   Mean pair;
   for (const TraceEvent* e : events) {

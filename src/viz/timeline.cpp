@@ -112,9 +112,11 @@ std::string format_time(double value, const std::string& time_unit) {
 }
 
 std::string describe_stats(const TimelineStats& s, const std::string& time_unit) {
-  std::string out = detail::concat("bubble ", format_time(s.bubble, time_unit), ", bubble rate ",
-                                   shortest_fixed(100 * s.bubble_rate, 1), "%, makespan ",
-                                   format_time(s.makespan, time_unit), ", peak activations ",
+  // The tables' names: step time (makespan), largest idle (the DualPipe paper's bubble), span rate (the Zero
+  // Bubble paper's bubble rate).
+  std::string out = detail::concat("step time ", format_time(s.makespan, time_unit), ", largest idle ",
+                                   format_time(s.bubble, time_unit), ", span rate ",
+                                   shortest_fixed(100 * s.bubble_rate, 1), "%, peak activations ",
                                    s.peak_activations);
   if (s.num_stages > 0) {
     out += detail::concat(" (", shortest_fixed(static_cast<double>(s.peak_activations) / s.num_stages, 2),

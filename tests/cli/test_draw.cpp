@@ -70,7 +70,7 @@ TEST_F(DrawCommand, WritesOneCellPerActionOfTheSchedule) {
   const Schedule s = make_schedule("dualpipe", ScheduleOptions{8, 20});
   EXPECT_EQ(drawn_cells(*root).size(), s.num_actions());
   const std::string text = root->all_text();
-  for (const char* word : {"dualpipe, 8 ranks, 20 micro-batches", "bubble 6,", "bubble rate", "peak activations 9",
+  for (const char* word : {"dualpipe, 8 ranks, 20 micro-batches", "largest idle 6,", "span rate", "peak activations 9",
                            "costs F=1,B=2,W=1,FB=3,comm=0"}) {
     EXPECT_TRUE(contains(text, word)) << word;
   }

@@ -90,8 +90,8 @@ void check_picture(const Schedule& schedule, const CostModel& costs, const SvgOp
   // Title with schedule, parameters and metrics.
   const std::string text = root->all_text();
   for (const std::string& word : {schedule.kind, std::to_string(schedule.num_ranks) + " ranks",
-                                  std::to_string(schedule.num_microbatches) + " micro-batches", std::string("bubble "),
-                                  std::string("bubble rate"), std::string("peak activations"),
+                                  std::to_string(schedule.num_microbatches) + " micro-batches", std::string("largest idle "),
+                                  std::string("span rate"), std::string("step time"), std::string("peak activations"),
                                   std::string("F forward"), std::string("idle")}) {
     EXPECT_TRUE(contains(text, word)) << "missing '" << word << "'";
   }

@@ -103,7 +103,9 @@ std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest
                                   " activations of a 1/R slice)"
                             : std::string("none")) +
       " (feasible minimum " + shortest_fixed(plan.minimum_memory) + "), " + std::to_string(plan.evaluated) +
-      " schedules simulated\n\n";
+      " schedules simulated\n" +
+      (c.from_trace.empty() ? std::string("times in the costs' units\n\n")
+                            : "times in microseconds, costs fitted from '" + c.from_trace + "'\n\n");
   SimulatedSchedule chosen{plan.best.schedule, plan.best.costs, plan.best.metrics};
   chosen.schedule.kind = plan.best.name;
   out += simulated_table(chosen);
@@ -115,12 +117,12 @@ std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest
            format_cut(plan.best.layers_per_stage) + ")\n";
   }
   out += "\nbest of each kind within the limit (peak act in 1/R slice activations):\n";
-  out += format("%-28s %3s %10s %10s %10s %10s %9s %6s\n", "schedule", "S", "step time", "max span", "span rate",
+  out += format("%-28s %3s %12s %12s %10s %10s %9s %6s\n", "schedule", "S", "step time", "max span", "span rate",
                 "step rate", "peak act", "params");
   for (const PlanCandidate& k : plan.candidates) {
     double span = 0;
     for (const RankMetrics& r : k.metrics.per_rank) span = std::max(span, r.span);
-    out += format("%-28s %3d %10s %10s %9s%% %9s%% %9s %5sx\n", k.name.c_str(), k.schedule.num_stages,
+    out += format("%-28s %3d %12s %12s %9s%% %9s%% %9s %5sx\n", k.name.c_str(), k.schedule.num_stages,
                   fixed(k.metrics.makespan, 2).c_str(), fixed(span, 2).c_str(),
                   fixed(100 * k.metrics.bubble_rate, 2).c_str(), fixed(100 * k.metrics.step_bubble_rate, 2).c_str(),
                   shortest_fixed(k.peak).c_str(), shortest_fixed(parameter_copies(k), 2).c_str());

@@ -93,12 +93,12 @@ std::string simulated_table(const SimulatedSchedule& r) {
                     percent(m.bubble_rate) + "  step bubble rate " + percent(m.step_bubble_rate) +
                     "  peak activations " + shortest_fixed(m.peak_activations()) + " stage activations\n\n";
   const bool bytes = costs.activation_bytes > 0;
-  out += format("%4s  %10s  %10s  %10s  %24s  %6s  %6s%s\n", "rank", "busy", "idle", "span",
+  out += format("%4s  %12s  %12s  %12s  %24s  %6s  %6s%s\n", "rank", "busy", "idle", "span",
                 "peak act (stage, model)", "chunks", "params", bytes ? "  peak act bytes" : "");
   for (const RankMetrics& rm : m.per_rank) {
     const std::string peak = shortest_fixed(rm.peak_activations) + " (" + fixed(rm.peak_activation_fraction, 2) +
                              " model)";
-    out += format("%4d  %10s  %10s  %10s  %24s  %6d  %5sx", rm.rank, fixed(rm.busy, 2).c_str(),
+    out += format("%4d  %12s  %12s  %12s  %24s  %6d  %5sx", rm.rank, fixed(rm.busy, 2).c_str(),
                   fixed(rm.idle, 2).c_str(), fixed(rm.span, 2).c_str(), peak.c_str(), rm.stages_held,
                   shortest_fixed(rm.parameter_copies, 2).c_str());
     if (bytes) out += "  " + format("%14s", describe_bytes(rm.peak_activation_bytes).c_str());
