@@ -120,11 +120,13 @@ SliceCosts slice_costs_from_trace(const Trace& trace, const std::string& path) {
   const Schedule plan = plan_of_trace(trace, path, "it is not a dualpipe trace: plan needs the schedule that ran (a "
                                       "trace written by dualpipe train or by a runtime program that records its "
                                       "schedule)");
-  CostModel per_stage = fit_costs(trace, pick_step(trace, path, -1, "fit costs from")).costs;
+  CostFit fit = fit_costs(trace, pick_step(trace, path, -1, "fit costs from"));
+  CostModel& per_stage = fit.costs;
   // A step whose events name fewer stages than the plan leaves no per-stage values to spread over the slices.
   if (static_cast<int>(per_stage.stage_forward.size()) != plan.num_stages)
     per_stage.stage_forward.clear(), per_stage.stage_backward.clear(), per_stage.stage_weight.clear();
-  return {costs_per_slice(per_stage, plan.num_ranks, plan.num_stages), plan.num_ranks, plan.num_microbatches};
+  return {costs_per_slice(per_stage, plan.num_ranks, plan.num_stages), plan.num_ranks, plan.num_microbatches,
+          std::move(fit.warnings)};
 }
 
 Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulation, double us_per_unit, int step) {

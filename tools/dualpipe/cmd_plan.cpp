@@ -138,6 +138,7 @@ void run(PlanCommand& c) {
     DUALPIPE_REQUIRE(c.cost.empty(), "--from-trace fits the costs of the run; it cannot be combined with --cost");
     const int given_ranks = c.ranks, given_microbatches = c.microbatches;
     const SliceCosts fitted = slice_costs_from_trace(read_trace(c.from_trace), c.from_trace);
+    for (const std::string& w : fitted.warnings) std::cerr << "warning: fitting '" << c.from_trace << "': " << w << "\n";
     request.costs = fitted.costs;
     c.ranks = fitted.ranks;
     c.microbatches = fitted.microbatches;

@@ -30,6 +30,7 @@ struct SliceCosts {
   CostModel costs;
   int ranks = 0;
   int microbatches = 0;
+  std::vector<std::string> warnings;  // the fit's (CostFit::warnings)
 };
 SliceCosts slice_costs_from_trace(const Trace& trace, const std::string& path);
 
