@@ -10,7 +10,8 @@ torch_prefix=$(torch_cmake_prefix)
 # ccache: share hits between checkouts in different folders (CI clones afresh).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # The configure output but the summary line ("dualpipe: LibTorch 2.11.0 (...); CUDA ON; NCCL ON").
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" | { grep '^-- dualpipe:' || true; }
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" -DDUALPIPE_PYTHON="$DUALPIPE_PYTHON" |
+  { grep '^-- dualpipe:' || true; }
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build build -j "${JOBS:-2}" "${targets[@]}"
