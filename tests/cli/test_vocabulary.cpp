@@ -3,6 +3,7 @@
 // suggestion for a slip, --kind, -o, --format, --step, -n, switch defaults), units and JSON values, honest fits.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -209,6 +210,31 @@ TEST(Vocabulary, CompareReportsItsFitAndNoNegativeZero) {
   const CommandResult table = dualpipe("compare --trace " + trace);
   EXPECT_TRUE(contains(table.out, "fit residual: 0.0%")) << table.out;
   EXPECT_FALSE(contains(table.out, "-0.0%")) << table.out;
+}
+
+// The acceptance case: `compare` on a trace with known, uneven I and W durations (stage 0 like an embedding
+// stage: a cheap forward, a large weight gradient) that vary +-4% from one micro-batch to the next fits each
+// stage's I and W within 5%.
+TEST(Vocabulary, CompareFitsKnownInputAndWeightDurationsWithinFivePercent) {
+  const dualpipe::CostModel truth = dualpipe::CostModel::parse("F=0.3:1:1:1,B=2.5:2:2:2,W=1.8:1:1:1");
+  const dualpipe::Schedule s = dualpipe::make_schedule("zb-h1", {4, 8, 0});
+  dualpipe::Trace trace = dualpipe::trace_from_simulation(s, dualpipe::simulate(s, truth), 1000, 1);
+  int k = 0;
+  for (dualpipe::TraceEvent& e : trace.events)
+    if (e.action.is_compute()) e.duration *= 1 + 0.04 * std::sin(1.7 * k++);
+  const std::string path = temp_path("uneven.json");
+  dualpipe::write_trace_file(path, trace);
+  const CommandResult run = dualpipe("compare --trace " + path + " --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const auto costs = nlohmann::json::parse(run.out)["costs"];
+  for (int stage = 0; stage < 4; ++stage) {
+    const double input = 1000 * (truth.backward_of(stage) - truth.weight_of(stage));
+    const double weight = 1000 * truth.weight_of(stage);
+    EXPECT_NEAR(costs["B"][stage].get<double>() - costs["W"][stage].get<double>(), input, 0.05 * input) << stage;
+    EXPECT_NEAR(costs["W"][stage].get<double>(), weight, 0.05 * weight) << stage;
+  }
+  const CommandResult table = dualpipe("compare --trace " + path);
+  EXPECT_TRUE(std::regex_search(table.out, std::regex("fit residual: [1-3]\\.[0-9]%"))) << table.out;
 }
 
 }  // namespace
