@@ -11,7 +11,7 @@
 
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 std::string signal_text(int signo) {
@@ -166,4 +166,4 @@ FailureReport describe_failure(const std::vector<RankEnd>& ended, int stopped, i
   return report;
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

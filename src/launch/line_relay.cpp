@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <utility>
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 // Lines longer than this are relayed in pieces of this size, each with its prefix, so a program that prints
@@ -109,4 +109,4 @@ void LineRelay::close_fd() {
   fd_ = -1;
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

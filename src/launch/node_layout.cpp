@@ -3,7 +3,7 @@
 
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 void check_nodes(int nnodes, int node_rank) {
@@ -76,4 +76,4 @@ const std::vector<std::string>& rank_environment_names() {
   return names;
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -15,7 +15,7 @@
 
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 using AddressList = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
@@ -99,4 +99,4 @@ void check_master_address(const std::string& address, int port, bool runs_rank0)
                    std::strerror(error));
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -19,7 +19,7 @@
 #include "dualpipe/launch/supervisor.h"
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 void say(const std::string& text) { std::cerr << "dualpipe launch: " << text << std::endl; }
@@ -52,7 +52,7 @@ rlimit raise_open_file_limit(int local_ranks) {
 
 }  // namespace
 
-int launch(const LaunchOptions& options) {
+int run(const LaunchOptions& options) {
   const NodeLayout& layout = options.layout;
   DUALPIPE_CHECK(layout.local_ranks() >= 1 && !options.command.empty());
   DUALPIPE_REQUIRE(options.master_port != 0 || layout.nnodes == 1,
@@ -97,4 +97,4 @@ int launch(const LaunchOptions& options) {
   }
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -9,7 +9,7 @@
 
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 // A signal handler can reach only globals. This is the one: the write end of the pipe. It is process-wide by
@@ -70,4 +70,4 @@ void SignalPipe::restore_defaults_in_child() {
   signal(SIGPIPE, SIG_DFL);
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

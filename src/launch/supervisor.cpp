@@ -28,7 +28,7 @@
 
 extern char** environ;
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -428,4 +428,4 @@ AttemptResult run_attempt(const Attempt& attempt, const SignalPipe& signals, con
   return supervisor.supervise();
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -218,6 +218,17 @@ void scale_model_share(CostModel& costs, double k) {
   costs.activation_bytes *= k;
 }
 
+// Calls fn(list, name, factor) on the five per-stage lists, with what a change of stage size does to each: F, B
+// and W scale with the share of the model a stage holds; the multipliers and activation shapes do not.
+template <typename Fn>
+void for_each_stage_list(CostModel& costs, double share, Fn&& fn) {
+  fn(costs.stage_scale, "scale", 1.0);
+  fn(costs.stage_forward, "F", share);
+  fn(costs.stage_backward, "B", share);
+  fn(costs.stage_weight, "W", share);
+  fn(costs.stage_activation, "act_scale", 1.0);
+}
+
 }  // namespace
 
 CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_stages) {
@@ -238,11 +249,7 @@ CostModel costs_per_stage(const CostModel& per_slice, int num_ranks, int num_sta
                      num_ranks, " values)");
     for (double& v : list) v *= factor;
   };
-  spread(costs.stage_scale, "scale", 1.0);
-  spread(costs.stage_forward, "F", k);
-  spread(costs.stage_backward, "B", k);
-  spread(costs.stage_weight, "W", k);
-  spread(costs.stage_activation, "act_scale", 1.0);
+  for_each_stage_list(costs, k, spread);
   return costs;
 }
 
@@ -265,11 +272,7 @@ CostModel costs_per_slice(const CostModel& per_stage, int num_ranks, int num_sta
     list.assign(num_ranks, 0.0);
     for (int r = 0; r < num_ranks; ++r) list[r] = sum[r] / count[r] * factor;
   };
-  gather(costs.stage_scale, "scale", 1.0);
-  gather(costs.stage_forward, "F", k);
-  gather(costs.stage_backward, "B", k);
-  gather(costs.stage_weight, "W", k);
-  gather(costs.stage_activation, "act_scale", 1.0);
+  for_each_stage_list(costs, k, gather);
   return costs;
 }
 

@@ -7,6 +7,7 @@ namespace {
 
 constexpr std::string_view kPrefix = "# dualpipe plan: ";
 constexpr std::string_view kCosts = ", costs ";
+constexpr size_t kMaxPlanNameLength = 200;
 
 }  // namespace
 
@@ -25,6 +26,13 @@ std::optional<PlanFileHeader> read_plan_header(std::string_view text, const std:
                    kPrefix, "') but has no '", kCosts.substr(2), "' part");
   PlanFileHeader header;
   header.name = std::string(line.substr(0, costs_at));
+  // The name is printed back in titles and tables: bounded, and nothing a terminal would take as a command.
+  DUALPIPE_REQUIRE(header.name.size() <= kMaxPlanNameLength, path, ": the plan header's name has ", header.name.size(),
+                   " characters; at most ", kMaxPlanNameLength);
+  for (const char c : header.name)
+    DUALPIPE_REQUIRE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7F, path,
+                     ": the plan header's name holds a control character (byte ",
+                     static_cast<int>(static_cast<unsigned char>(c)), "); names are printable text");
   try {
     header.costs = CostModel::parse(line.substr(costs_at + kCosts.size()));
     header.costs.check();

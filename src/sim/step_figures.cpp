@@ -17,6 +17,10 @@ RankFigures busy_and_span(const std::vector<ComputeInterval>& compute) {
   return r;
 }
 
+double span_bubble_rate(double max_span, double max_busy) {
+  return max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
+}
+
 StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& compute_by_rank) {
   StepFigures f;
   double first = std::numeric_limits<double>::infinity(), last = -first;
@@ -36,7 +40,7 @@ StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& comput
     max_busy = std::max(max_busy, r.busy);
     total_busy += r.busy;
   }
-  f.bubble_rate = max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
+  f.bubble_rate = span_bubble_rate(max_span, max_busy);
   const double ranks = static_cast<double>(compute_by_rank.size());
   f.step_bubble_rate = f.makespan > 0 ? 1.0 - total_busy / (ranks * f.makespan) : 0.0;
   return f;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dualpipe/sim/step_figures.h"
+
 namespace dualpipe::train {
 namespace {
 
@@ -75,7 +77,7 @@ StepReport combine_step_stats(int step, const std::vector<RankStepStats>& ranks)
     r.peak_live_activations.push_back(static_cast<int>(g.peak_live_activations));
     r.optimizer_state_bytes.push_back(g.optimizer_state_bytes);
   }
-  r.bubble = span > 0 ? (span - busy) / span : 0;
+  r.bubble = span_bubble_rate(span, busy);
   r.moe_dropped = moe.dropped_fraction();
   r.moe_aux_loss = moe.mean_aux_loss();
   return r;

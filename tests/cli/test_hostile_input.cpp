@@ -65,6 +65,8 @@ class HostileInput : public ::testing::Test {
   std::string bin_, dir_;
 };
 
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 // A small 1F1B run of two ranks and two micro-batches as the runtime records it (hand-written).
 std::string trace_json(const std::string& events, int microbatches = 2) {
   return "{\"dualpipe\": {\"kind\": \"1f1b\", \"ranks\": 2, \"stages\": 2, \"microbatches\": " +
@@ -338,4 +340,53 @@ TEST_F(HostileInput, OutOfRangeStageIsNamedOnce) {
 }
 
 }  // namespace
+// An output that is not a regular file: every output is written to a new file renamed over the old one, and a
+// rename over a device node replaces the node itself (`-o /dev/full` turned /dev/full into a plain file). The
+// devices are reached through links in the scratch folder, so a regression replaces the link, never the device.
+TEST_F(HostileInput, OutputsThatAreDevicesFifosOrFoldersAreRefusedAndLinksToFilesAreFollowed) {
+  ASSERT_EQ(std::system(("ln -s /dev/full '" + path("full") + "' && ln -s /dev/null '" + path("null") +
+                         "' && mkfifo '" + path("fifo") + "' && mkdir '" + path("folder") + "'").c_str()),
+            0);
+  for (const std::string& command : {std::string("schedule --kind 1f1b -o "), std::string("simulate --kind all -o "),
+                                     std::string("plan -r 2 -m 4 --placements linear -o "),
+                                     std::string("draw --kind 1f1b -o ")}) {
+    for (const std::string& target : {std::string("full"), std::string("null"), std::string("fifo"),
+                                      std::string("folder")}) {
+      const CommandResult r = dualpipe(command + target);
+      EXPECT_EQ(r.status, 2) << command << target << "\n" << r.out;  // refused, never blocked on the FIFO (124)
+      EXPECT_TRUE(contains(r.out, "cannot write '" + target + "'") || contains(r.out, "must end in")) << r.out;
+    }
+  }
+  EXPECT_TRUE(contains(dualpipe("schedule --kind 1f1b -o full").out, "a character device"));
+  EXPECT_TRUE(contains(dualpipe("schedule --kind 1f1b -o fifo").out, "a FIFO"));
+  EXPECT_TRUE(contains(dualpipe("schedule --kind 1f1b -o folder").out, "a directory"));
+  // The links are still links, and nothing else was left behind.
+  EXPECT_EQ(run_command("cd '" + dir_ + "' && find . -maxdepth 1 -type l | sort").out, "./full\n./null\n");
+  EXPECT_EQ(listing(), "fifo\nfolder\nfull\nnull\n");
+  // A link to a regular file: the file gets the output, the link stays.
+  write("real.txt", "old");
+  ASSERT_EQ(std::system(("ln -s real.txt '" + path("link.txt") + "'").c_str()), 0);
+  ASSERT_EQ(dualpipe("schedule --kind 1f1b -r 2 -m 2 -o link.txt").status, 0);
+  EXPECT_TRUE(contains(run_command("cat '" + path("real.txt") + "'").out, "rank 0: 0F0")) << "written through the link";
+  EXPECT_EQ(run_command("readlink '" + path("link.txt") + "'").out, "real.txt\n");
+}
+
+// A plan file's header names the plan, and the name is printed back: a control character or a name of megabytes is
+// refused; an empty name leaves the schedule's own.
+TEST_F(HostileInput, APlanHeaderNameIsBoundedPrintableText) {
+  write("escape.txt", "# dualpipe plan: \x1b[2Jx, costs F=1\nrank 0: 0F0 0B0\n");
+  EXPECT_REFUSED(dualpipe("simulate --from escape.txt"), "escape.txt: the plan header's name holds a control character");
+  write("long.txt", "# dualpipe plan: " + std::string(100000, 'x') + ", costs F=1\nrank 0: 0F0 0B0\n");
+  EXPECT_REFUSED(dualpipe("simulate --from long.txt"), "the plan header's name has 100000 characters; at most 200");
+  write("nocosts.txt", "# dualpipe plan: x\nrank 0: 0F0 0B0\n");
+  EXPECT_REFUSED(dualpipe("simulate --from nocosts.txt"), "has no 'costs ' part");
+  write("badcosts.txt", "# dualpipe plan: x, costs F=nan\nrank 0: 0F0 0B0\n");
+  EXPECT_REFUSED(dualpipe("simulate --from badcosts.txt"), "badcosts.txt: the plan header's costs: cost F: 'nan'");
+  write("empty.txt", "# dualpipe plan: , costs F=2\nrank 0: 0F0 0B0\n");
+  const CommandResult empty = dualpipe("simulate --from empty.txt");
+  EXPECT_EQ(empty.status, 0) << empty.out;
+  EXPECT_TRUE(contains(empty.out, "custom: R=1 ranks")) << empty.out;
+  EXPECT_TRUE(contains(empty.out, "step time (makespan) 4.00")) << "F=2 from the header, B=2" << empty.out;
+}
+
 }  // namespace dualpipe::test

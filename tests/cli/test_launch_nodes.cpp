@@ -117,7 +117,7 @@ TEST(LaunchNodes, AStopRequestIsNeverRestarted) {
 }
 
 TEST(LaunchNodes, ARankLostOnAnotherNodeIsBlamedAndTheLocalRanksAreItsConsequences) {
-  using namespace dualpipe::cli;
+  using namespace dualpipe::launch;
   // Node 1 runs ranks 2 and 3 of 4; both lost rank 0, which runs on node 0.
   const std::vector<RankEnd> ended = {{2, 1 << 8, 1, blamed_rank("rank 2: rank 0 stopped responding", 2, 4)},
                                       {3, 1 << 8, 1, blamed_rank("peer rank 0 closed the connection", 3, 4)}};

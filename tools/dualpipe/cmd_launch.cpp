@@ -12,16 +12,16 @@ namespace dualpipe::cli {
 namespace {
 
 struct LaunchCommand {
-  LaunchOptions options;
+  launch::LaunchOptions options;
   int nnodes = 1, node_rank = 0, nproc_per_node = -1, world_size = 0;  // -1: not given
 };
 
 void run(LaunchCommand& c) {
-  LaunchOptions& o = c.options;
+  launch::LaunchOptions& o = c.options;
   DUALPIPE_REQUIRE(c.nproc_per_node != -1,
                    "launch needs --nproc-per-node N (or --nproc N): the number of ranks to start on this machine");
-  o.layout = c.world_size == 0 ? layout_per_node(c.nnodes, c.node_rank, c.nproc_per_node)
-                               : layout_for_world(c.world_size, c.nnodes, c.node_rank, c.nproc_per_node);
+  o.layout = c.world_size == 0 ? launch::layout_per_node(c.nnodes, c.node_rank, c.nproc_per_node)
+                               : launch::layout_for_world(c.world_size, c.nnodes, c.node_rank, c.nproc_per_node);
   DUALPIPE_REQUIRE(!o.command.empty() && !o.command[0].empty(),
                    "launch needs a PROGRAM to run: dualpipe launch --nproc N [options] -- PROGRAM ARGS...");
   DUALPIPE_REQUIRE(!o.master_addr.empty(), "--master-addr must not be empty");
@@ -35,7 +35,7 @@ void run(LaunchCommand& c) {
   // Several nodes must agree on a port, so it cannot be picked here: torchrun's default.
   if (c.nnodes > 1 && o.master_port == 0) o.master_port = 29500;
 
-  const int status = launch(o);
+  const int status = launch::run(o);
   if (status != 0) {
     // main() maps exceptions to status 2 (bad arguments) and 1; a launch that ran but failed has its own status
     // (1, or 128+N after signal N) and has already said why on stderr.

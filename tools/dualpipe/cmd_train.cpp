@@ -39,7 +39,7 @@ struct TrainCommand {
 
 // `dualpipe launch` arguments for this machine's share of the world.
 std::vector<std::string> launch_arguments(const TrainCommand& c, int world_size) {
-  const NodeLayout layout = layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node);
+  const launch::NodeLayout layout = launch::layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node);
   std::vector<std::string> args = {"dualpipe", "launch", "--nnodes", std::to_string(c.nnodes), "--node-rank",
                                    std::to_string(c.node_rank), "--nproc-per-node",
                                    std::to_string(layout.nproc_per_node), "--world-size", std::to_string(world_size),

@@ -57,7 +57,7 @@ Schedule build_schedule(const PlanOptions& o) {
   // Bounded like every schedule reader (docs/limits.md): a device such as /dev/zero is cut off at the limit.
   Schedule s = read_schedule_file(o.from_file);
   validate(s);
-  if (const auto header = plan_header(o)) s.kind = header->name;
+  if (const auto header = plan_header(o); header && !header->name.empty()) s.kind = header->name;
   return s;
 }
 

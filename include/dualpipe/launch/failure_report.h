@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 // How one rank of this node ended.
 struct RankEnd {
@@ -38,4 +38,4 @@ struct FailureReport {
 // launcher began stopping them. `local_ranks`: how many ranks this node runs.
 FailureReport describe_failure(const std::vector<RankEnd>& ended, int stopped, int local_ranks);
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -17,7 +17,7 @@
 
 #include "dualpipe/launch/node_layout.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 struct LaunchOptions {
   NodeLayout layout;
@@ -32,6 +32,6 @@ struct LaunchOptions {
 // exited 0, 1 when a rank failed (after the last restart), 128+N when the launcher got signal N (never
 // restarted). Logs each restart with its cause on stderr. Throws InvalidArgument for a PROGRAM that cannot be
 // executed, a taken port or an address that is not this machine's (rendezvous.h).
-int launch(const LaunchOptions& options);
+int run(const LaunchOptions& options);
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

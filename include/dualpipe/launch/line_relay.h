@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 // The launcher's stdout and stderr. A failed write (a reader that went away, EPIPE with SIGPIPE ignored, or a
 // full disk) only loses output, so the launcher keeps supervising its children instead of dying and orphaning
@@ -57,4 +57,4 @@ class LineRelay {
   std::function<bool(const std::string&)> observer_;
 };
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

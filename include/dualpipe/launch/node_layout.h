@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 struct NodeLayout {
   int nnodes = 1;
@@ -39,4 +39,4 @@ std::vector<std::string> rank_environment(const NodeLayout& layout, int local, c
 // The names rank_environment() sets: the launcher drops them from its own environment before adding them.
 const std::vector<std::string>& rank_environment_names();
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 // A TCP port free on `address` right now, drawn at random from the 12768 ports below the system's ephemeral range
 // (20000 to 32767 by default). Rank 0 binds it moments later. Not from the ephemeral range, which the kernel's
@@ -19,4 +19,4 @@ int pick_free_port(const std::string& address);
 // this machine ...").
 void check_master_address(const std::string& address, int port, bool runs_rank0);
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

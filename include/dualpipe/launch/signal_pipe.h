@@ -9,7 +9,7 @@
 #include <iterator>
 #include <vector>
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 class SignalPipe {
  public:
@@ -36,4 +36,4 @@ class SignalPipe {
   struct sigaction old_pipe_ {};
 };
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

@@ -9,7 +9,7 @@
 
 #include "dualpipe/launch/node_layout.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::launch {
 
 class SignalPipe;
 
@@ -38,4 +38,4 @@ struct AttemptResult {
 // `original_files`: the open-file limit the ranks get (the launcher's own may be raised).
 AttemptResult run_attempt(const Attempt& attempt, const SignalPipe& signals, const rlimit& original_files);
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::launch

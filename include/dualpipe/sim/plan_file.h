@@ -12,7 +12,7 @@
 namespace dualpipe {
 
 struct PlanFileHeader {
-  std::string name;  // "auto V"
+  std::string name;  // "auto V"; empty when the header names none
   CostModel costs;   // per stage of the schedule below the header
 };
 
@@ -20,7 +20,8 @@ struct PlanFileHeader {
 std::string format_plan_header(const PlanFileHeader& header);
 
 // The header of a schedule file's text, or nullopt when it has none (any other schedule file). A header line
-// whose costs cannot be read throws InvalidArgument naming `path`.
+// whose costs cannot be read, or whose name is longer than 200 characters or holds a control character, throws
+// InvalidArgument naming `path`.
 std::optional<PlanFileHeader> read_plan_header(std::string_view text, const std::string& path);
 
 }  // namespace dualpipe

@@ -25,6 +25,10 @@ struct StepFigures {
   double step_bubble_rate = 0;  // 1 - sum of busy / (R x makespan)
 };
 
+// The Zero Bubble paper's bubble rate from the largest span and the largest busy time over the ranks; 0 without
+// compute.
+double span_bubble_rate(double max_span, double max_busy);
+
 // Busy and span of one rank (idle needs the makespan: 0 here).
 RankFigures busy_and_span(const std::vector<ComputeInterval>& compute);
 

@@ -10,13 +10,15 @@
 
 namespace dualpipe {
 
-// Streams the contents through `write`. Throws InvalidArgument naming the path when it cannot be written;
-// an exception from `write` removes the temporary file and propagates.
+// Streams the contents through `write`. Throws InvalidArgument naming the path when it cannot be written, or when
+// it is something a rename must not replace (a device such as /dev/full, a FIFO, a directory); a link to a regular
+// file is followed, so the link stays. An exception from `write` removes the temporary file and propagates.
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
 void write_file_atomically(const std::string& path, const std::string& contents);
 
 // Checks, before long work starts, that write_file_atomically(path, ...) can create its temporary file next to
-// `path` (the folder exists and is writable); throws InvalidArgument naming the path and the system's reason.
+// `path` (the folder exists and is writable) and that `path` is a regular file or new; throws InvalidArgument
+// naming the path and the reason.
 void check_can_write_file(const std::string& path);
 
 }  // namespace dualpipe
