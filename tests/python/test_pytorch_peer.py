@@ -118,3 +118,28 @@ def test_pytorch_validates_lowers_and_simulates_our_export(dualpipe, args):
     with_comms = schedules._add_send_recv(sequential, stage_to_rank=lambda s: owner[s], num_stages=num_stages)
     # PyTorch's simulator raises when the schedule cannot finish (a receive that no send ever feeds).
     schedules._simulate_comms_compute(with_comms, stage_to_rank=lambda s: owner[s], num_stages=num_stages)
+
+
+# PyTorch's own runtime trains with our schedules: one step on one Gloo process per rank, over a transformer layer
+# per stage, gives the gradients of one process running the whole model.
+RUN_BY_PYTORCH = [
+    ["schedule", "--kind", kind, "-r", "4", "-m", "8"] for kind in ["1f1b", "zb-h1", "interleaved-1f1b", "zbv",
+                                                                    "dualpipev"]
+] + [["plan", "-r", "4", "-m", "8", "--placements", "v", "--memory-limit", "4"]]
+
+
+@pytest.mark.parametrize("args", RUN_BY_PYTORCH, ids=["-".join(a[1:4]) for a in RUN_BY_PYTORCH])
+def test_pytorchs_runtime_trains_our_schedule_like_one_process(dualpipe, tmp_path, args):
+    import torch
+
+    import pytorch_runtime
+
+    path = tmp_path / "schedule.csv"
+    path.write_text(our_csv(dualpipe, *args))
+    got = pytorch_runtime.pipeline_gradients(str(path), 8)
+    expected = pytorch_runtime.single_process_gradients(len(got), 8)
+    for stage, (g, e) in enumerate(zip(got, expected)):
+        for name in e:
+            # float32 sums in another order: a few units in the last place, relative to the tensor's largest entry
+            scale = e[name].abs().max().item()
+            assert torch.allclose(g[name], e[name], rtol=0, atol=1e-5 * scale), f"stage {stage} {name}"
