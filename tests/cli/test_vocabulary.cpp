@@ -87,13 +87,28 @@ TEST(Vocabulary, ActivationsSayTheirUnitAndAgreeAcrossCommands) {
   const CommandResult all = dualpipe("simulate --kind all -r 8 -m 32 --cost F=1,B=2,W=1 --format json");
   ASSERT_EQ(all.status, 0) << all.out;
   const auto kinds = nlohmann::json::parse(all.out.substr(0, all.out.rfind(']') + 1));
-  for (const auto& k : kinds) {
-    if (k["kind"] != "zbv") continue;
-    EXPECT_EQ(k["peak_activations"], 16);  // stage activations: a ZBV stage is half a 1/R slice
-    EXPECT_DOUBLE_EQ(k["per_rank"][0]["peak_activation_fraction"].get<double>(), 1.0);  // 16 of S = 16 stages
-  }
+  nlohmann::json zbv;
+  for (const auto& k : kinds)
+    if (k["kind"] == "zbv") zbv = k;
+  ASSERT_FALSE(zbv.is_null()) << all.out;
+  EXPECT_EQ(zbv["peak_activations"], 16);  // stage activations: a ZBV stage is half a 1/R slice
+  EXPECT_DOUBLE_EQ(zbv["per_rank"][0]["peak_activation_fraction"].get<double>(), 1.0);  // 16 of S = 16 stages
   const CommandResult table = dualpipe("simulate --kind zbv -r 8 -m 32");
   EXPECT_TRUE(contains(table.out, "peak activations 16 stage activations")) << table.out;
+  // plan's pick among the V families, in its own unit: the same peak as simulate's, times R/S.
+  const CommandResult families =
+      dualpipe("plan -r 8 -m 32 --cost F=1,B=2,W=1 --families-only --placements v --format json");
+  ASSERT_EQ(families.status, 0) << families.out;
+  const auto pick = nlohmann::json::parse(families.out.substr(0, families.out.rfind('}') + 1));
+  bool found = false;
+  for (const auto& k : kinds) {
+    if (k["kind"] != pick["kind"]) continue;
+    found = true;
+    EXPECT_DOUBLE_EQ(pick["peak_activations_per_slice"].get<double>(),
+                     k["peak_activations"].get<double>() * 8 / k["stages"].get<double>())
+        << pick["kind"];
+  }
+  EXPECT_TRUE(found) << "plan picked " << pick["kind"];
   // plan: "memory limit: 4" then "peak activations 8" read as a broken limit; now the slice unit is named.
   const CommandResult plan = dualpipe("plan -r 4 -m 8 --memory-limit 4 --placements v");
   ASSERT_EQ(plan.status, 0) << plan.out;
