@@ -12,21 +12,13 @@
 #include <fstream>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 
 namespace dualpipe {
 namespace {
 
 // The system's reason for a failed stream operation ("No space left on device"); streams do not always set errno.
 std::string reason(int error) { return error != 0 ? std::strerror(error) : "the stream reported an error"; }
-
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 // The file a write of `path` replaces: `path` itself, or the regular file a link at `path` leads to (so the link
 // stays a link). A new file is written beside it and renamed over it, which must never happen to a device, a FIFO
@@ -41,7 +33,7 @@ std::string replaced_file(const std::string& path) {
     if (error || ::stat(resolved.c_str(), &info) != 0) return path;  // a dangling link: replaced like a new file
     target = resolved.string();
   }
-  DUALPIPE_REQUIRE(S_ISREG(info.st_mode), "cannot write '", path, "': it is ", kind_of(info.st_mode),
+  DUALPIPE_REQUIRE(S_ISREG(info.st_mode), "cannot write '", path, "': it is ", file_type_name(info.st_mode),
                    ", and outputs are written to a new file renamed over the old one, so they must be regular files "
                    "(leave the option out to print to standard output where a command can)");
   return target;

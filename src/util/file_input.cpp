@@ -10,9 +10,8 @@
 #include "dualpipe/util/error.h"
 
 namespace dualpipe {
-namespace {
 
-const char* type_name(mode_t mode) {
+const char* file_type_name(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
   if (S_ISCHR(mode)) return "a character device";
@@ -20,6 +19,8 @@ const char* type_name(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
 }
+
+namespace {
 
 // stat() of `path` (links followed), or an InvalidArgument naming why it cannot be had.
 struct stat stat_of(const std::string& path, const std::string& label) {
@@ -35,7 +36,7 @@ struct stat stat_of(const std::string& path, const std::string& label) {
 
 void require_regular_file(const std::string& path, const std::string& label) {
   const struct stat info = stat_of(path, label);
-  DUALPIPE_REQUIRE(S_ISREG(info.st_mode), label, " is ", type_name(info.st_mode),
+  DUALPIPE_REQUIRE(S_ISREG(info.st_mode), label, " is ", file_type_name(info.st_mode),
                    ", not a regular file (only regular files are read: save the input to a file first)");
 }
 

@@ -8,6 +8,10 @@
 
 namespace dualpipe {
 
+// What a stat() mode that is not a regular file names: "a directory", "a FIFO (named pipe)", "a character
+// device", ... for errors that refuse it.
+const char* file_type_name(unsigned mode);
+
 // The contents of `path`, at most max_bytes. Throws InvalidArgument naming the path when it is missing, a
 // symbolic-link loop, not a regular file (naming its type), larger than max_bytes ("... for `what`"), or
 // unreadable (with the system's reason). Errors call the file `label`; empty: the quoted path.
