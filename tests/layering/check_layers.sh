@@ -13,6 +13,7 @@ declare -A allowed=(
   [trace]="util schedule trace"
   [sim]="util schedule trace sim"
   [viz]="util schedule trace sim viz"
+  [layout]="util schedule trace sim layout"
   [data]="util data"
   [launch]="util launch"
   [comm]="util comm"
@@ -22,7 +23,7 @@ declare -A allowed=(
   [train]="util schedule trace sim data comm runtime parallel models train"
 )
 # Layers that never include LibTorch.
-torch_free="util schedule trace sim viz data launch"
+torch_free="util schedule trace sim layout viz data launch"
 torch_include='^#include <(torch|ATen|c10)/'
 
 failures=0

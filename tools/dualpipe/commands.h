@@ -9,6 +9,8 @@ namespace dualpipe::cli {
 void add_schedule_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+// The whole job's layout over a cluster (docs/layout.md).
+void add_layout_command(CLI::App& app);
 void add_draw_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_compare_command(CLI::App& app);

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   dualpipe::cli::add_schedule_command(app);
   dualpipe::cli::add_simulate_command(app);
   dualpipe::cli::add_plan_command(app);
+  dualpipe::cli::add_layout_command(app);
   dualpipe::cli::add_draw_command(app);
   dualpipe::cli::add_launch_command(app);
   dualpipe::cli::add_compare_command(app);

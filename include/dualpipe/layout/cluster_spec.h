@@ -1,0 +1,34 @@
+// A cluster as the layout planner sees it: how many GPUs, how they are grouped in nodes, their memory, speed and
+// links. Read from a JSON file or named by a preset with a GPU count ("h800x2048").
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dualpipe::layout {
+
+struct ClusterSpec {
+  std::string name;
+  int gpus = 0;
+  int gpus_per_node = 8;
+  double memory_gib = 0;
+  double peak_tflops = 0;        // dense 16-bit, per GPU
+  double intra_node_gbps = 0;    // GB/s per GPU, one direction, inside a node
+  double inter_node_gbps = 0;    // GB/s per GPU, one direction, between nodes
+  // Assumptions, stated with every result: the share of peak that large matrix products reach, and of the link
+  // bandwidths that collectives reach.
+  double matmul_efficiency = 0.6;
+  double link_efficiency = 0.8;
+  // Bytes per GPU kept out of the planner's reach (the CUDA context, NCCL's buffers, fragmentation).
+  double reserved_gib = 4;
+
+  double memory_bytes() const;
+  void check() const;  // throws InvalidArgument naming the field and the rule
+};
+
+ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& source);
+// "PRESETxN" (a preset and a GPU count: "h100-sxmx16384"), or a path to a JSON file.
+ClusterSpec cluster_spec(const std::string& preset_or_path);
+std::vector<std::string> cluster_preset_names();
+
+}  // namespace dualpipe::layout

@@ -1,0 +1,90 @@
+// The layout planner: how to cut a training job over a cluster (tensor, context, pipeline, data and expert
+// parallelism, ZeRO stage, recomputation, micro-batches and the pipeline schedule), each layout costed by the
+// memory model (memory_model.h) and a time model whose pipeline part is the schedule simulator itself.
+// docs/layout.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dualpipe/layout/cluster_spec.h"
+#include "dualpipe/layout/memory_model.h"
+#include "dualpipe/layout/model_spec.h"
+
+namespace dualpipe::layout {
+
+struct Layout {
+  int tp = 1, cp = 1, pp = 1, vpp = 1, dp = 1, ep = 1;
+  int zero = 1;
+  Recompute recompute = Recompute::Selective;
+  std::string schedule = "none";  // a generator's name; "none" when pp = 1
+  int micro_batch_size = 1;
+  int microbatches = 1;  // per step, per data-parallel replica
+  int stages() const { return pp * vpp; }
+};
+
+struct LayoutMemory {
+  double parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+  double total() const { return parameters + gradients + optimizer + activations; }
+};
+
+// Seconds per step, by part, on the busiest rank: compute, the communication left exposed, and the pipeline's
+// idle time (bubble, point-to-point waits included).
+struct LayoutTime {
+  double compute = 0, tp = 0, cp = 0, ep = 0, dp = 0, bubble = 0;
+  double step = 0;
+};
+
+struct LayoutResult {
+  Layout layout;
+  LayoutMemory memory;
+  double memory_limit = 0;  // bytes per GPU the planner may use
+  bool fits = false;
+  LayoutTime time;
+  double peak_stage_activations = 0;  // the schedule's in-flight micro-batch stages on the worst rank
+  double parameter_copies = 1;        // 2 for DualPipe and Chimera
+  double tokens_per_second_per_gpu = 0;
+  double tflops_per_gpu = 0;  // model FLOPs (no recomputation) per second per GPU
+  double mfu = 0;
+  double bubble_fraction = 0;  // time.bubble / time.step
+};
+
+// Sizes a search is held to ("tp=8,pp=16,schedule=dualpipe"): any of tp, cp, pp, vpp, dp, ep, zero, mbs,
+// recompute, schedule.
+struct LayoutFix {
+  std::optional<int> tp, cp, pp, vpp, dp, ep, zero, mbs;
+  std::optional<Recompute> recompute;
+  std::optional<std::string> schedule;
+  static LayoutFix parse(const std::string& text);  // throws InvalidArgument naming the item and the rule
+};
+
+struct LayoutRequest {
+  ModelSpec model;
+  ClusterSpec cluster;
+  int global_batch = 0;  // sequences per step
+  LayoutFix fix;
+  int top = 10;
+  bool include_unfit = false;  // rank layouts over the memory limit too (marked fits = false)
+};
+
+struct LayoutSearch {
+  std::vector<LayoutResult> ranked;  // best tokens/s per GPU first
+  long long layouts = 0;             // layouts that divide
+  long long over_memory = 0;         // of them, refused by the memory model
+  long long simulated = 0;           // pipelines simulated (the rest were bounded out)
+};
+
+// Model FLOPs per token, forward and backward (PaLM's 6N + 12·L·h·s: N the parameters a token passes through in
+// matrix products, attention's scores and values counted in full).
+double model_flops_per_token(const ModelSpec& model);
+
+// Costs one layout; throws InvalidArgument when it does not divide (naming the sizes and the rule).
+LayoutResult evaluate_layout(const ModelSpec& model, const ClusterSpec& cluster, int global_batch,
+                             const Layout& layout);
+
+// Every layout that divides, best first; the pipeline of a layout is simulated only when its compute alone could
+// put it among the top. Throws InvalidArgument for bad input or when no layout divides.
+LayoutSearch search_layouts(const LayoutRequest& request);
+
+}  // namespace dualpipe::layout

@@ -1,0 +1,87 @@
+#include "dualpipe/layout/cluster_spec.h"
+
+#include <cstdlib>
+
+#include "dualpipe/util/error.h"
+#include "layout/spec_json.h"
+
+namespace dualpipe::layout {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Vendors' datasheet figures (docs/layout.md): dense 16-bit TFLOP/s, NVLink and one 200/400 Gb/s NIC per GPU, one
+// direction each.
+bool preset(const std::string& name, ClusterSpec& c) {
+  c.gpus_per_node = 8, c.memory_gib = 80;
+  if (name == "a100-80g") {
+    c.peak_tflops = 312, c.intra_node_gbps = 300, c.inter_node_gbps = 25;
+  } else if (name == "h100-sxm") {
+    c.peak_tflops = 989, c.intra_node_gbps = 450, c.inter_node_gbps = 50;
+  } else if (name == "h800") {  // NVLink cut to 400 GB/s both ways; DeepSeek-V3's cluster, 400 Gb/s IB per GPU
+    c.peak_tflops = 989, c.intra_node_gbps = 200, c.inter_node_gbps = 50;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> cluster_preset_names() { return {"a100-80g", "h100-sxm", "h800"}; }
+
+double ClusterSpec::memory_bytes() const { return (memory_gib - reserved_gib) * kGiB; }
+
+void ClusterSpec::check() const {
+  DUALPIPE_REQUIRE(gpus > 0, "cluster '", name, "': gpus must be positive, got ", gpus);
+  DUALPIPE_REQUIRE(gpus_per_node > 0, "cluster '", name, "': gpus_per_node must be positive, got ", gpus_per_node);
+  DUALPIPE_REQUIRE(gpus <= gpus_per_node || gpus % gpus_per_node == 0, "cluster '", name, "': gpus=", gpus,
+                   " must be a multiple of gpus_per_node=", gpus_per_node, " (whole nodes)");
+  DUALPIPE_REQUIRE(memory_gib > reserved_gib, "cluster '", name, "': memory_gib=", memory_gib,
+                   " must be above reserved_gib=", reserved_gib);
+  DUALPIPE_REQUIRE(peak_tflops > 0, "cluster '", name, "': peak_tflops must be positive, got ", peak_tflops);
+  DUALPIPE_REQUIRE(intra_node_gbps > 0 && inter_node_gbps > 0, "cluster '", name,
+                   "': intra_node_gbps and inter_node_gbps must be positive, got ", intra_node_gbps, " and ",
+                   inter_node_gbps);
+  DUALPIPE_REQUIRE(matmul_efficiency > 0 && matmul_efficiency <= 1 && link_efficiency > 0 && link_efficiency <= 1,
+                   "cluster '", name, "': matmul_efficiency and link_efficiency must be in (0, 1], got ",
+                   matmul_efficiency, " and ", link_efficiency);
+}
+
+ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& source) {
+  ClusterSpec c;
+  c.name = source;
+  SpecObject object(json_text, source);
+  object.read("name", c.name), object.read("gpus", c.gpus), object.read("gpus_per_node", c.gpus_per_node);
+  object.read("memory_gib", c.memory_gib), object.read("peak_tflops", c.peak_tflops);
+  object.read("intra_node_gbps", c.intra_node_gbps), object.read("inter_node_gbps", c.inter_node_gbps);
+  object.read("matmul_efficiency", c.matmul_efficiency), object.read("link_efficiency", c.link_efficiency);
+  object.read("reserved_gib", c.reserved_gib);
+  object.refuse_unknown();
+  c.check();
+  return c;
+}
+
+ClusterSpec cluster_spec(const std::string& preset_or_path) {
+  const size_t x = preset_or_path.rfind('x');
+  ClusterSpec c;
+  if (x != std::string::npos && x + 1 < preset_or_path.size() && preset(preset_or_path.substr(0, x), c)) {
+    const std::string count = preset_or_path.substr(x + 1);
+    char* end = nullptr;
+    const long gpus = std::strtol(count.c_str(), &end, 10);
+    DUALPIPE_REQUIRE(*end == '\0' && count.find_first_not_of("0123456789") == std::string::npos && gpus > 0 &&
+                         gpus <= (1 << 20),
+                     "--cluster '", preset_or_path, "': the GPU count after 'x' must be a whole number from 1 to ",
+                     1 << 20, ", got '", count, "'");
+    c.name = preset_or_path;
+    c.gpus = int(gpus);
+    c.check();
+    return c;
+  }
+  DUALPIPE_REQUIRE(!preset(preset_or_path, c), "--cluster '", preset_or_path,
+                   "': a preset needs its GPU count, as in '", preset_or_path, "x64'");
+  return parse_cluster_spec(read_spec_file(preset_or_path, "--cluster"), preset_or_path);
+}
+
+}  // namespace dualpipe::layout

@@ -1,0 +1,121 @@
+#include "dualpipe/layout/layout_report.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace dualpipe::layout {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string printf_string(const char* spec, double a = 0, double b = 0, double c = 0, double d = 0) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, spec, a, b, c, d);
+  return buffer;
+}
+
+std::string layout_name(const Layout& l) {
+  std::string text = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
+  if (l.vpp > 1) text += "x" + std::to_string(l.vpp);
+  text += " dp" + std::to_string(l.dp);
+  if (l.ep > 1) text += " ep" + std::to_string(l.ep);
+  return text;
+}
+
+std::string header(const LayoutRequest& request, const LayoutSearch& search) {
+  const ModelSpec& m = request.model;
+  const ClusterSpec& c = request.cluster;
+  std::string text = "model " + m.name + ": " + printf_string("%.1fB parameters, %.1fB active per token",
+                                                              m.total_parameters() / 1e9, m.active_parameters() / 1e9);
+  text += ", " + std::to_string(m.layers) + " layers, sequence " + std::to_string(m.seq_len) + "\n";
+  text += "cluster " + c.name + ": " + std::to_string(c.gpus) + " GPUs, " + std::to_string(c.gpus_per_node) +
+          " per node, " +
+          printf_string("%g GiB (%g GiB reserved), %g TFLOP/s, links %g GB/s", c.memory_gib, c.reserved_gib,
+                        c.peak_tflops, c.intra_node_gbps) +
+          printf_string(" in a node and %g GB/s between nodes\n", c.inter_node_gbps);
+  text += printf_string("assumed: matrix products at %.0f%% of peak, collectives at %.0f%% of link bandwidth; ",
+                        100 * c.matmul_efficiency, 100 * c.link_efficiency);
+  text += "global batch " + std::to_string(request.global_batch) + " sequences\n";
+  text += "searched " + std::to_string(search.layouts) + " layouts that divide, " +
+          std::to_string(search.over_memory) + " over memory at every ZeRO stage, " +
+          std::to_string(search.simulated) + " pipelines simulated (the rest bounded out)\n\n";
+  return text;
+}
+
+}  // namespace
+
+std::string layout_table(const LayoutRequest& request, const LayoutSearch& search) {
+  std::string text = header(request, search);
+  text +=
+      "  #  layout                   zero recompute  schedule          mbs     M   memory GiB (param+grad+opt+act)"
+      "      step s  compute   tp   cp   ep   dp bubble  tok/s/GPU   MFU\n";
+  int rank = 0;
+  for (const LayoutResult& r : search.ranked) {
+    const Layout& l = r.layout;
+    const LayoutMemory& mem = r.memory;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%3d  %-24s %4d %-10s %-16s %4d %5d %6.1f%s = %5.1f+%5.1f+%5.1f+%5.1f %8.3f %7.0f%% %3.0f%% %3.0f%% "
+                  "%3.0f%% %3.0f%% %5.0f%% %10.0f %4.1f%%\n",
+                  ++rank, layout_name(l).c_str(), l.zero, recompute_name(l.recompute), l.schedule.c_str(),
+                  l.micro_batch_size, l.microbatches, mem.total() / kGiB, r.fits ? " " : "!",
+                  mem.parameters / kGiB, mem.gradients / kGiB, mem.optimizer / kGiB, mem.activations / kGiB,
+                  r.time.step, 100 * r.time.compute / r.time.step, 100 * r.time.tp / r.time.step,
+                  100 * r.time.cp / r.time.step, 100 * r.time.ep / r.time.step, 100 * r.time.dp / r.time.step,
+                  100 * r.bubble_fraction, r.tokens_per_second_per_gpu, 100 * r.mfu);
+    text += line;
+  }
+  if (search.ranked.empty()) text += "(no layout fits in memory; --include-unfit lists the closest)\n";
+  text += "\nmemory per GPU against " + printf_string("%.1f", request.cluster.memory_bytes() / kGiB) +
+          " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, exposed "
+          "tp/cp/ep/dp communication,\nbubble (idle, pipeline messages included); MFU counts model FLOPs "
+          "(6 x active parameters + 12 x layers x hidden x sequence per token)\n";
+  return text;
+}
+
+std::string layout_json(const LayoutRequest& request, const LayoutSearch& search) {
+  nlohmann::ordered_json out;
+  const ModelSpec& m = request.model;
+  const ClusterSpec& c = request.cluster;
+  out["model"] = {{"name", m.name},
+                  {"parameters", m.total_parameters()},
+                  {"active_parameters", m.active_parameters()},
+                  {"flops_per_token", model_flops_per_token(m)}};
+  out["cluster"] = {{"name", c.name},           {"gpus", c.gpus},
+                    {"gpus_per_node", c.gpus_per_node}, {"memory_gib", c.memory_gib},
+                    {"reserved_gib", c.reserved_gib},   {"peak_tflops", c.peak_tflops},
+                    {"intra_node_gbps", c.intra_node_gbps}, {"inter_node_gbps", c.inter_node_gbps},
+                    {"matmul_efficiency", c.matmul_efficiency}, {"link_efficiency", c.link_efficiency}};
+  out["global_batch"] = request.global_batch;
+  out["layouts"] = search.layouts;
+  out["over_memory"] = search.over_memory;
+  out["simulated"] = search.simulated;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const LayoutResult& r : search.ranked) {
+    const Layout& l = r.layout;
+    nlohmann::ordered_json row;
+    row["tp"] = l.tp, row["cp"] = l.cp, row["pp"] = l.pp, row["vpp"] = l.vpp, row["dp"] = l.dp, row["ep"] = l.ep;
+    row["zero"] = l.zero, row["recompute"] = recompute_name(l.recompute), row["schedule"] = l.schedule;
+    row["micro_batch_size"] = l.micro_batch_size, row["microbatches"] = l.microbatches;
+    row["memory_bytes"] = {{"parameters", r.memory.parameters}, {"gradients", r.memory.gradients},
+                           {"optimizer", r.memory.optimizer},   {"activations", r.memory.activations},
+                           {"total", r.memory.total()},         {"limit", r.memory_limit}};
+    row["step_seconds"] = r.time.step;
+    row["time_seconds"] = {{"compute", r.time.compute}, {"tp", r.time.tp}, {"cp", r.time.cp}, {"ep", r.time.ep},
+                           {"dp", r.time.dp},           {"bubble", r.time.bubble}};
+    row["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
+    row["mfu"] = r.mfu;
+    row["tflops_per_gpu"] = r.tflops_per_gpu;
+    row["bubble_fraction"] = r.bubble_fraction;
+    row["peak_stage_activations"] = r.peak_stage_activations;
+    row["parameter_copies"] = r.parameter_copies;
+    row["fits"] = r.fits;
+    rows.push_back(row);
+  }
+  out["rows"] = rows;
+  return out.dump(2) + "\n";
+}
+
+}  // namespace dualpipe::layout

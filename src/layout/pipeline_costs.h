@@ -1,0 +1,32 @@
+// The time model of one layout, per pipeline stage: the simulator's F, B, W and F&B costs in seconds, with the
+// tensor-, context- and expert-parallel communication a stage leaves exposed, and each stage's parameters.
+#pragma once
+
+#include <vector>
+
+#include "dualpipe/layout/layout.h"
+#include "dualpipe/sim/cost_model.h"
+
+namespace dualpipe::layout {
+
+struct StageParameters {
+  double dense = 0;    // replicated over the data-parallel ranks (attention, dense FFN, shared experts, ...)
+  double experts = 0;  // routed experts, already divided by ep
+};
+
+struct PipelineCosts {
+  CostModel costs;  // per stage, seconds; comm is one point-to-point message; FB set where pairs hide all-to-all
+  // Of a micro-batch's F + B summed over the stages: compute, and each exposed communication (seconds).
+  double compute = 0, tp = 0, cp = 0, ep = 0;
+  std::vector<StageParameters> parameters;  // per stage (already divided by tp)
+  std::vector<int> layers_per_stage;
+};
+
+// Throws InvalidArgument when the layout has more stages than the model has layers.
+PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout);
+
+// Bytes per second of a group of `size` ranks whose neighbours are `stride` ranks apart (ranks numbered node by
+// node): NVLink while the whole group sits in one node, the network otherwise, at the cluster's link efficiency.
+double group_bandwidth(const ClusterSpec& cluster, int size, int stride);
+
+}  // namespace dualpipe::layout

@@ -1,0 +1,144 @@
+// The layout search: against an exhaustive evaluation of every layout, and against published runs.
+#include <gtest/gtest.h>
+
+#include "dualpipe/layout/layout.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/util/error.h"
+
+namespace dualpipe::layout {
+namespace {
+
+ModelSpec small_model() {
+  return parse_model_spec(R"({"name": "small", "layers": 8, "hidden": 1024, "heads": 16, "ffn_hidden": 4096,
+                              "vocab": 32000, "seq_len": 2048})",
+                          "small.json");
+}
+
+// The search bounds pipelines out before simulating them; its best must be the best of every layout evaluated.
+TEST(SearchLayouts, FindsTheBestOfAnExhaustiveEvaluation) {
+  const ModelSpec model = small_model();
+  ClusterSpec cluster = cluster_spec("a100-80gx8");
+  cluster.memory_gib = 12;  // tight enough that memory decides too
+  const int batch = 32;
+  double best = 0;
+  int fitting = 0;
+  for (const int tp : {1, 2, 4, 8})
+    for (const int cp : {1, 2, 4, 8})
+      for (const int pp : {1, 2, 4, 8}) {
+        if (8 % (tp * cp * pp) != 0) continue;
+        std::vector<std::pair<std::string, int>> schedules{{"none", 1}};
+        if (pp > 1) {
+          schedules.clear();
+          for (const GeneratorInfo& g : generators()) schedules.emplace_back(std::string(g.name), 1);
+          schedules.emplace_back("interleaved-1f1b", 2), schedules.emplace_back("interleaved-1f1b", 4);
+        }
+        for (const auto& [kind, vpp] : schedules)
+          for (const int mbs : {1, 2, 4, 8})
+            for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+              for (const int zero : {0, 1, 2, 3}) {
+                Layout l;
+                l.tp = tp, l.cp = cp, l.pp = pp, l.dp = 8 / (tp * cp * pp), l.schedule = kind, l.vpp = vpp;
+                l.micro_batch_size = mbs, l.recompute = r, l.zero = zero;
+                try {
+                  const LayoutResult result = evaluate_layout(model, cluster, batch, l);
+                  if (!result.fits) continue;
+                  ++fitting;
+                  best = std::max(best, result.tokens_per_second_per_gpu);
+                } catch (const InvalidArgument&) {
+                }
+              }
+      }
+  ASSERT_GT(fitting, 10);
+  LayoutRequest request;
+  request.model = model, request.cluster = cluster, request.global_batch = batch, request.top = 3;
+  const LayoutSearch search = search_layouts(request);
+  ASSERT_FALSE(search.ranked.empty());
+  EXPECT_DOUBLE_EQ(search.ranked.front().tokens_per_second_per_gpu, best);
+  EXPECT_LT(search.simulated, search.layouts);  // the bound did prune
+  for (size_t i = 1; i < search.ranked.size(); ++i)
+    EXPECT_GE(search.ranked[i - 1].tokens_per_second_per_gpu, search.ranked[i].tokens_per_second_per_gpu);
+}
+
+// DeepSeek-V3's published layout on 2048 H800s (PP16, EP64, no TP, ZeRO-1 data parallelism, DualPipe, batch 15360):
+// it fits, and DualPipe is the best schedule of that family.
+TEST(SearchLayouts, DeepSeekV3sPublishedLayoutFitsAndDualPipeLeadsItsFamily) {
+  LayoutRequest request;
+  request.model = model_spec("deepseek-v3");
+  request.cluster = cluster_spec("h800x2048");
+  request.global_batch = 15360;
+  request.fix = LayoutFix::parse("tp=1,cp=1,pp=16,ep=64,mbs=1,zero=1");
+  request.top = 3;
+  const LayoutSearch search = search_layouts(request);
+  ASSERT_FALSE(search.ranked.empty());
+  const LayoutResult& best = search.ranked.front();
+  EXPECT_EQ(best.layout.schedule, "dualpipe");
+  EXPECT_TRUE(best.fits);
+  EXPECT_EQ(best.layout.dp, 128);
+  EXPECT_DOUBLE_EQ(best.parameter_copies, 2);
+}
+
+// torchtitan (Liang et al. 2024) trained Llama 3.1 405B on 512 H100s with PP8: interleaved 1F1B reached about 1.28x
+// the tokens/s of 1F1B. Same layout (TP8, PP8, DP8, 8 micro-batches of one sequence), two stages per rank.
+TEST(SearchLayouts, InterleavingGainsWhatTorchtitanMeasuredForLlama405B) {
+  const ModelSpec model = model_spec("llama3-405b");
+  const ClusterSpec cluster = cluster_spec("h100-sxmx512");
+  Layout l;
+  l.tp = 8, l.pp = 8, l.dp = 8, l.zero = 1, l.recompute = Recompute::Full;
+  l.schedule = "1f1b";
+  const double one_f_one_b = evaluate_layout(model, cluster, 64, l).tokens_per_second_per_gpu;
+  l.schedule = "interleaved-1f1b", l.vpp = 2;
+  const double interleaved = evaluate_layout(model, cluster, 64, l).tokens_per_second_per_gpu;
+  EXPECT_NEAR(interleaved / one_f_one_b, 1.28, 0.1);
+}
+
+TEST(EvaluateLayout, RefusesLayoutsThatDoNotDivideNamingTheRule) {
+  const ModelSpec model = small_model();
+  const ClusterSpec cluster = cluster_spec("a100-80gx8");
+  const auto error_of = [&](Layout l, int batch = 32) -> std::string {
+    try {
+      evaluate_layout(model, cluster, batch, l);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  Layout l;
+  l.dp = 4;
+  EXPECT_NE(error_of(l).find("tp x cp x pp x dp must be the 8 GPUs"), std::string::npos);
+  l.dp = 8;
+  EXPECT_NE(error_of(l, 36).find("global batch 36 must be a multiple of dp x micro-batch size = 8 x 1"),
+            std::string::npos);
+  l.ep = 2;
+  EXPECT_NE(error_of(l).find("ep=2: the model has no experts"), std::string::npos);
+  l.ep = 1, l.pp = 8, l.dp = 1;
+  EXPECT_NE(error_of(l).find("a pipeline of one stage has schedule none"), std::string::npos);
+  l.schedule = "dualpipe", l.pp = 2, l.dp = 4, l.tp = 1;
+  EXPECT_NE(error_of(l, 4).find("schedule 'dualpipe' cannot run pp=2 with 1 micro-batches"), std::string::npos);
+}
+
+TEST(LayoutFix, ParsesItsKeysAndRefusesTheRest) {
+  const LayoutFix fix = LayoutFix::parse("tp=8,pp=16,schedule=DualPipe,recompute=full,zero=1");
+  EXPECT_EQ(fix.tp, 8);
+  EXPECT_EQ(fix.pp, 16);
+  EXPECT_EQ(fix.schedule, "dualpipe");
+  EXPECT_EQ(fix.recompute, Recompute::Full);
+  EXPECT_FALSE(fix.cp.has_value());
+  const auto error_of = [](const std::string& text) -> std::string {
+    try {
+      LayoutFix::parse(text);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(error_of("tp=8,tp=4").find("names 'tp' twice"), std::string::npos);
+  EXPECT_NE(error_of("zero=4").find("zero=4 must be between 0 and 3"), std::string::npos);
+  EXPECT_NE(error_of("pipeline=4").find("key 'pipeline' is not one of"), std::string::npos);
+  EXPECT_NE(error_of("tp").find("'tp' must be KEY=VALUE"), std::string::npos);
+  EXPECT_NE(error_of("tp=x").find("tp='x' must be a whole number"), std::string::npos);
+  EXPECT_NE(error_of("schedule=dualpip").find("'dualpip' is not a schedule"), std::string::npos);
+  EXPECT_TRUE(LayoutFix::parse("").tp == std::nullopt);
+}
+
+}  // namespace
+}  // namespace dualpipe::layout

@@ -1,0 +1,70 @@
+// `dualpipe layout`: how to cut a training job over a cluster (docs/layout.md).
+#include <string>
+
+#include "commands.h"
+#include "dualpipe/layout/layout_report.h"
+#include "output.h"
+
+namespace dualpipe::cli {
+namespace {
+
+struct LayoutCommand {
+  std::string model, cluster, fix, format = "table", output;
+  int global_batch = 0, seq_len = 0, top = 10;
+  bool include_unfit = false;
+};
+
+void run(const LayoutCommand& c) {
+  check_output(c.output, {{"--model", c.model}, {"--cluster", c.cluster}});
+  layout::LayoutRequest request;
+  request.model = layout::model_spec(c.model);
+  if (c.seq_len > 0) request.model.seq_len = c.seq_len;
+  request.cluster = layout::cluster_spec(c.cluster);
+  request.global_batch = c.global_batch;
+  request.fix = layout::LayoutFix::parse(c.fix);
+  request.top = c.top;
+  request.include_unfit = c.include_unfit;
+  const layout::LayoutSearch search = layout::search_layouts(request);
+  write_output(c.output, c.format == "json" ? layout::layout_json(request, search)
+                                            : layout::layout_table(request, search));
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+}  // namespace
+
+void add_layout_command(CLI::App& app) {
+  auto command = std::make_shared<LayoutCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "layout", "Plan a whole training job: tp, cp, pp, dp, ep, ZeRO stage, recomputation, micro-batches and schedule, "
+                "ranked by tokens/s per GPU within the GPUs' memory");
+  sub->footer("Presets: models " + joined(layout::model_preset_names()) + "; clusters " +
+              joined(layout::cluster_preset_names()) +
+              ", each with its GPU count after 'x'.\n"
+              "Examples:\n"
+              "  dualpipe layout --model llama3-70b --cluster h100-sxmx512 --global-batch 1024\n"
+              "  dualpipe layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --fix pp=16,tp=1\n"
+              "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json");
+  sub->add_option("--model", command->model, "A model preset or a model JSON file (docs/layout.md)")->required();
+  sub->add_option("--cluster", command->cluster, "A cluster preset with its GPU count (h100-sxmx64) or a JSON file")
+      ->required();
+  sub->add_option("--global-batch", command->global_batch, "Sequences per optimizer step")
+      ->required()
+      ->check(CLI::Range(1, 1 << 30));
+  sub->add_option("--seq-len", command->seq_len, "Sequence length (default: the model's)")->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--top", command->top, "Rows to show")->check(CLI::Range(1, 10000))->capture_default_str();
+  sub->add_option("--fix", command->fix,
+                  "Hold sizes fixed: KEY=VALUE,... with keys tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule");
+  sub->add_flag("--include-unfit", command->include_unfit, "List layouts over the memory limit too (marked '!')");
+  sub->add_option("-f,--format", command->format, "Output form: table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  add_output_option(*sub, command->output);
+  sub->callback([command] { run(*command); });
+}
+
+}  // namespace dualpipe::cli
