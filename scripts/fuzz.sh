@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 per_target=${SECONDS_PER_TARGET:-60}
 jobs=${JOBS:-1}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest fuzz_kineto)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install -y clang)" >&2; exit 2; }
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
@@ -52,7 +52,7 @@ mkdir -p build-fuzz/findings build-fuzz/corpus build-fuzz/logs
 for target in "${targets[@]}"; do
   case $target in
     fuzz_text) seed=text ;; fuzz_csv) seed=csv ;; fuzz_trace) seed=trace ;; fuzz_cost) seed=cost ;;
-    fuzz_metrics) seed=metrics ;; fuzz_manifest) seed=manifest ;;
+    fuzz_metrics) seed=metrics ;; fuzz_manifest) seed=manifest ;; fuzz_kineto) seed=kineto ;;
     *) echo "fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
   esac
   corpus=build-fuzz/corpus/$target

@@ -21,7 +21,7 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DDUAL
   -DDUALPIPE_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH="$torch_prefix" >/dev/null
 # Only the test programs and what they run (test_runtime brings its workers, the example and `dualpipe`).
 # A new test program must be added here, or ctest reports it as *_NOT_BUILT.
-targets=(test_schedule test_sim test_viz test_cli test_data test_parallel)
+targets=(test_schedule test_sim test_layout test_viz test_cli test_data test_parallel)
 if grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$dir/CMakeCache.txt"; then targets+=(test_runtime test_train); fi
 cmake --build "$dir" -j "${JOBS:-2}" --target "${targets[@]}"
 # Left out here, to keep CI's time down on two cores (each still runs in the normal suite):

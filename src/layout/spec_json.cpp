@@ -11,7 +11,13 @@ namespace dualpipe::layout {
 
 SpecObject::SpecObject(const std::string& json_text, std::string source) : source_(std::move(source)) {
   try {
-    object_ = nlohmann::json::parse(json_text);
+    // A spec is one flat object; deeper nesting is refused while parsing, before it is built (a value nested a
+    // million levels deep would overflow the stack when printed or freed).
+    object_ = nlohmann::json::parse(json_text, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      DUALPIPE_REQUIRE(depth <= 2, source_, ": a spec is one object of numbers, strings and booleans; nothing "
+                                             "may nest inside it");
+      return true;
+    });
   } catch (const nlohmann::json::parse_error& e) {
     throw InvalidArgument(detail::concat(source_, ": not valid JSON (", e.what(), ")"));
   }

@@ -48,6 +48,9 @@ TEST(ModelSpec, ReadsAFileStrictly) {
   EXPECT_NE(error_of([] { parse_model_spec("[1, 2]", "m.json"); }).find("must hold one JSON object"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_model_spec("{", "m.json"); }).find("m.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": )" + std::string(100000, '[') + "}", "m.json"); })
+                .find("nothing may nest inside it"),
+            std::string::npos);
   EXPECT_NE(error_of([] {
               parse_model_spec(R"({"layers": 4, "hidden": 64, "heads": 5, "ffn_hidden": 256, "vocab": 256,
                                   "seq_len": 32})",

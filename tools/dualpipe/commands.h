@@ -14,6 +14,8 @@ void add_layout_command(CLI::App& app);
 void add_draw_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+// A PyTorch profiler trace's regions and costs (docs/profile.md).
+void add_profile_command(CLI::App& app);
 // Pictures of a training run from its metrics file (docs/plot.md).
 void add_plot_command(CLI::App& app);
 // Its ranks run dualpipe-train-worker, built only with LibTorch; without it the command says so.

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   dualpipe::cli::add_draw_command(app);
   dualpipe::cli::add_launch_command(app);
   dualpipe::cli::add_compare_command(app);
+  dualpipe::cli::add_profile_command(app);
   dualpipe::cli::add_plot_command(app);
   dualpipe::cli::add_train_command(app);
 

@@ -1,0 +1,132 @@
+#include <algorithm>
+#include <map>
+
+#include "dualpipe/trace/kineto.h"
+
+namespace dualpipe {
+
+namespace {
+
+struct Interval {
+  double start, end;
+};
+
+// Sorted, disjoint intervals covering the same time.
+std::vector<Interval> merged(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const Interval& i : intervals) {
+    if (!out.empty() && i.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+std::vector<Interval> intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  for (size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    const double start = std::max(a[i].start, b[j].start), end = std::min(a[i].end, b[j].end);
+    if (start < end) out.push_back({start, end});
+    (a[i].end < b[j].end ? i : j)++;
+  }
+  return out;
+}
+
+// The time of sorted disjoint `intervals` inside [start, end].
+double covered(const std::vector<Interval>& intervals, double start, double end) {
+  double total = 0;
+  auto it = std::lower_bound(intervals.begin(), intervals.end(), start,
+                             [](const Interval& i, double t) { return i.end < t; });
+  for (; it != intervals.end() && it->start < end; ++it) total += std::max(0.0, std::min(end, it->end) - std::max(start, it->start));
+  return total;
+}
+
+// On the CPU an operator's children are operators too: only the outermost of each thread counts, and nothing
+// inside a communication operator counts as compute.
+std::vector<const KinetoEvent*> outermost(std::vector<const KinetoEvent*> ops) {
+  std::sort(ops.begin(), ops.end(), [](const KinetoEvent* a, const KinetoEvent* b) {
+    if (a->tid != b->tid) return a->tid < b->tid;
+    if (a->start != b->start) return a->start < b->start;
+    return a->duration > b->duration;
+  });
+  std::vector<const KinetoEvent*> out;
+  long long tid = 0;
+  double open_until = -1e300;
+  for (const KinetoEvent* op : ops) {
+    if (out.empty() || op->tid != tid) tid = op->tid, open_until = -1e300;
+    if (op->start + op->duration <= open_until) continue;
+    out.push_back(op);
+    open_until = op->start + op->duration;
+  }
+  return out;
+}
+
+std::string region_name(const std::string& name) {
+  const size_t hash = name.rfind('#');
+  if (hash != std::string::npos && hash + 1 < name.size() &&
+      name.find_first_not_of("0123456789", hash + 1) == std::string::npos)
+    return name.substr(0, hash);
+  return name;
+}
+
+}  // namespace
+
+KinetoSummary summarize_kineto(const KinetoTrace& trace) {
+  // With GPU kernels in the trace, the GPU's own timeline is measured: kernels and the GPU ranges of regions.
+  std::map<long long, std::vector<const KinetoEvent*>> by_process;
+  for (const KinetoEvent& e : trace.events)
+    if (e.gpu == trace.has_gpu_kernels) by_process[e.pid].push_back(&e);
+
+  KinetoSummary summary;
+  summary.processes = int(by_process.size());
+  struct Occurrences {
+    std::vector<double> durations;
+    double compute = 0, communication = 0, overlapped = 0;
+  };
+  std::map<std::string, Occurrences> occurrences;
+  std::vector<std::string> order;
+  for (const auto& [pid, events] : by_process) {
+    // Operators, kernels and communication (gloo's annotations on its own threads included), apart from regions.
+    std::vector<const KinetoEvent*> ops, regions;
+    for (const KinetoEvent* e : events) (e->kind == KinetoKind::Region ? regions : ops).push_back(e);
+    std::vector<Interval> compute, communication;
+    for (const KinetoEvent* op : trace.has_gpu_kernels ? ops : outermost(ops))
+      (op->kind == KinetoKind::Communication ? communication : compute).push_back({op->start, op->start + op->duration});
+    compute = merged(compute), communication = merged(communication);
+    const std::vector<Interval> overlap = intersection(compute, communication);
+    for (const Interval& i : compute) summary.compute += i.end - i.start;
+    for (const Interval& i : communication) summary.communication += i.end - i.start;
+    for (const Interval& i : overlap) summary.overlapped += i.end - i.start;
+    std::sort(regions.begin(), regions.end(), [](const KinetoEvent* a, const KinetoEvent* b) { return a->start < b->start; });
+    for (const KinetoEvent* r : regions) {
+      const std::string name = region_name(r->name);
+      auto [it, inserted] = occurrences.try_emplace(name);
+      if (inserted) order.push_back(name);
+      const double end = r->start + r->duration;
+      it->second.durations.push_back(r->duration);
+      it->second.compute += covered(compute, r->start, end);
+      it->second.communication += covered(communication, r->start, end);
+      it->second.overlapped += covered(overlap, r->start, end);
+    }
+  }
+  for (const std::string& name : order) {
+    Occurrences& o = occurrences[name];
+    KinetoRegion region;
+    region.name = name;
+    region.durations = o.durations;
+    std::sort(o.durations.begin(), o.durations.end());
+    const size_t n = o.durations.size();
+    region.count = int(n);
+    region.median_duration = n % 2 ? o.durations[n / 2] : (o.durations[n / 2 - 1] + o.durations[n / 2]) / 2;
+    for (const double d : o.durations) region.mean_duration += d / n;
+    region.mean_compute = o.compute / n, region.mean_communication = o.communication / n;
+    region.mean_overlapped = o.overlapped / n;
+    summary.regions.push_back(region);
+  }
+  return summary;
+}
+
+}  // namespace dualpipe

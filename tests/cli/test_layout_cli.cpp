@@ -1,0 +1,80 @@
+// `dualpipe layout` and `dualpipe profile` as a user runs them: the JSON fields the docs promise, files written
+// whole, and bad input refused with exit status 2 naming the value and the rule.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "cli/run_command.h"
+
+namespace {
+
+using dualpipe::test::CommandResult;
+
+CommandResult dualpipe(const std::string& args) {
+  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
+}
+
+TEST(LayoutCommand, JsonRowsCarryEveryDocumentedField) {
+  const CommandResult run =
+      dualpipe("layout --model llama3-8b --cluster h100-sxmx64 --global-batch 512 --top 3 --format json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  const nlohmann::json out = nlohmann::json::parse(run.out);
+  ASSERT_EQ(out["rows"].size(), 3u);
+  for (const auto& row : out["rows"]) {
+    for (const char* field : {"tp", "cp", "pp", "vpp", "dp", "ep", "zero", "recompute", "schedule", "micro_batch_size",
+                              "microbatches", "memory_bytes", "step_seconds", "tokens_per_second_per_gpu", "mfu",
+                              "tflops_per_gpu", "bubble_fraction", "fits"})
+      EXPECT_TRUE(row.contains(field)) << field;
+    EXPECT_EQ(row["tp"].get<int>() * row["cp"].get<int>() * row["pp"].get<int>() * row["dp"].get<int>(), 64);
+    EXPECT_TRUE(row["fits"].get<bool>());
+    const auto& memory = row["memory_bytes"];
+    EXPECT_DOUBLE_EQ(memory["total"].get<double>(),
+                     memory["parameters"].get<double>() + memory["gradients"].get<double>() +
+                         memory["optimizer"].get<double>() + memory["activations"].get<double>());
+    EXPECT_LE(memory["total"].get<double>(), memory["limit"].get<double>());
+    // tokens/s per GPU is the batch's tokens over the step and the GPUs.
+    EXPECT_NEAR(row["tokens_per_second_per_gpu"].get<double>(), 512.0 * 8192 / row["step_seconds"].get<double>() / 64,
+                1e-6 * row["tokens_per_second_per_gpu"].get<double>());
+  }
+  EXPECT_GE(out["rows"][0]["tokens_per_second_per_gpu"].get<double>(),
+            out["rows"][1]["tokens_per_second_per_gpu"].get<double>());
+}
+
+TEST(LayoutCommand, FixHoldsTheSizesAndTheTableGoesToAFile) {
+  const std::string path = testing::TempDir() + "layout_table.txt";
+  std::remove(path.c_str());
+  const CommandResult run = dualpipe("layout --model gpt3-175b --cluster a100-80gx1024 --global-batch 1536 "
+                                     "--fix tp=8,pp=16,schedule=interleaved-1f1b --top 2 -o " + path);
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_EQ(run.out, "");
+  std::ifstream file(path);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("model gpt3-175b: 174.6B parameters"), std::string::npos) << text;
+  EXPECT_NE(text.find("tp8 cp1 pp16x"), std::string::npos) << text;
+  EXPECT_NE(text.find("interleaved-1f1b"), std::string::npos) << text;
+}
+
+TEST(LayoutCommand, BadInputIsRefusedNamingTheValue) {
+  EXPECT_REFUSED(dualpipe("layout --model gpt5 --cluster h800x8 --global-batch 8"),
+                 "--model 'gpt5' is neither a preset nor an existing file");
+  EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800 --global-batch 8"),
+                 "a preset needs its GPU count, as in 'h800x64'");
+  EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800x8 --global-batch 8 --fix tp=3"),
+                 "no layout of llama3-8b on h800x8 divides with global batch 8 and the --fix sizes");
+  EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800x8 --global-batch 8 --fix zero=5"),
+                 "--fix zero=5 must be between 0 and 3");
+  EXPECT_EQ(dualpipe("layout --model llama3-8b --cluster h800x8").status, 2);  // --global-batch is required
+}
+
+TEST(ProfileCommand, BadTracesAreRefusedNamingTheFile) {
+  const std::string path = testing::TempDir() + "not_a_trace.json";
+  std::ofstream(path) << "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, "
+                         "\"tid\": 1, \"ts\": 5, \"dur\": -1}]}";
+  EXPECT_REFUSED(dualpipe("profile --kineto " + path), "traceEvents[0].dur: must be >= 0, got -1");
+  EXPECT_REFUSED(dualpipe("profile --kineto /nonexistent/trace.json"), "/nonexistent/trace.json");
+}
+
+}  // namespace

@@ -1,0 +1,76 @@
+"""`dualpipe profile --kineto` on traces torch.profiler wrote in this run (kineto_program.py), checked against the
+region times the program measured itself with time.perf_counter, and against how it ordered its communication."""
+import json
+import socket
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kineto")
+    with socket.socket() as s:  # a free port for the two ranks' rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    program = Path(__file__).with_name("kineto_program.py")
+    subprocess.run([sys.executable, str(program), str(out), str(port)], check=True, timeout=300)
+    return out
+
+
+def profile(dualpipe, path, *args):
+    done = subprocess.run([dualpipe, "profile", "--kineto", str(path), "--format", "json", *args],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_region_times_match_the_programs_own_clock(dualpipe, traced, rank):
+    report = profile(dualpipe, traced / f"trace_rank{rank}.json")
+    measured = json.loads((traced / f"measured_rank{rank}.json").read_text())
+    regions = {r["name"]: r for r in report["regions"]}
+    for name, times in measured.items():
+        assert regions[name]["count"] == len(times)
+        # The program timed each occurrence inside its region: each is at least as long, longer by the region's
+        # opening and closing (about 0.2 ms here). On this busy machine a preemption at a region's edge adds a
+        # scheduler tick (4 ms) now and then, so a few occurrences may be further off.
+        extra = [region - own for region, own in zip(regions[name]["durations"], times)]
+        assert min(extra) >= 0, name
+        close = [e <= 0.1 * own + 500 for e, own in zip(extra, times)]
+        assert sum(close) >= 0.75 * len(times), (name, extra)
+        assert max(extra) <= 20000, (name, extra)
+        assert regions[name]["median_duration"] == statistics.median(regions[name]["durations"])
+    # The --cost string is those medians: F, and B = I + W from the split backward.
+    costs = {key: float(value) for key, value in (item.split("=") for item in report["costs_text"].split(","))}
+    weight = regions["weight"]["median_duration"]
+    assert costs["F"] == pytest.approx(regions["forward"]["median_duration"])
+    assert costs["B"] == pytest.approx(regions["backward"]["median_duration"] + weight)
+    assert costs["W"] == pytest.approx(weight)
+    assert report["warnings"] == []
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_overlap_is_found_where_the_program_made_it(dualpipe, traced, rank):
+    regions = {r["name"]: r for r in profile(dualpipe, traced / f"trace_rank{rank}.json")["regions"]}
+    overlapped, sequential = regions["overlapped"], regions["sequential"]
+    # Both move the same 16 MiB over gloo and compute the same products.
+    assert overlapped["communication"] > 0 and sequential["communication"] > 0
+    assert overlapped["compute"] > 0 and sequential["compute"] > 0
+    # Waited for before computing, the all-reduce overlaps nothing; issued before the compute, it overlaps it.
+    assert sequential["overlapped"] <= 0.05 * sequential["communication"]
+    assert overlapped["overlapped"] >= 0.5 * overlapped["communication"]
+    # Inside a region, compute and communication never add up to more than its time plus their overlap.
+    for r in regions.values():
+        assert r["compute"] + r["communication"] - r["overlapped"] <= r["mean_duration"] * 1.001 + 1
+
+
+def test_costs_need_the_forward_region(dualpipe, traced):
+    done = subprocess.run([dualpipe, "profile", "--kineto", str(traced / "trace_rank0.json"), "--forward", "fwd"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0  # the table still comes
+    assert "no costs: the trace has no region 'fwd' (--forward); its record_function regions: forward" in done.stderr

@@ -1,0 +1,160 @@
+// PyTorch profiler traces: reading them strictly, and the time of each region split into compute, communication
+// and their overlap, on traces whose intervals are laid out by hand (the answers follow from the layout).
+#include <gtest/gtest.h>
+
+#include "dualpipe/sim/kineto_costs.h"
+#include "dualpipe/trace/kineto.h"
+#include "dualpipe/util/error.h"
+
+namespace dualpipe {
+namespace {
+
+std::string event(const std::string& cat, const std::string& name, int pid, int tid, double ts, double dur) {
+  return "{\"ph\": \"X\", \"cat\": \"" + cat + "\", \"name\": \"" + name + "\", \"pid\": " + std::to_string(pid) +
+         ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur) +
+         "}";
+}
+
+std::string trace_of(const std::vector<std::string>& events) {
+  std::string text = "{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1}";
+  for (const std::string& e : events) text += ", " + e;
+  return text + "]}";
+}
+
+const KinetoRegion& region(const KinetoSummary& summary, const std::string& name) {
+  for (const KinetoRegion& r : summary.regions)
+    if (r.name == name) return r;
+  throw std::runtime_error("no region " + name);
+}
+
+// Thread 1 computes [0, 100] (an operator with a nested one, counted once) and waits [100, 160]; gloo's thread 2
+// all-reduces [50, 150]. Half the all-reduce ran beside compute.
+TEST(Kineto, CpuTraceSplitsRegionsIntoComputeCommunicationAndOverlap) {
+  const KinetoTrace trace = parse_kineto_trace(
+      trace_of({event("user_annotation", "forward", 1, 1, 0, 100), event("cpu_op", "aten::linear", 1, 1, 0, 100),
+                event("cpu_op", "aten::addmm", 1, 1, 10, 10), event("user_annotation", "gloo:all_reduce", 1, 2, 50, 100),
+                event("cpu_op", "c10d::allreduce_", 1, 1, 100, 2), event("user_annotation", "wait", 1, 1, 100, 60),
+                event("python_function", "ignored", 1, 1, 0, 500)}),
+      "cpu.json");
+  EXPECT_FALSE(trace.has_gpu_kernels);
+  const KinetoSummary s = summarize_kineto(trace);
+  EXPECT_EQ(s.processes, 1);
+  EXPECT_DOUBLE_EQ(s.compute, 100);
+  EXPECT_DOUBLE_EQ(s.communication, 100);
+  EXPECT_DOUBLE_EQ(s.overlapped, 50);
+  ASSERT_EQ(s.regions.size(), 2u);
+  EXPECT_DOUBLE_EQ(region(s, "forward").mean_compute, 100);
+  EXPECT_DOUBLE_EQ(region(s, "forward").mean_communication, 50);
+  EXPECT_DOUBLE_EQ(region(s, "forward").mean_overlapped, 50);
+  EXPECT_DOUBLE_EQ(region(s, "wait").mean_compute, 0);
+  EXPECT_DOUBLE_EQ(region(s, "wait").mean_communication, 50);
+  EXPECT_DOUBLE_EQ(region(s, "wait").mean_overlapped, 0);
+}
+
+// With GPU kernels, the GPU's timeline is measured: a compute stream [0, 100], NCCL on another [80, 130], and the
+// region's GPU range; the CPU's operators are left out.
+TEST(Kineto, GpuTraceMeasuresKernelsOnTheirStreams) {
+  const KinetoTrace trace = parse_kineto_trace(
+      trace_of({event("cpu_op", "aten::mm", 100, 100, 0, 1000), event("user_annotation", "backward", 100, 100, 0, 5),
+                event("kernel", "sm90_gemm", 0, 7, 0, 60), event("kernel", "elementwise", 0, 7, 60, 40),
+                event("kernel", "ncclDevKernel_AllReduce_Sum_f32", 0, 20, 80, 50),
+                event("gpu_user_annotation", "backward", 0, 7, 0, 130)}),
+      "gpu.json");
+  EXPECT_TRUE(trace.has_gpu_kernels);
+  const KinetoSummary s = summarize_kineto(trace);
+  EXPECT_DOUBLE_EQ(s.compute, 100);
+  EXPECT_DOUBLE_EQ(s.communication, 50);
+  EXPECT_DOUBLE_EQ(s.overlapped, 20);
+  ASSERT_EQ(s.regions.size(), 1u);
+  EXPECT_DOUBLE_EQ(region(s, "backward").median_duration, 130);
+  EXPECT_DOUBLE_EQ(region(s, "backward").mean_overlapped, 20);
+}
+
+TEST(Kineto, StepsAreOneRegionAndMediansAreOverOccurrences) {
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(
+      trace_of({event("user_annotation", "ProfilerStep#1", 1, 1, 0, 10), event("user_annotation", "ProfilerStep#2", 1, 1, 10, 30),
+                event("user_annotation", "ProfilerStep#3", 1, 1, 40, 20)}),
+      "steps.json"));
+  ASSERT_EQ(s.regions.size(), 1u);
+  EXPECT_EQ(s.regions[0].name, "ProfilerStep");
+  EXPECT_EQ(s.regions[0].count, 3);
+  EXPECT_DOUBLE_EQ(s.regions[0].median_duration, 20);
+  EXPECT_DOUBLE_EQ(s.regions[0].mean_duration, 20);
+  EXPECT_EQ(s.regions[0].durations, (std::vector<double>{10, 30, 20}));
+}
+
+TEST(Kineto, CommunicationNames) {
+  for (const char* name : {"ncclDevKernel_SendRecv", "gloo:all_reduce", "c10d::allreduce_", "record_param_comms",
+                           "all_to_all_single", "aten::all_gather_into_tensor", "send", "recv_forward"})
+    EXPECT_TRUE(is_communication_name(name)) << name;
+  for (const char* name : {"aten::mm", "forward", "sm90_xmma_gemm", "aten::sendfile_like"})
+    EXPECT_FALSE(is_communication_name(name)) << name;
+  // A program's own region called allreduce is a region; the library's annotation is communication.
+  EXPECT_FALSE(is_library_communication_name("allreduce"));
+  EXPECT_TRUE(is_library_communication_name("gloo:all_reduce"));
+}
+
+TEST(Kineto, ReadingIsStrictAndNamesTheEvent) {
+  const auto error_of = [](const std::string& text) -> std::string {
+    try {
+      parse_kineto_trace(text, "t.json");
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(error_of("[").find("profiler trace 't.json' is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("[]").find("expected an object with traceEvents"), std::string::npos);
+  EXPECT_NE(error_of("{\"traceEvents\": 3}").find("traceEvents: missing, or not an array"), std::string::npos);
+  EXPECT_NE(error_of(trace_of({event("cpu_op", "x", 1, 1, 0, -5)})).find("traceEvents[1].dur: must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": 7}]}")
+                .find("traceEvents[0].name: expected a string"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, "
+                     "\"tid\": 1, \"ts\": 1e999, \"dur\": 1}]}")
+                .find("not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": [], "
+                     "\"tid\": 1, \"ts\": 1, \"dur\": 1}]}")
+                .find("traceEvents[0].pid: expected an integer or a string"),
+            std::string::npos);
+  std::string deep = "{\"traceEvents\": [], \"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_NE(error_of(deep).find("nested deeper than 32 levels"), std::string::npos);
+}
+
+TEST(KinetoCosts, MediansOfTheNamedRegionsWithBAsIPlusW) {
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(
+      trace_of({event("user_annotation", "forward", 1, 1, 0, 10), event("user_annotation", "forward", 1, 1, 100, 14),
+                event("user_annotation", "forward", 1, 1, 200, 12), event("user_annotation", "backward", 1, 1, 20, 16),
+                event("user_annotation", "weight", 1, 1, 40, 8), event("user_annotation", "p2p", 1, 1, 50, 1)}),
+      "costs.json"));
+  const KinetoCosts costs = costs_from_kineto(s, KinetoCostNames{});
+  EXPECT_DOUBLE_EQ(costs.costs.forward, 12);
+  EXPECT_DOUBLE_EQ(costs.costs.backward, 24);
+  EXPECT_DOUBLE_EQ(costs.costs.weight, 8);
+  EXPECT_DOUBLE_EQ(costs.costs.comm, 1);
+  EXPECT_FALSE(costs.costs.overlapped.has_value());
+  EXPECT_TRUE(costs.warnings.empty());
+
+  KinetoCostNames no_split;
+  no_split.weight = "";
+  const KinetoCosts halved = costs_from_kineto(s, no_split);
+  EXPECT_DOUBLE_EQ(halved.costs.backward, 16);
+  EXPECT_DOUBLE_EQ(halved.costs.weight, 8);
+  ASSERT_EQ(halved.warnings.size(), 1u);
+
+  KinetoCostNames other;
+  other.forward = "fwd";
+  try {
+    costs_from_kineto(s, other);
+    FAIL() << "accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("no region 'fwd' (--forward); its record_function regions: forward, "
+                                         "backward, weight, p2p"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace dualpipe

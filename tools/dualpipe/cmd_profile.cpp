@@ -1,0 +1,66 @@
+// `dualpipe profile --kineto TRACE.json`: what a PyTorch profiler trace spent computing and communicating, region
+// by region, and the --cost string its regions make (docs/profile.md).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "dualpipe/sim/kineto_report.h"
+#include "dualpipe/util/error.h"
+#include "output.h"
+
+namespace dualpipe::cli {
+namespace {
+
+struct ProfileCommand {
+  std::string kineto, format = "table", output;
+  KinetoCostNames names;
+};
+
+void run(const ProfileCommand& c) {
+  check_output(c.output, {{"--kineto", c.kineto}});
+  const KinetoTrace trace = read_kineto_trace(c.kineto);
+  const KinetoSummary summary = summarize_kineto(trace);
+  // Costs need the forward and backward regions; a trace without them still gets its table, and says so.
+  std::optional<KinetoCosts> costs;
+  std::string missing;
+  try {
+    costs = costs_from_kineto(summary, c.names);
+  } catch (const InvalidArgument& e) {
+    missing = e.what();
+  }
+  write_output(c.output, c.format == "json" ? kineto_json(c.kineto, trace, summary, costs ? &*costs : nullptr)
+                                            : kineto_table(c.kineto, trace, summary, costs ? &*costs : nullptr));
+  if (!missing.empty()) std::fprintf(stderr, "dualpipe profile: no costs: %s\n", missing.c_str());
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto command = std::make_shared<ProfileCommand>();
+  CLI::App* sub = app.add_subcommand(
+      "profile", "Read a PyTorch profiler trace: compute, communication and their overlap per record_function region, "
+                 "and the --cost string of its forward, backward and weight regions");
+  sub->footer(
+      "Examples:\n"
+      "  dualpipe profile --kineto trace.json\n"
+      "  dualpipe profile --kineto trace.json --forward fwd --backward bwd --weight '' --format json");
+  sub->add_option("--kineto", command->kineto, "A trace from torch.profiler's export_chrome_trace")->required();
+  sub->add_option("--forward", command->names.forward, "The region read as F")->capture_default_str();
+  sub->add_option("--backward", command->names.backward,
+                  "The region read as B (its input-gradient part when --weight's region exists)")
+      ->capture_default_str();
+  sub->add_option("--weight", command->names.weight, "The region read as W ('' for none: W = B/2)")
+      ->capture_default_str();
+  sub->add_option("--overlapped", command->names.overlapped, "The region read as FB, an overlapped pair")
+      ->capture_default_str();
+  sub->add_option("--comm", command->names.comm, "The region read as comm, one pipeline message")
+      ->capture_default_str();
+  sub->add_option("-f,--format", command->format, "Output form: table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  add_output_option(*sub, command->output);
+  sub->callback([command] { run(*command); });
+}
+
+}  // namespace dualpipe::cli
