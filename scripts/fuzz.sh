@@ -30,7 +30,7 @@ cmake --build build-fuzz -j"$jobs" --target "${build_targets[@]}"
 
 # Seed corpora from the project's own output and files.
 seeds=build-fuzz/seeds
-mkdir -p "$seeds/text" "$seeds/csv" "$seeds/trace" "$seeds/cost" "$seeds/metrics" "$seeds/manifest"
+mkdir -p "$seeds/text" "$seeds/csv"
 for kind in gpipe 1f1b interleaved-1f1b zb-h1 zb-h2 zbv chimera dualpipe dualpipev; do
   for size in "-r 2 -m 4" "-r 4 -m 8"; do
     name="$kind${size// /}"
@@ -43,10 +43,10 @@ find "$seeds" -type f -empty -delete  # kinds that cannot serve a size
 for d in text csv; do
   [[ -n $(ls "$seeds/$d") ]] || { echo "fuzz.sh: '$dualpipe schedule' wrote no $d seeds" >&2; exit 2; }
 done
-cp fuzz/seeds/trace/* "$seeds/trace/"
-cp fuzz/seeds/cost/* "$seeds/cost/"
-cp fuzz/seeds/metrics/* "$seeds/metrics/"
-cp fuzz/seeds/manifest/* "$seeds/manifest/"
+for d in trace cost metrics manifest kineto; do
+  mkdir -p "$seeds/$d"
+  cp fuzz/seeds/$d/* "$seeds/$d/"
+done
 
 mkdir -p build-fuzz/findings build-fuzz/corpus build-fuzz/logs
 for target in "${targets[@]}"; do
