@@ -49,7 +49,7 @@ std::string header(const LayoutRequest& request, const LayoutSearch& search) {
 std::string layout_table(const LayoutRequest& request, const LayoutSearch& search) {
   std::string text = header(request, search);
   text +=
-      "  #  layout                   zero recompute  schedule          mbs     M   memory GiB (param+grad+opt+act)"
+      "  #  layout                      zero recompute  schedule          mbs     M   memory GiB (param+grad+opt+act)"
       "      step s  compute   tp   cp   ep   dp bubble  tok/s/GPU   MFU\n";
   int rank = 0;
   for (const LayoutResult& r : search.ranked) {
@@ -57,7 +57,7 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
     const LayoutMemory& mem = r.memory;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%3d  %-24s %4d %-10s %-16s %4d %5d %6.1f%s = %5.1f+%5.1f+%5.1f+%5.1f %8.3f %7.0f%% %3.0f%% %3.0f%% "
+                  "%3d  %-27s %4d %-10s %-16s %4d %5d %6.1f%s = %5.1f+%5.1f+%5.1f+%5.1f %8.3f %7.0f%% %3.0f%% %3.0f%% "
                   "%3.0f%% %3.0f%% %5.0f%% %10.0f %4.1f%%\n",
                   ++rank, layout_name(l).c_str(), l.zero, recompute_name(l.recompute), l.schedule.c_str(),
                   l.micro_batch_size, l.microbatches, mem.total() / kGiB, r.fits ? " " : "!",

@@ -13,10 +13,19 @@ namespace dualpipe::layout {
 
 namespace {
 
+// The schedule's stages per rank as the layout counts them (vpp): the generator's, or the knob where the caller
+// picks it (interleaved 1F1B).
+int stages_per_rank(const std::string& kind, int vpp) {
+  const GeneratorInfo* generator = find_generator(kind);
+  if (!generator) return 1;
+  return generator->stages_per_rank == 0 ? vpp : generator->stages_per_rank;
+}
+
 // A generated schedule and what the layout needs of it without costs: the in-flight peak and who holds what.
 struct ScheduleFacts {
   Schedule schedule;
   int peak = 0;                                // stage activations in flight on the worst rank
+  bool overlapped_pairs = false;               // it runs forward-backward pairs
   std::vector<std::vector<int>> stages_of_rank;
 };
 
@@ -31,11 +40,14 @@ class ScheduleCache {
     try {
       ScheduleOptions options;
       options.num_ranks = pp, options.num_microbatches = microbatches;
-      options.stages_per_rank = kind == "interleaved-1f1b" ? vpp : 0;
+      const GeneratorInfo* generator = find_generator(kind);
+      options.stages_per_rank = generator && generator->stages_per_rank == 0 ? vpp : 0;
       facts = std::make_unique<ScheduleFacts>();
       facts->schedule = make_schedule(kind, options);
       const std::vector<int> peaks = peak_activations(facts->schedule);
       facts->peak = *std::max_element(peaks.begin(), peaks.end());
+      for (const auto& actions : facts->schedule.actions)
+        for (const Action& a : actions) facts->overlapped_pairs |= a.type == ActionType::Overlapped;
       facts->stages_of_rank.resize(pp);
       for (int s = 0; s < facts->schedule.num_stages; ++s)
         for (const int rank : facts->schedule.placement.ranks_holding(s)) facts->stages_of_rank[rank].push_back(s);
@@ -49,12 +61,6 @@ class ScheduleCache {
   std::map<std::tuple<std::string, int, int, int>, std::unique_ptr<ScheduleFacts>> cache_;
 };
 
-// The schedule's stages per rank as the layout counts them (vpp): 2 for the V shapes, the knob for interleaved.
-int stages_per_rank(const std::string& kind, int vpp) {
-  if (kind == "zbv" || kind == "dualpipev") return 2;
-  if (kind == "interleaved-1f1b") return vpp;
-  return 1;
-}
 
 void check_divides(const ModelSpec& model, const ClusterSpec& cluster, int global_batch, const Layout& l) {
   const auto sizes = [&] {
@@ -98,19 +104,21 @@ struct PipelineEstimate {
 PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l, ScheduleCache& cache) {
   PipelineEstimate e;
   e.layout = l;
-  e.costs = pipeline_costs(model, cluster, l);
-  const CostModel& c = e.costs.costs;
   const int stages = l.stages(), m = l.microbatches;
+  if (l.pp > 1) {
+    e.facts = cache.get(l.schedule, l.pp, m, l.vpp);
+    DUALPIPE_REQUIRE(e.facts, "schedule '", l.schedule, "' cannot run pp=", l.pp, " with ", m,
+                     " micro-batches (vpp=", l.vpp, ")");
+  }
+  e.costs = pipeline_costs(model, cluster, l, e.facts && e.facts->overlapped_pairs);
+  const CostModel& c = e.costs.costs;
   double work = 0;
   for (int s = 0; s < stages; ++s) work += c.forward_of(s) + c.backward_of(s);
   if (c.overlapped) work *= *c.overlapped / (c.forward + c.backward);
   e.lower_bound = m * work / l.pp;
   int peak = 1;
   std::vector<std::vector<int>> stages_of_rank{{0}};
-  if (l.pp > 1) {
-    e.facts = cache.get(l.schedule, l.pp, m, l.vpp);
-    DUALPIPE_REQUIRE(e.facts, "schedule '", l.schedule, "' cannot run pp=", l.pp, " with ", m,
-                     " micro-batches (vpp=", l.vpp, ")");
+  if (e.facts) {
     peak = e.facts->peak;
     stages_of_rank = e.facts->stages_of_rank;
     e.copies = double(e.facts->schedule.placement.stages_held(0)) * l.pp / stages;
@@ -263,10 +271,10 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
   for (const GeneratorInfo& g : generators()) {
     const std::string kind(g.name);
     if (fix.schedule && *fix.schedule != kind) continue;
-    if (kind == "interleaved-1f1b") {
+    if (g.stages_per_rank == 0) {  // the caller picks: 2 and 4 stages per rank
       for (const int v : held_to(fix.vpp, {2, 4})) schedules.emplace_back(kind, v);
-    } else if (!fix.vpp || *fix.vpp == stages_per_rank(kind, 1)) {
-      schedules.emplace_back(kind, stages_per_rank(kind, 1));
+    } else if (!fix.vpp || *fix.vpp == g.stages_per_rank) {
+      schedules.emplace_back(kind, g.stages_per_rank);
     }
   }
   const std::vector<Recompute> recomputes =

@@ -24,11 +24,10 @@ double all_to_all_seconds(const ClusterSpec& cluster, int ep, double bytes) {
                   moved * (1 - outside) / (cluster.intra_node_gbps * eff));
 }
 
-bool pairs_hide_all_to_all(const std::string& schedule) { return schedule == "dualpipe" || schedule == "dualpipev"; }
-
 }  // namespace
 
-PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout) {
+PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout,
+                             bool overlapped_pairs) {
   const int stages = layout.stages(), t = layout.tp, c = layout.cp;
   DUALPIPE_REQUIRE(stages <= model.layers, "pp x vpp = ", stages, " stages need at least as many layers, the model has ",
                    model.layers);
@@ -48,7 +47,6 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
   const double cp_forward = c > 1 ? (c - 1) * 2 * act_bytes * kv_share / t / cp_bw : 0;
   const double ep_each_way =
       layout.ep > 1 ? 2 * all_to_all_seconds(cluster, layout.ep, act_bytes / t * model.top_k) : 0;
-  const bool hide_all_to_all = pairs_hide_all_to_all(layout.schedule);
 
   std::vector<double> forward, backward, weight;
   double pair_sum = 0, separate_sum = 0;
@@ -85,7 +83,7 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
     // A pair runs one micro-batch's forward beside another's backward: their all-to-alls hide behind the compute.
     const double separate = f + b + all_to_all;
     pair_sum += std::max(f + b, all_to_all + exposed_tp), separate_sum += separate;
-    out.ep += hide_all_to_all ? std::max(0.0, all_to_all - (f_compute + b_compute)) : all_to_all;
+    out.ep += overlapped_pairs ? std::max(0.0, all_to_all - (f_compute + b_compute)) : all_to_all;
     forward.push_back(f + all_to_all / 2), backward.push_back(b + all_to_all / 2), weight.push_back(w);
     out.parameters.push_back(params);
   }
@@ -95,7 +93,7 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
   for (int s = 0; s < stages; ++s) {
     costs.forward += forward[s] / stages, costs.backward += backward[s] / stages, costs.weight += weight[s] / stages;
   }
-  if (hide_all_to_all) costs.overlapped = (costs.forward + costs.backward) * pair_sum / separate_sum;
+  if (overlapped_pairs) costs.overlapped = (costs.forward + costs.backward) * pair_sum / separate_sum;
   costs.comm = layout.pp > 1 ? act_bytes / t / group_bandwidth(cluster, 2, t * c * layout.dp) : 0;
   return out;
 }

@@ -22,8 +22,11 @@ struct PipelineCosts {
   std::vector<int> layers_per_stage;
 };
 
-// Throws InvalidArgument when the layout has more stages than the model has layers.
-PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout);
+// overlapped_pairs: the schedule runs forward-backward pairs (DualPipe, DualPipeV), which hide the expert
+// all-to-all behind the other micro-batch's compute. Throws InvalidArgument when the layout has more stages than
+// the model has layers.
+PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout,
+                             bool overlapped_pairs);
 
 // Bytes per second of a group of `size` ranks whose neighbours are `stride` ranks apart (ranks numbered node by
 // node): NVLink while the whole group sits in one node, the network otherwise, at the cluster's link efficiency.
