@@ -100,6 +100,11 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source)
     event.start = finite_number(e, "ts", source, path);
     event.duration = finite_number(e, "dur", source, path);
     if (event.duration < 0) fail(source, path + ".dur", detail::concat("must be >= 0, got ", event.duration));
+    const auto args = e.find("args");
+    if (args != e.end() && args->is_object()) {
+      const auto id = args->find("External id");
+      if (id != args->end() && id->is_number_integer()) event.external_id = id->get<long long>();
+    }
     trace.has_gpu_kernels = trace.has_gpu_kernels || category == "kernel";
     trace.events.push_back(std::move(event));
   }

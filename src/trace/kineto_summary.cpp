@@ -64,6 +64,27 @@ std::vector<const KinetoEvent*> outermost(std::vector<const KinetoEvent*> ops) {
   return out;
 }
 
+// A region whose kernels ran on several streams has a GPU range on each, with the same External id: one
+// occurrence, from the first start to the last end.
+std::vector<KinetoEvent> joined_gpu_ranges(const std::vector<const KinetoEvent*>& regions) {
+  std::vector<KinetoEvent> out;
+  std::map<std::pair<std::string, long long>, size_t> occurrence;
+  for (const KinetoEvent* r : regions) {
+    const auto key = std::make_pair(r->name, r->external_id);
+    const auto it = r->external_id != 0 ? occurrence.find(key) : occurrence.end();
+    if (it == occurrence.end()) {
+      if (r->external_id != 0) occurrence[key] = out.size();
+      out.push_back(*r);
+      continue;
+    }
+    KinetoEvent& joined = out[it->second];
+    const double end = std::max(joined.start + joined.duration, r->start + r->duration);
+    joined.start = std::min(joined.start, r->start);
+    joined.duration = end - joined.start;
+  }
+  return out;
+}
+
 std::string region_name(const std::string& name) {
   const size_t hash = name.rfind('#');
   if (hash != std::string::npos && hash + 1 < name.size() &&
@@ -100,8 +121,16 @@ KinetoSummary summarize_kineto(const KinetoTrace& trace) {
     for (const Interval& i : compute) summary.compute += i.end - i.start;
     for (const Interval& i : communication) summary.communication += i.end - i.start;
     for (const Interval& i : overlap) summary.overlapped += i.end - i.start;
-    std::sort(regions.begin(), regions.end(), [](const KinetoEvent* a, const KinetoEvent* b) { return a->start < b->start; });
-    for (const KinetoEvent* r : regions) {
+    std::vector<KinetoEvent> occurrences_here;
+    if (trace.has_gpu_kernels) {
+      occurrences_here = joined_gpu_ranges(regions);
+    } else {
+      for (const KinetoEvent* r : regions) occurrences_here.push_back(*r);
+    }
+    std::sort(occurrences_here.begin(), occurrences_here.end(),
+              [](const KinetoEvent& a, const KinetoEvent& b) { return a.start < b.start; });
+    for (const KinetoEvent& occurrence : occurrences_here) {
+      const KinetoEvent* r = &occurrence;
       const std::string name = region_name(r->name);
       auto [it, inserted] = occurrences.try_emplace(name);
       if (inserted) order.push_back(name);

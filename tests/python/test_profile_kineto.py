@@ -74,3 +74,26 @@ def test_costs_need_the_forward_region(dualpipe, traced):
                           capture_output=True, text=True)
     assert done.returncode == 0  # the table still comes
     assert "no costs: the trace has no region 'fwd' (--forward); its record_function regions: forward" in done.stderr
+
+
+def test_a_recorded_gpu_trace_matches_the_gpus_own_events(dualpipe):
+    """A trace kineto_gpu_program.py recorded on a lent H200 (tests/python/data), beside the CUDA events the
+    program recorded around the same regions: the GPU ranges of a region on two streams are one occurrence, and
+    each lasts as long as the events say."""
+    data = Path(__file__).with_name("data")
+    report = profile(dualpipe, data / "h200_kineto_trace.json")
+    measured = json.loads((data / "h200_kineto_measured.json").read_text())["measured"]
+    assert report["gpu_kernels"] is True
+    regions = {r["name"]: r for r in report["regions"]}
+    assert set(regions) == {"forward", "two_streams"}
+    for name, times in measured.items():
+        got = regions[name]["durations"]
+        assert len(got) == len(times), name
+        # The events open before the first kernel and close after the last: within 20 us, except the first
+        # occurrence, whose start event waited for the launch of the region's first kernel.
+        for region, event in list(zip(got, times))[1:]:
+            assert region == pytest.approx(event, abs=20), name
+    # Both streams kept the GPU busy for the whole of the two-stream region, and there was no communication.
+    two = regions["two_streams"]
+    assert two["compute"] >= 0.99 * two["mean_duration"]
+    assert report["communication"] == 0

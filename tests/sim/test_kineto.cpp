@@ -70,6 +70,23 @@ TEST(Kineto, GpuTraceMeasuresKernelsOnTheirStreams) {
   EXPECT_DOUBLE_EQ(region(s, "backward").mean_overlapped, 20);
 }
 
+// A region whose kernels ran on two streams has a GPU range on each, with the CPU record's External id: one
+// occurrence from the first start to the last end. Another occurrence (another id) stays apart.
+TEST(Kineto, GpuRangesOfOneOccurrenceOnSeveralStreamsAreJoined) {
+  const auto range = [](int stream, double ts, double dur, int id) {
+    return "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"pair\", \"pid\": 0, \"tid\": " +
+           std::to_string(stream) + ", \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur) +
+           ", \"args\": {\"External id\": " + std::to_string(id) + "}}";
+  };
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(
+      trace_of({event("kernel", "gemm", 0, 7, 0, 50), range(7, 0, 50, 26), range(13, 2, 60, 26),
+                range(7, 100, 30, 100)}),
+      "streams.json"));
+  ASSERT_EQ(s.regions.size(), 1u);
+  EXPECT_EQ(s.regions[0].count, 2);
+  EXPECT_EQ(s.regions[0].durations, (std::vector<double>{62, 30}));
+}
+
 TEST(Kineto, StepsAreOneRegionAndMediansAreOverOccurrences) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
       trace_of({event("user_annotation", "ProfilerStep#1", 1, 1, 0, 10), event("user_annotation", "ProfilerStep#2", 1, 1, 10, 30),

@@ -27,6 +27,9 @@ struct KinetoEvent {
   long long tid = 0;   // the thread, or the stream
   double start = 0;    // microseconds
   double duration = 0;
+  // args["External id"]: the CPU-side record a GPU range belongs to (one per stream the region's kernels used);
+  // 0 when absent.
+  long long external_id = 0;
 };
 
 struct KinetoTrace {
@@ -47,7 +50,8 @@ bool is_communication_name(std::string_view name);
 KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source);
 KinetoTrace read_kineto_trace(const std::string& path);
 
-// One region name's occurrences ("ProfilerStep#3" counts as "ProfilerStep"), with each occurrence's time split
+// One region name's occurrences ("ProfilerStep#3" counts as "ProfilerStep"; on a GPU, the ranges of one
+// occurrence on several streams are one occurrence from the first start to the last end), with each occurrence's time split
 // by what ran inside its interval in its process: compute, communication, and the communication that overlapped
 // compute (on another thread or stream).
 struct KinetoRegion {
