@@ -9,8 +9,6 @@ namespace dualpipe::layout {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 // Vendors' datasheet figures (docs/layout.md): dense 16-bit TFLOP/s, NVLink and one 200/400 Gb/s NIC per GPU, one
 // direction each.
 bool preset(const std::string& name, ClusterSpec& c) {
@@ -31,7 +29,7 @@ bool preset(const std::string& name, ClusterSpec& c) {
 
 std::vector<std::string> cluster_preset_names() { return {"a100-80g", "h100-sxm", "h800"}; }
 
-double ClusterSpec::memory_bytes() const { return (memory_gib - reserved_gib) * kGiB; }
+double ClusterSpec::memory_bytes() const { return (memory_gib - reserved_gib) * kBytesPerGiB; }
 
 void ClusterSpec::check() const {
   DUALPIPE_REQUIRE(gpus > 0, "cluster '", name, "': gpus must be positive, got ", gpus);

@@ -8,8 +8,6 @@ namespace dualpipe::layout {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 std::string printf_string(const char* spec, double a = 0, double b = 0, double c = 0, double d = 0) {
   char buffer[256];
   std::snprintf(buffer, sizeof buffer, spec, a, b, c, d);
@@ -60,15 +58,15 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
                   "%3d  %-27s %4d %-10s %-16s %4d %5d %6.1f%s = %5.1f+%5.1f+%5.1f+%5.1f %8.3f %7.0f%% %3.0f%% %3.0f%% "
                   "%3.0f%% %3.0f%% %5.0f%% %10.0f %4.1f%%\n",
                   ++rank, layout_name(l).c_str(), l.zero, recompute_name(l.recompute), l.schedule.c_str(),
-                  l.micro_batch_size, l.microbatches, mem.total() / kGiB, r.fits ? " " : "!",
-                  mem.parameters / kGiB, mem.gradients / kGiB, mem.optimizer / kGiB, mem.activations / kGiB,
+                  l.micro_batch_size, l.microbatches, mem.total() / kBytesPerGiB, r.fits ? " " : "!",
+                  mem.parameters / kBytesPerGiB, mem.gradients / kBytesPerGiB, mem.optimizer / kBytesPerGiB, mem.activations / kBytesPerGiB,
                   r.time.step, 100 * r.time.compute / r.time.step, 100 * r.time.tp / r.time.step,
                   100 * r.time.cp / r.time.step, 100 * r.time.ep / r.time.step, 100 * r.time.dp / r.time.step,
                   100 * r.bubble_fraction, r.tokens_per_second_per_gpu, 100 * r.mfu);
     text += line;
   }
   if (search.ranked.empty()) text += "(no layout fits in memory; --include-unfit lists the closest)\n";
-  text += "\nmemory per GPU against " + printf_string("%.1f", request.cluster.memory_bytes() / kGiB) +
+  text += "\nmemory per GPU against " + printf_string("%.1f", request.cluster.memory_bytes() / kBytesPerGiB) +
           " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, exposed "
           "tp/cp/ep/dp communication,\nbubble (idle, pipeline messages included); MFU counts model FLOPs "
           "(6 x active parameters + 12 x layers x hidden x sequence per token)\n";

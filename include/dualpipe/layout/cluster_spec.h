@@ -7,6 +7,8 @@
 
 namespace dualpipe::layout {
 
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;  // memory_gib's unit
+
 struct ClusterSpec {
   std::string name;
   int gpus = 0;
