@@ -45,6 +45,10 @@ void ClusterSpec::check() const {
   DUALPIPE_REQUIRE(matmul_efficiency > 0 && matmul_efficiency <= 1 && link_efficiency > 0 && link_efficiency <= 1,
                    "cluster '", name, "': matmul_efficiency and link_efficiency must be in (0, 1], got ",
                    matmul_efficiency, " and ", link_efficiency);
+  DUALPIPE_REQUIRE(host_cores >= 0, "cluster '", name, "': host_cores must be >= 0 (0: each GPU computes on its own), got ",
+                   host_cores);
+  DUALPIPE_REQUIRE(update_ns_per_parameter >= 0, "cluster '", name, "': update_ns_per_parameter must be >= 0, got ",
+                   update_ns_per_parameter);
 }
 
 ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& source) {
@@ -55,7 +59,8 @@ ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& 
   object.read("memory_gib", c.memory_gib), object.read("peak_tflops", c.peak_tflops);
   object.read("intra_node_gbps", c.intra_node_gbps), object.read("inter_node_gbps", c.inter_node_gbps);
   object.read("matmul_efficiency", c.matmul_efficiency), object.read("link_efficiency", c.link_efficiency);
-  object.read("reserved_gib", c.reserved_gib);
+  object.read("reserved_gib", c.reserved_gib), object.read("host_cores", c.host_cores);
+  object.read("update_ns_per_parameter", c.update_ns_per_parameter);
   object.refuse_unknown();
   c.check();
   return c;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dualpipe/layout/train_command.h"
+
 namespace dualpipe::layout {
 
 namespace {
@@ -22,7 +24,19 @@ std::string layout_name(const Layout& l) {
   return text;
 }
 
-std::string header(const LayoutRequest& request, const LayoutSearch& search) {
+std::string calibration_line(const Calibration& c) {
+  const Layout& l = c.layout;
+  return "calibrated on '" + c.source + "' (pp" + std::to_string(l.pp) + (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") +
+         " " + l.schedule + ", micro-batches of " + std::to_string(l.micro_batch_size) + ", " +
+         std::to_string(c.steps) + " steps): " +
+         printf_string("F+B of a micro-batch %.2f ms measured, %.2f ms modelled at %.1f%%, so %.2f%% of peak\n",
+                       1e3 * c.measured_seconds, 1e3 * c.modelled_seconds, 100 * c.stated_efficiency,
+                       100 * c.matmul_efficiency) +
+         printf_string("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates\n",
+                       1e3 * c.between_steps_seconds, c.update_ns_per_parameter);
+}
+
+std::string header(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
   const ModelSpec& m = request.model;
   const ClusterSpec& c = request.cluster;
   std::string text = "model " + m.name + ": " + printf_string("%.1fB parameters, %.1fB active per token",
@@ -33,7 +47,9 @@ std::string header(const LayoutRequest& request, const LayoutSearch& search) {
           printf_string("%g GiB (%g GiB reserved), %g TFLOP/s, links %g GB/s", c.memory_gib, c.reserved_gib,
                         c.peak_tflops, c.intra_node_gbps) +
           printf_string(" in a node and %g GB/s between nodes\n", c.inter_node_gbps);
-  text += printf_string("assumed: matrix products at %.0f%% of peak, collectives at %.0f%% of link bandwidth; ",
+  if (c.host_cores > 0) text += "ranks share " + std::to_string(c.host_cores) + " host cores\n";
+  if (calibration) text += calibration_line(*calibration);
+  text += printf_string("assumed: matrix products at %.3g%% of peak, collectives at %.0f%% of link bandwidth; ",
                         100 * c.matmul_efficiency, 100 * c.link_efficiency);
   text += "global batch " + std::to_string(request.global_batch) + " sequences\n";
   text += "searched " + std::to_string(search.layouts) + " layouts that divide, " +
@@ -44,8 +60,8 @@ std::string header(const LayoutRequest& request, const LayoutSearch& search) {
 
 }  // namespace
 
-std::string layout_table(const LayoutRequest& request, const LayoutSearch& search) {
-  std::string text = header(request, search);
+std::string layout_table(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
+  std::string text = header(request, search, calibration);
   text +=
       "  #  layout                      zero recompute  schedule          mbs     M   memory GiB (param+grad+opt+act)"
       "      step s  compute   tp   cp   ep   dp bubble  tok/s/GPU   MFU\n";
@@ -66,14 +82,27 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
     text += line;
   }
   if (search.ranked.empty()) text += "(no layout fits in memory; --include-unfit lists the closest)\n";
+  std::string commands, why_not;
+  rank = 0;
+  for (const LayoutResult& r : search.ranked) {
+    const TrainCommand train = train_command(request.model, request.cluster, r.layout);
+    ++rank;
+    if (train.command) commands += printf_string("%3.0f  ", rank) + *train.command + "\n";
+    else if (why_not.empty()) why_not = train.why_not;
+  }
+  if (!commands.empty()) text += "\nto run a layout on this machine's processes:\n" + commands;
+  else if (request.cluster.gpus <= request.cluster.gpus_per_node && !why_not.empty())
+    text += "\nno dualpipe train command: " + why_not + "\n";
   text += "\nmemory per GPU against " + printf_string("%.1f", request.cluster.memory_bytes() / kBytesPerGiB) +
           " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, exposed "
           "tp/cp/ep/dp communication,\nbubble (idle, pipeline messages included); MFU counts model FLOPs "
           "(6 x active parameters + 12 x layers x hidden x sequence per token)\n";
+  if (request.cluster.update_ns_per_parameter > 0)
+    text += "the rest of each step is the optimizer's update (update_ns_per_parameter)\n";
   return text;
 }
 
-std::string layout_json(const LayoutRequest& request, const LayoutSearch& search) {
+std::string layout_json(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
   nlohmann::ordered_json out;
   const ModelSpec& m = request.model;
   const ClusterSpec& c = request.cluster;
@@ -85,7 +114,23 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
                     {"gpus_per_node", c.gpus_per_node}, {"memory_gib", c.memory_gib},
                     {"reserved_gib", c.reserved_gib},   {"peak_tflops", c.peak_tflops},
                     {"intra_node_gbps", c.intra_node_gbps}, {"inter_node_gbps", c.inter_node_gbps},
-                    {"matmul_efficiency", c.matmul_efficiency}, {"link_efficiency", c.link_efficiency}};
+                    {"matmul_efficiency", c.matmul_efficiency}, {"link_efficiency", c.link_efficiency},
+                    {"host_cores", c.host_cores}, {"update_ns_per_parameter", c.update_ns_per_parameter}};
+  if (calibration) {
+    const Layout& l = calibration->layout;
+    out["calibration"] = {{"trace", calibration->source},
+                          {"pp", l.pp},
+                          {"vpp", l.vpp},
+                          {"schedule", l.schedule},
+                          {"micro_batch_size", l.micro_batch_size},
+                          {"steps", calibration->steps},
+                          {"measured_seconds", calibration->measured_seconds},
+                          {"modelled_seconds", calibration->modelled_seconds},
+                          {"stated_matmul_efficiency", calibration->stated_efficiency},
+                          {"matmul_efficiency", calibration->matmul_efficiency},
+                          {"between_steps_seconds", calibration->between_steps_seconds},
+                          {"update_ns_per_parameter", calibration->update_ns_per_parameter}};
+  }
   out["global_batch"] = request.global_batch;
   out["layouts"] = search.layouts;
   out["over_memory"] = search.over_memory;
@@ -102,7 +147,8 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
                            {"total", r.memory.total()},         {"limit", r.memory_limit}};
     row["step_seconds"] = r.time.step;
     row["time_seconds"] = {{"compute", r.time.compute}, {"tp", r.time.tp}, {"cp", r.time.cp}, {"ep", r.time.ep},
-                           {"dp", r.time.dp},           {"bubble", r.time.bubble}};
+                           {"dp", r.time.dp},           {"bubble", r.time.bubble},
+                           {"update", r.time.update}};
     row["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
     row["mfu"] = r.mfu;
     row["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -110,6 +156,8 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
     row["peak_stage_activations"] = r.peak_stage_activations;
     row["parameter_copies"] = r.parameter_copies;
     row["fits"] = r.fits;
+    const TrainCommand train = train_command(request.model, request.cluster, l);
+    row["train_command"] = train.command ? nlohmann::ordered_json(*train.command) : nlohmann::ordered_json(nullptr);
     rows.push_back(row);
   }
   out["rows"] = rows;

@@ -8,6 +8,7 @@
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
 #include "layout/pipeline_costs.h"
+#include "layout/shared_cores.h"
 
 namespace dualpipe::layout {
 
@@ -183,22 +184,31 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   const PipelineCosts& pc = e.costs;
   const int m = e.layout.microbatches;
   double makespan = 0, busy = 0;
-  if (e.facts) {
+  const int replicas = cluster.gpus / e.layout.pp;  // the tp x cp x dp ranks holding each pipeline rank's stages
+  if (e.facts && cluster.host_cores > 0) {
+    const SharedCoresStep shared = simulate_on_shared_cores(e.facts->schedule, pc.costs, replicas, cluster.host_cores);
+    makespan = shared.makespan, busy = shared.busiest;
+  } else if (e.facts) {
     const Metrics metrics = simulate(e.facts->schedule, pc.costs).metrics;
     makespan = metrics.makespan;
     for (const RankMetrics& rank : metrics.per_rank) busy = std::max(busy, rank.busy);
-    r.peak_stage_activations = e.facts->peak;
   } else {
-    makespan = busy = m * (pc.costs.forward_of(0) + pc.costs.backward_of(0));
-    r.peak_stage_activations = 1;
+    const double slowdown = cluster.host_cores > 0 ? std::max(1.0, double(replicas) / cluster.host_cores) : 1.0;
+    makespan = busy = slowdown * m * (pc.costs.forward_of(0) + pc.costs.backward_of(0));
   }
+  r.peak_stage_activations = e.facts ? e.facts->peak : 1;
   // The busiest rank's busy time split as the stages' sums are.
   const double parts = pc.compute + pc.tp + pc.cp + pc.ep;
   r.time.compute = busy * pc.compute / parts;
   r.time.tp = busy * pc.tp / parts, r.time.cp = busy * pc.cp / parts, r.time.ep = busy * pc.ep / parts;
   r.time.bubble = makespan - busy;
   r.time.dp = exposed_data_parallel(cluster, e, zero);
-  r.time.step = makespan + r.time.dp;
+  // A rank updates the parameters whose optimizer state it holds (12 bytes each; ZeRO shards them), slowed like
+  // the compute where the ranks share cores.
+  const double updated = r.memory.optimizer / 12;
+  r.time.update = updated * cluster.update_ns_per_parameter * 1e-9 *
+                  (cluster.host_cores > 0 ? std::max(1.0, double(cluster.gpus) / cluster.host_cores) : 1.0);
+  r.time.step = makespan + r.time.dp + r.time.update;
   const double tokens = double(global_batch) * model.seq_len;
   r.tokens_per_second_per_gpu = tokens / r.time.step / cluster.gpus;
   r.tflops_per_gpu = r.tokens_per_second_per_gpu * model_flops_per_token(model) / 1e12;

@@ -1,21 +1,23 @@
 // `dualpipe layout`: how to cut a training job over a cluster (docs/layout.md).
+#include <optional>
 #include <string>
 
 #include "commands.h"
 #include "dualpipe/layout/layout_report.h"
+#include "dualpipe/trace/trace.h"
 #include "output.h"
 
 namespace dualpipe::cli {
 namespace {
 
 struct LayoutCommand {
-  std::string model, cluster, fix, format = "table", output;
-  int global_batch = 0, seq_len = 0, top = 10;
+  std::string model, cluster, fix, format = "table", output, calibrate;
+  int global_batch = 0, seq_len = 0, top = 10, calibrate_mbs = 0;
   bool include_unfit = false;
 };
 
 void run(const LayoutCommand& c) {
-  check_output(c.output, {{"--model", c.model}, {"--cluster", c.cluster}});
+  check_output(c.output, {{"--model", c.model}, {"--cluster", c.cluster}, {"--calibrate", c.calibrate}});
   layout::LayoutRequest request;
   request.model = layout::model_spec(c.model);
   if (c.seq_len > 0) request.model.seq_len = c.seq_len;
@@ -24,9 +26,13 @@ void run(const LayoutCommand& c) {
   request.fix = layout::LayoutFix::parse(c.fix);
   request.top = c.top;
   request.include_unfit = c.include_unfit;
+  std::optional<layout::Calibration> calibration;
+  if (!c.calibrate.empty())
+    calibration = layout::calibrate(request.model, request.cluster, read_trace(c.calibrate), c.calibrate_mbs, c.calibrate);
   const layout::LayoutSearch search = layout::search_layouts(request);
-  write_output(c.output, c.format == "json" ? layout::layout_json(request, search)
-                                            : layout::layout_table(request, search));
+  const layout::Calibration* measured = calibration ? &*calibration : nullptr;
+  write_output(c.output, c.format == "json" ? layout::layout_json(request, search, measured)
+                                            : layout::layout_table(request, search, measured));
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -48,7 +54,9 @@ void add_layout_command(CLI::App& app) {
               "Examples:\n"
               "  dualpipe layout --model llama3-70b --cluster h100-sxmx512 --global-batch 1024\n"
               "  dualpipe layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --fix pp=16,tp=1\n"
-              "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json");
+              "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json\n"
+              "  dualpipe layout --model small.json --cluster this_machine.json --global-batch 16 --calibrate run.json "
+              "--calibrate-mbs 2");
   sub->add_option("--model", command->model, "A model preset or a model JSON file (docs/layout.md)")->required();
   sub->add_option("--cluster", command->cluster, "A cluster preset with its GPU count (h100-sxmx64) or a JSON file")
       ->required();
@@ -59,6 +67,14 @@ void add_layout_command(CLI::App& app) {
   sub->add_option("--top", command->top, "Rows to show")->check(CLI::Range(1, 10000))->capture_default_str();
   sub->add_option("--fix", command->fix,
                   "Hold sizes fixed: KEY=VALUE,... with keys tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule");
+  auto* calibrate = sub->add_option(
+      "--calibrate", command->calibrate,
+      "Fit the compute rate to a dualpipe train --trace of --model (one replica, no --ep): the time model then gives "
+      "that run's forward and backward times");
+  sub->add_option("--calibrate-mbs", command->calibrate_mbs, "Sequences per micro-batch of the --calibrate run (its --batch)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->needs(calibrate);
+  calibrate->needs("--calibrate-mbs");
   sub->add_flag("--include-unfit", command->include_unfit, "List layouts over the memory limit too (marked '!')");
   sub->add_option("-f,--format", command->format, "Output form: table or json")
       ->check(CLI::IsMember({"table", "json"}))

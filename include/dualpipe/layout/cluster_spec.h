@@ -23,6 +23,12 @@ struct ClusterSpec {
   double link_efficiency = 0.8;
   // Bytes per GPU kept out of the planner's reach (the CUDA context, NCCL's buffers, fragmentation).
   double reserved_gib = 4;
+  // CPU processes on one machine (this machine's runs): the cores every rank shares. More ranks computing at once
+  // than cores slows each of them; 0 (the default): every GPU computes on its own.
+  int host_cores = 0;
+  // The optimizer step and the rest of a step outside the pipeline, per parameter a rank updates (nanoseconds);
+  // 0 (the default): not modelled. --calibrate measures it.
+  double update_ns_per_parameter = 0;
 
   double memory_bytes() const;
   void check() const;  // throws InvalidArgument naming the field and the rule

@@ -33,6 +33,7 @@ struct LayoutMemory {
 // idle time (bubble, point-to-point waits included).
 struct LayoutTime {
   double compute = 0, tp = 0, cp = 0, ep = 0, dp = 0, bubble = 0;
+  double update = 0;  // the optimizer step and the rest outside the pipeline (cluster.update_ns_per_parameter)
   double step = 0;
 };
 

@@ -4,11 +4,15 @@
 
 #include <string>
 
+#include "dualpipe/layout/calibration.h"
 #include "dualpipe/layout/layout.h"
 
 namespace dualpipe::layout {
 
-std::string layout_table(const LayoutRequest& request, const LayoutSearch& search);
-std::string layout_json(const LayoutRequest& request, const LayoutSearch& search);
+// calibration: how request.cluster's efficiency was measured, or null when it is the cluster's stated one.
+std::string layout_table(const LayoutRequest& request, const LayoutSearch& search,
+                         const Calibration* calibration = nullptr);
+std::string layout_json(const LayoutRequest& request, const LayoutSearch& search,
+                        const Calibration* calibration = nullptr);
 
 }  // namespace dualpipe::layout

@@ -1,0 +1,35 @@
+// Calibrating the layout planner's time model on a measured run: the compute rate that reproduces a traced
+// pipeline's forward and backward times (docs/layout.md, "Calibrated on this machine").
+#pragma once
+
+#include <string>
+
+#include "dualpipe/layout/cluster_spec.h"
+#include "dualpipe/layout/layout.h"
+#include "dualpipe/layout/model_spec.h"
+#include "dualpipe/trace/trace.h"
+
+namespace dualpipe::layout {
+
+struct Calibration {
+  std::string source;              // the trace's path
+  Layout layout;                   // the traced run's: pp, stages per rank, schedule and micro-batch size
+  int steps = 0;                   // the steps measured (the trace's, less the first)
+  double measured_seconds = 0;     // one micro-batch's F + B over every stage, the median over those steps
+  double modelled_seconds = 0;     // the same by the time model, at the cluster's stated efficiency
+  double stated_efficiency = 0;    // the cluster's matmul_efficiency before
+  double matmul_efficiency = 0;    // after: stated x modelled / measured
+  // The time between one step's last action and the next step's first (optimizer, clipping, loss), the median
+  // over the steps that have a next one, and what it gives per parameter a rank updates (0 with under 3 steps).
+  double between_steps_seconds = 0;
+  double update_ns_per_parameter = 0;
+};
+
+// Fits cluster.matmul_efficiency so that the time model gives the traced run's compute time, and
+// cluster.update_ns_per_parameter to the time between its steps; returns what it measured. The trace is one `dualpipe train` run of `model` (dense or MoE, no expert parallelism, one
+// data-parallel replica) with micro-batches of `micro_batch_size` sequences. Throws InvalidArgument naming the
+// trace and the rule (no compute events, more stages than layers, a rate above the cluster's peak).
+Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace& trace, int micro_batch_size,
+                      const std::string& source);
+
+}  // namespace dualpipe::layout

@@ -1,0 +1,53 @@
+#include "dualpipe/layout/train_command.h"
+
+#include <string>
+
+namespace dualpipe::layout {
+
+namespace {
+
+// Why the trainer's model cannot be this one, or "".
+std::string model_mismatch(const ModelSpec& m) {
+  if (m.vocab != 256) return "the trainer's model reads bytes (vocab 256), this one has vocab " + std::to_string(m.vocab);
+  if (m.gated_ffn || m.ffn_hidden != 4 * m.hidden) return "the trainer's MLP is 4 x hidden with GELU";
+  if (m.kv_heads != 0 && m.kv_heads != m.heads) return "the trainer has no grouped-query attention";
+  if (m.tied_embeddings) return "the trainer does not tie its embeddings";
+  if (m.experts > 0 && (m.expert_ffn_hidden != 4 * m.hidden || m.shared_experts > 0 || m.dense_layers > 0 ||
+                        m.moe_layer_freq != 1))
+    return "the trainer's MoE layers are all layers, experts of 4 x hidden, none shared";
+  return "";
+}
+
+// Why the trainer cannot run this layout, or "".
+std::string layout_mismatch(const ClusterSpec& cluster, const Layout& l) {
+  if (cluster.gpus > cluster.gpus_per_node) return "the cluster has more than one node";
+  if (l.tp > 1 || l.cp > 1) return "the trainer has no tensor or context parallelism yet";
+  if (l.zero > 1) return "the trainer shards the optimizer state only (ZeRO-1)";
+  if (l.recompute == Recompute::Selective) return "the trainer recomputes whole stages (full), not selectively";
+  if (l.pp < 2) return "the trainer runs a pipeline of at least 2 ranks";
+  return "";
+}
+
+}  // namespace
+
+TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
+  TrainCommand out;
+  out.why_not = model_mismatch(model);
+  if (out.why_not.empty()) out.why_not = layout_mismatch(cluster, l);
+  if (!out.why_not.empty()) return out;
+  std::string c = "dualpipe train --pp " + std::to_string(l.pp);
+  if (l.dp > 1) c += " --dp " + std::to_string(l.dp);
+  if (l.ep > 1) c += " --ep " + std::to_string(l.ep);
+  if (l.zero == 1 && l.dp > 1) c += " --zero1";
+  if (l.recompute == Recompute::Full) c += " --recompute";
+  c += " --schedule " + l.schedule;
+  if (l.schedule == "interleaved-1f1b") c += " --stages-per-rank " + std::to_string(l.vpp);
+  c += " --microbatches " + std::to_string(l.microbatches) + " --batch " + std::to_string(l.micro_batch_size);
+  c += " --layers " + std::to_string(model.layers) + " --hidden " + std::to_string(model.hidden) + " --heads " +
+       std::to_string(model.heads) + " --seq-len " + std::to_string(model.seq_len);
+  if (model.experts > 0) c += " --experts " + std::to_string(model.experts) + " --top-k " + std::to_string(model.top_k);
+  out.command = c;
+  return out;
+}
+
+}  // namespace dualpipe::layout
