@@ -39,8 +39,13 @@ std::string calibration_line(const Calibration& c) {
 std::string header(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
   const ModelSpec& m = request.model;
   const ClusterSpec& c = request.cluster;
-  std::string text = "model " + m.name + ": " + printf_string("%.1fB parameters, %.1fB active per token",
-                                                              m.total_parameters() / 1e9, m.active_parameters() / 1e9);
+  // Billions for the presets, millions for a model small enough to train here.
+  const bool billions = m.total_parameters() >= 1e9;
+  const double unit = billions ? 1e9 : 1e6;
+  std::string text = "model " + m.name + ": " +
+                     printf_string(billions ? "%.1fB parameters, %.1fB active per token"
+                                            : "%.2fM parameters, %.2fM active per token",
+                                   m.total_parameters() / unit, m.active_parameters() / unit);
   text += ", " + std::to_string(m.layers) + " layers, sequence " + std::to_string(m.seq_len) + "\n";
   text += "cluster " + c.name + ": " + std::to_string(c.gpus) + " GPUs, " + std::to_string(c.gpus_per_node) +
           " per node, " +
@@ -85,7 +90,7 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
   std::string commands, why_not;
   rank = 0;
   for (const LayoutResult& r : search.ranked) {
-    const TrainCommand train = train_command(request.model, request.cluster, r.layout);
+    const TrainCommand train = train_command(request.model, request.cluster, r);
     ++rank;
     if (train.command) commands += printf_string("%3.0f  ", rank) + *train.command + "\n";
     else if (why_not.empty()) why_not = train.why_not;
@@ -156,7 +161,8 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
     row["peak_stage_activations"] = r.peak_stage_activations;
     row["parameter_copies"] = r.parameter_copies;
     row["fits"] = r.fits;
-    const TrainCommand train = train_command(request.model, request.cluster, l);
+    row["plan_command"] = r.plan_command.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.plan_command);
+    const TrainCommand train = train_command(request.model, request.cluster, r);
     row["train_command"] = train.command ? nlohmann::ordered_json(*train.command) : nlohmann::ordered_json(nullptr);
     rows.push_back(row);
   }

@@ -5,6 +5,7 @@
 
 #include "dualpipe/layout/layout.h"
 #include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
 #include "layout/pipeline_costs.h"
@@ -30,6 +31,19 @@ struct ScheduleFacts {
   std::vector<std::vector<int>> stages_of_rank;
 };
 
+std::unique_ptr<ScheduleFacts> facts_of(Schedule schedule) {
+  auto facts = std::make_unique<ScheduleFacts>();
+  facts->schedule = std::move(schedule);
+  const std::vector<int> peaks = peak_activations(facts->schedule);
+  facts->peak = *std::max_element(peaks.begin(), peaks.end());
+  for (const auto& actions : facts->schedule.actions)
+    for (const Action& a : actions) facts->overlapped_pairs |= a.type == ActionType::Overlapped;
+  facts->stages_of_rank.resize(facts->schedule.num_ranks);
+  for (int s = 0; s < facts->schedule.num_stages; ++s)
+    for (const int rank : facts->schedule.placement.ranks_holding(s)) facts->stages_of_rank[rank].push_back(s);
+  return facts;
+}
+
 class ScheduleCache {
  public:
   // nullptr when the generator cannot serve these sizes.
@@ -43,15 +57,7 @@ class ScheduleCache {
       options.num_ranks = pp, options.num_microbatches = microbatches;
       const GeneratorInfo* generator = find_generator(kind);
       options.stages_per_rank = generator && generator->stages_per_rank == 0 ? vpp : 0;
-      facts = std::make_unique<ScheduleFacts>();
-      facts->schedule = make_schedule(kind, options);
-      const std::vector<int> peaks = peak_activations(facts->schedule);
-      facts->peak = *std::max_element(peaks.begin(), peaks.end());
-      for (const auto& actions : facts->schedule.actions)
-        for (const Action& a : actions) facts->overlapped_pairs |= a.type == ActionType::Overlapped;
-      facts->stages_of_rank.resize(pp);
-      for (int s = 0; s < facts->schedule.num_stages; ++s)
-        for (const int rank : facts->schedule.placement.ranks_holding(s)) facts->stages_of_rank[rank].push_back(s);
+      facts = facts_of(make_schedule(kind, options));
     } catch (const InvalidArgument&) {
       facts.reset();
     }
@@ -100,14 +106,18 @@ struct PipelineEstimate {
   double activation_bytes = 0;
   double dense_params = 0, expert_params = 0;  // on the rank holding the most
   double copies = 1;
+  double slice_activation_bytes = 0;  // one micro-batch's activations of a 1/pp slice of the layers
+  double logit_bytes = 0;
 };
 
-PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l, ScheduleCache& cache) {
+// planned: the schedule, where the planner made it (else the generator's of l.schedule, from the cache).
+PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l, ScheduleCache& cache,
+                          const ScheduleFacts* planned = nullptr) {
   PipelineEstimate e;
   e.layout = l;
   const int stages = l.stages(), m = l.microbatches;
   if (l.pp > 1) {
-    e.facts = cache.get(l.schedule, l.pp, m, l.vpp);
+    e.facts = planned ? planned : cache.get(l.schedule, l.pp, m, l.vpp);
     DUALPIPE_REQUIRE(e.facts, "schedule '", l.schedule, "' cannot run pp=", l.pp, " with ", m,
                      " micro-batches (vpp=", l.vpp, ")");
   }
@@ -137,6 +147,8 @@ PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, co
   // The loss's fp32 logits of one micro-batch on the last stage (Korthikanti et al.'s 4sbv/t).
   const double logits = 4.0 * l.micro_batch_size * model.seq_len / l.cp * model.vocab / l.tp;
   e.activation_bytes = peak * max_layers * layer + logits;
+  e.slice_activation_bytes = double(model.layers) / l.pp * layer;
+  e.logit_bytes = logits;
   return e;
 }
 
@@ -249,6 +261,76 @@ bool better(const LayoutResult& a, const LayoutResult& b) {
   return a.memory.total() < b.memory.total();
 }
 
+// The schedule planner's own schedule (automatic, on linear and V placements: one copy of the parameters) for the
+// pipelines of the best rows, within the memory their model states leave; a row of its own where it is not one
+// of the hand-made families. At most `pipelines` distinct pipelines are planned, best first.
+void add_planner_schedules(const LayoutRequest& request, const std::vector<int>& zeros, ScheduleCache& cache,
+                           std::vector<std::unique_ptr<ScheduleFacts>>& planned, LayoutSearch& search,
+                           int pipelines) {
+  const ModelSpec& model = request.model;
+  const ClusterSpec& cluster = request.cluster;
+  std::vector<Layout> done;
+  const std::vector<LayoutResult> rows = search.ranked;
+  for (const LayoutResult& row : rows) {
+    Layout base = row.layout;
+    if (base.pp < 2 || int(done.size()) >= pipelines) continue;
+    base.schedule = "1f1b", base.vpp = 1;
+    const auto same = [&](const Layout& l) {
+      return std::tie(l.tp, l.cp, l.pp, l.dp, l.ep, l.micro_batch_size, l.recompute) ==
+             std::tie(base.tp, base.cp, base.pp, base.dp, base.ep, base.micro_batch_size, base.recompute);
+    };
+    if (std::any_of(done.begin(), done.end(), same)) continue;
+    done.push_back(base);
+    PipelineEstimate linear;
+    try {
+      linear = estimate(model, cluster, base, cache);
+    } catch (const InvalidArgument&) {
+      continue;
+    }
+    // What one copy of the model states leaves for activations, in 1/pp slices of one micro-batch.
+    const LayoutMemory states = memory_of(linear, row.layout.zero);
+    const double left = cluster.memory_bytes() - (states.total() - states.activations) - linear.logit_bytes;
+    PlanRequest plan_request;
+    plan_request.num_ranks = base.pp, plan_request.num_microbatches = base.microbatches;
+    plan_request.costs = pipeline_costs(model, cluster, base, true).costs;
+    plan_request.memory_limit = left / linear.slice_activation_bytes;
+    plan_request.placements = {"linear"};
+    if (2 * base.pp <= model.layers) plan_request.placements.push_back("v");  // a V needs two layers per rank
+    Plan plan;
+    try {
+      plan = plan_schedule(plan_request);
+    } catch (const InvalidArgument&) {
+      continue;  // not even a micro-batch at a time fits
+    }
+    if (plan.best.name.rfind("auto", 0) != 0 && plan.best.name.rfind("exact", 0) != 0) continue;  // a family's
+    Layout l = base;
+    l.schedule = "planned " + plan.best.name;
+    l.vpp = plan.best.schedule.num_stages / base.pp;
+    planned.push_back(facts_of(plan.best.schedule));
+    PipelineEstimate e;
+    try {
+      e = estimate(model, cluster, l, cache, planned.back().get());
+    } catch (const InvalidArgument&) {
+      continue;
+    }
+    ++search.simulated;
+    std::optional<LayoutResult> best;
+    for (const int zero : zeros) {
+      LayoutResult r = finish(model, cluster, request.global_batch, e, zero);
+      if ((r.fits || request.include_unfit) && (!best || better(r, *best))) best = r;
+    }
+    if (!best) continue;
+    best->plan_command = "dualpipe plan --ranks " + std::to_string(base.pp) + " --microbatches " +
+                         std::to_string(base.microbatches) + " --cost " + plan_request.costs.to_string() +
+                         " --memory-limit " + detail::concat(*plan_request.memory_limit) +
+                         " --placements " + (plan_request.placements.size() == 2 ? "linear,v" : "linear") +
+                         " --format text -o plan.txt";
+    std::vector<LayoutResult>& ranked = search.ranked;
+    ranked.insert(std::upper_bound(ranked.begin(), ranked.end(), *best, better), *best);
+    if (int(ranked.size()) > request.top) ranked.pop_back();
+  }
+}
+
 }  // namespace
 
 double model_flops_per_token(const ModelSpec& model) {
@@ -347,6 +429,8 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
     ranked.insert(std::upper_bound(ranked.begin(), ranked.end(), *best, better), *best);
     if (int(ranked.size()) > request.top) ranked.pop_back();
   }
+  std::vector<std::unique_ptr<ScheduleFacts>> planned;
+  if (request.planner && !fix.schedule) add_planner_schedules(request, zeros, cache, planned, search, 3);
   return search;
 }
 

@@ -30,19 +30,26 @@ std::string layout_mismatch(const ClusterSpec& cluster, const Layout& l) {
 
 }  // namespace
 
-TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
+TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, const LayoutResult& row) {
+  const Layout& l = row.layout;
   TrainCommand out;
   out.why_not = model_mismatch(model);
   if (out.why_not.empty()) out.why_not = layout_mismatch(cluster, l);
   if (!out.why_not.empty()) return out;
-  std::string c = "dualpipe train --pp " + std::to_string(l.pp);
+  // A planned schedule runs from the file `dualpipe plan` writes; it sets the ranks and micro-batches.
+  const bool planned = !row.plan_command.empty();
+  std::string c = planned ? row.plan_command + " && dualpipe train --schedule-file plan.txt"
+                          : "dualpipe train --pp " + std::to_string(l.pp);
   if (l.dp > 1) c += " --dp " + std::to_string(l.dp);
   if (l.ep > 1) c += " --ep " + std::to_string(l.ep);
   if (l.zero == 1 && l.dp > 1) c += " --zero1";
   if (l.recompute == Recompute::Full) c += " --recompute";
-  c += " --schedule " + l.schedule;
-  if (l.schedule == "interleaved-1f1b") c += " --stages-per-rank " + std::to_string(l.vpp);
-  c += " --microbatches " + std::to_string(l.microbatches) + " --batch " + std::to_string(l.micro_batch_size);
+  if (!planned) {
+    c += " --schedule " + l.schedule;
+    if (l.schedule == "interleaved-1f1b") c += " --stages-per-rank " + std::to_string(l.vpp);
+    c += " --microbatches " + std::to_string(l.microbatches);
+  }
+  c += " --batch " + std::to_string(l.micro_batch_size);
   c += " --layers " + std::to_string(model.layers) + " --hidden " + std::to_string(model.hidden) + " --heads " +
        std::to_string(model.heads) + " --seq-len " + std::to_string(model.seq_len);
   if (model.experts > 0) c += " --experts " + std::to_string(model.experts) + " --top-k " + std::to_string(model.top_k);

@@ -51,12 +51,42 @@ TEST(SearchLayouts, FindsTheBestOfAnExhaustiveEvaluation) {
   ASSERT_GT(fitting, 10);
   LayoutRequest request;
   request.model = model, request.cluster = cluster, request.global_batch = batch, request.top = 3;
+  request.planner = false;  // the hand-made families, as evaluated above
   const LayoutSearch search = search_layouts(request);
   ASSERT_FALSE(search.ranked.empty());
   EXPECT_DOUBLE_EQ(search.ranked.front().tokens_per_second_per_gpu, best);
   EXPECT_LT(search.simulated, search.layouts);  // the bound did prune
   for (size_t i = 1; i < search.ranked.size(); ++i)
     EXPECT_GE(search.ranked[i - 1].tokens_per_second_per_gpu, search.ranked[i].tokens_per_second_per_gpu);
+}
+
+// The planner's automatic schedules join the search: they never make its best worse, and a planned row beats every
+// family row of its pipeline (the planner weighed those families under the same costs and memory).
+TEST(SearchLayouts, ThePlannersSchedulesJoinWhereTheyWin) {
+  LayoutRequest request;
+  request.model = model_spec("llama3-8b");
+  request.cluster = cluster_spec("a100-80gx8");
+  request.global_batch = 64;
+  request.fix = LayoutFix::parse("tp=1,cp=1,pp=8,mbs=1");
+  request.top = 100;
+  const LayoutSearch with_planner = search_layouts(request);
+  request.planner = false;
+  const LayoutSearch families = search_layouts(request);
+  ASSERT_FALSE(with_planner.ranked.empty());
+  ASSERT_FALSE(families.ranked.empty());
+  EXPECT_GE(with_planner.ranked.front().tokens_per_second_per_gpu, families.ranked.front().tokens_per_second_per_gpu);
+  int planned = 0;
+  for (const LayoutResult& row : with_planner.ranked) {
+    if (row.layout.schedule.rfind("planned ", 0) != 0) continue;
+    ++planned;
+    EXPECT_NE(row.plan_command.find("dualpipe plan --ranks 8 --microbatches 64"), std::string::npos) << row.plan_command;
+    for (const LayoutResult& family : families.ranked)
+      if (family.layout.recompute == row.layout.recompute && family.layout.zero == row.layout.zero &&
+          family.parameter_copies == 1)  // the planner's placements hold one copy of the parameters
+        EXPECT_GE(row.tokens_per_second_per_gpu, family.tokens_per_second_per_gpu * (1 - 1e-9))
+            << row.layout.schedule << " against " << family.layout.schedule;
+  }
+  EXPECT_GT(planned, 0);
 }
 
 // DeepSeek-V3's published layout on 2048 H800s (PP16, EP64, no TP, ZeRO-1 data parallelism, DualPipe, batch 15360):

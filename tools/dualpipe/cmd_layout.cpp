@@ -13,7 +13,7 @@ namespace {
 struct LayoutCommand {
   std::string model, cluster, fix, format = "table", output, calibrate;
   int global_batch = 0, seq_len = 0, top = 10, calibrate_mbs = 0;
-  bool include_unfit = false;
+  bool include_unfit = false, families_only = false;
 };
 
 void run(const LayoutCommand& c) {
@@ -26,6 +26,7 @@ void run(const LayoutCommand& c) {
   request.fix = layout::LayoutFix::parse(c.fix);
   request.top = c.top;
   request.include_unfit = c.include_unfit;
+  request.planner = !c.families_only;
   std::optional<layout::Calibration> calibration;
   if (!c.calibrate.empty())
     calibration = layout::calibrate(request.model, request.cluster, read_trace(c.calibrate), c.calibrate_mbs, c.calibrate);
@@ -75,6 +76,9 @@ void add_layout_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->needs(calibrate);
   calibrate->needs("--calibrate-mbs");
+  sub->add_flag("--families-only", command->families_only,
+                "The hand-made schedule families only (default: the planner's automatic schedules too, for the best "
+                "pipelines)");
   sub->add_flag("--include-unfit", command->include_unfit, "List layouts over the memory limit too (marked '!')");
   sub->add_option("-f,--format", command->format, "Output form: table or json")
       ->check(CLI::IsMember({"table", "json"}))

@@ -18,7 +18,8 @@ struct Layout {
   int tp = 1, cp = 1, pp = 1, vpp = 1, dp = 1, ep = 1;
   int zero = 1;
   Recompute recompute = Recompute::Selective;
-  std::string schedule = "none";  // a generator's name; "none" when pp = 1
+  // A generator's name, "planned <the planner's name>" for the planner's automatic schedules, or "none" when pp = 1.
+  std::string schedule = "none";
   int micro_batch_size = 1;
   int microbatches = 1;  // per step, per data-parallel replica
   int stages() const { return pp * vpp; }
@@ -49,6 +50,8 @@ struct LayoutResult {
   double tflops_per_gpu = 0;  // model FLOPs (no recomputation) per second per GPU
   double mfu = 0;
   double bubble_fraction = 0;  // time.bubble / time.step
+  // For a schedule of the planner ("planned auto V"): the `dualpipe plan` command that writes it to plan.txt.
+  std::string plan_command;
 };
 
 // Sizes a search is held to ("tp=8,pp=16,schedule=dualpipe"): any of tp, cp, pp, vpp, dp, ep, zero, mbs,
@@ -67,6 +70,7 @@ struct LayoutRequest {
   LayoutFix fix;
   int top = 10;
   bool include_unfit = false;  // rank layouts over the memory limit too (marked fits = false)
+  bool planner = true;         // add the schedule planner's automatic schedules for the best pipelines
 };
 
 struct LayoutSearch {

@@ -17,6 +17,7 @@ struct TrainCommand {
   std::optional<std::string> command;
   std::string why_not;  // set when command is empty
 };
-TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout);
+// A row of a planned schedule gets its `dualpipe plan` command first, and trains from the file it writes.
+TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, const LayoutResult& row);
 
 }  // namespace dualpipe::layout
