@@ -21,16 +21,18 @@ EXAMPLES = os.path.join(ROOT, "examples", "layout")
 MODEL = os.path.join(EXAMPLES, "small-moe.json")
 MICRO_BATCH, MICROBATCHES = 2, 8
 
-# (pp, dp, ep, schedule, vpp): the calibration run first, then the layouts predicted.
-CALIBRATION = (2, 1, 1, "1f1b", 1)
+# (pp, dp, ep, schedule, vpp): the calibration run first, then the layouts predicted. The calibration run has
+# more ranks than the machine has cores, as most of the layouts do.
+CALIBRATION = (4, 1, 1, "1f1b", 1)
 LAYOUTS = [
+    (2, 1, 1, "1f1b", 1),
     (2, 1, 1, "zb-h1", 1),
     (2, 1, 1, "dualpipev", 2),
     (2, 1, 1, "interleaved-1f1b", 2),
     (2, 1, 1, "dualpipe", 1),
-    (4, 1, 1, "1f1b", 1),
     (4, 1, 1, "dualpipe", 1),
     (4, 1, 1, "zbv", 2),
+    (4, 1, 1, "zb-h1", 1),
     (2, 2, 1, "1f1b", 1),
     (2, 2, 1, "zb-h1", 1),
     (2, 2, 2, "1f1b", 1),
@@ -88,8 +90,9 @@ def main():
         measured[CALIBRATION].append(statistics.median(calibration_ms))
         for layout in [CALIBRATION] + LAYOUTS:
             head, rows[layout] = plan(binary, layout, trace)
-        print(head["calibration"] and "calibrated: matrix products at {:.2%} of peak_tflops, {:.1f} ns per parameter "
-              "updated".format(head["calibration"]["matmul_efficiency"], head["calibration"]["update_ns_per_parameter"]))
+        c = head["calibration"]
+        print(f"calibrated: matrix products at {c['matmul_efficiency']:.2%} of peak_tflops, "
+              f"{c['update_ns_per_parameter']:.1f} ns per parameter updated, step time factor {c['step_time_factor']:.3f}")
         for rep in range(a.reps):
             for layout in [CALIBRATION] + LAYOUTS:
                 if layout == CALIBRATION and rep == 0:

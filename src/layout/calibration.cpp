@@ -7,6 +7,7 @@
 #include "dualpipe/sim/trace_costs.h"
 #include "dualpipe/util/error.h"
 #include "layout/pipeline_costs.h"
+#include "layout/shared_cores.h"
 
 namespace dualpipe::layout {
 
@@ -23,17 +24,28 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// The median gap between a step's last compute end and the next step's first start, over the steps after the
-// first; 0 when the trace has fewer than 3 steps.
-double between_steps(const Trace& trace, const std::vector<int>& steps) {
-  std::vector<double> gaps;
+struct StepTimes {
+  double between = 0;  // a step's last compute end to the next step's first start
+  double period = 0;   // a step's first start to the next step's
+};
+
+// The medians over the steps after the first that have a next one; zeros when the trace has fewer than 3 steps.
+StepTimes step_times(const Trace& trace, const std::vector<int>& steps) {
+  const auto first_start = [&](int step) {
+    double start = std::numeric_limits<double>::infinity();
+    for (const TraceEvent* e : step_compute_events(trace, step)) start = std::min(start, e->start);
+    return start;
+  };
+  std::vector<double> gaps, periods;
   for (size_t k = 1; k + 1 < steps.size(); ++k) {
-    double end = 0, next_start = std::numeric_limits<double>::infinity();
+    double end = 0;
     for (const TraceEvent* e : step_compute_events(trace, steps[k])) end = std::max(end, e->start + e->duration);
-    for (const TraceEvent* e : step_compute_events(trace, steps[k + 1])) next_start = std::min(next_start, e->start);
-    gaps.push_back(std::max(0.0, next_start - end) * 1e-6);
+    const double next = first_start(steps[k + 1]);
+    gaps.push_back(std::max(0.0, next - end) * 1e-6);
+    periods.push_back((next - first_start(steps[k])) * 1e-6);
   }
-  return gaps.empty() ? 0 : median(gaps);
+  if (gaps.empty()) return {};
+  return {median(gaps), median(periods)};
 }
 
 }  // namespace
@@ -72,7 +84,18 @@ Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace&
                    source, "': the trace has no forward or backward events to measure");
   c.steps = int(per_step.size());
   c.measured_seconds = median(per_step);
-  c.modelled_seconds = forward_plus_backward(pipeline_costs(model, cluster, l, false).costs, trace.num_stages);
+  const CostModel modelled = pipeline_costs(model, cluster, l, false).costs;
+  c.modelled_seconds = forward_plus_backward(modelled, trace.num_stages);
+  // Ranks beyond the host's cores measured their actions slowed by sharing them: compare with the model's
+  // actions slowed alike (the slowdown depends on the schedule's shape, not on the rate).
+  if (cluster.host_cores > 0 && l.pp > cluster.host_cores) {
+    ScheduleOptions options;
+    options.num_ranks = l.pp, options.num_microbatches = trace.num_microbatches;
+    options.stages_per_rank = find_generator(l.schedule)->stages_per_rank == 0 ? l.vpp : 0;
+    c.shared_cores_slowdown =
+        simulate_on_shared_cores(make_schedule(l.schedule, options), modelled, 1, cluster.host_cores).mean_slowdown;
+    c.modelled_seconds *= c.shared_cores_slowdown;
+  }
   c.stated_efficiency = cluster.matmul_efficiency;
   c.matmul_efficiency = cluster.matmul_efficiency * c.modelled_seconds / c.measured_seconds;
   DUALPIPE_REQUIRE(c.matmul_efficiency <= 1, "--calibrate '", source, "': the run computed at ",
@@ -80,16 +103,23 @@ Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace&
                    "; a rate above peak means peak_tflops is too low for this machine");
   cluster.matmul_efficiency = c.matmul_efficiency;
 
-  // The parameters the run's busiest rank updated, from the memory model of its layout on a cluster of its size.
-  c.between_steps_seconds = between_steps(trace, steps);
-  if (c.between_steps_seconds > 0) {
+  const StepTimes times = step_times(trace, steps);
+  c.between_steps_seconds = times.between, c.step_seconds = times.period;
+  if (times.period > 0) {
+    // The run's layout on a cluster of its size: the parameters its busiest rank updated give the update rate,
+    // and the step the model then predicts for it, against the measured one, the factor for the rest.
     ClusterSpec run_cluster = cluster;
     run_cluster.gpus = run_cluster.gpus_per_node = l.pp;
-    run_cluster.update_ns_per_parameter = 0;
-    const LayoutResult run = evaluate_layout(model, run_cluster, micro_batch_size * trace.num_microbatches, l);
+    run_cluster.update_ns_per_parameter = 0, run_cluster.step_time_factor = 1;
+    const int batch = micro_batch_size * trace.num_microbatches;
+    const LayoutResult run = evaluate_layout(model, run_cluster, batch, l);
     const double slowdown = cluster.host_cores > 0 ? std::max(1.0, double(l.pp) / cluster.host_cores) : 1.0;
     c.update_ns_per_parameter = c.between_steps_seconds / slowdown / (run.memory.optimizer / 12) * 1e9;
+    run_cluster.update_ns_per_parameter = c.update_ns_per_parameter;
+    c.modelled_step_seconds = evaluate_layout(model, run_cluster, batch, l).time.step;
+    c.step_time_factor = c.step_seconds / c.modelled_step_seconds;
     cluster.update_ns_per_parameter = c.update_ns_per_parameter;
+    cluster.step_time_factor = c.step_time_factor;
   }
   return c;
 }

@@ -49,6 +49,8 @@ void ClusterSpec::check() const {
                    host_cores);
   DUALPIPE_REQUIRE(update_ns_per_parameter >= 0, "cluster '", name, "': update_ns_per_parameter must be >= 0, got ",
                    update_ns_per_parameter);
+  DUALPIPE_REQUIRE(step_time_factor > 0, "cluster '", name, "': step_time_factor must be positive, got ",
+                   step_time_factor);
 }
 
 ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& source) {
@@ -60,7 +62,7 @@ ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& 
   object.read("intra_node_gbps", c.intra_node_gbps), object.read("inter_node_gbps", c.inter_node_gbps);
   object.read("matmul_efficiency", c.matmul_efficiency), object.read("link_efficiency", c.link_efficiency);
   object.read("reserved_gib", c.reserved_gib), object.read("host_cores", c.host_cores);
-  object.read("update_ns_per_parameter", c.update_ns_per_parameter);
+  object.read("update_ns_per_parameter", c.update_ns_per_parameter), object.read("step_time_factor", c.step_time_factor);
   object.refuse_unknown();
   c.check();
   return c;

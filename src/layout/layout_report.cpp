@@ -32,8 +32,10 @@ std::string calibration_line(const Calibration& c) {
          printf_string("F+B of a micro-batch %.2f ms measured, %.2f ms modelled at %.1f%%, so %.2f%% of peak\n",
                        1e3 * c.measured_seconds, 1e3 * c.modelled_seconds, 100 * c.stated_efficiency,
                        100 * c.matmul_efficiency) +
-         printf_string("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates\n",
-                       1e3 * c.between_steps_seconds, c.update_ns_per_parameter);
+         printf_string("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates; ",
+                       1e3 * c.between_steps_seconds, c.update_ns_per_parameter) +
+         printf_string("step %.1f ms measured, %.1f ms modelled, so x%.3f for the rest\n", 1e3 * c.step_seconds,
+                       1e3 * c.modelled_step_seconds, c.step_time_factor);
 }
 
 std::string header(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
@@ -102,8 +104,9 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
           " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, exposed "
           "tp/cp/ep/dp communication,\nbubble (idle, pipeline messages included); MFU counts model FLOPs "
           "(6 x active parameters + 12 x layers x hidden x sequence per token)\n";
-  if (request.cluster.update_ns_per_parameter > 0)
-    text += "the rest of each step is the optimizer's update (update_ns_per_parameter)\n";
+  if (request.cluster.update_ns_per_parameter > 0 || request.cluster.step_time_factor != 1)
+    text += "the rest of each step is the optimizer's update (update_ns_per_parameter) and what the calibration's "
+            "step_time_factor adds\n";
   return text;
 }
 
@@ -120,7 +123,8 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
                     {"reserved_gib", c.reserved_gib},   {"peak_tflops", c.peak_tflops},
                     {"intra_node_gbps", c.intra_node_gbps}, {"inter_node_gbps", c.inter_node_gbps},
                     {"matmul_efficiency", c.matmul_efficiency}, {"link_efficiency", c.link_efficiency},
-                    {"host_cores", c.host_cores}, {"update_ns_per_parameter", c.update_ns_per_parameter}};
+                    {"host_cores", c.host_cores}, {"update_ns_per_parameter", c.update_ns_per_parameter},
+                    {"step_time_factor", c.step_time_factor}};
   if (calibration) {
     const Layout& l = calibration->layout;
     out["calibration"] = {{"trace", calibration->source},
@@ -134,7 +138,10 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
                           {"stated_matmul_efficiency", calibration->stated_efficiency},
                           {"matmul_efficiency", calibration->matmul_efficiency},
                           {"between_steps_seconds", calibration->between_steps_seconds},
-                          {"update_ns_per_parameter", calibration->update_ns_per_parameter}};
+                          {"update_ns_per_parameter", calibration->update_ns_per_parameter},
+                          {"step_seconds", calibration->step_seconds},
+                          {"modelled_step_seconds", calibration->modelled_step_seconds},
+                          {"step_time_factor", calibration->step_time_factor}};
   }
   out["global_batch"] = request.global_batch;
   out["layouts"] = search.layouts;
@@ -153,7 +160,7 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
     row["step_seconds"] = r.time.step;
     row["time_seconds"] = {{"compute", r.time.compute}, {"tp", r.time.tp}, {"cp", r.time.cp}, {"ep", r.time.ep},
                            {"dp", r.time.dp},           {"bubble", r.time.bubble},
-                           {"update", r.time.update}};
+                           {"update", r.time.update},   {"other", r.time.other}};
     row["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
     row["mfu"] = r.mfu;
     row["tflops_per_gpu"] = r.tflops_per_gpu;

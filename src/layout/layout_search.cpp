@@ -220,7 +220,9 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   const double updated = r.memory.optimizer / 12;
   r.time.update = updated * cluster.update_ns_per_parameter * 1e-9 *
                   (cluster.host_cores > 0 ? std::max(1.0, double(cluster.gpus) / cluster.host_cores) : 1.0);
-  r.time.step = makespan + r.time.dp + r.time.update;
+  const double modelled = makespan + r.time.dp + r.time.update;
+  r.time.other = (cluster.step_time_factor - 1) * modelled;
+  r.time.step = modelled + r.time.other;
   const double tokens = double(global_batch) * model.seq_len;
   r.tokens_per_second_per_gpu = tokens / r.time.step / cluster.gpus;
   r.tflops_per_gpu = r.tokens_per_second_per_gpu * model_flops_per_token(model) / 1e12;

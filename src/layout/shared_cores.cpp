@@ -61,19 +61,21 @@ SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostMod
           makespan = std::max(makespan, walk.times[r][i].end);
         }
     const std::map<double, int> level = concurrency(compute);
-    double busiest = 0;
+    double busiest = 0, slowed = 0, plain = 0;
     for (int r = 0; r < R; ++r) {
       double busy = 0;
       for (size_t k = 0; k < compute[r].size(); ++k) {
         const ActionTime& t = compute[r][k];
         busy += t.end - t.start;
+        plain += (t.end - t.start) / slowdown[r][k];
         // Damped: halfway to the slowdown this timeline implies, so the fixed point is approached, not circled.
         slowdown[r][k] = 0.5 * slowdown[r][k] + 0.5 * mean_slowdown(level, t.start, t.end, replicas, cores);
       }
       busiest = std::max(busiest, busy);
+      slowed += busy;
     }
     const bool settled = std::abs(makespan - step.makespan) <= 1e-4 * makespan;
-    step = {makespan, busiest};
+    step = {makespan, busiest, plain > 0 ? slowed / plain : 1.0};
     if (settled) break;
   }
   return step;

@@ -10,6 +10,7 @@ namespace dualpipe::layout {
 struct SharedCoresStep {
   double makespan = 0;
   double busiest = 0;  // the busiest rank's compute time, slowdowns included
+  double mean_slowdown = 1;  // every rank's compute time with slowdowns over the same without
 };
 
 // The schedule simulated under processor sharing: `replicas` copies of the pipeline run in step (data-parallel

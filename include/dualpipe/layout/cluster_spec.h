@@ -29,6 +29,9 @@ struct ClusterSpec {
   // The optimizer step and the rest of a step outside the pipeline, per parameter a rank updates (nanoseconds);
   // 0 (the default): not modelled. --calibrate measures it.
   double update_ns_per_parameter = 0;
+  // Measured step time over modelled (--calibrate): what the model leaves out (the runtime's messages and
+  // bookkeeping; on a shared host, what more processes than cores cost), applied to every layout. 1: none.
+  double step_time_factor = 1;
 
   double memory_bytes() const;
   void check() const;  // throws InvalidArgument naming the field and the rule

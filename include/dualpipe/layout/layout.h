@@ -35,6 +35,7 @@ struct LayoutMemory {
 struct LayoutTime {
   double compute = 0, tp = 0, cp = 0, ep = 0, dp = 0, bubble = 0;
   double update = 0;  // the optimizer step and the rest outside the pipeline (cluster.update_ns_per_parameter)
+  double other = 0;   // what cluster.step_time_factor adds
   double step = 0;
 };
 
