@@ -48,7 +48,38 @@ StepTimes step_times(const Trace& trace, const std::vector<int>& steps) {
   return {median(gaps), median(periods)};
 }
 
+// Scales cluster.matmul_efficiency by modelled / measured.
+void fit_rate(Calibration& c, ClusterSpec& cluster) {
+  c.matmul_efficiency = c.stated_efficiency * c.modelled_seconds / c.measured_seconds;
+  DUALPIPE_REQUIRE(c.matmul_efficiency <= 1, "--calibrate '", c.source, "': the run computed at ",
+                   100 * c.matmul_efficiency, "% of the cluster's peak_tflops=", cluster.peak_tflops,
+                   "; a rate above peak means peak_tflops is too low for this machine");
+  cluster.matmul_efficiency = c.matmul_efficiency;
+}
+
 }  // namespace
+
+Calibration calibrate_from_costs(const ModelSpec& model, ClusterSpec& cluster, const CostModel& costs, int stages,
+                                 int micro_batch_size, const std::string& source) {
+  model.check();
+  cluster.check();
+  costs.check();
+  DUALPIPE_REQUIRE(micro_batch_size >= 1, "--calibrate-mbs must be >= 1, got ", micro_batch_size);
+  DUALPIPE_REQUIRE(stages >= 1 && stages <= model.layers, "--calibrate-stages=", stages, " must be between 1 and the ",
+                   model.layers, " layers of --model ", model.name);
+  costs.check_stages(stages);
+  Calibration c;
+  c.source = source;
+  Layout& l = c.layout;
+  l.pp = stages, l.schedule = stages > 1 ? "1f1b" : "none";
+  l.micro_batch_size = micro_batch_size, l.recompute = Recompute::None, l.zero = 0;
+  c.measured_seconds = forward_plus_backward(costs, stages) * 1e-6;
+  DUALPIPE_REQUIRE(c.measured_seconds > 0, "--calibrate '", source, "': the costs' F + B is 0");
+  c.modelled_seconds = forward_plus_backward(pipeline_costs(model, cluster, l, false).costs, stages);
+  c.stated_efficiency = cluster.matmul_efficiency;
+  fit_rate(c, cluster);
+  return c;
+}
 
 Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace& trace, int micro_batch_size,
                       const std::string& source) {
@@ -86,6 +117,7 @@ Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace&
   c.measured_seconds = median(per_step);
   const CostModel modelled = pipeline_costs(model, cluster, l, false).costs;
   c.modelled_seconds = forward_plus_backward(modelled, trace.num_stages);
+  c.stated_efficiency = cluster.matmul_efficiency;
   // Ranks beyond the host's cores measured their actions slowed by sharing them: compare with the model's
   // actions slowed alike (the slowdown depends on the schedule's shape, not on the rate).
   if (cluster.host_cores > 0 && l.pp > cluster.host_cores) {
@@ -96,12 +128,7 @@ Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace&
         simulate_on_shared_cores(make_schedule(l.schedule, options), modelled, 1, cluster.host_cores).mean_slowdown;
     c.modelled_seconds *= c.shared_cores_slowdown;
   }
-  c.stated_efficiency = cluster.matmul_efficiency;
-  c.matmul_efficiency = cluster.matmul_efficiency * c.modelled_seconds / c.measured_seconds;
-  DUALPIPE_REQUIRE(c.matmul_efficiency <= 1, "--calibrate '", source, "': the run computed at ",
-                   100 * c.matmul_efficiency, "% of the cluster's peak_tflops=", cluster.peak_tflops,
-                   "; a rate above peak means peak_tflops is too low for this machine");
-  cluster.matmul_efficiency = c.matmul_efficiency;
+  fit_rate(c, cluster);
 
   const StepTimes times = step_times(trace, steps);
   c.between_steps_seconds = times.between, c.step_seconds = times.period;

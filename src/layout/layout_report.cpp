@@ -26,16 +26,23 @@ std::string layout_name(const Layout& l) {
 
 std::string calibration_line(const Calibration& c) {
   const Layout& l = c.layout;
-  return "calibrated on '" + c.source + "' (pp" + std::to_string(l.pp) + (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") +
-         " " + l.schedule + ", micro-batches of " + std::to_string(l.micro_batch_size) + ", " +
-         std::to_string(c.steps) + " steps): " +
-         printf_string("F+B of a micro-batch %.2f ms measured, %.2f ms modelled at %.1f%%, so %.2f%% of peak\n",
-                       1e3 * c.measured_seconds, 1e3 * c.modelled_seconds, 100 * c.stated_efficiency,
-                       100 * c.matmul_efficiency) +
-         printf_string("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates; ",
-                       1e3 * c.between_steps_seconds, c.update_ns_per_parameter) +
-         printf_string("step %.1f ms measured, %.1f ms modelled, so x%.3f for the rest\n", 1e3 * c.step_seconds,
-                       1e3 * c.modelled_step_seconds, c.step_time_factor);
+  std::string text = "calibrated on '" + c.source + "' (";
+  if (c.steps > 0) {
+    text += "pp" + std::to_string(l.pp) + (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + " " + l.schedule + ", " +
+            std::to_string(c.steps) + " steps, ";
+  } else {
+    text += std::to_string(l.pp) + (l.pp > 1 ? " stages, " : " stage, ");
+  }
+  text += "micro-batches of " + std::to_string(l.micro_batch_size) + "): ";
+  text += printf_string("F+B of a micro-batch %.2f ms measured, %.2f ms modelled at %.1f%%, so %.2f%% of peak\n",
+                        1e3 * c.measured_seconds, 1e3 * c.modelled_seconds, 100 * c.stated_efficiency,
+                        100 * c.matmul_efficiency);
+  if (c.step_seconds > 0)
+    text += printf_string("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates; ",
+                          1e3 * c.between_steps_seconds, c.update_ns_per_parameter) +
+            printf_string("step %.1f ms measured, %.1f ms modelled, so x%.3f for the rest\n", 1e3 * c.step_seconds,
+                          1e3 * c.modelled_step_seconds, c.step_time_factor);
+  return text;
 }
 
 std::string header(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {

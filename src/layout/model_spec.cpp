@@ -24,7 +24,7 @@ ModelSpec preset(const std::string& name) {
   } else if (name == "deepseek-v3") {  // DeepSeek-V3 technical report, section 4.2; MLA counted as full attention
     m.layers = 61, m.hidden = 7168, m.heads = 128, m.ffn_hidden = 18432, m.vocab = 129280, m.seq_len = 4096;
     m.gated_ffn = true, m.experts = 256, m.top_k = 8, m.expert_ffn_hidden = 2048, m.shared_experts = 1;
-    m.dense_layers = 3;
+    m.dense_layers = 3, m.max_nodes_per_token = 4;  // section 2.1.2 and 4.2: at most 4 nodes per token
   } else {
     m.layers = 0;
   }
@@ -86,6 +86,8 @@ void ModelSpec::check() const {
   DUALPIPE_REQUIRE(top_k >= 1 && top_k <= experts, "model '", name, "': top_k=", top_k,
                    " must be between 1 and experts=", experts);
   positive("expert_ffn_hidden", expert_ffn_hidden), positive("moe_layer_freq", moe_layer_freq);
+  DUALPIPE_REQUIRE(max_nodes_per_token >= 0, "model '", name, "': max_nodes_per_token must be >= 0 (0: no limit), got ",
+                   max_nodes_per_token);
   DUALPIPE_REQUIRE(shared_experts >= 0, "model '", name, "': shared_experts must be >= 0, got ", shared_experts);
   DUALPIPE_REQUIRE(dense_layers >= 0 && dense_layers < layers, "model '", name, "': dense_layers=", dense_layers,
                    " must be in [0, layers=", layers, ")");
@@ -102,7 +104,7 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   object.read("top_k", m.top_k), object.read("expert_ffn_hidden", m.expert_ffn_hidden);
   object.read("shared_experts", m.shared_experts), object.read("dense_layers", m.dense_layers);
   object.read("moe_layer_freq", m.moe_layer_freq), object.read("dtype_bytes", m.dtype_bytes);
-  object.read("tied_embeddings", m.tied_embeddings);
+  object.read("tied_embeddings", m.tied_embeddings), object.read("max_nodes_per_token", m.max_nodes_per_token);
   object.refuse_unknown();
   m.check();
   return m;

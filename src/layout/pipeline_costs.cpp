@@ -13,15 +13,22 @@ double group_bandwidth(const ClusterSpec& cluster, int size, int stride) {
 
 namespace {
 
-// An all-to-all over `ep` ranks numbered node by node: the share of each rank's traffic that leaves its node goes
-// over the network while the rest takes NVLink, at once.
-double all_to_all_seconds(const ClusterSpec& cluster, int ep, double bytes) {
-  const double moved = bytes * (ep - 1) / ep;
+// An all-to-all over `ep` ranks numbered node by node, moving `token_bytes` per token to each of its `copies`
+// experts: the share of the traffic that leaves its node goes over the network while the rest takes NVLink, at
+// once. With node-limited routing (max_nodes > 0), a token crosses the network once per remote node it reaches,
+// at most max_nodes of them, and every copy then takes NVLink once inside its node.
+double all_to_all_seconds(const ClusterSpec& cluster, int ep, double token_bytes, int copies, int max_nodes) {
+  const double bytes = token_bytes * copies, moved = bytes * (ep - 1) / ep;
   const double eff = cluster.link_efficiency * 1e9;
   if (ep <= cluster.gpus_per_node) return moved / (cluster.intra_node_gbps * eff);
   const double outside = double(ep - cluster.gpus_per_node) / (ep - 1);
-  return std::max(moved * outside / (cluster.inter_node_gbps * eff),
-                  moved * (1 - outside) / (cluster.intra_node_gbps * eff));
+  double network = moved * outside, nvlink = moved * (1 - outside);
+  if (max_nodes > 0) {
+    const double nodes = double(ep) / cluster.gpus_per_node;
+    network = std::min(network, token_bytes * std::min(max_nodes, copies) * (nodes - 1) / nodes);
+    nvlink = moved;
+  }
+  return std::max(network / (cluster.inter_node_gbps * eff), nvlink / (cluster.intra_node_gbps * eff));
 }
 
 }  // namespace
@@ -46,7 +53,9 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
   // overlapped with the attention's own compute.
   const double cp_forward = c > 1 ? (c - 1) * 2 * act_bytes * kv_share / t / cp_bw : 0;
   const double ep_each_way =
-      layout.ep > 1 ? 2 * all_to_all_seconds(cluster, layout.ep, act_bytes / t * model.top_k) : 0;
+      layout.ep > 1
+          ? 2 * all_to_all_seconds(cluster, layout.ep, act_bytes / t, model.top_k, model.max_nodes_per_token)
+          : 0;
 
   std::vector<double> forward, backward, weight;
   double pair_sum = 0, separate_sum = 0;

@@ -115,6 +115,36 @@ TEST(Calibrate, ThePlannerThenPredictsTheTracedRun) {
   EXPECT_NEAR(run.time.compute, 2 * 3 * f * 1e-6, 0.15 * 2 * 3 * f * 1e-6);
 }
 
+// `dualpipe profile --kineto` measures a model in one process: its F and B, as a --cost string, calibrate the same
+// rate as a pipelined run whose stages took those times between them.
+TEST(Calibrate, ACostStringOfTheWholeModelGivesTheSameRate) {
+  const ModelSpec model = trainer_model();
+  ClusterSpec from_trace = cpu_cluster(2, 2), from_costs = cpu_cluster(2, 2);
+  const double f = 20000;  // per stage of two: the whole model takes 2f forward and 4f backward
+  const Calibration traced = calibrate(model, from_trace, one_f_one_b_trace(f, 200000, 4), 2, "run.json");
+  const Calibration costed = calibrate_from_costs(model, from_costs, CostModel::parse("F=40000,B=80000"), 1, 2,
+                                                  "F=40000,B=80000");
+  EXPECT_NEAR(costed.matmul_efficiency, traced.matmul_efficiency, 1e-12);
+  EXPECT_EQ(costed.steps, 0);
+  EXPECT_EQ(from_costs.update_ns_per_parameter, 0);  // a cost string says nothing of the update
+  const Calibration per_stage = calibrate_from_costs(model, from_costs, CostModel::parse("F=20000:20000,B=40000:40000"),
+                                                     2, 2, "per stage");
+  EXPECT_NEAR(per_stage.matmul_efficiency, traced.matmul_efficiency, 1e-12);
+  try {
+    calibrate_from_costs(model, from_costs, CostModel::parse("F=1:2:3,B=2:4:6"), 2, 2, "three values");
+    FAIL() << "a list of 3 values for 2 stages was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("3"), std::string::npos) << e.what();
+  }
+  try {
+    calibrate_from_costs(model, from_costs, CostModel::parse("F=1,B=2"), 9, 2, "F=1,B=2");
+    FAIL() << "9 stages of an 8-layer model were accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--calibrate-stages=9 must be between 1 and the 8 layers"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Calibrate, RefusesATraceOfAnotherModel) {
   ModelSpec model = trainer_model();
   model.layers = 1;

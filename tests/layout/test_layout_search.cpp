@@ -80,11 +80,14 @@ TEST(SearchLayouts, ThePlannersSchedulesJoinWhereTheyWin) {
     if (row.layout.schedule.rfind("planned ", 0) != 0) continue;
     ++planned;
     EXPECT_NE(row.plan_command.find("dualpipe plan --ranks 8 --microbatches 64"), std::string::npos) << row.plan_command;
-    for (const LayoutResult& family : families.ranked)
-      if (family.layout.recompute == row.layout.recompute && family.layout.zero == row.layout.zero &&
-          family.parameter_copies == 1)  // the planner's placements hold one copy of the parameters
-        EXPECT_GE(row.tokens_per_second_per_gpu, family.tokens_per_second_per_gpu * (1 - 1e-9))
-            << row.layout.schedule << " against " << family.layout.schedule;
+    for (const LayoutResult& family : families.ranked) {
+      // The planner's placements hold one copy of the parameters.
+      if (family.layout.recompute != row.layout.recompute || family.layout.zero != row.layout.zero ||
+          family.parameter_copies != 1)
+        continue;
+      EXPECT_GE(row.tokens_per_second_per_gpu, family.tokens_per_second_per_gpu * (1 - 1e-9))
+          << row.layout.schedule << " against " << family.layout.schedule;
+    }
   }
   EXPECT_GT(planned, 0);
 }

@@ -1,10 +1,13 @@
 // `dualpipe layout`: how to cut a training job over a cluster (docs/layout.md).
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "commands.h"
 #include "dualpipe/layout/layout_report.h"
+#include "dualpipe/sim/cost_model.h"
 #include "dualpipe/trace/trace.h"
+#include "dualpipe/util/error.h"
 #include "output.h"
 
 namespace dualpipe::cli {
@@ -12,7 +15,7 @@ namespace {
 
 struct LayoutCommand {
   std::string model, cluster, fix, format = "table", output, calibrate;
-  int global_batch = 0, seq_len = 0, top = 10, calibrate_mbs = 0;
+  int global_batch = 0, seq_len = 0, top = 10, calibrate_mbs = 0, calibrate_stages = 1;
   bool include_unfit = false, families_only = false;
 };
 
@@ -28,8 +31,17 @@ void run(const LayoutCommand& c) {
   request.include_unfit = c.include_unfit;
   request.planner = !c.families_only;
   std::optional<layout::Calibration> calibration;
-  if (!c.calibrate.empty())
-    calibration = layout::calibrate(request.model, request.cluster, read_trace(c.calibrate), c.calibrate_mbs, c.calibrate);
+  if (!c.calibrate.empty()) {
+    // A trace file, or a --cost string (`dualpipe profile --kineto` writes one).
+    const bool is_file = std::filesystem::exists(c.calibrate);
+    DUALPIPE_REQUIRE(is_file || c.calibrate.find('=') != std::string::npos, "--calibrate '", c.calibrate,
+                     "' is neither a file (a dualpipe train --trace) nor a --cost string (F=...,B=...)");
+    calibration = is_file ? layout::calibrate(request.model, request.cluster, read_trace(c.calibrate),
+                                              c.calibrate_mbs, c.calibrate)
+                          : layout::calibrate_from_costs(request.model, request.cluster,
+                                                         CostModel::parse(c.calibrate), c.calibrate_stages,
+                                                         c.calibrate_mbs, c.calibrate);
+  }
   const layout::LayoutSearch search = layout::search_layouts(request);
   const layout::Calibration* measured = calibration ? &*calibration : nullptr;
   write_output(c.output, c.format == "json" ? layout::layout_json(request, search, measured)
@@ -70,12 +82,17 @@ void add_layout_command(CLI::App& app) {
                   "Hold sizes fixed: KEY=VALUE,... with keys tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule");
   auto* calibrate = sub->add_option(
       "--calibrate", command->calibrate,
-      "Fit the compute rate to a dualpipe train --trace of --model (one replica, no --ep): the time model then gives "
-      "that run's forward and backward times");
+      "Fit the time model to a run of --model: a dualpipe train --trace (one replica; compute rate, update and step "
+      "time), or a --cost string in microseconds (compute rate; dualpipe profile --kineto writes one)");
   sub->add_option("--calibrate-mbs", command->calibrate_mbs, "Sequences per micro-batch of the --calibrate run (its --batch)")
       ->check(CLI::Range(1, 1 << 20))
       ->needs(calibrate);
   calibrate->needs("--calibrate-mbs");
+  sub->add_option("--calibrate-stages", command->calibrate_stages,
+                  "Equal stages the --calibrate costs were measured on (1: the whole model)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->needs(calibrate)
+      ->capture_default_str();
   sub->add_flag("--families-only", command->families_only,
                 "The hand-made schedule families only (default: the planner's automatic schedules too, for the best "
                 "pipelines)");

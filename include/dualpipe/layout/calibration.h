@@ -7,6 +7,7 @@
 #include "dualpipe/layout/cluster_spec.h"
 #include "dualpipe/layout/layout.h"
 #include "dualpipe/layout/model_spec.h"
+#include "dualpipe/sim/cost_model.h"
 #include "dualpipe/trace/trace.h"
 
 namespace dualpipe::layout {
@@ -36,5 +37,11 @@ struct Calibration {
 // trace and the rule (no compute events, more stages than layers, a rate above the cluster's peak).
 Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace& trace, int micro_batch_size,
                       const std::string& source);
+
+// The compute rate alone, from a --cost string in microseconds (`dualpipe profile --kineto`'s, or `dualpipe
+// compare`'s): F and B of one micro-batch of `micro_batch_size` sequences through each of `stages` equal stages of
+// `model` (1: the whole model in one process), their means or a list with a value per stage.
+Calibration calibrate_from_costs(const ModelSpec& model, ClusterSpec& cluster, const CostModel& costs, int stages,
+                                 int micro_batch_size, const std::string& source);
 
 }  // namespace dualpipe::layout

@@ -25,6 +25,9 @@ struct ModelSpec {
   int shared_experts = 0;
   int dense_layers = 0;
   int moe_layer_freq = 1;
+  // Node-limited routing (DeepSeek-V3): a token's experts span at most this many nodes, so its copies cross the
+  // network once per node and fan out over NVLink there. 0: no limit.
+  int max_nodes_per_token = 0;
   int dtype_bytes = 2;
   bool tied_embeddings = false;
 
