@@ -23,24 +23,34 @@ int stages_per_rank(const std::string& kind, int vpp) {
   return generator->stages_per_rank == 0 ? vpp : generator->stages_per_rank;
 }
 
-// A generated schedule and what the layout needs of it without costs: the in-flight peak and who holds what.
+// What the layout needs of a schedule without costs: the in-flight peak and who holds what. The schedule itself
+// is kept only once a layout is simulated with it (or where it cannot be made again: the planner's); the others
+// are dropped, so the search does not hold every schedule it met (1.3 GB for DeepSeek-V3's).
 struct ScheduleFacts {
-  Schedule schedule;
-  int peak = 0;                                // stage activations in flight on the worst rank
-  bool overlapped_pairs = false;               // it runs forward-backward pairs
+  std::string kind;  // the generator's, with its options; empty for a kept schedule
+  ScheduleOptions options;
+  mutable std::shared_ptr<const Schedule> kept;
+  int peak = 0;                   // stage activations in flight on the worst rank
+  bool overlapped_pairs = false;  // it runs forward-backward pairs
+  int stages_held_by_rank0 = 1;
   std::vector<std::vector<int>> stages_of_rank;
+
+  const Schedule& schedule() const {
+    if (!kept) kept = std::make_shared<const Schedule>(make_schedule(kind, options));
+    return *kept;
+  }
 };
 
-std::unique_ptr<ScheduleFacts> facts_of(Schedule schedule) {
+std::unique_ptr<ScheduleFacts> facts_of(const Schedule& schedule) {
   auto facts = std::make_unique<ScheduleFacts>();
-  facts->schedule = std::move(schedule);
-  const std::vector<int> peaks = peak_activations(facts->schedule);
+  const std::vector<int> peaks = peak_activations(schedule);
   facts->peak = *std::max_element(peaks.begin(), peaks.end());
-  for (const auto& actions : facts->schedule.actions)
+  for (const auto& actions : schedule.actions)
     for (const Action& a : actions) facts->overlapped_pairs |= a.type == ActionType::Overlapped;
-  facts->stages_of_rank.resize(facts->schedule.num_ranks);
-  for (int s = 0; s < facts->schedule.num_stages; ++s)
-    for (const int rank : facts->schedule.placement.ranks_holding(s)) facts->stages_of_rank[rank].push_back(s);
+  facts->stages_held_by_rank0 = schedule.placement.stages_held(0);
+  facts->stages_of_rank.resize(schedule.num_ranks);
+  for (int s = 0; s < schedule.num_stages; ++s)
+    for (const int rank : schedule.placement.ranks_holding(s)) facts->stages_of_rank[rank].push_back(s);
   return facts;
 }
 
@@ -58,6 +68,7 @@ class ScheduleCache {
       const GeneratorInfo* generator = find_generator(kind);
       options.stages_per_rank = generator && generator->stages_per_rank == 0 ? vpp : 0;
       facts = facts_of(make_schedule(kind, options));
+      facts->kind = kind, facts->options = options;
     } catch (const InvalidArgument&) {
       facts.reset();
     }
@@ -132,7 +143,7 @@ PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, co
   if (e.facts) {
     peak = e.facts->peak;
     stages_of_rank = e.facts->stages_of_rank;
-    e.copies = double(e.facts->schedule.placement.stages_held(0)) * l.pp / stages;
+    e.copies = double(e.facts->stages_held_by_rank0) * l.pp / stages;
   }
   int max_layers = 0;
   for (const auto& held : stages_of_rank) {
@@ -198,10 +209,10 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   double makespan = 0, busy = 0;
   const int replicas = cluster.gpus / e.layout.pp;  // the tp x cp x dp ranks holding each pipeline rank's stages
   if (e.facts && cluster.host_cores > 0) {
-    const SharedCoresStep shared = simulate_on_shared_cores(e.facts->schedule, pc.costs, replicas, cluster.host_cores);
+    const SharedCoresStep shared = simulate_on_shared_cores(e.facts->schedule(), pc.costs, replicas, cluster.host_cores);
     makespan = shared.makespan, busy = shared.busiest;
   } else if (e.facts) {
-    const Metrics metrics = simulate(e.facts->schedule, pc.costs).metrics;
+    const Metrics metrics = simulate(e.facts->schedule(), pc.costs).metrics;
     makespan = metrics.makespan;
     for (const RankMetrics& rank : metrics.per_rank) busy = std::max(busy, rank.busy);
   } else {
@@ -309,6 +320,7 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
     l.schedule = "planned " + plan.best.name;
     l.vpp = plan.best.schedule.num_stages / base.pp;
     planned.push_back(facts_of(plan.best.schedule));
+    planned.back()->kept = std::make_shared<const Schedule>(plan.best.schedule);
     PipelineEstimate e;
     try {
       e = estimate(model, cluster, l, cache, planned.back().get());
@@ -432,7 +444,7 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
     if (int(ranked.size()) > request.top) ranked.pop_back();
   }
   std::vector<std::unique_ptr<ScheduleFacts>> planned;
-  if (request.planner && !fix.schedule) add_planner_schedules(request, zeros, cache, planned, search, 3);
+  if (request.planner && !fix.schedule) add_planner_schedules(request, zeros, cache, planned, search, 1);
   return search;
 }
 

@@ -67,7 +67,7 @@ TEST(SearchLayouts, ThePlannersSchedulesJoinWhereTheyWin) {
   request.model = model_spec("llama3-8b");
   request.cluster = cluster_spec("a100-80gx8");
   request.global_batch = 64;
-  request.fix = LayoutFix::parse("tp=1,cp=1,pp=8,mbs=1");
+  request.fix = LayoutFix::parse("tp=1,cp=1,pp=8,mbs=1,recompute=full");
   request.top = 100;
   const LayoutSearch with_planner = search_layouts(request);
   request.planner = false;

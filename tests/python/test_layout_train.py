@@ -33,7 +33,7 @@ def test_a_printed_command_trains_its_layout(dualpipe, tmp_path):
     command = shlex.split(row["train_command"])
     assert command[0] == "dualpipe"
     metrics = tmp_path / "run.jsonl"
-    done = subprocess.run([dualpipe] + command[1:] + ["--steps", "2", "--eval-every", "0", "--sample-tokens", "0",
+    done = subprocess.run([os.path.abspath(dualpipe)] + command[1:] + ["--steps", "2", "--eval-every", "0", "--sample-tokens", "0",
                                                       "--metrics", str(metrics), "--trace", "", "--timeout", "120"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
