@@ -26,7 +26,7 @@ TEST(LayoutCommand, JsonRowsCarryEveryDocumentedField) {
   for (const auto& row : out["rows"]) {
     for (const char* field : {"tp", "cp", "pp", "vpp", "dp", "ep", "zero", "recompute", "schedule", "micro_batch_size",
                               "microbatches", "memory_bytes", "step_seconds", "tokens_per_second_per_gpu", "mfu",
-                              "tflops_per_gpu", "bubble_fraction", "fits"})
+                              "tflops_per_gpu", "bubble_fraction", "fits", "plan_command", "train_command"})
       EXPECT_TRUE(row.contains(field)) << field;
     EXPECT_EQ(row["tp"].get<int>() * row["cp"].get<int>() * row["pp"].get<int>() * row["dp"].get<int>(), 64);
     EXPECT_TRUE(row["fits"].get<bool>());
@@ -67,6 +67,27 @@ TEST(LayoutCommand, BadInputIsRefusedNamingTheValue) {
   EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800x8 --global-batch 8 --fix zero=5"),
                  "--fix zero=5 must be between 0 and 3");
   EXPECT_EQ(dualpipe("layout --model llama3-8b --cluster h800x8").status, 2);  // --global-batch is required
+}
+
+// A --cost string calibrates the compute rate: the stated efficiency scales by modelled / measured, so twice the
+// measured time gives half the rate.
+TEST(LayoutCommand, CalibratesOnACostStringAndRefusesBadOnes) {
+  const std::string model = std::string(DUALPIPE_SOURCE_DIR) + "/examples/layout/small-moe.json";
+  const std::string cluster = std::string(DUALPIPE_SOURCE_DIR) + "/examples/layout/this-machine-x4.json";
+  const std::string base = "layout --model " + model + " --cluster " + cluster + " --global-batch 32 --top 1 ";
+  const auto efficiency = [&](const std::string& costs) {
+    const CommandResult run = dualpipe(base + "--calibrate " + costs + " --calibrate-mbs 2 --format json");
+    EXPECT_EQ(run.status, 0) << run.out;
+    const nlohmann::json out = nlohmann::json::parse(run.out);
+    EXPECT_EQ(out["calibration"]["matmul_efficiency"], out["cluster"]["matmul_efficiency"]);
+    return out["calibration"]["matmul_efficiency"].get<double>();
+  };
+  const double fast = efficiency("F=100000,B=200000"), slow = efficiency("F=200000,B=400000");
+  EXPECT_NEAR(slow, fast / 2, 1e-12);
+  EXPECT_REFUSED(dualpipe(base + "--calibrate nonsense --calibrate-mbs 2"),
+                 "--calibrate 'nonsense' is neither a file (a dualpipe train --trace) nor a --cost string");
+  EXPECT_REFUSED(dualpipe(base + "--calibrate F=1,B=2 --calibrate-mbs 2"), "a rate above peak means peak_tflops");
+  EXPECT_EQ(dualpipe(base + "--calibrate F=1,B=2").status, 2);  // --calibrate-mbs is required with it
 }
 
 TEST(ProfileCommand, BadTracesAreRefusedNamingTheFile) {
