@@ -274,6 +274,23 @@ bool better(const LayoutResult& a, const LayoutResult& b) {
   return a.memory.total() < b.memory.total();
 }
 
+// One row per pipeline: its best ZeRO stage (the fastest that fits, the least memory among equals).
+std::optional<LayoutResult> best_zero_stage(const LayoutRequest& request, const PipelineEstimate& e,
+                                            const std::vector<int>& zeros) {
+  std::optional<LayoutResult> best;
+  for (const int zero : zeros) {
+    LayoutResult r = finish(request.model, request.cluster, request.global_batch, e, zero);
+    if ((r.fits || request.include_unfit) && (!best || better(r, *best))) best = r;
+  }
+  return best;
+}
+
+// Inserts a row in rank order, keeping the best request.top.
+void add_ranked(std::vector<LayoutResult>& ranked, const LayoutResult& row, int top) {
+  ranked.insert(std::upper_bound(ranked.begin(), ranked.end(), row, better), row);
+  if (int(ranked.size()) > top) ranked.pop_back();
+}
+
 // The schedule planner's own schedule (automatic, on linear and V placements: one copy of the parameters) for the
 // pipelines of the best rows, within the memory their model states leave; a row of its own where it is not one
 // of the hand-made families. At most `pipelines` distinct pipelines are planned, best first.
@@ -328,20 +345,14 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
       continue;
     }
     ++search.simulated;
-    std::optional<LayoutResult> best;
-    for (const int zero : zeros) {
-      LayoutResult r = finish(model, cluster, request.global_batch, e, zero);
-      if ((r.fits || request.include_unfit) && (!best || better(r, *best))) best = r;
-    }
+    std::optional<LayoutResult> best = best_zero_stage(request, e, zeros);
     if (!best) continue;
     best->plan_command = "dualpipe plan --ranks " + std::to_string(base.pp) + " --microbatches " +
                          std::to_string(base.microbatches) + " --cost " + plan_request.costs.to_string() +
                          " --memory-limit " + detail::concat(*plan_request.memory_limit) +
                          " --placements " + (plan_request.placements.size() == 2 ? "linear,v" : "linear") +
                          " --format text -o plan.txt";
-    std::vector<LayoutResult>& ranked = search.ranked;
-    ranked.insert(std::upper_bound(ranked.begin(), ranked.end(), *best, better), *best);
-    if (int(ranked.size()) > request.top) ranked.pop_back();
+    add_ranked(search.ranked, *best, request.top);
   }
 }
 
@@ -433,15 +444,8 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
         e.lower_bound >= ranked.back().time.step)
       break;
     ++search.simulated;
-    // One row per pipeline: its best ZeRO stage (the fastest that fits, the least memory among equals).
-    std::optional<LayoutResult> best;
-    for (const int zero : zeros) {
-      LayoutResult r = finish(model, cluster, request.global_batch, e, zero);
-      if ((r.fits || request.include_unfit) && (!best || better(r, *best))) best = r;
-    }
-    if (!best) continue;
-    ranked.insert(std::upper_bound(ranked.begin(), ranked.end(), *best, better), *best);
-    if (int(ranked.size()) > request.top) ranked.pop_back();
+    if (const std::optional<LayoutResult> best = best_zero_stage(request, e, zeros))
+      add_ranked(ranked, *best, request.top);
   }
   std::vector<std::unique_ptr<ScheduleFacts>> planned;
   if (request.planner && !fix.schedule) add_planner_schedules(request, zeros, cache, planned, search, 1);
