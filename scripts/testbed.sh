@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# An emulated two-machine network for tests and benchmarks: two network namespaces, NAME-n0 and NAME-n1, joined
-# by a veth pair, each with loopback and an address of its own, and a token-bucket bandwidth limit on both ends of
-# the link (netem is not available on Debian's minimal kernels here, so no added latency or loss). Processes
-# started with `ip netns exec NAME-nK ...` see only their node's interfaces, like two machines on one switch.
+# An emulated network of machines for tests and benchmarks: network namespaces NAME-n0, NAME-n1, ..., each with
+# loopback and an address of its own, and a token-bucket bandwidth limit on both ends of every link (netem is not
+# available on Debian's minimal kernels here, so no added latency or loss). Two nodes are joined by one veth pair;
+# more are each joined by their own veth pair to a bridge in a namespace NAME-sw (a switch), so every node has a
+# link of the full rate to itself, as every GPU of a training cluster has its own NIC. Processes started with
+# `ip netns exec NAME-nK ...` see only their node's interfaces, like machines on one switch.
 #
 #   scripts/testbed.sh check                      exit 0 if namespaces can be made here, else 77 and why
-#   scripts/testbed.sh up NAME [--rate 1gbit]     make the test bed; prints "nodeK ns=NS addr=ADDR if=IF" lines
+#   scripts/testbed.sh up NAME [--rate 1gbit] [--nodes 2] [--burst BYTES]
+#                                                 make the test bed; prints "nodeK ns=NS addr=ADDR if=IF" lines
 #   scripts/testbed.sh down NAME                  stop what runs inside it and remove it (no error if absent)
-#   scripts/testbed.sh link NAME down|up          take the link down (a cable pulled) or up again
-#   scripts/testbed.sh run NAME [--rate R] -- COMMAND...
-#       up, run COMMAND on the host with TESTBED_NODE0/1, TESTBED_ADDR0/1 and TESTBED_IF0/1 exported, then down,
-#       also when COMMAND fails or this script is interrupted; exits with COMMAND's status.
+#   scripts/testbed.sh link NAME down|up          take node 0's link down (a cable pulled) or up again
+#   scripts/testbed.sh run NAME [--rate R] [--nodes N] [--burst BYTES] -- COMMAND...
+#       up, run COMMAND on the host with TESTBED_NODES (N), TESTBED_NODEk, TESTBED_ADDRk and TESTBED_IFk (k < N)
+#       exported, then down, also when COMMAND fails or this script is interrupted; exits with COMMAND's status.
 #
-# Addresses: 10.213.0.1 (node 0) and 10.213.0.2 (node 1)/24. Every test bed has its own pair of namespaces, so
-# test beds of different names coexist with the same addresses. See docs/testbed.md.
+# Addresses: 10.213.0.(k+1)/24 for node k. Every test bed has its own namespaces, so test beds of different names
+# coexist with the same addresses. --burst: the token bucket's size in bytes (default: one 250 Hz timer tick of the
+# rate, at least 64 KiB). A smaller one (16384) makes a message of a few hundred KB take its time at the rate
+# within 1%, instead of passing its first 64 KiB at once after an idle moment (docs/testbed.md). See docs/testbed.md.
 set -euo pipefail
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "testbed.sh: $*" >&2; exit 2; }
 
 # Namespaces are made and removed one test bed at a time, across all copies of this script: `ip netns add` (re)mounts
@@ -91,45 +96,71 @@ step() { # WHAT COMMAND...
 up() {
   local name=$1; shift
   valid_name "$name"
-  local rate=1gbit
+  local rate=1gbit nodes=2 burst=
   while [[ $# -gt 0 ]]; do
     case $1 in
       --rate) rate=${2:?--rate needs a value}; shift 2 ;;
+      --nodes) nodes=${2:?--nodes needs a value}; shift 2 ;;
+      --burst) burst=${2:?--burst needs a value}; shift 2 ;;
       *) die "up: unknown option '$1'" ;;
     esac
   done
-  local bits burst
+  local bits
   bits=$(bits_per_second "$rate") && (( bits >= 8000 )) ||
     die "--rate '$rate' must be at least 8kbit, written like 1gbit, 100mbit or 8mbit"
-  burst=$(( bits / 8 / 250 ))
-  (( burst < 65536 )) && burst=65536
+  [[ $nodes =~ ^[0-9]+$ ]] && (( nodes >= 2 && nodes <= 64 )) || die "--nodes '$nodes' must be between 2 and 64"
+  if [[ -z $burst ]]; then
+    burst=$(( bits / 8 / 250 ))
+    (( burst < 65536 )) && burst=65536
+  fi
+  [[ $burst =~ ^[0-9]+$ ]] && (( burst >= 2048 )) ||
+    die "--burst '$burst' must be a number of bytes of at least 2048 (a packet must fit in the bucket)"
   local tbf=(tbf rate "$rate" burst "$burst" latency 50ms)
-  local n0="$name-n0" n1="$name-n1" if0="$name-0" if1="$name-1"
-  if ns_exists "$n0" || ns_exists "$n1"; then die "test bed '$name' exists already (scripts/testbed.sh down $name)"; fi
+  local k
+  for (( k = 0; k < nodes; ++k )); do
+    ns_exists "$name-n$k" && die "test bed '$name' exists already (scripts/testbed.sh down $name)"
+  done
+  ns_exists "$name-sw" && die "test bed '$name' exists already (scripts/testbed.sh down $name)"
   # From here on, any failure (a step, or a signal) removes what was made and prints no node lines. Checked under
   # the lock, so the namespaces of this name are ours to remove.
   trap "down '$name' >/dev/null 2>&1" EXIT
-  step "making namespace $n0" ip netns add "$n0" &&
-    step "making namespace $n1" ip netns add "$n1" &&
-    step "making the veth pair $if0-$if1" ip -n "$n0" link add "$if0" type veth peer name "$if1" netns "$n1" &&
-    step "loopback up in $n0" ip -n "$n0" link set lo up &&
-    step "loopback up in $n1" ip -n "$n1" link set lo up &&
-    step "address 10.213.0.1 on $if0" ip -n "$n0" addr add 10.213.0.1/24 dev "$if0" &&
-    step "address 10.213.0.2 on $if1" ip -n "$n1" addr add 10.213.0.2/24 dev "$if1" &&
-    step "link $if0 up" ip -n "$n0" link set "$if0" up &&
-    step "link $if1 up" ip -n "$n1" link set "$if1" up &&
-    step "rate limit on $if0" ip netns exec "$n0" tc qdisc add dev "$if0" root "${tbf[@]}" &&
-    step "rate limit on $if1" ip netns exec "$n1" tc qdisc add dev "$if1" root "${tbf[@]}" &&
-    printf 'node0 ns=%s addr=10.213.0.1 if=%s\nnode1 ns=%s addr=10.213.0.2 if=%s\n' "$n0" "$if0" "$n1" "$if1" ||
-    exit 1
+  for (( k = 0; k < nodes; ++k )); do
+    step "making namespace $name-n$k" ip netns add "$name-n$k" &&
+      step "loopback up in $name-n$k" ip -n "$name-n$k" link set lo up || exit 1
+  done
+  if (( nodes == 2 )); then  # a cable between the two
+    step "making the veth pair $name-0-$name-1" ip -n "$name-n0" link add "$name-0" type veth peer name "$name-1" \
+      netns "$name-n1" || exit 1
+  else  # a cable from each node to the switch's bridge, limited at the switch's end too (the node's download)
+    step "making namespace $name-sw" ip netns add "$name-sw" &&
+      step "the switch's bridge" ip -n "$name-sw" link add sw type bridge &&
+      step "the switch up" ip -n "$name-sw" link set sw up || exit 1
+    for (( k = 0; k < nodes; ++k )); do
+      step "making the veth pair $name-$k-$name-s$k" ip -n "$name-n$k" link add "$name-$k" type veth \
+        peer name "$name-s$k" netns "$name-sw" &&
+        step "port $name-s$k on the switch" ip -n "$name-sw" link set "$name-s$k" master sw &&
+        step "port $name-s$k up" ip -n "$name-sw" link set "$name-s$k" up &&
+        step "rate limit on $name-s$k" ip netns exec "$name-sw" tc qdisc add dev "$name-s$k" root "${tbf[@]}" ||
+        exit 1
+    done
+  fi
+  for (( k = 0; k < nodes; ++k )); do
+    step "address 10.213.0.$(( k + 1 )) on $name-$k" ip -n "$name-n$k" addr add "10.213.0.$(( k + 1 ))/24" dev "$name-$k" &&
+      step "link $name-$k up" ip -n "$name-n$k" link set "$name-$k" up &&
+      step "rate limit on $name-$k" ip netns exec "$name-n$k" tc qdisc add dev "$name-$k" root "${tbf[@]}" || exit 1
+  done
+  for (( k = 0; k < nodes; ++k )); do
+    printf 'node%d ns=%s addr=10.213.0.%d if=%s\n' "$k" "$name-n$k" "$(( k + 1 ))" "$name-$k"
+  done
   trap - EXIT
 }
 
 down() {
   local name=$1 status=0
   valid_name "$name"
-  for ns in "$name-n0" "$name-n1"; do
-    ns_exists "$ns" || continue
+  local all
+  all=$(ip netns list 2>/dev/null | awk '{print $1}') || die "ip netns list failed"
+  for ns in $(grep -E "^$name-(n[0-9]+|sw)$" <<<"$all" | sort -V); do
     # Only what runs inside this test bed: first asked to stop, then killed.
     local pids
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
@@ -161,7 +192,7 @@ run() {
   [[ $# -gt 1 ]] || die "run: give the command after --: scripts/testbed.sh run NAME -- COMMAND..."
   shift
   valid_name "$name"
-  if ns_exists "$name-n0" || ns_exists "$name-n1"; then die "test bed '$name' exists already"; fi
+  if ns_exists "$name-n0" || ns_exists "$name-sw"; then die "test bed '$name' exists already"; fi
   # From here on the test bed is ours to remove, also when a signal comes while it is being made (the trap runs
   # once `up` returns). Expanded now: the trap may run after this function's locals are gone.
   trap "locked down '$name'" EXIT
@@ -170,7 +201,9 @@ run() {
   # A failed `up` removed what it made; a test bed of this name made meanwhile by someone else is not ours.
   lines=$(locked up "$name" "${up_args[@]}") || { trap - EXIT; exit 1; }
   local k word
-  for k in 0 1; do  # by name: "nodeK ns=NS addr=ADDR if=IF"
+  export TESTBED_NODES
+  TESTBED_NODES=$(grep -c '^node' <<<"$lines")
+  for (( k = 0; k < TESTBED_NODES; ++k )); do  # by name: "nodeK ns=NS addr=ADDR if=IF"
     for word in $(grep "^node$k " <<<"$lines"); do
       case $word in
         ns=*) export "TESTBED_NODE$k=${word#ns=}" ;;

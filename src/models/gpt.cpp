@@ -77,8 +77,14 @@ torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
   return y + (moe_ ? moe_(ln2(y)) : fc2(torch::gelu(fc1(ln2(y)))));
 }
 
-GptStageImpl::GptStageImpl(const GptConfig& c, const StageCut& cut, int stage, ExpertGroup experts)
+GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts)
     : first_(stage == 0), last_(stage == cut.num_stages() - 1) {
+  GptConfig c = config;
+  if (!c.emulated_stages.empty()) {
+    DUALPIPE_REQUIRE(static_cast<int>(c.emulated_stages.size()) == cut.num_stages(), "the emulated device has costs for ",
+                     c.emulated_stages.size(), " stages, the cut ", cut.num_stages());
+    c.moe.emulated = c.emulated_stages[stage];
+  }
   c.check();
   DUALPIPE_REQUIRE(cut.num_layers() == c.layers, "the stage cut ", cut.to_string(), " has ", cut.num_layers(),
                    " layers, the model ", c.layers);

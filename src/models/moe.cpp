@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "dualpipe/util/error.h"
+#include "emulated_compute.h"
 #include "init.h"
 
 namespace dualpipe::models {
@@ -128,15 +129,23 @@ torch::Tensor MoeLayerImpl::run_experts(const torch::Tensor& slots, int64_t capa
 
 torch::Tensor MoeLayerImpl::forward(const torch::Tensor& x) {
   const int64_t hidden = x.size(-1);
-  const torch::Tensor tokens = x.reshape({-1, hidden});
+  // With an emulated device, half of the layer's compute comes before the dispatch and half between the dispatch
+  // and the combine, so each exchange has compute on both sides of it, in the forward and in the backward.
+  const EmulatedLayer& device = config_.emulated;
+  const auto compute = [&](const torch::Tensor& t) {
+    return emulated_compute(t, router->weight, device.forward_us / 2, device.input_grad_us / 2,
+                            device.weight_grad_us / 2);
+  };
+  const torch::Tensor tokens = compute(x.reshape({-1, hidden}));
   const Routing r = route(tokens);
   const int64_t slots = config_.experts * r.capacity;
   const torch::Tensor dispatch =
       torch::zeros({slots, hidden}, tokens.options()).index_copy(0, r.slot, tokens.index_select(0, r.token));
   static const parallel::ExpertCommunication kAlone;
   const parallel::ExpertCommunication& group = communication_ ? *communication_ : kAlone;
-  const torch::Tensor received = parallel::expert_all_to_all(dispatch, group, "dispatch");
-  const torch::Tensor results = parallel::expert_all_to_all(run_experts(received, r.capacity), group, "combine");
+  const torch::Tensor received = padded_all_to_all(dispatch, group, "dispatch", device.exchange_bytes);
+  const torch::Tensor results =
+      padded_all_to_all(compute(run_experts(received, r.capacity)), group, "combine", device.exchange_bytes);
   torch::Tensor y = torch::zeros_like(tokens).index_add(0, r.token,
                                                         results.index_select(0, r.slot) * r.gate.unsqueeze(1));
   y = y.view_as(x);

@@ -13,7 +13,7 @@
 namespace dualpipe {
 namespace {
 
-constexpr const char* kKnownKeys = "F, B, W, FB, comm, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
+constexpr const char* kKnownKeys = "F, B, W, FB, comm, a2a, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -83,21 +83,27 @@ double at(const std::vector<double>& list, int stage, double otherwise) {
 double CostModel::forward_of(int stage) const { return at(stage_forward, stage, forward) * scale(stage); }
 double CostModel::backward_of(int stage) const { return at(stage_backward, stage, backward) * scale(stage); }
 double CostModel::weight_of(int stage) const { return at(stage_weight, stage, weight) * scale(stage); }
+double CostModel::all_to_all_of(int stage) const { return all_to_all * scale(stage); }
+double CostModel::overlapped_pair() const {
+  return overlapped.value_or(std::max(forward + backward, 2 * all_to_all));
+}
 double CostModel::activation_of(int stage) const { return at(stage_activation, stage, 1.0); }
 
 double CostModel::recompute_time(int stage) const { return recompute ? forward_of(stage) : 0.0; }
 
 double CostModel::duration(const Action& a) const {
   switch (a.type) {
-    case ActionType::Forward: return forward_of(a.stage);
-    case ActionType::Backward: return backward_of(a.stage) + recompute_time(a.stage);
-    case ActionType::BackwardInput: return backward_of(a.stage) - weight_of(a.stage) + recompute_time(a.stage);
+    case ActionType::Forward: return forward_of(a.stage) + all_to_all_of(a.stage);
+    case ActionType::Backward: return backward_of(a.stage) + all_to_all_of(a.stage) + recompute_time(a.stage);
+    case ActionType::BackwardInput:
+      return backward_of(a.stage) - weight_of(a.stage) + all_to_all_of(a.stage) + recompute_time(a.stage);
     case ActionType::BackwardWeight: return weight_of(a.stage);
     case ActionType::Overlapped: {
-      const double separate = forward_of(a.stage) + backward_of(a.bwd_stage);
+      const double compute = forward_of(a.stage) + backward_of(a.bwd_stage);
       // FB is given for a pair of uniform stages; uneven stages scale it like the separate halves. The backward
       // half's recomputation is not overlapped with anything: it comes on top.
-      return (overlapped ? *overlapped * separate / (forward + backward) : separate) + recompute_time(a.bwd_stage);
+      if (overlapped) return *overlapped * compute / (forward + backward) + recompute_time(a.bwd_stage);
+      return std::max(compute, all_to_all_of(a.stage) + all_to_all_of(a.bwd_stage)) + recompute_time(a.bwd_stage);
     }
     default: return 0.0;
   }
@@ -130,6 +136,7 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "act_scale") costs.stage_activation = parse_list("act_scale", value);
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
+    else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
     else if (key == "w_mem") costs.w_mem = parse_number("w_mem", value);
     else if (key == "input_mem") costs.input_mem = parse_number("input_mem", value);
@@ -149,8 +156,8 @@ CostModel CostModel::parse(std::string_view spec) {
 
 void CostModel::check() const {
   // parse() only reads finite numbers, but a CostModel built in code (or fitted from a trace) could hold inf.
-  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, activation_bytes, w_mem,
-                             input_mem})
+  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, all_to_all,
+                             activation_bytes, w_mem, input_mem})
     DUALPIPE_REQUIRE(std::isfinite(value), "costs must be finite numbers, got ", to_string());
   for (const double value : stage_scale)
     DUALPIPE_REQUIRE(std::isfinite(value), "stage scales must be finite numbers, got ", to_string());
@@ -160,6 +167,7 @@ void CostModel::check() const {
                    " with B=", backward);
   DUALPIPE_REQUIRE(!overlapped || *overlapped > 0, "cost FB must be positive, got FB=", overlapped.value_or(0));
   DUALPIPE_REQUIRE(comm >= 0, "cost comm must not be negative, got comm=", comm);
+  DUALPIPE_REQUIRE(all_to_all >= 0, "cost a2a must not be negative, got a2a=", all_to_all);
   DUALPIPE_REQUIRE(activation_bytes >= 0, "cost act_bytes must not be negative, got act_bytes=", activation_bytes);
   DUALPIPE_REQUIRE(w_mem >= 0 && w_mem <= 1, "cost w_mem is a share of a stage's activation, so 0 <= w_mem <= 1, "
                    "got w_mem=", w_mem);
@@ -192,7 +200,8 @@ void CostModel::check() const {
   double longest = 0;
   const int stages = static_cast<int>(std::max({stage_scale.size(), stage_forward.size(), stage_backward.size()}));
   for (int s = 0; s < std::max(stages, 1); ++s)
-    longest = std::max(longest, (2 * forward_of(s) + backward_of(s)) + overlapped.value_or(0) * scale(s));
+    longest = std::max(longest, (2 * forward_of(s) + backward_of(s) + 2 * all_to_all_of(s)) +
+                                    overlapped.value_or(0) * scale(s));
   DUALPIPE_REQUIRE(std::isfinite(longest), "costs ", to_string(),
                    " are too large to simulate: F+B overflows a double; give them in a larger time unit");
 }
@@ -209,8 +218,9 @@ void CostModel::check_stages(int num_stages) const {
 
 namespace {
 
-// The costs of k times the share of the model: F, B, W, FB and the activation's bytes.
+// The costs of k times the share of the model: F, B, W, FB, a2a and the activation's bytes.
 void scale_model_share(CostModel& costs, double k) {
+  costs.all_to_all *= k;
   costs.forward *= k;
   costs.backward *= k;
   costs.weight *= k;
@@ -284,8 +294,10 @@ std::string CostModel::to_string() const {
     return out;
   };
   std::string out = "F=" + list_or(stage_forward, forward) + ",B=" + list_or(stage_backward, backward) +
-                    ",W=" + list_or(stage_weight, weight) + ",FB=" + number(overlapped.value_or(forward + backward)) +
+                    ",W=" + list_or(stage_weight, weight) +
+                    ",FB=" + number(overlapped_pair()) +
                     ",comm=" + number(comm);
+  if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
   if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);
   if (w_mem != 1) out += ",w_mem=" + number(w_mem);
   if (recompute) out += ",recompute=1";

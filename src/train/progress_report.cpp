@@ -42,6 +42,12 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
                                                          : "on (halves taking turns at each all-to-all)")
                            : "")
               << "\n";
+  if (!c.emulate_device.empty())
+    std::cout << "  emulated device: every stage's MoE layers sleep for the costs " << c.emulate_device
+              << " (milliseconds per stage)"
+              << (c.emulate_link_rate.empty() ? "" : ", exchanges sized for a link of " + c.emulate_link_rate)
+              << "; stage 0's layers: " << m.emulated_stages.at(0).forward_us << " us forward, "
+              << m.emulated_stages.at(0).exchange_bytes << " bytes per exchange\n";
   std::cout
             << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
             << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers; "

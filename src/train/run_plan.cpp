@@ -15,6 +15,7 @@
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/output_paths.h"
 #include "device_choice.h"
+#include "device_emulation.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -105,6 +106,7 @@ RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(std::isfinite(c.aux_loss) && c.aux_loss >= 0 && c.aux_loss <= 100,
                    "--aux-loss must be between 0 and 100, got ", c.aux_loss);
   plan.model.moe.aux_loss_weight = c.aux_loss / c.microbatches;  // as each micro-batch's loss is weighted
+  plan.model.emulated_stages = emulated_stages(c, plan.cut);
   plan.model.check();
   check_fits_in_memory(c, plan.model);
   plan.lr = {c.lr, c.min_lr, c.warmup, c.steps};

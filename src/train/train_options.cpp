@@ -117,6 +117,15 @@ const std::vector<TrainOption>& train_options() {
       {"--backend",
        "Transport between ranks: gloo or nccl (default: nccl for --device cuda, gloo for cpu; nccl needs cuda)",
        "Pipeline", &C::backend, false},
+      {"--emulate-device",
+       "Emulate a device: each stage's MoE layers take the times of the simulator's costs COSTS, in milliseconds "
+       "(F, B, W and a2a, e.g. F=20,B=40,W=20,a2a=20), by sleeping, so the host stays idle as with a GPU; the "
+       "maths and losses are unchanged. Needs --experts",
+       "Pipeline", &C::emulate_device, false},
+      {"--emulate-link-rate",
+       "With --emulate-device's a2a: the network's rate per rank (like 100mbit), which sizes each exchange so that "
+       "it takes a2a's time",
+       "Pipeline", &C::emulate_link_rate, false},
       // Model
       {"--layers", "Transformer blocks in the whole model", "Model", &C::layers},
       {"--hidden", "Width of the residual stream", "Model", &C::hidden},

@@ -127,6 +127,30 @@ TEST(SimulateMetrics, CommLatencyOnlyOnCrossRankEdges) {
   EXPECT_DOUBLE_EQ(late.metrics.bubble_rate, 0.4);
 }
 
+TEST(SimulateMetrics, AllToAllLengthensForwardsAndInputGradientsButNotWeightGradients) {
+  // 1F1B R=2 M=2 with F=1 B=2 a2a=1: a forward takes 2, a backward 3.
+  //  rank 0: 0F0 [0,2] 0F1 [2,4]; rank 1: 1F0 [2,4] 1B0 [4,7] 1F1 [7,9] 1B1 [9,12];
+  //  rank 0: 0B0 [7,10] 0B1 [12,15]                                                  -> makespan 15
+  CostModel c = costs(1, 2, 1);
+  c.all_to_all = 1;
+  EXPECT_DOUBLE_EQ(simulate(make_1f1b(ScheduleOptions{2, 2}), c).metrics.makespan, 15);
+  // Split backward: I = B - W + a2a = 2, W = 1 (no exchange).
+  EXPECT_DOUBLE_EQ(c.duration(Action::backward_input(0, 0)), 2);
+  EXPECT_DOUBLE_EQ(c.duration(Action::backward_weight(0, 0)), 1);
+  // A pair hides each half's exchanges behind the other's compute: max(F + B, 2 a2a).
+  EXPECT_DOUBLE_EQ(c.duration(Action::overlapped(0, 1, 1, 0)), 3);
+  c.all_to_all = 2.5;
+  EXPECT_DOUBLE_EQ(c.duration(Action::overlapped(0, 1, 1, 0)), 5);
+  // A given FB is the whole pair, exchanges included.
+  c.overlapped = 7;
+  EXPECT_DOUBLE_EQ(c.duration(Action::overlapped(0, 1, 1, 0)), 7);
+  // Parsed, printed (with the pair's default made explicit), and refused when negative.
+  const CostModel parsed = CostModel::parse("F=1,B=2,W=1,a2a=2");
+  EXPECT_DOUBLE_EQ(parsed.all_to_all, 2);
+  EXPECT_EQ(parsed.to_string(), "F=1,B=2,W=1,FB=4,comm=0,a2a=2");
+  EXPECT_TRUE(contains(test::error_message([] { CostModel::parse("a2a=-1"); }), "a2a=-1"));
+}
+
 TEST(SimulateMetrics, StageScaleMultipliesEveryCost) {
   // GPipe R=2 M=1 with stage 1 three times as heavy: 0F0 [0,1], 1F0 [1,4], 1B0 [4,10], 0B0 [10,12].
   CostModel c = costs(1, 2, 1);

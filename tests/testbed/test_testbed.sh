@@ -12,7 +12,7 @@ reason=$("$testbed" check) || { status=$?; echo "SKIP: $reason"; exit "$status";
 name="tbt$$"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-cleanup() { for n in "$name" "tbr$$" "tbf$$" tb{1..4}$$; do "$testbed" down "$n" >/dev/null 2>&1; done; }
+cleanup() { for n in "$name" "tbr$$" "tbf$$" "tbs$$" tb{1..4}$$; do "$testbed" down "$n" >/dev/null 2>&1; done; }
 trap cleanup EXIT
 
 # KEY's value on NODE's line of up's output ("nodeK ns=NS addr=ADDR if=IF"), by name.
@@ -117,5 +117,30 @@ for k in 1 2 3 4; do "$testbed" down "tb$k$$" & pids[k]=$!; done
 for k in 1 2 3 4; do wait "${pids[k]}" || fail "down tb$k$$ alongside three others failed"; done
 ip netns list | grep -q "^tb[1-4]$$-" && fail "concurrent downs left $(ip netns list | grep "^tb[1-4]$$-")"
 rm -rf "$together"
+
+# Four nodes through a switch, each link limited at both ends with the bucket asked for: every node reaches
+# every other, and down removes the nodes and the switch.
+lines=$("$testbed" up "tbs$$" --nodes 4 --rate 8mbit --burst 16384) || fail "up --nodes 4: $lines"
+[[ $(grep -c '^node' <<<"$lines") == 4 && $(field "$lines" node3 addr) == 10.213.0.4 ]] ||
+  fail "up --nodes 4 printed '$lines'"
+for k in 0 3; do
+  qdisc=$(ip netns exec "tbs$$-n$k" tc qdisc show dev "tbs$$-$k")
+  [[ $qdisc == *"rate 8Mbit burst 16Kb"* ]] || fail "node $k's link has '$qdisc'"
+  qdisc=$(ip netns exec "tbs$$-sw" tc qdisc show dev "tbs$$-s$k")
+  [[ $qdisc == *"rate 8Mbit burst 16Kb"* ]] || fail "the switch's port to node $k has '$qdisc'"
+done
+ip netns exec "tbs$$-n3" python3 -c "
+import socket
+s = socket.socket(); s.bind(('10.213.0.4', 5003)); s.listen(1)
+c = socket.create_connection(('10.213.0.4', 5003), timeout=2)" || fail "node 3 cannot reach itself"
+ip netns exec "tbs$$-n3" python3 -c "
+import socket, subprocess
+s = socket.socket(); s.bind(('10.213.0.4', 5004)); s.listen(1)
+subprocess.run(['ip', 'netns', 'exec', 'tbs$$-n0', 'python3', '-c',
+                \"import socket; socket.create_connection(('10.213.0.4', 5004), timeout=3)\"], check=True)" ||
+  fail "node 0 cannot reach node 3 through the switch"
+"$testbed" up "tbs$$" --nodes 1 >/dev/null 2>&1 && fail "up accepted --nodes 1"
+"$testbed" down "tbs$$" || fail "down tbs$$ failed"
+ip netns list | grep -q "^tbs$$-" && fail "down left $(ip netns list | grep "^tbs$$-")"
 
 [[ $failures == 0 ]] && echo "testbed: all checks passed" || exit 1

@@ -160,7 +160,7 @@ Picture draw_trace(const DrawCommand& c) {
   p.options.subtitle.push_back(detail::concat(
       "plan simulated with ", fit ? "each stage's mean durations in the step" : "--cost in microseconds",
       ": F ", us(costs.forward), ", I ", us(costs.backward - costs.weight), ", W ", us(costs.weight), ", F&B ",
-      us(costs.overlapped.value_or(costs.forward + costs.backward)), costs.stage_forward.empty() ? "" : " (means over the stages)",
+      us(costs.overlapped_pair()), costs.stage_forward.empty() ? "" : " (means over the stages)",
       fit ? detail::concat("; fit residual ", static_cast<int>(std::lround(fit->residual * 1000)) / 10.0, "%") : ""));
   if (fit)
     for (const std::string& w : fit->warnings) p.options.subtitle.push_back("warning: " + w);

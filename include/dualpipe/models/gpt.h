@@ -29,6 +29,8 @@ struct GptConfig {
   int layers = 8;
   uint64_t seed = 0;
   MoeConfig moe;  // experts = 0: dense MLPs
+  // The emulated device's costs of one MoE layer of each stage (train --emulate-device); empty: none.
+  std::vector<EmulatedLayer> emulated_stages;
 
   // Throws InvalidArgument naming the option (--hidden, --heads, ...) and the rule.
   void check() const;

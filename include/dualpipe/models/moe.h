@@ -31,6 +31,19 @@
 
 namespace dualpipe::models {
 
+// An emulated device (dualpipe train --emulate-device): each MoE layer's compute takes set times without using
+// the host, as on a GPU, and its exchanges carry set sizes, so a schedule's timing is measured rather than the
+// host's cores (emulated_compute.h). The layer's real maths still runs (a small model's, in far less time), so
+// the results are those of the layer without emulation, bit for bit. Zero everywhere: no emulation.
+struct EmulatedLayer {
+  int64_t forward_us = 0;       // the layer's forward: half before the dispatch, half between dispatch and combine
+  int64_t input_grad_us = 0;    // its input gradient (I), split the same way between its exchanges
+  int64_t weight_grad_us = 0;   // its parameter gradient (W)
+  int64_t exchange_bytes = 0;   // bytes each exchange sends off the rank, at least (padded with zeros)
+
+  bool on() const { return forward_us > 0 || input_grad_us > 0 || weight_grad_us > 0 || exchange_bytes > 0; }
+};
+
 struct MoeConfig {
   int64_t experts = 0;  // N; 0: a dense MLP
   int64_t top_k = 2;
@@ -38,6 +51,7 @@ struct MoeConfig {
   // The gradient weight of each micro-batch's auxiliary loss: the coefficient (--aux-loss) divided by the
   // micro-batches of a step, as each micro-batch's language-model loss is.
   double aux_loss_weight = 0.01;
+  EmulatedLayer emulated;  // set per stage by GptStage from GptConfig::emulated_stages
 
   // Throws InvalidArgument naming the option (--experts, --top-k, --capacity-factor, --aux-loss) and the rule.
   void check() const;

@@ -15,8 +15,14 @@ struct CostModel {
   double forward = 1;   // F: forward of one stage
   double backward = 2;  // B: full backward (input and weight gradients)
   double weight = 1;    // W: weight-gradient part of B, so I = B - W
-  std::optional<double> overlapped;  // FB: one overlapped F&B pair; F + B when unset
+  std::optional<double> overlapped;  // FB: one overlapped F&B pair; F + B (or with a2a, see below) when unset
   double comm = 0;      // latency added to every cross-rank dependency
+  // a2a: the expert all-to-all time of one stage's forward (the sum of its MoE layers' dispatches and combines;
+  // its backward exchanges as much again), scaled per stage like F. A forward, B or I takes that much longer
+  // (it waits for its own exchanges), a W does not. An overlapped pair without FB hides each half's exchanges
+  // behind the other half's compute, DualPipe's point: it takes max(F + B, a2a(F) + a2a(B)), bound by its
+  // compute or by its exchanges, which share the rank's link.
+  double all_to_all = 0;
   std::vector<double> stage_scale;   // per-stage multipliers of all costs; empty means 1 for every stage
   // Per-stage absolute costs for uneven stages ("F=2:1:1:1.5"): F, B and W of each stage; empty: forward, backward
   // and weight for every stage. When given, forward/backward/weight hold their means (FB is given for a pair of
@@ -45,13 +51,16 @@ struct CostModel {
   double forward_of(int stage) const;
   double backward_of(int stage) const;
   double weight_of(int stage) const;
+  double all_to_all_of(int stage) const;
+  // FB of a pair of mean stages: the given one, or max(F + B, 2 a2a).
+  double overlapped_pair() const;
   double activation_of(int stage) const;
   // The duration of one compute action; zero for communication actions.
   double duration(const Action& action) const;
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
-  // Parses "F=1,B=2,W=1,FB=3,comm=0,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order;
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order;
   // keys case-insensitive, "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs,
   // "act_scale=1.5:1:1" for per-stage activation sizes). Strict: every item is KEY=VALUE, each key
   // at most once, no empty items, finite numbers. Throws InvalidArgument naming the bad item and the rule.

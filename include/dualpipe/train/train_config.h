@@ -78,6 +78,10 @@ struct TrainConfig {
   // Where the stages run, and the transport between ranks (device_choice.h has the rules).
   std::string device = "cpu";  // "cpu" or "cuda" (one GPU per local rank)
   std::string backend;         // "gloo" or "nccl"; empty: nccl for cuda, gloo for cpu
+  // An emulated device (device_emulation.h): the simulator's costs of each stage in milliseconds ("F=20,B=40,W=20,
+  // a2a=20"), taken by sleeping instead of computing, and the link rate ("100mbit") that sizes a2a's exchanges.
+  std::string emulate_device;
+  std::string emulate_link_rate;
 
   // timeout_seconds as the wait limit every communicator takes.
   std::chrono::milliseconds timeout() const {

@@ -1,0 +1,59 @@
+#include "device_emulation.h"
+
+#include <cmath>
+#include <regex>
+
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/util/error.h"
+
+namespace dualpipe::train {
+
+double parse_link_rate(const std::string& option, const std::string& text) {
+  static const std::regex rate(R"(([0-9]+(\.[0-9]+)?)([kmg]?)bit)");
+  std::smatch m;
+  DUALPIPE_REQUIRE(std::regex_match(text, m, rate), option, " '", text,
+                   "' must be a rate written like 100mbit, 1gbit or 800kbit");
+  const double unit = m[3] == "k" ? 1e3 : m[3] == "m" ? 1e6 : m[3] == "g" ? 1e9 : 1.0;
+  const double bits = std::stod(m[1]) * unit;
+  DUALPIPE_REQUIRE(bits >= 8000, option, " '", text, "' must be at least 8kbit");
+  return bits;
+}
+
+std::vector<models::EmulatedLayer> emulated_stages(const TrainConfig& c, const models::StageCut& cut) {
+  if (c.emulate_device.empty()) {
+    DUALPIPE_REQUIRE(c.emulate_link_rate.empty(), "--emulate-link-rate needs --emulate-device COSTS");
+    return {};
+  }
+  DUALPIPE_REQUIRE(c.experts > 0, "--emulate-device emulates the compute of MoE layers: give --experts N");
+  DUALPIPE_REQUIRE(c.device == "cpu", "--emulate-device runs on the CPU, got --device ", c.device);
+  CostModel costs;
+  try {
+    costs = CostModel::parse(c.emulate_device);
+    costs.check_stages(cut.num_stages());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(detail::concat("--emulate-device '", c.emulate_device, "': ", e.what()));
+  }
+  DUALPIPE_REQUIRE(!costs.overlapped && costs.comm == 0, "--emulate-device '", c.emulate_device,
+                   "' sets FB or comm, which the run measures: give F, B, W and a2a (in milliseconds)");
+  double bytes_per_ms = 0;
+  if (costs.all_to_all > 0) {
+    DUALPIPE_REQUIRE(c.ep > 1, "--emulate-device's a2a needs expert parallelism (--ep above 1), got --ep ", c.ep);
+    DUALPIPE_REQUIRE(!c.emulate_link_rate.empty(),
+                     "--emulate-device's a2a needs --emulate-link-rate RATE (like 100mbit) to size the exchanges");
+    bytes_per_ms = parse_link_rate("--emulate-link-rate", c.emulate_link_rate) / 8 / 1000;
+  }
+  std::vector<models::EmulatedLayer> stages;
+  for (int s = 0; s < cut.num_stages(); ++s) {
+    const double layers = cut.layers_per_stage[s];
+    const auto us = [&](double ms) { return static_cast<int64_t>(std::llround(ms * 1000 / layers)); };
+    models::EmulatedLayer layer;
+    layer.forward_us = us(costs.forward_of(s));
+    layer.input_grad_us = us(costs.backward_of(s) - costs.weight_of(s));
+    layer.weight_grad_us = us(costs.weight_of(s));
+    layer.exchange_bytes = static_cast<int64_t>(std::llround(costs.all_to_all_of(s) / (2 * layers) * bytes_per_ms));
+    stages.push_back(layer);
+  }
+  return stages;
+}
+
+}  // namespace dualpipe::train
