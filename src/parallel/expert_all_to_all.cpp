@@ -3,7 +3,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "dualpipe/runtime/concurrent_overlap.h"
@@ -42,10 +42,12 @@ torch::Tensor exchange(const torch::Tensor& x, c10d::ProcessGroup& group, const 
   torch::Tensor input = x.contiguous();
   torch::Tensor output = torch::empty_like(input);
   const std::vector<c10::intrusive_ptr<c10d::Work>> works = start_exchange(group, output, input);
-  // The other half of an overlapped pair computes while the exchange runs.
-  runtime::yield_overlap_turn([&works] {
-    return std::all_of(works.begin(), works.end(), [](const auto& work) { return work->isCompleted(); });
-  });
+  // The other half of an overlapped pair computes while the exchange runs. Gloo's sends and receives complete
+  // only inside wait() (isCompleted() stays false until then), so for them the turn is handed over without a
+  // test, and this half takes it back when the other yields or ends.
+  const bool testable = works.size() == 1;
+  runtime::yield_overlap_turn(testable ? std::function<bool()>([&works] { return works[0]->isCompleted(); })
+                                       : std::function<bool()>());
   for (const auto& work : works) work->wait();
   if (communication.on_exchange) communication.on_exchange(what, start, std::chrono::steady_clock::now());
   return output;
