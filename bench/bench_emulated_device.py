@@ -17,19 +17,19 @@ whole list once, then again), and each figure is the median over the repetitions
 A ratio's "apart" says whether the two ranges do not overlap: a difference larger than the spread.
 
     bench/bench_emulated_device.py [--reps 3] [--steps 12] [-m 16] [--rate 100mbit]
-                                   [--costs F=20,B=40,W=20] [--trace-dir DIR]
+                                   [--costs F=20,B=40,W=20] [--ratios 1,0.25] [--trace-dir DIR] [--jobs NAMES]
 
 Needs root (network namespaces); exits with 77 where the test bed cannot be made.
 """
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from testbed_bench import ROOT, RatioRows, median_from_step, run_inside_testbed, run_job, spread
+
 PP, DP, EP = 4, 2, 2
 MODEL = ["--layers", "8", "--hidden", "16", "--heads", "2", "--seq-len", "16", "--batch", "2",
          "--experts", "4", "--top-k", "2"]
@@ -72,47 +72,17 @@ def predicted_ms(binary, kind, microbatches, costs, overlap):
     return json.loads(out)["makespan"]
 
 
-def run_job(binary, job, costs, a, port, workdir, trace=""):
-    """One run over the test bed's nodes; the medians of steps 3.. of step_ms and all_to_all_exposed_ms."""
+def run_emulated(binary, job, costs, a, port, workdir, trace=""):
+    """One job across the test bed's nodes: the medians of steps 3.. of the step time and the exposed all-to-all."""
     name, kind, flag = job
-    metrics = os.path.join(workdir, "metrics.jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    world = PP * DP
-    args = ["train", "--schedule", kind, "--pp", str(PP), "--dp", str(DP), "--ep", str(EP), "-m", str(a.m),
+    args = ["--schedule", kind, "--pp", str(PP), "--dp", str(DP), "--ep", str(EP), "-m", str(a.m),
             "--steps", str(a.steps), "--eval-every", "0", "--sample-tokens", "0", "--warmup", "1", *MODEL,
-            "--emulate-device", costs, "--emulate-link-rate", a.rate,
-            "--nnodes", str(world), "--nproc-per-node", "1", "--master-addr", os.environ["TESTBED_ADDR0"],
+            "--emulate-device", costs, "--emulate-link-rate", a.rate, "--nproc-per-node", "1",
             "--master-port", str(port)]
     if flag:
         args.append(flag)
-    procs = []
-    for node in range(world):
-        extra = ["--metrics", metrics, "--trace", trace] if node == 0 else ["--trace", ""]
-        log = open(os.path.join(workdir, f"node{node}.log"), "w")
-        procs.append((subprocess.Popen(["ip", "netns", "exec", os.environ[f"TESTBED_NODE{node}"], binary, *args,
-                                        "--node-rank", str(node), *extra], stdout=log, stderr=subprocess.STDOUT),
-                      log))
-    failed = []
-    for node, (p, log) in enumerate(procs):
-        if p.wait(timeout=900) != 0:
-            failed.append(node)
-        log.close()
-    if failed:
-        with open(os.path.join(workdir, f"node{failed[0]}.log")) as f:
-            sys.exit(f"{name} failed on node {failed[0]}:\n{f.read()[-3000:]}")
-    with open(metrics) as f:
-        steps = [r for r in map(json.loads, f) if r.get("type") == "step" and r["step"] >= 3]
-    return (statistics.median(s["step_ms"] for s in steps),
-            statistics.median(s["all_to_all_exposed_ms"] for s in steps))
-
-
-def spread(values):
-    return statistics.median(values), min(values), max(values)
-
-
-def apart(x, y):
-    return max(x) < min(y) or max(y) < min(x)
+    steps = run_job(binary, name, args, workdir, trace)
+    return median_from_step(steps, "step_ms"), median_from_step(steps, "all_to_all_exposed_ms")
 
 
 def main():
@@ -124,17 +94,15 @@ def main():
     parser.add_argument("--costs", default="F=20,B=40,W=20", help="F, B, W of one rank's slice, in ms")
     parser.add_argument("--ratios", default="1,0.25", help="a2a / F of each regime")
     parser.add_argument("--trace-dir", help="also write traces of DualPipe and 1F1B at the first ratio here")
+    parser.add_argument("--jobs", help="run only these jobs (names as printed, comma-separated); ratios whose jobs "
+                        "did not run are left out")
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "dualpipe"))
     a = parser.parse_args()
+    jobs = [job for job in JOBS if not a.jobs or job[0] in a.jobs.split(",")]
+    if not jobs:
+        parser.error(f"--jobs {a.jobs}: none of the jobs {', '.join(job[0] for job in JOBS)}")
     binary = os.path.abspath(a.bin)
-    if "TESTBED_NODES" not in os.environ:  # run again inside a test bed of one node per rank
-        check = subprocess.run([os.path.join(ROOT, "scripts", "testbed.sh"), "check"], capture_output=True, text=True)
-        if check.returncode != 0:
-            print(check.stdout + check.stderr, end="")
-            sys.exit(77)
-        sys.exit(subprocess.run([os.path.join(ROOT, "scripts", "testbed.sh"), "run", "emdev", "--nodes",
-                                 str(PP * DP), "--rate", a.rate, "--burst", "16384", "--", sys.executable,
-                                 *sys.argv]).returncode)
+    run_inside_testbed("emdev", PP * DP, a.rate, burst=16384)  # one node per rank
     slice_costs = parse_costs(a.costs)
     ratios = [float(r) for r in a.ratios.split(",")]
     print(f"MoE transformer, P={PP} x DP={DP} (EP={EP}), one rank per node, links of {a.rate}; -m {a.m}, "
@@ -145,30 +113,30 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for rep in range(a.reps):
             for ratio in ratios:
-                for job in JOBS:
+                for job in jobs:
                     costs = stage_costs(slice_costs, ratio * slice_costs["F"], job[1])
                     port += 1
-                    result = run_job(binary, job, costs, a, port, work)
+                    result = run_emulated(binary, job, costs, a, port, work)
                     measured.setdefault((ratio, job[0]), []).append(result)
                     print(f"  rep {rep + 1} a2a {ratio:g}F {job[0]:18s} step {result[0]:8.1f} ms  exposed "
                           f"{result[1]:7.1f} ms", file=sys.stderr, flush=True)
         if a.trace_dir:
             os.makedirs(a.trace_dir, exist_ok=True)
-            for job in (JOBS[0], JOBS[6]):
+            for job in (job for job in (JOBS[0], JOBS[6]) if job in jobs):
                 costs = stage_costs(slice_costs, ratios[0] * slice_costs["F"], job[1])
                 port += 1
-                run_job(binary, job, costs, a, port, work, os.path.abspath(os.path.join(a.trace_dir,
+                run_emulated(binary, job, costs, a, port, work, os.path.abspath(os.path.join(a.trace_dir,
                                                                                        f"{job[1]}.json")))
-    report(binary, a, slice_costs, ratios, measured)
+    report(binary, a, slice_costs, ratios, measured, jobs)
 
 
-def report(binary, a, slice_costs, ratios, measured):
-    failures = []
+def report(binary, a, slice_costs, ratios, measured, jobs):
+    rows = RatioRows()
     for ratio in ratios:
         print(f"\na2a = {ratio:g} x F ({ratio * slice_costs['F']:g} ms per slice's forward)")
         print(f"{'job':20s} {'step ms (min-max)':>26s} {'exposed a2a ms (min-max)':>28s} {'simulated ms':>13s} "
               f"{'error':>7s}")
-        for name, kind, flag in JOBS:
+        for name, kind, flag in jobs:
             runs = measured[(ratio, name)]
             step = spread([r[0] for r in runs])
             exposed = spread([r[1] for r in runs])
@@ -176,21 +144,15 @@ def report(binary, a, slice_costs, ratios, measured):
             predicted = predicted_ms(binary, kind, a.m, costs, flag != "--no-fb-overlap")
             error = (predicted - step[0]) / step[0]
             if abs(error) > 0.10:
-                failures.append(f"{name} at {ratio:g}F: simulated {error:+.1%} off")
+                rows.failures.append(f"{name} at {ratio:g}F: simulated {error:+.1%} off")
             print(f"{name:20s} {step[0]:9.1f} ({step[1]:7.1f}-{step[2]:7.1f}) {exposed[0]:11.1f} "
                   f"({exposed[1]:6.1f}-{exposed[2]:6.1f}) {predicted:13.1f} {error:+7.1%}")
 
-        def ratio_row(label, num, den, field, target=None, at_most=True):
-            x = [r[field] for r in measured[(ratio, num)]]
-            y = [r[field] for r in measured[(ratio, den)]]
-            value = statistics.median(x) / statistics.median(y)
-            verdict = ""
-            if target is not None:
-                ok = value <= target if at_most else value >= target
-                verdict = f"target {'<=' if at_most else '>='} {target:g}: {'met' if ok else 'MISSED'}"
-                if not ok:
-                    failures.append(f"{label} at {ratio:g}F: x{value:.3f}, {verdict}")
-            print(f"  {label:44s} x{value:.3f}  apart: {'yes' if apart(x, y) else 'no '}  {verdict}")
+        def ratio_row(label, num, den, field, target=None):
+            if (ratio, num) not in measured or (ratio, den) not in measured:
+                return
+            rows.row(label, [r[field] for r in measured[(ratio, num)]], [r[field] for r in measured[(ratio, den)]],
+                     target, where=f" at {ratio:g}F")
 
         print("ratios (medians; apart: the repetitions' ranges do not overlap)")
         one_to_one = ratio == 1
@@ -203,7 +165,7 @@ def report(binary, a, slice_costs, ratios, measured):
         ratio_row("dualpipe / 1f1b, step", "dualpipe", "1f1b", 0, 1 / 1.15 if one_to_one else 1.0)
         ratio_row("dualpipe / zb-h1, step", "dualpipe", "zb-h1", 0)
         ratio_row("dualpipev / zbv, step", "dualpipev", "zbv", 0)
-    print("\nsummary: " + ("every target met" if not failures else "; ".join(failures)))
+    rows.summary()
 
 
 if __name__ == "__main__":

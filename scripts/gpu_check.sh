@@ -10,7 +10,7 @@
 # The checks: the CMake summary (CUDA and NCCL on), libtorch_cuda linked into the worker, the GPU's name, the
 # runtime's CUDA tests (tests/runtime/test_cuda_stages.cpp: every schedule kind with CUDA stages and a stream per
 # rank, bit-identical to one stream; an overlapped pair's two streams timed with CUDA events), a few steps of the
-# transformer with --device cuda, and the refusals.
+# transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, and the refusals.
 # DUALPIPE_GPU_BIN=DIR skips the build and runs DIR's dualpipe, dualpipe-train-worker and test_runtime instead:
 # binaries built elsewhere against the same PyTorch release (a GPU lent for minutes).
 set -euo pipefail
@@ -70,6 +70,15 @@ run() {
   echo "== the same on the CPU (the losses above should match to rounding)"
   "$bin/dualpipe" train --device cpu --ranks 2 --schedule dualpipev --steps 4 --layers 4 \
     --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 || failed=1
+  echo "== MoE with expert parallelism on the GPU: P=2 x DP=2 (EP=2), 4 ranks sharing it, DualPipe's overlap in"
+  echo "   turns, on two threads, and off (each step 1 checked against the single-process reference on the GPU)"
+  local overlap
+  for overlap in "" --fb-overlap-threads --no-fb-overlap; do
+    echo "-- dualpipe ${overlap:-(turns)}"
+    "$bin/dualpipe" train --device cuda --backend gloo --schedule dualpipe --pp 2 --dp 2 --ep 2 --experts 4 \
+      --top-k 2 --steps 4 --layers 4 --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 \
+      $overlap | grep -E 'step matches|^\[rank 0\] +[1-4] |identical|mean step' || failed=1
+  done
   echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL (the trainer's groups are Gloo)"
   "$bin/dualpipe" train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   "$bin/dualpipe" train --device cuda --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"

@@ -3,7 +3,10 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
+#include <exception>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "dualpipe/runtime/concurrent_overlap.h"
@@ -39,18 +42,36 @@ std::vector<c10::intrusive_ptr<c10d::Work>> start_exchange(c10d::ProcessGroup& g
 torch::Tensor exchange(const torch::Tensor& x, c10d::ProcessGroup& group, const ExpertCommunication& communication,
                        const std::string& what) {
   const auto start = std::chrono::steady_clock::now();
-  torch::Tensor input = x.contiguous();
+  // Gloo's sends and receives move host memory (its collectives stage device tensors themselves): a device
+  // tensor goes through a host copy, and the result comes back to the device after the exchange.
+  const bool through_host = !x.is_cpu() && group.getBackendName() == "gloo";
+  torch::Tensor input = through_host ? x.to(torch::kCPU).contiguous() : x.contiguous();
   torch::Tensor output = torch::empty_like(input);
   const std::vector<c10::intrusive_ptr<c10d::Work>> works = start_exchange(group, output, input);
-  // The other half of an overlapped pair computes while the exchange runs. Gloo's sends and receives complete
-  // only inside wait() (isCompleted() stays false until then), so for them the turn is handed over without a
-  // test, and this half takes it back when the other yields or ends.
-  const bool testable = works.size() == 1;
-  runtime::yield_overlap_turn(testable ? std::function<bool()>([&works] { return works[0]->isCompleted(); })
-                                       : std::function<bool()>());
-  for (const auto& work : works) work->wait();
+  // The other half of an overlapped pair computes while the exchange runs, and the half whose exchange ends first
+  // goes on. Gloo's sends and receives complete only inside wait() (isCompleted() stays false until then), so a
+  // waiting thread tells when they have ended; without it, the turn went to the other half at every exchange, even
+  // where this half's exchange ended first.
+  if (works.size() == 1 || !runtime::taking_overlap_turns()) {
+    runtime::yield_overlap_turn([&works] { return works[0]->isCompleted(); });  // does nothing outside the turns
+    for (const auto& work : works) work->wait();
+  } else {
+    std::atomic<bool> ended{false};
+    std::exception_ptr error;
+    std::thread waiter([&] {
+      try {
+        for (const auto& work : works) work->wait();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      ended = true;
+    });
+    runtime::yield_overlap_turn([&ended] { return ended.load(); });
+    waiter.join();
+    if (error) std::rethrow_exception(error);
+  }
   if (communication.on_exchange) communication.on_exchange(what, start, std::chrono::steady_clock::now());
-  return output;
+  return through_host ? output.to(x.device()) : output;
 }
 
 struct AllToAll : torch::autograd::Function<AllToAll> {

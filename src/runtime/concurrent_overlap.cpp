@@ -59,7 +59,11 @@ class Turns {
   static bool always_ready() { return true; }
   std::mutex mutex_;
   std::condition_variable changed_;
-  Half turn_ = kForward;  // the forward starts: the executor's thread holds the turn already
+  // The backward starts. A stage's backward begins with an exchange (the gradient of its last layer's combine)
+  // and its forward with compute (attention before the dispatch), so the forward's first part covers the
+  // backward's first exchange. Started the other way, both halves' first exchanges ran at once, sharing the link
+  // with nothing computing beside them (docs/benchmarks.md, "Emulated device").
+  Half turn_ = kBackward;
   bool done_[2] = {false, false};
   // Whether each half could compute if it had the turn: its exchange has ended (or it has none).
   std::function<bool()> ready_[2] = {always_ready, always_ready};
@@ -91,6 +95,8 @@ class HalfScope {
 };
 
 }  // namespace
+
+bool taking_overlap_turns() { return current_turns != nullptr; }
 
 void yield_overlap_turn(std::function<bool()> exchange_done) {
   if (current_turns) current_turns->yield(current_half, std::move(exchange_done));
@@ -140,6 +146,7 @@ Tensors ConcurrentOverlapStage::overlapped_forward_backward(const Tensors& input
   std::exception_ptr forward_error;
   {
     HalfScope half(taking_turns, Turns::kForward);
+    if (taking_turns) turns.wait_for(Turns::kForward);
     halves.forward_thread = std::this_thread::get_id();
     halves.forward_start = Clock::now();
     try {

@@ -1,6 +1,6 @@
 // ConcurrentOverlapStage's two ways of sharing a rank between the halves of an overlapped pair, against orders
-// worked out by hand: taking turns, each half runs until it yields (after starting an exchange) and the halves never
-// run at once; concurrently, they do run at once. Failures of either half reach the caller without a hang.
+// worked out by hand: taking turns, the backward starts, each half runs until it yields (after starting an exchange)
+// and the halves never run at once; concurrently, they do run at once. Failures of either half reach the caller without a hang.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -68,7 +68,7 @@ TEST(ConcurrentOverlap, TakingTurnsTheHalvesAlternateAtEachYieldAndNeverRunAtOnc
   const Tensors out = stage_running(half(log, "F", 3), OverlapMode::TakeTurns)
                           ->overlapped_forward_backward(in, BackwardHalf{half(log, "B", 2)});
   EXPECT_TRUE(torch::equal(out.at(0), in.at(0)));
-  EXPECT_EQ(log.parts(), (Parts{"F1", "B1", "F2", "B2", "F3"}));
+  EXPECT_EQ(log.parts(), (Parts{"B1", "F1", "B2", "F2", "F3"}));
   EXPECT_EQ(log.most_at_once(), 1);
 }
 
@@ -76,7 +76,7 @@ TEST(ConcurrentOverlap, TakingTurnsAHalfThatIsDoneLeavesTheOtherToRunToItsEnd) {
   PartLog log;
   stage_running(half(log, "F", 2), OverlapMode::TakeTurns)
       ->overlapped_forward_backward({}, BackwardHalf{half(log, "B", 4)});
-  EXPECT_EQ(log.parts(), (Parts{"F1", "B1", "F2", "B2", "B3", "B4"}));
+  EXPECT_EQ(log.parts(), (Parts{"B1", "F1", "B2", "F2", "B3", "B4"}));
   EXPECT_EQ(log.most_at_once(), 1);
 }
 
@@ -86,13 +86,13 @@ TEST(ConcurrentOverlap, TakingTurnsAHalfThatIsDoneLeavesTheOtherToRunToItsEnd) {
 TEST(ConcurrentOverlap, TakingTurnsTheWeightGradientsOfTheBackwardComeAfterTheForwardsNextPart) {
   PartLog log;
   BackwardHalf backward{half(log, "B", 2), [&log] { log.part("W"); }};
-  stage_running(half(log, "F", 3), OverlapMode::TakeTurns)->overlapped_forward_backward({}, backward);
-  EXPECT_EQ(log.parts(), (Parts{"F1", "B1", "F2", "B2", "F3", "W"}));
+  stage_running(half(log, "F", 2), OverlapMode::TakeTurns)->overlapped_forward_backward({}, backward);
+  EXPECT_EQ(log.parts(), (Parts{"B1", "F1", "B2", "F2", "W"}));
   EXPECT_EQ(log.most_at_once(), 1);
 }
 
-// The forward's exchange ends only once the backward has run its second part; the backward's own exchanges end at
-// once. So after B1 the backward keeps the turn (its exchange ended first) and runs B2; at its next yield the
+// The forward's exchange ends only once the backward has run its third part; the backward's own exchanges end at
+// once. So after B2 the backward keeps the turn (its exchange ended first) and runs B3; at its next yield the
 // forward's exchange has ended and the forward goes on.
 TEST(ConcurrentOverlap, TakingTurnsTheHalfWhoseExchangeEndsFirstGoesOn) {
   PartLog log;
@@ -104,14 +104,16 @@ TEST(ConcurrentOverlap, TakingTurnsTheHalfWhoseExchangeEndsFirstGoesOn) {
   };
   auto backward = [&] {
     log.part("B1");
-    yield_overlap_turn([] { return true; });
+    yield_overlap_turn([] { return true; });  // the forward has not started: it goes first
     log.part("B2");
-    forward_exchange_ended = true;
     yield_overlap_turn([] { return true; });
     log.part("B3");
+    forward_exchange_ended = true;
+    yield_overlap_turn([] { return true; });
+    log.part("B4");
   };
   stage_running(forward, OverlapMode::TakeTurns)->overlapped_forward_backward({}, BackwardHalf{backward});
-  EXPECT_EQ(log.parts(), (Parts{"F1", "B1", "B2", "F2", "B3"}));
+  EXPECT_EQ(log.parts(), (Parts{"B1", "F1", "B2", "B3", "F2", "B4"}));
   EXPECT_EQ(log.most_at_once(), 1);
 }
 
@@ -157,7 +159,7 @@ TEST(ConcurrentOverlap, AFailingHalfHandsTheTurnOnAndItsErrorReachesTheCaller) {
       EXPECT_EQ(std::string(e.what()), forward_fails ? "F failed" : "B failed");
     }
     // The half that did not fail ran all its parts.
-    const Parts expected = forward_fails ? Parts{"F1", "B1", "B2", "B3"} : Parts{"F1", "B1", "F2", "F3"};
+    const Parts expected = forward_fails ? Parts{"B1", "F1", "B2", "B3"} : Parts{"B1", "F1", "F2", "F3"};
     EXPECT_EQ(log.parts(), expected);
   }
 }

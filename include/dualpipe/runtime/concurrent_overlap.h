@@ -4,9 +4,9 @@
 // DualPipe's forward-backward overlap is for (DeepSeek-V3, section 3.2.1).
 //
 // Two ways to share the rank:
-// - TakeTurns (the default), DeepSeek's interleave: one half computes until it has started an exchange, then the
-//   turn goes to whichever half's exchange ends first (the other half's, normally: it has been under way while
-//   this one computed). The chunk runs part by part (attention, dispatch, experts, combine, and the backward of
+// - TakeTurns (the default), DeepSeek's interleave: the backward half starts (its first part is an exchange, the
+//   forward's is compute); one half computes until it has started an exchange, then the turn goes to whichever
+//   half's exchange ends first (the other half's, normally: it has been under way while this one computed). The chunk runs part by part (attention, dispatch, experts, combine, and the backward of
 //   each), every exchange under way while the other micro-batch computes, and the two never compute at once. Code
 //   that communicates calls yield_overlap_turn() between starting an exchange (a c10d Work) and waiting for it
 //   (parallel/expert_all_to_all.h does).
@@ -55,6 +55,8 @@ enum class OverlapMode { TakeTurns, Concurrent };
 // once the exchange it yielded on has ended, unless this one's ends first; returns when this half may go on.
 // Elsewhere (another mode, no overlapped pair on this thread) returns at once.
 void yield_overlap_turn(std::function<bool()> exchange_done = nullptr);
+// Whether this thread runs a half of an overlapped pair taking turns (where yield_overlap_turn() does something).
+bool taking_overlap_turns();
 
 class ConcurrentOverlapStage : public Stage {
  public:
