@@ -2,8 +2,8 @@
 """DualPipe's forward-backward overlap on CPU stages, on the two-node test bed (docs/benchmarks.md).
 
 The trainer's MoE model (4 experts, top-2) with --dp 2 --ep 2: the first pipeline on node 0, the second on node 1,
-so every expert exchange crosses the rate-limited link. The overlap runs in its default mode (the halves taking
-turns at each all-to-all), with --fb-overlap-threads (the halves computing at once on two threads) and off; then
+so every expert exchange crosses the rate-limited link. The overlap runs in its default mode (the halves computing
+at once on two threads), with --fb-overlap-turns (the halves taking turns at each all-to-all) and off; then
 DualPipe against 1F1B and ZB-H1 on the same model. Every process computes on this machine's cores, so the step is
 bound by the total computation (the emulated-device benchmark measures the GPU's situation instead).
 
@@ -25,11 +25,11 @@ from testbed_bench import ROOT, RatioRows, median_from_step, run_inside_testbed,
 
 # (name, schedule, --pp, flag)
 JOBS = [
-    ("dualpipev", "dualpipev", 1, None),
-    ("dualpipev threads", "dualpipev", 1, "--fb-overlap-threads"),
+    ("dualpipev", "dualpipev", 1, "--fb-overlap-threads"),
+    ("dualpipev turns", "dualpipev", 1, "--fb-overlap-turns"),
     ("dualpipev off", "dualpipev", 1, "--no-fb-overlap"),
-    ("dualpipe", "dualpipe", 2, None),
-    ("dualpipe threads", "dualpipe", 2, "--fb-overlap-threads"),
+    ("dualpipe", "dualpipe", 2, "--fb-overlap-threads"),
+    ("dualpipe turns", "dualpipe", 2, "--fb-overlap-turns"),
     ("dualpipe off", "dualpipe", 2, "--no-fb-overlap"),
     ("1f1b", "1f1b", 2, None),
     ("zb-h1", "zb-h1", 2, None),
@@ -76,14 +76,14 @@ def report(measured):
     rows = RatioRows()
     print("\nratios (medians; apart: the repetitions' ranges do not overlap)")
     for schedule in ("dualpipev", "dualpipe"):
-        for mode, label in ((schedule, "turns"), (f"{schedule} threads", "threads")):
+        for mode, label in ((schedule, "threads"), (f"{schedule} turns", "turns")):
             step = [r[0] for r in measured[mode]], [r[0] for r in measured[f"{schedule} off"]]
             exposed = [r[2] for r in measured[mode]], [r[2] for r in measured[f"{schedule} off"]]
             rows.row(f"{schedule} {label} / off, exposed a2a", *exposed)
             # The overlap must never make a step slower than no overlap.
             rows.row(f"{schedule} {label} / off, step", *step, target=1.0)
-        rows.row(f"{schedule} turns / threads, step", [r[0] for r in measured[schedule]],
-                 [r[0] for r in measured[f"{schedule} threads"]])
+        rows.row(f"{schedule} turns / threads, step", [r[0] for r in measured[f"{schedule} turns"]],
+                 [r[0] for r in measured[schedule]])
     for other in ("1f1b", "zb-h1"):
         rows.row(f"dualpipe / {other}, step", [r[0] for r in measured["dualpipe"]], [r[0] for r in measured[other]])
     rows.summary()

@@ -70,11 +70,11 @@ run() {
   echo "== the same on the CPU (the losses above should match to rounding)"
   "$bin/dualpipe" train --device cpu --ranks 2 --schedule dualpipev --steps 4 --layers 4 \
     --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 || failed=1
-  echo "== MoE with expert parallelism on the GPU: P=2 x DP=2 (EP=2), 4 ranks sharing it, DualPipe's overlap in"
-  echo "   turns, on two threads, and off (each step 1 checked against the single-process reference on the GPU)"
+  echo "== MoE with expert parallelism on the GPU: P=2 x DP=2 (EP=2), 4 ranks sharing it, DualPipe's overlap on"
+  echo "   (the halves at once, on two streams) and off (each step 1 checked against the single-process reference)"
   local overlap
-  for overlap in "" --fb-overlap-threads --no-fb-overlap; do
-    echo "-- dualpipe ${overlap:-(turns)}"
+  for overlap in "" --no-fb-overlap; do
+    echo "-- dualpipe ${overlap:-(overlap on)}"
     "$bin/dualpipe" train --device cuda --backend gloo --schedule dualpipe --pp 2 --dp 2 --ep 2 --experts 4 \
       --top-k 2 --steps 4 --layers 4 --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 \
       $overlap | grep -E 'step matches|^\[rank 0\] +[1-4] |identical|mean step' || failed=1

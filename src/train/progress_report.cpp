@@ -38,7 +38,7 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
               << (c.ep > 1 ? "; experts sharded over expert-parallel groups of " + std::to_string(c.ep) +
                                  " replicas, forward-backward overlap " +
                                  (!c.fb_overlap          ? "off"
-                                  : c.fb_overlap_threads ? "on (halves computing at once)"
+                                  : fb_overlap_at_once(c) ? "on (halves computing at once)"
                                                          : "on (halves taking turns at each all-to-all)")
                            : "")
               << "\n";

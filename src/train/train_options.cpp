@@ -96,9 +96,11 @@ const std::vector<TrainOption>& train_options() {
        "one micro-batch's all-to-alls proceed while the other computes (default); --no-fb-overlap runs the "
        "forward, then the backward",
        "Pipeline", &C::fb_overlap, false},
-      {"--fb-overlap-threads",
-       "Let the two halves of an overlapped pair compute at once, sharing the cores, instead of taking turns at "
-       "each all-to-all (the default: one half computes while the other's exchange runs)",
+      {"--fb-overlap-threads,!--fb-overlap-turns",
+       "Let the two halves of an overlapped pair compute at once, sharing the cores (default: on the emulated device "
+       "and on GPUs it hid the most, docs/parallelism.md); --fb-overlap-turns makes them take turns at each "
+       "all-to-all instead, one half computing while the other's exchange runs (CPU stages only: CUDA stages always "
+       "compute at once, on two streams)",
        "Pipeline", &C::fb_overlap_threads, false},
       {"-m,--microbatches", "Micro-batches per step (the schedule's rules apply)", "Pipeline", &C::microbatches},
       {"-v,--stages-per-rank", "Stages per rank for interleaved-1f1b (0: default)", "Pipeline", &C::stages_per_rank,

@@ -91,7 +91,7 @@ class Trainer {
             auto timeline = timeline_;
             stage = std::make_shared<runtime::ConcurrentOverlapStage>(
                 std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); },
-                c.fb_overlap_threads ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
+                fb_overlap_at_once(c) ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
           }
           stages.emplace(st, std::move(stage));
         }

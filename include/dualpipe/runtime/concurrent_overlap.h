@@ -4,13 +4,16 @@
 // DualPipe's forward-backward overlap is for (DeepSeek-V3, section 3.2.1).
 //
 // Two ways to share the rank:
-// - TakeTurns (the default), DeepSeek's interleave: the backward half starts (its first part is an exchange, the
-//   forward's is compute); one half computes until it has started an exchange, then the turn goes to whichever
-//   half's exchange ends first (the other half's, normally: it has been under way while this one computed). The chunk runs part by part (attention, dispatch, experts, combine, and the backward of
-//   each), every exchange under way while the other micro-batch computes, and the two never compute at once. Code
-//   that communicates calls yield_overlap_turn() between starting an exchange (a c10d Work) and waiting for it
-//   (parallel/expert_all_to_all.h does).
-// - Concurrent: both halves run freely at once and the operating system shares the cores between them.
+// - TakeTurns, DeepSeek's interleave: the backward half starts (its first part is an exchange, the forward's is
+//   compute); one half computes until it has started an exchange, then the turn goes to whichever half's exchange
+//   ends first (the other half's, normally: it has been under way while this one computed). The chunk runs part by
+//   part (attention, dispatch, experts, combine, and the backward of each), every exchange under way while the
+//   other micro-batch computes, and the two never compute at once. Code that communicates calls
+//   yield_overlap_turn() between starting an exchange (a c10d Work) and waiting for it (parallel/expert_all_to_all.h
+//   does).
+// - Concurrent (the default): both halves run freely at once and the operating system shares the cores between
+//   them. Measured on the emulated device and on a GPU, it hid more than the turns (docs/parallelism.md, "Which is
+//   the default").
 //
 // The results are those of the forward followed by the backward, bit for bit: the halves belong to different
 // micro-batches, the forward only reads the parameters and the backward only adds to their gradients, and each
@@ -63,7 +66,7 @@ class ConcurrentOverlapStage : public Stage {
   // `observer`, if given, is told of every overlapped forward-backward's halves once both are done.
   explicit ConcurrentOverlapStage(std::shared_ptr<Stage> inner,
                                   std::function<void(const OverlapHalves&)> observer = nullptr,
-                                  OverlapMode mode = OverlapMode::TakeTurns)
+                                  OverlapMode mode = OverlapMode::Concurrent)
       : inner_(std::move(inner)), observer_(std::move(observer)), mode_(mode) {}
 
   Tensors forward(const Tensors& inputs) override { return inner_->forward(inputs); }
