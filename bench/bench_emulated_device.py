@@ -21,14 +21,14 @@ A ratio's "apart" says whether the two ranges do not overlap: a difference large
 
 Needs root (network namespaces); exits with 77 where the test bed cannot be made.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from testbed_bench import ROOT, RatioRows, median_from_step, run_inside_testbed, run_job, spread
+from testbed_bench import (RatioRows, benchmark_arguments, median_from_step, run_inside_testbed, run_job,
+                           spread)
 
 PP, DP, EP = 4, 2, 2
 MODEL = ["--layers", "8", "--hidden", "16", "--heads", "2", "--seq-len", "16", "--batch", "2",
@@ -86,17 +86,12 @@ def run_emulated(binary, job, costs, a, port, workdir, trace=""):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=12, help="steps per job; the median of steps 3.. is taken")
-    parser.add_argument("-m", type=int, default=16, help="micro-batches per step and replica")
-    parser.add_argument("--rate", default="100mbit", help="every rank's link")
+    parser = benchmark_arguments(__doc__, 16, "every rank's link")
     parser.add_argument("--costs", default="F=20,B=40,W=20", help="F, B, W of one rank's slice, in ms")
     parser.add_argument("--ratios", default="1,0.25", help="a2a / F of each regime")
     parser.add_argument("--trace-dir", help="also write traces of DualPipe and 1F1B at the first ratio here")
     parser.add_argument("--jobs", help="run only these jobs (names as printed, comma-separated); ratios whose jobs "
                         "did not run are left out")
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "dualpipe"))
     a = parser.parse_args()
     jobs = [job for job in JOBS if not a.jobs or job[0] in a.jobs.split(",")]
     if not jobs:

@@ -16,12 +16,12 @@ once, then again); each figure is the median over the repetitions with their ran
 
 Needs root (network namespaces); exits with 77 where the test bed cannot be made.
 """
-import argparse
 import os
 import sys
 import tempfile
 
-from testbed_bench import ROOT, RatioRows, median_from_step, run_inside_testbed, run_job, spread
+from testbed_bench import (RatioRows, benchmark_arguments, median_from_step, run_inside_testbed, run_job,
+                           spread)
 
 # (name, schedule, --pp, flag)
 JOBS = [
@@ -38,13 +38,7 @@ FIELDS = ("step_ms", "all_to_all_ms", "all_to_all_exposed_ms")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=12, help="steps per job; the median of steps 3.. is taken")
-    parser.add_argument("-m", type=int, default=8, help="micro-batches per step and replica")
-    parser.add_argument("--rate", default="100mbit", help="the link between the two nodes")
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "dualpipe"))
-    a = parser.parse_args()
+    a = benchmark_arguments(__doc__, 8, "the link between the two nodes").parse_args()
     binary = os.path.abspath(a.bin)
     if not os.access(binary, os.X_OK):
         sys.exit(f"bench_fb_overlap.py: {binary} is not built (scripts/build.sh)")

@@ -1,5 +1,6 @@
 """What the test-bed benchmarks share (bench_fb_overlap.py, bench_emulated_device.py): running the script again
 inside a test bed, one training job across its nodes, and the statistics of repeated, interleaved runs."""
+import argparse
 import json
 import os
 import statistics
@@ -8,6 +9,17 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTBED = os.path.join(ROOT, "scripts", "testbed.sh")
+
+
+def benchmark_arguments(doc, microbatches, rate_help):
+    """The options both benchmarks take: repetitions, steps per job, micro-batches, the links' rate, the binary."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12, help="steps per job; the median of steps 3.. is taken")
+    parser.add_argument("-m", type=int, default=microbatches, help="micro-batches per step and replica")
+    parser.add_argument("--rate", default="100mbit", help=rate_help)
+    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "dualpipe"))
+    return parser
 
 
 def run_inside_testbed(name, nodes, rate, burst=None):
