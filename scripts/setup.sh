@@ -6,6 +6,8 @@
 #   - From PyPI: the pinned PyTorch 2 (requirements.txt) into a virtual environment outside the source tree
 #     (scripts/env.sh: $DUALPIPE_VENV, default ~/.local/share/dualpipe/venv). An environment that already holds
 #     every pin is reused as it is.
+#   - The Python package `dualpipe` of this checkout (pyproject.toml, docs/python.md), built and installed into
+#     $DUALPIPE_PYTHON's environment every time, so it always matches the sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -65,3 +67,11 @@ if [[ -n $unmet ]]; then
   [[ -z $unmet ]] || { echo "setup.sh: after pip install, $DUALPIPE_VENV still lacks: $unmet" >&2; exit 1; }
   echo "setup.sh: PyTorch $("$DUALPIPE_VENV/bin/python" -c 'import torch; print(torch.__version__)') ready"
 fi
+
+# The package's extension is the planner's C++ core, built by CMake in build-python/ (ccache gives the core's objects
+# of build/ and back: same compiler name, same flags). Without the build tools of requirements.txt, pip fetches them.
+isolation=(--no-build-isolation)
+"$DUALPIPE_PYTHON" -c 'import scikit_build_core, pybind11' 2>/dev/null || isolation=()
+echo "setup.sh: building and installing the Python package dualpipe for $DUALPIPE_PYTHON"
+CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" CXX="${CXX:-c++}" \
+  "$DUALPIPE_PYTHON" -m pip install -q --disable-pip-version-check --no-deps "${isolation[@]}" .

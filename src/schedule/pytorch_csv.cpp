@@ -74,6 +74,16 @@ std::string format_pytorch_csv(const Schedule& schedule) {
   return out;
 }
 
+void require_one_rank_per_stage(const Schedule& schedule) {
+  for (int stage = 0; stage < schedule.num_stages; ++stage) {
+    const std::vector<int> ranks = schedule.placement.ranks_holding(stage);
+    DUALPIPE_REQUIRE(ranks.size() == 1, schedule.kind, " places stage ", stage, " on ranks ", ranks[0], " and ",
+                     ranks[1], " (a two-direction placement, two copies of every stage); PyTorch's pipelining "
+                     "runs every stage on one rank, so it cannot express this schedule: use its one-direction "
+                     "half, dualpipev, or another kind");
+  }
+}
+
 Schedule parse_pytorch_csv(std::string_view csv, const ScheduleReadLimits& limits) {
   DUALPIPE_REQUIRE(csv.size() <= limits.max_bytes, "the CSV is ", csv.size(), " bytes, above the limit of ",
                    limits.max_bytes, " (", describe_bytes(limits.max_bytes), ")");

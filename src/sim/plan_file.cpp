@@ -1,4 +1,6 @@
 #include "dualpipe/sim/plan_file.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/layer_partition.h"
 
 #include "dualpipe/util/error.h"
 
@@ -13,6 +15,12 @@ constexpr size_t kMaxPlanNameLength = 200;
 
 std::string format_plan_header(const PlanFileHeader& header) {
   return std::string(kPrefix) + header.name + std::string(kCosts) + header.costs.to_string() + "\n";
+}
+
+std::string format_plan_file(const PlanCandidate& best) {
+  std::string head = format_plan_header({best.name, best.costs});
+  if (!best.layers_per_stage.empty()) head += "# layers per stage: " + format_cut(best.layers_per_stage) + "\n";
+  return head + format_text(best.schedule);
 }
 
 std::optional<PlanFileHeader> read_plan_header(std::string_view text, const std::string& path) {

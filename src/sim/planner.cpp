@@ -321,6 +321,9 @@ Plan plan_schedule(const PlanRequest& request) {
                    " micro-batches needs about ", describe_bytes(estimate), " of memory, above the limit of ",
                    describe_bytes(static_cast<double>(request.max_memory_bytes)), " (raise it with --max-memory)");
   request.costs.check();
+  DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == R,
+                   "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
+                   "model (", R, " values for R=", R, ")");
   DUALPIPE_REQUIRE(!request.memory_limit || std::isfinite(*request.memory_limit), "the memory limit must be a finite "
                    "number, got ", request.memory_limit.value_or(0));
   for (const std::string& kind : request.placements)

@@ -1,6 +1,9 @@
 #include "dualpipe/viz/html.h"
 
 #include <algorithm>
+#include <cctype>
+
+#include "dualpipe/util/error.h"
 
 #include "viz/text_util.h"
 
@@ -55,6 +58,20 @@ std::string render_html(const std::vector<Timeline>& timelines, const SvgOptions
   for (const Timeline& t : timelines) out += rank_table(t);
   out += "</div>\n</body>\n</html>\n";
   return out;
+}
+
+std::string picture_format(const std::string& path) {
+  const std::size_t dot = path.find_last_of('.');
+  std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  DUALPIPE_REQUIRE(ext == "svg" || ext == "html" || ext == "htm", "output '", path,
+                   "': draw writes SVG or HTML, so the file name must end in .svg or .html");
+  return ext == "svg" ? "svg" : "html";
+}
+
+std::string render_picture(const std::string& path, const std::vector<Timeline>& timelines,
+                           const SvgOptions& options) {
+  return picture_format(path) == "svg" ? render_svg(timelines, options) : render_html(timelines, options);
 }
 
 }  // namespace dualpipe

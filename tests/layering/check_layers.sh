@@ -21,9 +21,10 @@ declare -A allowed=(
   [parallel]="util schedule trace comm runtime parallel"
   [models]="util schedule trace comm runtime parallel models"
   [train]="util schedule trace sim data comm runtime parallel models train"
+  [python]="util schedule trace sim viz layout python"
 )
 # Layers that never include LibTorch.
-torch_free="util schedule trace sim layout viz data launch"
+torch_free="util schedule trace sim layout viz data launch python"
 torch_include='^#include <(torch|ATen|c10)/'
 
 failures=0

@@ -1,6 +1,10 @@
-"""Runs a compute-only CSV schedule with torch.distributed.pipelining's own runtime (`_PipelineScheduleRuntime`)
-on one Gloo process per row, over a small transformer, and gives each stage's parameter gradients; and the same
-model's gradients from one process running every micro-batch through the whole model."""
+"""Runs a schedule with torch.distributed.pipelining's own runtime (`_PipelineScheduleRuntime`) on one Gloo process
+per rank, over a small transformer, and gives each stage's parameter gradients; and the same model's gradients from
+one process running every micro-batch through the whole model.
+
+The schedule reaches PyTorch's runtime one of two ways: a compute-only CSV file that the runtime loads itself
+(`_load_csv`, as torchtitan does), or a dualpipe schedule file that the package `dualpipe` reads and hands over as
+PyTorch's action objects (`dualpipe.pytorch.load`)."""
 import os
 import socket
 import tempfile
@@ -30,23 +34,36 @@ def loss_fn(output, target):
     return torch.nn.functional.mse_loss(output, target)
 
 
-def stage_owners(csv_text):
-    """The rank of each stage, as the rows of the CSV place them."""
+def csv_actions(path):
+    """{rank: [_Action]} of a compute-only CSV file, read by PyTorch's own parser."""
+    with open(path) as f:
+        rows = f.read().rstrip("\n").split("\n")
+    return {rank: [schedules._Action.from_str(t) for t in filter(None, row.strip().split(","))]
+            for rank, row in enumerate(rows)}
+
+
+def schedule_actions(path, loader):
+    if loader == "csv":
+        return csv_actions(path)
+    import dualpipe
+    return dualpipe.read_schedule(path).to_pytorch()
+
+
+def stage_owners(actions):
+    """The rank of each stage, as the schedule places them."""
     owner = {}
-    for rank, row in enumerate(csv_text.rstrip("\n").split("\n")):
-        for text in filter(None, row.split(",")):
-            action = schedules._Action.from_str(text)
+    for rank, row in actions.items():
+        for action in row:
             for half in action.sub_actions or [action]:
                 owner[half.stage_index] = rank
     return owner
 
 
-def _rank(rank, world, csv_path, microbatches, port, out_dir):
+def _rank(rank, world, path, loader, microbatches, port, out_dir):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    with open(csv_path) as f:
-        owner = stage_owners(f.read())
+    owner = stage_owners(schedule_actions(path, loader))
     layers = make_layers(len(owner))
     mine = sorted(s for s, r in owner.items() if r == rank)
     example = torch.zeros(SEQUENCES_PER_MICROBATCH, SEQUENCE, WIDTH)
@@ -60,7 +77,12 @@ def _rank(rank, world, csv_path, microbatches, port, out_dir):
         opening = stage._get_init_p2p_neighbors_ops
         stage._get_init_p2p_neighbors_ops = lambda opening=opening: [op for op in opening() if op.peer != rank]
     runtime = schedules._PipelineScheduleRuntime(stages, microbatches, loss_fn=loss_fn, scale_grads=True)
-    runtime._load_csv(csv_path)  # compute-only: PyTorch lowers it with its own send/receive pass
+    if loader == "csv":
+        runtime._load_csv(path)  # compute-only: PyTorch lowers it with its own send/receive pass
+    else:
+        import dualpipe
+        import dualpipe.pytorch
+        dualpipe.pytorch.load(runtime, dualpipe.read_schedule(path))
     inputs, targets = batch(microbatches)
     runtime.step(inputs, target=targets)
     for s in mine:
@@ -76,14 +98,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def pipeline_gradients(csv_path, microbatches):
-    """Each stage's gradients after one step of PyTorch's runtime over the CSV's ranks."""
-    with open(csv_path) as f:
-        text = f.read()
-    world = len(text.rstrip("\n").split("\n"))
+def pipeline_gradients(path, microbatches, loader="csv"):
+    """Each stage's gradients after one step of PyTorch's runtime over the schedule's ranks. loader: "csv" for a
+    compute-only CSV that PyTorch loads, "dualpipe" for a schedule file (text or CSV) that dualpipe hands over."""
+    actions = schedule_actions(path, loader)
     out_dir = tempfile.mkdtemp()
-    mp.spawn(_rank, args=(world, csv_path, microbatches, free_port(), out_dir), nprocs=world, join=True)
-    return [torch.load(os.path.join(out_dir, f"stage{s}.pt")) for s in range(len(stage_owners(text)))]
+    mp.spawn(_rank, args=(len(actions), path, loader, microbatches, free_port(), out_dir), nprocs=len(actions),
+             join=True)
+    return [torch.load(os.path.join(out_dir, f"stage{s}.pt")) for s in range(len(stage_owners(actions)))]
 
 
 def single_process_gradients(num_stages, microbatches):

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
+import pytorch_runtime  # noqa: E402 (needs torch, checked above)
 
 
 class MockStage:
@@ -98,12 +99,10 @@ EXPORTED = [
 ] + [["plan", "-r", "4", "-m", "8", "--cost", "F=1,B=2,W=1,FB=2.2", "--placements", "v"]]
 
 
-@pytest.mark.parametrize("args", EXPORTED, ids=["-".join(a[1:]) for a in EXPORTED])
-def test_pytorch_validates_lowers_and_simulates_our_export(dualpipe, args):
-    rows = rows_of(our_csv(dualpipe, *args))
-    actions = {rank: [schedules._Action.from_str(a) for a in row] for rank, row in rows.items()}
+def check_with_pytorch(actions):
+    """PyTorch's validator, lowering and simulator run the schedule {rank: [_Action]} to its end."""
     ranks = len(actions)
-    owner = stage_to_rank_of(rows)
+    owner = pytorch_runtime.stage_owners(actions)
     num_stages = len(owner)
     microbatches = 1 + max(
         half.microbatch_index
@@ -120,19 +119,24 @@ def test_pytorch_validates_lowers_and_simulates_our_export(dualpipe, args):
     schedules._simulate_comms_compute(with_comms, stage_to_rank=lambda s: owner[s], num_stages=num_stages)
 
 
+@pytest.mark.parametrize("args", EXPORTED, ids=["-".join(a[1:]) for a in EXPORTED])
+def test_pytorch_validates_lowers_and_simulates_our_export(dualpipe, args):
+    rows = rows_of(our_csv(dualpipe, *args))
+    stage_to_rank_of(rows)  # each stage on one rank
+    check_with_pytorch({rank: [schedules._Action.from_str(a) for a in row] for rank, row in rows.items()})
+
+
 # PyTorch's own runtime trains with our schedules: one step on one Gloo process per rank, over a transformer layer
-# per stage, gives the gradients of one process running the whole model.
-RUN_BY_PYTORCH = [
-    ["schedule", "--kind", kind, "-r", "4", "-m", "8"] for kind in ["1f1b", "zb-h1", "interleaved-1f1b", "zbv",
-                                                                    "dualpipev"]
-] + [["plan", "-r", "4", "-m", "8", "--placements", "v", "--memory-limit", "4"]]
+# per stage, gives the gradients of one process running the whole model. Here from the CSV file the runtime loads
+# itself (torchtitan's way); the kinds the issue names run below from the Python package's actions, which equal
+# PyTorch's reading of these CSV files (test_our_actions_are_pytorchs_reading_of_our_csv).
+RUN_BY_PYTORCH = [["schedule", "--kind", "1f1b", "-r", "4", "-m", "8"],
+                  ["plan", "-r", "4", "-m", "8", "--placements", "v", "--memory-limit", "4"]]
 
 
 @pytest.mark.parametrize("args", RUN_BY_PYTORCH, ids=["-".join(a[1:4]) for a in RUN_BY_PYTORCH])
 def test_pytorchs_runtime_trains_our_schedule_like_one_process(dualpipe, tmp_path, args):
     import torch
-
-    import pytorch_runtime
 
     path = tmp_path / "schedule.csv"
     path.write_text(our_csv(dualpipe, *args))
@@ -141,5 +145,65 @@ def test_pytorchs_runtime_trains_our_schedule_like_one_process(dualpipe, tmp_pat
     for stage, (g, e) in enumerate(zip(got, expected)):
         for name in e:
             # float32 sums in another order: a few units in the last place, relative to the tensor's largest entry
+            scale = e[name].abs().max().item()
+            assert torch.allclose(g[name], e[name], rtol=0, atol=1e-5 * scale), f"stage {stage} {name}"
+
+
+# The same schedules through the Python package: handed to PyTorch as its own action objects, no file between.
+ONE_DIRECTION = [(kind, r, m) for kind in ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "dualpipev"]
+                 for r, m in [(2, 4), (4, 8), (4, 12)]]
+
+
+@pytest.mark.parametrize("kind,ranks,microbatches", ONE_DIRECTION, ids=[f"{k}-{r}-{m}" for k, r, m in ONE_DIRECTION])
+def test_our_actions_are_pytorchs_reading_of_our_csv(dualpipe, package, kind, ranks, microbatches):
+    ours = package.schedule(kind, ranks, microbatches).to_pytorch()
+    rows = rows_of(our_csv(dualpipe, "schedule", "--kind", kind, "-r", str(ranks), "-m", str(microbatches)))
+    assert ours == {rank: [schedules._Action.from_str(a) for a in row] for rank, row in rows.items()}
+
+
+def test_each_action_type_maps_to_pytorchs(package):
+    types = schedules._ComputationType
+    kinds_of = lambda schedule: {a.computation_type for row in schedule.to_pytorch().values() for a in row}
+    assert kinds_of(package.schedule("zb-h1", 4, 8)) == {types.FORWARD, types.BACKWARD_INPUT, types.BACKWARD_WEIGHT}
+    assert kinds_of(package.schedule("1f1b", 4, 8)) == {types.FORWARD, types.FULL_BACKWARD}
+    pairs = [a for row in package.schedule("dualpipev", 4, 10).to_pytorch().values() for a in row
+             if a.computation_type == types.OVERLAP_F_B]
+    assert pairs and all([h.computation_type for h in a.sub_actions] == [types.FORWARD, types.FULL_BACKWARD]
+                         for a in pairs)
+    assert str(pairs[0]) == "(" + ";".join(str(h) for h in pairs[0].sub_actions) + ")OVERLAP_F_B"
+
+
+@pytest.mark.parametrize("kind", ["dualpipe", "chimera"])
+def test_a_stage_on_two_ranks_is_refused_naming_it(package, kind):
+    schedule = package.schedule(kind, 4, 8)
+    for export in (schedule.to_pytorch, schedule.to_pytorch_csv):
+        with pytest.raises(ValueError, match=f"{kind} places stage 0 on ranks 0 and 3 .*two-direction"):
+            export()
+
+
+def python_schedule(package, name):
+    if name == "plan":
+        return package.plan(4, 8, package.Costs(F=1, B=2, W=1), memory_limit=4, placements=["v"]).schedule
+    return package.schedule(name, 4, 8)
+
+
+RUN_FROM_PYTHON = ["dualpipev", "zb-h1", "zbv", "interleaved-1f1b", "plan"]
+
+
+@pytest.mark.parametrize("name", RUN_FROM_PYTHON)
+def test_pytorch_validates_lowers_and_simulates_our_actions(package, name):
+    check_with_pytorch(python_schedule(package, name).to_pytorch())
+
+
+@pytest.mark.parametrize("name", RUN_FROM_PYTHON)
+def test_pytorchs_runtime_trains_our_actions_like_one_process(package, tmp_path, name):
+    import torch
+
+    path = tmp_path / "schedule.txt"
+    path.write_text(python_schedule(package, name).to_text())
+    got = pytorch_runtime.pipeline_gradients(str(path), 8, loader="dualpipe")
+    expected = pytorch_runtime.single_process_gradients(len(got), 8)
+    for stage, (g, e) in enumerate(zip(got, expected)):
+        for name in e:
             scale = e[name].abs().max().item()
             assert torch.allclose(g[name], e[name], rtol=0, atol=1e-5 * scale), f"stage {stage} {name}"

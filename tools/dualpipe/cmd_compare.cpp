@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/sim/trace_costs.h"
 #include "dualpipe/trace/trace.h"

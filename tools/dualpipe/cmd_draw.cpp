@@ -45,20 +45,6 @@ struct Picture {
   SvgOptions options;
 };
 
-std::string lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// "svg" or "html", from the output name; anything else is refused before any work is done.
-std::string output_format(const std::string& path) {
-  const std::size_t dot = path.find_last_of('.');
-  const std::string ext = dot == std::string::npos ? "" : lowercase(path.substr(dot + 1));
-  DUALPIPE_REQUIRE(ext == "svg" || ext == "html" || ext == "htm", "output '", path,
-                   "': draw writes SVG or HTML, so the file name must end in .svg or .html");
-  return ext == "svg" ? "svg" : "html";
-}
-
 std::vector<std::string> split_kinds(const std::string& list) {
   std::vector<std::string> kinds;
   if (list == "all") {
@@ -172,7 +158,7 @@ Picture draw_trace(const DrawCommand& c) {
 }
 
 void run(const DrawCommand& c) {
-  const std::string format = output_format(c.output);
+  picture_format(c.output);  // refused before any work
   DUALPIPE_REQUIRE(c.compare.empty() || c.trace.empty(), "--compare and --trace cannot be combined");
   DUALPIPE_REQUIRE(!c.with_plan || !c.trace.empty(), "--with-plan draws the plan under a measured run: give --trace FILE");
   DUALPIPE_REQUIRE(c.step < 0 || !c.trace.empty(), "--step picks a step of a measured run: give --trace FILE");
@@ -184,8 +170,7 @@ void run(const DrawCommand& c) {
   check_outputs_apart({{"--trace", c.trace}, {"--from", c.plan.from_file}}, {{"-o", c.output}});
   Picture p = !c.trace.empty() ? draw_trace(c) : !c.compare.empty() ? draw_comparison(c) : draw_plan(c);
   p.options.width = c.width;
-  const std::string text = format == "svg" ? render_svg(p.timelines, p.options) : render_html(p.timelines, p.options);
-  write_file_atomically(c.output, text);
+  write_file_atomically(c.output, render_picture(c.output, p.timelines, p.options));
   std::size_t cells = 0;
   for (const Timeline& t : p.timelines) cells += t.num_cells();
   write_stdout(detail::concat("wrote ", c.output, " (", p.timelines.size(), " timeline",

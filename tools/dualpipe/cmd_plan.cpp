@@ -18,6 +18,7 @@
 #include "dualpipe/schedule/validate.h"
 #include "dualpipe/sim/layer_partition.h"
 #include "dualpipe/sim/planner.h"
+#include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/trace_costs.h"
 #include "dualpipe/trace/trace.h"
 #include "dualpipe/util/atomic_file.h"
@@ -50,13 +51,6 @@ struct PlanCommand {
   const CLI::Option* microbatches_option = nullptr;
 };
 
-// The most parameter copies a rank of the plan holds (2 for a two-direction placement).
-double parameter_copies(const PlanCandidate& c) {
-  double copies = 0;
-  for (const RankMetrics& r : c.metrics.per_rank) copies = std::max(copies, r.parameter_copies);
-  return copies;
-}
-
 std::string two_copies_warning(const PlanCandidate& best) {
   if (parameter_copies(best) <= 1) return {};
   return "note: " + best.name + " holds two copies of the parameters on every rank (a two-direction "
@@ -64,33 +58,9 @@ std::string two_copies_warning(const PlanCandidate& best) {
 }
 
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
-  const PlanCandidate& best = plan.best;
-  SimulatedSchedule chosen{best.schedule, best.costs, best.metrics};
-  chosen.schedule.kind = best.name;
-  if (c.format == "text") {
-    std::string head = format_plan_header({best.name, best.costs});
-    if (!best.layers_per_stage.empty()) head += "# layers per stage: " + format_cut(best.layers_per_stage) + "\n";
-    return head + format_text(best.schedule);
-  }
-  if (c.format == "csv") return format_pytorch_csv(best.schedule);
-  if (c.format == "json") {
-    nlohmann::ordered_json j = simulated_json(chosen);
-    j["objective"] = c.objective;
-    j["objective_value"] = best.score;
-    j["memory_limit"] = request.memory_limit ? nlohmann::ordered_json(*request.memory_limit) : nullptr;
-    j["peak_activations_per_slice"] = best.peak;
-    j["parameter_copies"] = json_units(parameter_copies(best));
-    j["minimum_memory"] = plan.minimum_memory;
-    if (!best.layers_per_stage.empty()) j["layers_per_stage"] = format_cut(best.layers_per_stage);
-    nlohmann::ordered_json actions = nlohmann::ordered_json::array();
-    for (const auto& rank : best.schedule.actions) {
-      nlohmann::ordered_json row = nlohmann::ordered_json::array();
-      for (const Action& a : rank) row.push_back(to_string(a));
-      actions.push_back(row);
-    }
-    j["actions"] = actions;
-    return j.dump(2) + "\n";
-  }
+  if (c.format == "text") return format_plan_file(plan.best);
+  if (c.format == "csv") return format_pytorch_csv(plan.best.schedule);
+  if (c.format == "json") return plan_json(plan, request).dump(2) + "\n";
   return {};
 }
 
@@ -155,10 +125,6 @@ void run(PlanCommand& c) {
   request.num_ranks = c.ranks;
   request.num_microbatches = c.microbatches;
   if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
-  request.costs.check();
-  DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == c.ranks,
-                   "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
-                   "model (", c.ranks, " values for R=", c.ranks, ")");
   request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
   if (!c.layer_costs.empty()) {
     const CostModel d;

@@ -1,12 +1,11 @@
 // `dualpipe schedule`: print a schedule in the text, PyTorch CSV or JSON form.
 #include <iostream>
 
-#include <nlohmann/json.hpp>
-
 #include "commands.h"
 #include "dualpipe/schedule/lower.h"
 #include "dualpipe/schedule/pytorch_csv.h"
 #include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/result_json.h"
 #include "dualpipe/util/error.h"
 #include "output.h"
 #include "plan_options.h"
@@ -21,38 +20,6 @@ struct ScheduleCommand {
   std::string output;
 };
 
-nlohmann::ordered_json placement_json(const Placement& p) {
-  nlohmann::ordered_json rank_of_stage = nlohmann::ordered_json::array();
-  for (int replica = 0; replica < p.num_replicas(); ++replica) {
-    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
-    for (int s = 0; s < p.num_stages(); ++s) ranks.push_back(p.rank_of(replica, s));
-    rank_of_stage.push_back(ranks);
-  }
-  nlohmann::ordered_json out = {{"replicas", p.num_replicas()}, {"rank_of_stage", rank_of_stage}};
-  if (p.num_replicas() == 2) {
-    nlohmann::ordered_json replica = nlohmann::ordered_json::array();
-    for (int m = 0; m < p.num_microbatches(); ++m) replica.push_back(p.replica(m));
-    out["replica_of_microbatch"] = replica;
-  }
-  return out;
-}
-
-std::string schedule_json(const Schedule& s) {
-  nlohmann::ordered_json actions = nlohmann::ordered_json::array();
-  for (const auto& rank_actions : s.actions) {
-    nlohmann::ordered_json row = nlohmann::ordered_json::array();
-    for (const Action& a : rank_actions) row.push_back(to_string(a));
-    actions.push_back(row);
-  }
-  const nlohmann::ordered_json out = {{"kind", s.kind},
-                              {"ranks", s.num_ranks},
-                              {"stages", s.num_stages},
-                              {"microbatches", s.num_microbatches},
-                              {"placement", placement_json(s.placement)},
-                              {"actions", actions}};
-  return out.dump(2) + "\n";
-}
-
 // The schedule the options name: read within the reader's limits, or generated within the memory limit.
 void run(const ScheduleCommand& c) {
   DUALPIPE_REQUIRE(!(c.lower && c.format == "csv"),
@@ -65,7 +32,7 @@ void run(const ScheduleCommand& c) {
   } else if (c.format == "csv") {
     write_output(c.output, format_pytorch_csv(s));
   } else {
-    write_output(c.output, schedule_json(s));
+    write_output(c.output, schedule_json(s).dump(2) + "\n");
   }
 }
 

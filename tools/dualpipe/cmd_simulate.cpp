@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_limits.h"
+#include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
@@ -76,7 +77,7 @@ void run(const SimulateCommand& c) {
 
   if (c.format == "json") {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
-    for (const SimulatedSchedule& r : results) out.push_back(simulated_json(r));
+    for (const SimulatedSchedule& r : results) out.push_back(simulated_json(r.schedule, r.costs, r.metrics));
     write_output(c.output, (all ? out : out.front()).dump(2) + "\n");
     for (const SkippedKind& s : skipped) std::cerr << "skipped " << s.kind << ": " << s.reason << "\n";
   } else if (all) {

@@ -10,12 +10,6 @@
 
 namespace dualpipe::cli {
 
-nlohmann::ordered_json json_units(double value) {
-  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e15)
-    return static_cast<long long>(value);
-  return value;
-}
-
 namespace {
 
 double worst_peak(const Metrics& m) { return m.peak_activations(); }
@@ -34,53 +28,6 @@ bool faster(const SimulatedSchedule& a, const SimulatedSchedule& b) {
   if (a.metrics.makespan != b.metrics.makespan) return a.metrics.makespan < b.metrics.makespan;
   if (worst_peak(a.metrics) != worst_peak(b.metrics)) return worst_peak(a.metrics) < worst_peak(b.metrics);
   return a.metrics.bubble_rate < b.metrics.bubble_rate;
-}
-
-nlohmann::ordered_json costs_json(const CostModel& c) {
-  const auto list_or = [](const std::vector<double>& list, double uniform) {
-    return list.empty() ? nlohmann::ordered_json(uniform) : nlohmann::ordered_json(list);
-  };
-  nlohmann::ordered_json out = {{"F", list_or(c.stage_forward, c.forward)},
-                                {"B", list_or(c.stage_backward, c.backward)},
-                                {"W", list_or(c.stage_weight, c.weight)},
-                                {"FB", c.overlapped_pair()},
-                                {"comm", c.comm},
-                                {"a2a", c.all_to_all},
-                                {"scale", c.stage_scale.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.stage_scale)},
-                                {"act_bytes", c.activation_bytes > 0 ? nlohmann::ordered_json(c.activation_bytes) : nlohmann::ordered_json(nullptr)},
-                                {"act_scale", c.stage_activation.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.stage_activation)},
-                                {"w_mem", c.w_mem},
-                                {"recompute", c.recompute},
-                                {"input_mem", c.input_mem}};
-  return out;
-}
-
-nlohmann::ordered_json simulated_json(const SimulatedSchedule& r) {
-  const bool bytes = r.costs.activation_bytes > 0;
-  nlohmann::ordered_json per_rank = nlohmann::ordered_json::array();
-  for (const RankMetrics& m : r.metrics.per_rank) {
-    per_rank.push_back({{"rank", m.rank},
-                        {"busy", m.busy},
-                        {"idle", m.idle},
-                        {"span", m.span},
-                        {"peak_activations", json_units(m.peak_activations)},
-                        {"peak_activation_fraction", m.peak_activation_fraction},
-                        {"peak_activation_bytes", bytes ? nlohmann::ordered_json(m.peak_activation_bytes) : nullptr},
-                        {"stages_held", m.stages_held},
-                        {"parameter_copies", json_units(m.parameter_copies)}});
-  }
-  return {{"kind", r.schedule.kind},
-          {"ranks", r.schedule.num_ranks},
-          {"stages", r.schedule.num_stages},
-          {"microbatches", r.schedule.num_microbatches},
-          {"costs", costs_json(r.costs)},
-          {"costs_text", r.costs.to_string()},
-          {"makespan", r.metrics.makespan},
-          {"bubble", r.metrics.bubble},
-          {"bubble_rate", r.metrics.bubble_rate},
-          {"step_bubble_rate", r.metrics.step_bubble_rate},
-          {"peak_activations", json_units(r.metrics.peak_activations())},
-          {"per_rank", per_rank}};
 }
 
 std::string simulated_table(const SimulatedSchedule& r) {

@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "dualpipe/schedule/schedule.h"
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/sim/simulate.h"
@@ -25,13 +23,6 @@ struct SkippedKind {
   std::string reason;
 };
 
-// A number of stage activations in json: an integer when whole (what the integer count always printed),
-// else the double.
-nlohmann::ordered_json json_units(double value);
-
-// A cost model as json: numbers, or one number per stage where the costs are per stage; null where unset.
-nlohmann::ordered_json costs_json(const CostModel& costs);
-nlohmann::ordered_json simulated_json(const SimulatedSchedule& r);
 // The whole-step figures, then one line per rank.
 std::string simulated_table(const SimulatedSchedule& r);
 // One row per schedule in the given order (callers sort by step time), then the skipped kinds and why.

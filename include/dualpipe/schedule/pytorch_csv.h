@@ -14,6 +14,12 @@ namespace dualpipe {
 // for the compute-only form). Rows are padded with empty cells to equal length.
 std::string format_pytorch_csv(const Schedule& schedule);
 
+// PyTorch's pipelining maps every stage to one rank. Throws InvalidArgument naming the schedule, the first stage
+// held by two ranks and the rule when the schedule places a stage on two (the two-direction placement of DualPipe
+// and Chimera), which PyTorch's actions and runtime cannot express. The CSV above can still hold such a schedule:
+// dualpipe's own readers take it back.
+void require_one_rank_per_stage(const Schedule& schedule);
+
 // Reads the form above; empty cells are skipped. Placement and counts are inferred as for parse_text, with the
 // same limits. A blank line is an error (a row is a rank; an idle rank would still have its empty cells), except
 // at the end of the file.

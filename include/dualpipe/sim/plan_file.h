@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/planner.h"
 
 namespace dualpipe {
 
@@ -18,6 +19,10 @@ struct PlanFileHeader {
 
 // "# dualpipe plan: <name>, costs <costs>\n".
 std::string format_plan_header(const PlanFileHeader& header);
+
+// The whole plan file: the header, the layer cut when the plan has one ("# layers per stage: 2,2,1,1"), the
+// schedule in its text form.
+std::string format_plan_file(const PlanCandidate& best);
 
 // The header of a schedule file's text, or nullopt when it has none (any other schedule file). A header line
 // whose costs cannot be read, or whose name is longer than 200 characters or holds a control character, throws

@@ -1,0 +1,16 @@
+"""dualpipe from Python: DualPipe and the schedules it is compared with, their simulation, the memory-limited
+planner, and their export to PyTorch's own pipelining runtime. docs/python.md.
+
+    >>> import dualpipe
+    >>> dualpipe.plan(8, 32, dualpipe.Costs(F=1, B=2, W=1)).makespan
+    >>> s = dualpipe.schedule("dualpipev", 4, 8)
+    >>> dualpipe.simulate(s, dualpipe.Costs(F=1, B=2, W=1)).bubble_rate
+    >>> s.draw("dualpipev.svg"); s.to_pytorch()   # {rank: [torch.distributed.pipelining actions]}
+
+Schedule, Simulation and Plan have the fields of `dualpipe schedule|simulate|plan --format json` as attributes
+(`to_dict()` gives them all). Bad input raises ValueError naming the value and the rule.
+"""
+from ._core import Costs, Plan, Schedule, Simulation, kinds, plan, read_schedule, schedule, simulate
+
+__version__ = "0.1.0"
+__all__ = ["Costs", "Plan", "Schedule", "Simulation", "kinds", "plan", "read_schedule", "schedule", "simulate"]

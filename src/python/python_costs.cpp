@@ -1,0 +1,69 @@
+#include "python_costs.h"
+
+#include <cstdio>
+#include <string>
+
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/result_json.h"
+#include "json_to_python.h"
+
+namespace py = pybind11;
+
+namespace dualpipe::python {
+namespace {
+
+// A number exactly as Python holds it (17 significant digits read back to the same double).
+std::string exact(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+// One --cost item: a number, a bool (recompute), or a list of numbers (per stage: F, B, W, scale, act_scale).
+std::string item(const std::string& key, const py::handle& value) {
+  if (py::isinstance<py::bool_>(value)) return key + "=" + (value.cast<bool>() ? "1" : "0");
+  if (py::isinstance<py::str>(value))
+    throw py::type_error("Costs(" + key + "=...): a number or a list of numbers, not a string");
+  if (py::isinstance<py::sequence>(value)) {
+    std::string list;
+    for (const py::handle& v : value.cast<py::sequence>()) list += (list.empty() ? "" : ":") + exact(v.cast<double>());
+    return key + "=" + list;
+  }
+  return key + "=" + exact(value.cast<double>());
+}
+
+// The keywords become the --cost text, read by the same CostModel::parse as the command line: one set of names,
+// rules and error messages ("unknown key", "W must be <= B") for both.
+CostModel from_keywords(const py::kwargs& keywords) {
+  std::string spec;
+  for (const auto& [key, value] : keywords) {
+    if (value.is_none()) continue;
+    spec += (spec.empty() ? "" : ",") + item(key.cast<std::string>(), value);
+  }
+  CostModel costs = CostModel::parse(spec);
+  costs.check();
+  return costs;
+}
+
+}  // namespace
+
+void bind_costs(py::module_& m) {
+  py::class_<CostModel> costs(m, "Costs",
+                              "Per-action costs and the memory model, as the command line's --cost: F forward [1], B full "
+                              "backward [2], W its weight part [1], FB an overlapped F&B pair [F+B], comm cross-rank "
+                              "latency [0], a2a expert all-to-all of a stage's forward [0], scale per-stage multipliers, "
+                              "act_bytes bytes of one stage activation, act_scale per-stage activation sizes, w_mem [1], "
+                              "recompute [False], input_mem [0.05]. F, B and W take one number per stage for uneven "
+                              "stages. Fields as the json's costs.");
+  add_json_fields(costs, costs_json, "Costs");
+  costs.def(py::init(&from_keywords))
+      .def_static("parse", [](const std::string& text) {
+        CostModel parsed = CostModel::parse(text);
+        parsed.check();
+        return parsed;
+      }, py::arg("text"), "From the --cost text: Costs.parse('F=1,B=2,W=1,FB=2.5').")
+      .def("__str__", &CostModel::to_string)
+      .def("__repr__", [](const CostModel& c) { return "dualpipe.Costs.parse('" + c.to_string() + "')"; });
+}
+
+}  // namespace dualpipe::python

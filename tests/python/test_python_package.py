@@ -1,0 +1,157 @@
+"""The Python package `dualpipe` beside the `dualpipe` command: the same schedules, simulations, plans, files and
+pictures, and errors that name the value and the rule. The command is the reference: its output is read as text
+(json, the text form, CSV, SVG), the package's objects are read as Python values, and the two must agree exactly.
+
+Run by ctest (`pytorch_peer`) with the environment of scripts/setup.sh, which installs the package.
+"""
+import json
+import subprocess
+
+import pytest
+
+
+def command_json(cli, *args):
+    out = subprocess.run([cli, *args, "--format", "json"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def command_text(cli, *args):
+    # bytes decoded as they are: the CSV's "\r\n" line ends stay
+    return subprocess.run([cli, *args], capture_output=True, check=True).stdout.decode()
+
+
+def test_the_issue_example_matches_the_command_line(dualpipe, package):
+    # python3 -c "import dualpipe; print(dualpipe.plan(8, 32, dualpipe.Costs(F=1, B=2, W=1)).makespan)"
+    expected = command_json(dualpipe, "plan", "-r", "8", "-m", "32", "--cost", "F=1,B=2,W=1")
+    assert package.plan(8, 32, package.Costs(F=1, B=2, W=1)).makespan == expected["makespan"]
+
+
+PLANS = [
+    ((4, 8), {}, []),
+    ((8, 32), {"memory_limit": 8}, ["--memory-limit", "8"]),
+    ((4, 12), {"memory_limit": 4, "placements": ["linear"]}, ["--memory-limit", "4", "--placements", "linear"]),
+    ((4, 8), {"objective": "span", "families_only": True}, ["--objective", "span", "--families-only"]),
+    ((4, 8), {"memory_limit": "2GiB"}, ["--memory-limit", "2GiB"]),
+]
+
+
+@pytest.mark.parametrize("sizes,keywords,flags", PLANS, ids=[str(p[1]) for p in PLANS])
+def test_plan_has_the_fields_of_plan_json(dualpipe, package, sizes, keywords, flags):
+    costs = "F=1,B=2,W=1,FB=2.5,act_bytes=1e9" if keywords.get("memory_limit") == "2GiB" else "F=1,B=2,W=1,FB=2.5"
+    expected = command_json(dualpipe, "plan", "-r", str(sizes[0]), "-m", str(sizes[1]), "--cost", costs, *flags)
+    plan = package.plan(*sizes, package.Costs.parse(costs), **keywords)
+    assert plan.to_dict() == expected
+    assert (plan.makespan, plan.per_rank, plan.actions) == (expected["makespan"], expected["per_rank"],
+                                                           expected["actions"])
+    text_args = ["plan", "-r", str(sizes[0]), "-m", str(sizes[1]), "--cost", costs, *flags]
+    assert plan.to_text() == command_text(dualpipe, *text_args, "--format", "text")
+    assert plan.to_csv() == command_text(dualpipe, *text_args, "--format", "csv")
+    assert plan.candidates[0]["name"] == plan.kind and plan.candidates[0]["makespan"] == plan.makespan
+
+
+def kinds_at(package, ranks, microbatches):
+    # chimera and interleaved 1F1B need M a multiple of R
+    return [name for name, _, _ in package.kinds()
+            if not (name in ("chimera", "interleaved-1f1b") and microbatches % ranks)]
+
+
+@pytest.mark.parametrize("ranks,microbatches", [(2, 4), (4, 8), (4, 10), (8, 16)])
+def test_every_kind_has_the_fields_and_forms_of_the_command(dualpipe, package, ranks, microbatches):
+    sizes = ["-r", str(ranks), "-m", str(microbatches)]
+    for kind in kinds_at(package, ranks, microbatches):
+        schedule = package.schedule(kind, ranks, microbatches)
+        assert schedule.to_dict() == command_json(dualpipe, "schedule", "--kind", kind, *sizes), kind
+        assert (schedule.kind, schedule.ranks, schedule.microbatches) == (kind, ranks, microbatches)
+        assert schedule.to_text() == command_text(dualpipe, "schedule", "--kind", kind, *sizes), kind
+        assert schedule.to_csv() == command_text(dualpipe, "schedule", "--kind", kind, *sizes, "--format", "csv")
+        lowered = command_text(dualpipe, "schedule", "--kind", kind, *sizes, "--lower")
+        assert schedule.lower().to_text() == lowered, kind
+
+
+COSTS = ["F=1,B=2,W=1", "F=1,B=2,W=1,FB=2.5,comm=0.25", "F=1,B=2,W=0.5,a2a=0.75,w_mem=0.5",
+         "F=1,B=2,W=1,recompute=1,act_bytes=3e6"]
+
+
+@pytest.mark.parametrize("costs", COSTS)
+def test_simulation_has_the_fields_of_simulate_json(dualpipe, package, costs):
+    for kind in kinds_at(package, 4, 8):
+        expected = command_json(dualpipe, "simulate", "--kind", kind, "-r", "4", "-m", "8", "--cost", costs)
+        got = package.simulate(package.schedule(kind, 4, 8), package.Costs.parse(costs))
+        assert got.to_dict() == expected, kind
+        assert got.bubble_rate == expected["bubble_rate"] and got.per_rank == expected["per_rank"]
+
+
+def test_costs_from_keywords_are_the_costs_of_the_text(package):
+    keywords = package.Costs(F=[1, 2, 1.5, 1], B=[2, 4, 3, 2], W=[1, 2, 1.5, 1], FB=2.75, comm=0.125, a2a=0.5,
+                             act_scale=[2, 1, 1, 1], w_mem=0.5, recompute=True, input_mem=0.1)
+    text = package.Costs.parse("F=1:2:1.5:1,B=2:4:3:2,W=1:2:1.5:1,FB=2.75,comm=0.125,a2a=0.5,act_scale=2:1:1:1,"
+                               "w_mem=0.5,recompute=1,input_mem=0.1")
+    assert keywords.to_dict() == text.to_dict()
+    assert keywords.F == [1, 2, 1.5, 1] and keywords.recompute is True
+    # 0.1 is not exact in binary: the keyword reaches the model as the same double Python holds
+    assert package.Costs(comm=0.1).comm == 0.1
+
+
+def test_simulated_times_are_the_timeline_of_the_picture(package):
+    simulation = package.simulate(package.schedule("1f1b", 2, 2), package.Costs(F=1, B=2, W=1))
+    # 1F1B, R=2, M=2, worked by hand: rank 1 runs 1F0 at 1-2 (after 0F0), 1B0 at 2-4, 1F1 at 4-5, 1B1 at 5-7;
+    # rank 0 runs 0F0 and 0F1, then 0B0 once 1B0 ends (4-6), 0B1 once 1B1 ends (7-9)
+    assert simulation.times[0] == [("0F0", 0, 1), ("0F1", 1, 2), ("0B0", 4, 6), ("0B1", 7, 9)]
+    assert simulation.times[1] == [("1F0", 1, 2), ("1B0", 2, 4), ("1F1", 4, 5), ("1B1", 5, 7)]
+
+
+@pytest.mark.parametrize("kind,suffix", [("dualpipe", "svg"), ("zbv", "html")])
+def test_draw_writes_the_picture_of_dualpipe_draw(dualpipe, package, tmp_path, kind, suffix):
+    theirs, ours = tmp_path / f"cli.{suffix}", tmp_path / f"py.{suffix}"
+    costs = "F=1,B=2,W=1,FB=2.5"
+    command_text(dualpipe, "draw", "--kind", kind, "-r", "4", "-m", "8", "--cost", costs, "-o", str(theirs))
+    package.schedule(kind, 4, 8).draw(str(ours), package.Costs.parse(costs))
+    assert ours.read_bytes() == theirs.read_bytes()
+    simulated = tmp_path / f"simulated.{suffix}"
+    package.simulate(package.schedule(kind, 4, 8), package.Costs.parse(costs)).draw(str(simulated))
+    assert simulated.read_bytes() == theirs.read_bytes()
+
+
+def test_a_plan_file_reads_back_with_its_figures(dualpipe, package, tmp_path):
+    plan = package.plan(4, 8, package.Costs(F=1, B=2, W=1), memory_limit=4)
+    path = tmp_path / "plan.txt"
+    path.write_text(plan.to_text())
+    assert package.read_schedule(str(path)).actions == plan.actions
+    # the command reads the plan file's costs from its header and reproduces the plan's figures
+    assert command_json(dualpipe, "simulate", "--from", str(path))["makespan"] == plan.makespan
+
+
+BAD_INPUT = [
+    (lambda dp: dp.schedule("dualpip", 4, 8), "unknown schedule kind 'dualpip' \\(did you mean 'dualpipe'"),
+    (lambda dp: dp.schedule("chimera", 4, 6), "M=6"),
+    (lambda dp: dp.schedule("1f1b", 0, 8), "R"),
+    (lambda dp: dp.Costs(W=3), "0 <= W <= B, got W=3 with B=2"),
+    (lambda dp: dp.Costs(Q=1), "unknown cost key 'Q'"),
+    (lambda dp: dp.Costs(F=-1), "F"),
+    (lambda dp: dp.simulate(dp.schedule("1f1b", 4, 8), dp.Costs(scale=[1, 2])), "cost scale has 2 values"),
+    (lambda dp: dp.plan(4, 8, memory_limit=0.5), "memory limit 0.5 is below the feasible minimum of 1"),
+    (lambda dp: dp.plan(4, 8, memory_limit="2GiB"), "act_bytes"),
+    (lambda dp: dp.plan(4, 8, objective="fastest"), "objective 'fastest'"),
+    (lambda dp: dp.plan(4, 8, placements=["diagonal"]), "unknown placement 'diagonal'"),
+    (lambda dp: dp.plan(4, 8, dp.Costs(scale=[1, 2])), "cost scale has 2 values"),
+    (lambda dp: dp.schedule("1f1b", 4, 8, max_memory="lots"), "max_memory"),
+    (lambda dp: dp.schedule("1f1b", 4, 8).draw("/tmp/picture.png"), "must end in .svg or .html"),
+    (lambda dp: dp.read_schedule("/nonexistent/schedule.txt"), "/nonexistent/schedule.txt"),
+]
+
+
+@pytest.mark.parametrize("call,rule", BAD_INPUT, ids=[b[1][:30] for b in BAD_INPUT])
+def test_bad_input_raises_value_error_naming_the_rule(package, call, rule):
+    with pytest.raises(ValueError, match=rule):
+        call(package)
+
+
+def test_a_string_cost_is_a_type_error(package):
+    with pytest.raises(TypeError, match="Costs\\(F=...\\): a number or a list of numbers"):
+        package.Costs(F="1")
+
+
+def test_a_missing_field_names_itself(package):
+    with pytest.raises(AttributeError, match="a schedule has no field 'makespan'"):
+        package.schedule("1f1b", 4, 8).makespan
+    assert "makespan" in dir(package.plan(4, 8))
