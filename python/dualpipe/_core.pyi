@@ -99,7 +99,6 @@ class Plan:
     peak_activations_per_slice: float
     parameter_copies: float
     minimum_memory: float
-    layers_per_stage: str
     actions: list[list[str]]
     @property
     def schedule(self) -> Schedule: ...

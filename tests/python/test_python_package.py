@@ -155,3 +155,38 @@ def test_a_missing_field_names_itself(package):
     with pytest.raises(AttributeError, match="a schedule has no field 'makespan'"):
         package.schedule("1f1b", 4, 8).makespan
     assert "makespan" in dir(package.plan(4, 8))
+
+
+def stub_names():
+    """Top-level names of dualpipe/_core.pyi, and each class's annotated fields and methods."""
+    import ast
+    import pathlib
+
+    import dualpipe
+    tree = ast.parse((pathlib.Path(dualpipe.__file__).parent / "_core.pyi").read_text())
+    top, members = set(), {}
+    for node in tree.body:
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            continue  # the stubs' imports
+        top.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            members[node.name] = {n.target.id if isinstance(n, ast.AnnAssign) else n.name for n in node.body
+                                  if isinstance(n, (ast.AnnAssign, ast.FunctionDef))}
+    return top, members
+
+
+def test_the_type_stubs_name_every_function_method_and_field(package):
+    top, members = stub_names()
+    public = {name for name in dir(package._core) if not name.startswith("_")}
+    assert top == public
+    examples = {
+        "Costs": package.Costs(),
+        "Schedule": package.schedule("dualpipe", 4, 8),
+        "Simulation": package.simulate(package.schedule("zbv", 4, 8)),
+        "Plan": package.plan(4, 8, memory_limit=4, placements=["linear"]),
+    }
+    for name, value in examples.items():
+        methods = {m for m in dir(type(value)) if not m.startswith("_")}
+        fields = set(value.to_dict())
+        assert methods | fields | {"__init__", "__len__"} >= members[name] - {"__init__", "__len__"}, name
+        assert members[name] >= methods | fields, f"{name}: not in the stubs: {(methods | fields) - members[name]}"
