@@ -11,20 +11,22 @@ namespace dualpipe::python {
 
 pybind11::object to_python(const nlohmann::ordered_json& value);
 
-// to_dict(), attribute access to each field of the json form, and dir() listing them.
+// to_dict(), attribute access to each field of the json form, and dir() listing them. to_json(self, with_actions)
+// builds the json; attribute access other than `actions` leaves the actions out, which are most of a large
+// schedule's json (R=64, M=1024: 60 ms with them).
 template <typename T, typename ToJson>
 void add_json_fields(pybind11::class_<T>& cls, ToJson to_json, const char* what) {
-  cls.def("to_dict", [to_json](const T& self) { return to_python(to_json(self)); },
+  cls.def("to_dict", [to_json](const T& self) { return to_python(to_json(self, true)); },
           (std::string("The fields of ") + what + ", as a dict in the order the json output prints them.").c_str());
   cls.def("__getattr__", [to_json, what](const T& self, const std::string& name) -> pybind11::object {
-    const nlohmann::ordered_json json = to_json(self);
+    const nlohmann::ordered_json json = to_json(self, name == "actions");
     const auto field = json.find(name);
     if (field == json.end())
       throw pybind11::attribute_error(std::string(what) + " has no field '" + name + "' (see to_dict())");
     return to_python(*field);
   });
   cls.def("__dir__", [to_json](const T& self) {
-    const nlohmann::ordered_json json = to_json(self);
+    const nlohmann::ordered_json json = to_json(self, true);
     pybind11::list names;
     for (const auto& [key, value] : json.items()) names.append(pybind11::str(key));
     return names;

@@ -154,7 +154,8 @@ PYBIND11_MODULE(_core, m) {
                                 "A pipeline schedule: the ordered actions of every rank and the placement of the "
                                 "stages. Fields as `dualpipe schedule --format json`: kind, ranks, stages, "
                                 "microbatches, placement, actions.");
-  add_json_fields(schedule, [](const Schedule& s) { return schedule_json(s); }, "a schedule");
+  add_json_fields(
+      schedule, [](const Schedule& s, bool actions) { return schedule_json(s, actions); }, "a schedule");
   schedule.def("to_text", &format_text, "The text form, one line per rank (`dualpipe schedule`).")
       .def("to_csv", &format_pytorch_csv,
            "PyTorch's compute-only CSV form (`dualpipe schedule --format csv`), which dualpipe reads back; "
@@ -192,7 +193,9 @@ PYBIND11_MODULE(_core, m) {
       "microbatches, costs, costs_text, makespan, bubble, bubble_rate, step_bubble_rate, peak_activations, "
       "per_rank.");
   add_json_fields(simulation,
-                  [](const SimulationResult& r) { return simulated_json(r.schedule, r.costs, r.simulation.metrics); },
+                  [](const SimulationResult& r, bool) {
+                    return simulated_json(r.schedule, r.costs, r.simulation.metrics);
+                  },
                   "a simulation");
   simulation.def_property_readonly("schedule", [](const SimulationResult& r) { return r.schedule; })
       .def_property_readonly("cost_model", [](const SimulationResult& r) { return r.costs; })
@@ -220,7 +223,8 @@ PYBIND11_MODULE(_core, m) {
       m, "Plan",
       "The planner's choice. Fields as `dualpipe plan --format json`: those of a Simulation, then objective, "
       "objective_value, memory_limit, peak_activations_per_slice, parameter_copies, minimum_memory, actions.");
-  add_json_fields(plan_class, [](const PlanResult& r) { return plan_json(r.plan, r.request); }, "a plan");
+  add_json_fields(plan_class, [](const PlanResult& r, bool actions) { return plan_json(r.plan, r.request, actions); },
+                  "a plan");
   plan_class.def_property_readonly("schedule", &PlanResult::schedule)
       .def_property_readonly("cost_model", [](const PlanResult& r) { return r.plan.best.costs; })
       .def_property_readonly("candidates", [](const PlanResult& r) { return candidates(r.plan); },

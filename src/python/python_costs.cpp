@@ -48,14 +48,14 @@ CostModel from_keywords(const py::kwargs& keywords) {
 }  // namespace
 
 void bind_costs(py::module_& m) {
-  py::class_<CostModel> costs(m, "Costs",
-                              "Per-action costs and the memory model, as the command line's --cost: F forward [1], B full "
-                              "backward [2], W its weight part [1], FB an overlapped F&B pair [F+B], comm cross-rank "
-                              "latency [0], a2a expert all-to-all of a stage's forward [0], scale per-stage multipliers, "
-                              "act_bytes bytes of one stage activation, act_scale per-stage activation sizes, w_mem [1], "
-                              "recompute [False], input_mem [0.05]. F, B and W take one number per stage for uneven "
-                              "stages. Fields as the json's costs.");
-  add_json_fields(costs, costs_json, "Costs");
+  py::class_<CostModel> costs(
+      m, "Costs",
+      "Per-action costs and the memory model, as the command line's --cost: F forward [1], B full backward [2], W its "
+      "weight part [1], FB an overlapped F&B pair [F+B], comm cross-rank latency [0], a2a expert all-to-all of a "
+      "stage's forward [0], scale per-stage multipliers, act_bytes bytes of one stage activation, act_scale "
+      "per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B and W take one number per "
+      "stage for uneven stages. Fields as the json's costs.");
+  add_json_fields(costs, [](const CostModel& c, bool) { return costs_json(c); }, "Costs");
   costs.def(py::init(&from_keywords))
       .def_static("parse", [](const std::string& text) {
         CostModel parsed = CostModel::parse(text);

@@ -65,13 +65,14 @@ Json actions_json(const Schedule& s) {
   return actions;
 }
 
-Json schedule_json(const Schedule& s) {
-  return {{"kind", s.kind},
-          {"ranks", s.num_ranks},
-          {"stages", s.num_stages},
-          {"microbatches", s.num_microbatches},
-          {"placement", placement_json(s.placement)},
-          {"actions", actions_json(s)}};
+Json schedule_json(const Schedule& s, bool with_actions) {
+  Json out = {{"kind", s.kind},
+              {"ranks", s.num_ranks},
+              {"stages", s.num_stages},
+              {"microbatches", s.num_microbatches},
+              {"placement", placement_json(s.placement)}};
+  if (with_actions) out["actions"] = actions_json(s);
+  return out;
 }
 
 Json simulated_json(const Schedule& schedule, const CostModel& costs, const Metrics& metrics) {
@@ -108,11 +109,10 @@ double parameter_copies(const PlanCandidate& c) {
   return copies;
 }
 
-Json plan_json(const Plan& plan, const PlanRequest& request) {
+Json plan_json(const Plan& plan, const PlanRequest& request, bool with_actions) {
   const PlanCandidate& best = plan.best;
-  Schedule named = best.schedule;
-  named.kind = best.name;
-  Json j = simulated_json(named, best.costs, best.metrics);
+  Json j = simulated_json(best.schedule, best.costs, best.metrics);
+  j["kind"] = best.name;
   j["objective"] = request.objective == PlanObjective::Span ? "span" : "makespan";
   j["objective_value"] = best.score;
   j["memory_limit"] = request.memory_limit ? Json(*request.memory_limit) : nullptr;
@@ -120,7 +120,7 @@ Json plan_json(const Plan& plan, const PlanRequest& request) {
   j["parameter_copies"] = json_units(parameter_copies(best));
   j["minimum_memory"] = plan.minimum_memory;
   if (!best.layers_per_stage.empty()) j["layers_per_stage"] = format_cut(best.layers_per_stage);
-  j["actions"] = actions_json(best.schedule);
+  if (with_actions) j["actions"] = actions_json(best.schedule);
   return j;
 }
 

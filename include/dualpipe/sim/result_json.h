@@ -21,8 +21,9 @@ nlohmann::ordered_json json_units(double value);
 nlohmann::ordered_json costs_json(const CostModel& costs);
 
 // kind, ranks, stages, microbatches, placement (replicas, rank_of_stage, replica_of_microbatch for two
-// directions) and the actions per rank in their text form.
-nlohmann::ordered_json schedule_json(const Schedule& schedule);
+// directions) and the actions per rank in their text form. Without `with_actions` the actions are left out: the
+// rest is small, the actions are most of a large schedule's json.
+nlohmann::ordered_json schedule_json(const Schedule& schedule, bool with_actions = true);
 
 // The actions per rank in their text form ("0F1", "(0F3;3B5)").
 nlohmann::ordered_json actions_json(const Schedule& schedule);
@@ -34,7 +35,8 @@ nlohmann::ordered_json simulated_json(const Schedule& schedule, const CostModel&
 double parameter_copies(const PlanCandidate& candidate);
 
 // The chosen schedule as simulated_json (its kind the plan's name), then the objective, the memory limit and
-// feasible minimum, the peak in 1/R slice activations, the layer cut when layer costs were given, the actions.
-nlohmann::ordered_json plan_json(const Plan& plan, const PlanRequest& request);
+// feasible minimum, the peak in 1/R slice activations, the layer cut when layer costs were given, the actions
+// (left out without `with_actions`).
+nlohmann::ordered_json plan_json(const Plan& plan, const PlanRequest& request, bool with_actions = true);
 
 }  // namespace dualpipe
