@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds everything into build/ (Release, ccache when present, two jobs), against the PyTorch of
 # $DUALPIPE_PYTHON (scripts/env.sh: the pinned one that scripts/setup.sh installs, unless you name your own).
-#   scripts/build.sh                 everything: libraries, tools, tests, benchmarks
+#   scripts/build.sh                 everything: libraries, tools, tests, benchmarks, and the Python package
+#                                    (installed into $DUALPIPE_PYTHON's environment: scripts/install_python_package.sh)
 #   scripts/build.sh dualpipe        only the targets named (the README's first command builds `dualpipe`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +16,4 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefi
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build build -j "${JOBS:-2}" "${targets[@]}"
+[[ $# -gt 0 ]] || scripts/install_python_package.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what dualpipe needs. Idempotent: quiet when everything is there.
+# Installs what dualpipe needs. Idempotent: one line of output when everything is there.
 #   - From Debian 12's packages: the compiler and build tools, the C++ libraries (GoogleTest, Google Benchmark,
 #     CLI11, nlohmann-json, Gloo's headers), Chromium for the picture test, Clang's libFuzzer, iproute2 for the
 #     two-node test bed, the corpus. As root, or through sudo.
@@ -7,13 +7,14 @@
 #     (scripts/env.sh: $DUALPIPE_VENV, default ~/.local/share/dualpipe/venv). An environment that already holds
 #     every pin is reused as it is.
 #   - The Python package `dualpipe` of this checkout (pyproject.toml, docs/python.md), built and installed into
-#     $DUALPIPE_PYTHON's environment every time, so it always matches the sources.
+#     $DUALPIPE_PYTHON's environment every time, so it always matches the sources (scripts/install_python_package.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 packages=(
   g++ make cmake ccache git python3 python3-venv
+  python3-dev           # Python.h, for the Python package's extension (pip install .)
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev
   libgloo-dev           # Gloo's headers: c10d's ProcessGroupGloo.hpp includes them, the PyPI wheel has none
@@ -68,10 +69,4 @@ if [[ -n $unmet ]]; then
   echo "setup.sh: PyTorch $("$DUALPIPE_VENV/bin/python" -c 'import torch; print(torch.__version__)') ready"
 fi
 
-# The package's extension is the planner's C++ core, built by CMake in build-python/ (ccache gives the core's objects
-# of build/ and back: same compiler name, same flags). Without the build tools of requirements.txt, pip fetches them.
-isolation=(--no-build-isolation)
-"$DUALPIPE_PYTHON" -c 'import scikit_build_core, pybind11' 2>/dev/null || isolation=()
-echo "setup.sh: building and installing the Python package dualpipe for $DUALPIPE_PYTHON"
-CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" CXX="${CXX:-c++}" \
-  "$DUALPIPE_PYTHON" -m pip install -q --disable-pip-version-check --no-deps "${isolation[@]}" .
+scripts/install_python_package.sh
