@@ -4,6 +4,7 @@
 #include <string>
 
 #include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/kineto_costs.h"
 #include "dualpipe/sim/result_json.h"
 #include "json_to_python.h"
 
@@ -45,6 +46,18 @@ CostModel from_keywords(const py::kwargs& keywords) {
   return costs;
 }
 
+// `dualpipe profile --kineto`'s costs of a torch.profiler trace; what had to be assumed comes as Python warnings.
+CostModel from_kineto(const std::string& path, const KinetoCostNames& names) {
+  KinetoCosts fitted;
+  {
+    py::gil_scoped_release unlocked;
+    fitted = costs_from_kineto(summarize_kineto(read_kineto_trace(path)), names);
+  }
+  for (const std::string& warning : fitted.warnings)
+    PyErr_WarnEx(PyExc_UserWarning, ("Costs.from_kineto('" + path + "'): " + warning).c_str(), 1);
+  return fitted.costs;
+}
+
 }  // namespace
 
 void bind_costs(py::module_& m) {
@@ -62,6 +75,17 @@ void bind_costs(py::module_& m) {
         parsed.check();
         return parsed;
       }, py::arg("text"), "From the --cost text: Costs.parse('F=1,B=2,W=1,FB=2.5').")
+      .def_static(
+          "from_kineto",
+          [](const std::string& path, const std::string& forward, const std::string& backward,
+             const std::string& weight, const std::string& overlapped, const std::string& comm) {
+            return from_kineto(path, {forward, backward, weight, overlapped, comm});
+          },
+          py::arg("path"), py::kw_only(), py::arg("forward") = "forward", py::arg("backward") = "backward",
+          py::arg("weight") = "weight", py::arg("overlapped") = "forward_backward", py::arg("comm") = "p2p",
+          "The costs (microseconds) of a torch.profiler trace whose program marked its regions with "
+          "record_function, as `dualpipe profile --kineto` reads them: median durations of the forward, backward, "
+          "weight, overlapped-pair and message regions named here (an empty name is not read).")
       .def("__str__", &CostModel::to_string)
       .def("__repr__", [](const CostModel& c) { return "dualpipe.Costs.parse('" + c.to_string() + "')"; });
 }

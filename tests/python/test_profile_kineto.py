@@ -69,6 +69,21 @@ def test_overlap_is_found_where_the_program_made_it(dualpipe, traced, rank):
         assert r["compute"] + r["communication"] - r["overlapped"] <= r["mean_duration"] * 1.001 + 1
 
 
+def test_the_package_reads_the_costs_the_command_reads(dualpipe, package, traced):
+    import warnings
+
+    path = traced / "trace_rank0.json"
+    report = profile(dualpipe, path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        costs = package.Costs.from_kineto(str(path))
+    assert str(costs) == report["costs_text"]
+    assert [str(w.message).split("): ", 1)[1] for w in caught] == report["warnings"]
+    assert package.plan(2, 8, costs).makespan > 0
+    with pytest.raises(ValueError, match="no region 'fwd'"):
+        package.Costs.from_kineto(str(path), forward="fwd")
+
+
 def test_costs_need_the_forward_region(dualpipe, traced):
     done = subprocess.run([dualpipe, "profile", "--kineto", str(traced / "trace_rank0.json"), "--forward", "fwd"],
                           capture_output=True, text=True)
