@@ -1,5 +1,7 @@
 #include "json_to_python.h"
 
+#include <cstdio>
+
 namespace dualpipe::python {
 
 namespace py = pybind11;
@@ -23,6 +25,12 @@ py::object to_python(const nlohmann::ordered_json& value) {
     case nlohmann::ordered_json::value_t::number_float: return py::float_(value.get<double>());
     default: return py::none();
   }
+}
+
+std::string exact_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
 }
 
 }  // namespace dualpipe::python

@@ -11,6 +11,10 @@ namespace dualpipe::python {
 
 pybind11::object to_python(const nlohmann::ordered_json& value);
 
+// A number as text that reads back to the same double (17 significant digits): for the library's text readers
+// (--cost, layer-cost tables), which hold the rules and messages that keyword and list arguments get too.
+std::string exact_text(double value);
+
 // to_dict(), attribute access to each field of the json form, and dir() listing them. to_json(self, with_actions)
 // builds the json; attribute access other than `actions` leaves the actions out, which are most of a large
 // schedule's json (R=64, M=1024: 60 ms with them).

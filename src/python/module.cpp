@@ -14,6 +14,7 @@
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/layer_partition.h"
 #include "dualpipe/sim/plan_file.h"
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/result_json.h"
@@ -21,6 +22,7 @@
 #include "dualpipe/util/atomic_file.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 #include "dualpipe/viz/html.h"
 #include "dualpipe/viz/timeline.h"
 #include "json_to_python.h"
@@ -85,18 +87,34 @@ SimulationResult simulate_schedule(const Schedule& schedule, const CostModel& co
   return {schedule, costs, simulate(schedule, costs)};
 }
 
+// Per-layer costs: a layer-cost file as `plan --layer-costs` reads it, or rows of (F, B, W, act_bytes), read by the
+// same parser (its rules and messages; the line is the layer's position).
+std::vector<LayerCost> layer_costs(const py::object& layers) {
+  if (py::isinstance<py::str>(layers)) {
+    const std::string path = layers.cast<std::string>();
+    return parse_layer_costs(read_file_within(path, 64u << 20, "layer-cost tables"), path);
+  }
+  std::string table;
+  for (const py::handle& row : layers.cast<py::sequence>()) {
+    for (const py::handle& value : row.cast<py::sequence>()) table += exact_text(value.cast<double>()) + " ";
+    table += "\n";
+  }
+  return parse_layer_costs(table, "layer_costs");
+}
+
 PlanResult plan(int ranks, int microbatches, const CostModel& costs, const py::object& memory_limit,
                 const std::string& objective, const std::vector<std::string>& placements, bool families_only,
-                const py::object& max_memory) {
+                const py::object& max_memory, const py::object& layers) {
   PlanRequest request;
   request.num_ranks = ranks;
   request.num_microbatches = microbatches;
   request.costs = costs;
+  if (!layers.is_none()) set_layer_costs(request, layer_costs(layers));
   DUALPIPE_REQUIRE(objective == "makespan" || objective == "span", "objective '", objective,
                    "' is neither 'makespan' (step time) nor 'span' (largest per-rank span)");
   request.objective = objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
   if (py::isinstance<py::str>(memory_limit))
-    request.memory_limit = activation_limit(memory_limit.cast<std::string>(), costs, "memory_limit");
+    request.memory_limit = activation_limit(memory_limit.cast<std::string>(), request.costs, "memory_limit");
   else if (!memory_limit.is_none())
     request.memory_limit = memory_limit.cast<double>();
   request.placements = placements;
@@ -263,10 +281,12 @@ PYBIND11_MODULE(_core, m) {
   m.def("plan", &plan, py::arg("ranks"), py::arg("microbatches"), py::arg("costs") = CostModel{}, py::kw_only(),
         py::arg("memory_limit") = py::none(), py::arg("objective") = "makespan",
         py::arg("placements") = std::vector<std::string>{}, py::arg("families_only") = false,
-        py::arg("max_memory") = py::none(),
+        py::arg("max_memory") = py::none(), py::arg("layer_costs") = py::none(),
         "The schedule with the smallest step time (objective='span': largest per-rank span) whose peak "
         "activations stay within memory_limit (1/R slice activations, or bytes such as '24GiB' given act_bytes): "
-        "`dualpipe plan`. costs: of one rank's 1/R slice of the model. placements: any of linear, v, two, looped.");
+        "`dualpipe plan`. costs: of one rank's 1/R slice of the model. placements: any of linear, v, two, looped. "
+        "layer_costs: a file as `plan --layer-costs` reads it, or rows of (F, B, W, act_bytes) per layer in model "
+        "order; each schedule gets the balanced cut of the layers into its stages (the plan's layers_per_stage).");
   m.def("kinds",
         [] {
           py::list out;

@@ -1,6 +1,5 @@
 #include "python_costs.h"
 
-#include <cstdio>
 #include <string>
 
 #include "dualpipe/sim/cost_model.h"
@@ -13,13 +12,6 @@ namespace py = pybind11;
 namespace dualpipe::python {
 namespace {
 
-// A number exactly as Python holds it (17 significant digits read back to the same double).
-std::string exact(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
 // One --cost item: a number, a bool (recompute), or a list of numbers (per stage: F, B, W, scale, act_scale).
 std::string item(const std::string& key, const py::handle& value) {
   if (py::isinstance<py::bool_>(value)) return key + "=" + (value.cast<bool>() ? "1" : "0");
@@ -27,10 +19,11 @@ std::string item(const std::string& key, const py::handle& value) {
     throw py::type_error("Costs(" + key + "=...): a number or a list of numbers, not a string");
   if (py::isinstance<py::sequence>(value)) {
     std::string list;
-    for (const py::handle& v : value.cast<py::sequence>()) list += (list.empty() ? "" : ":") + exact(v.cast<double>());
+    for (const py::handle& v : value.cast<py::sequence>())
+      list += (list.empty() ? "" : ":") + exact_text(v.cast<double>());
     return key + "=" + list;
   }
-  return key + "=" + exact(value.cast<double>());
+  return key + "=" + exact_text(value.cast<double>());
 }
 
 // The keywords become the --cost text, read by the same CostModel::parse as the command line: one set of names,

@@ -312,6 +312,19 @@ double objective_value(const Metrics& metrics, PlanObjective objective) {
   return span;
 }
 
+void set_layer_costs(PlanRequest& request, std::vector<LayerCost> layers) {
+  const CostModel d;
+  const CostModel& c = request.costs;
+  DUALPIPE_REQUIRE(c.forward == d.forward && c.backward == d.backward && c.weight == d.weight &&
+                       c.stage_scale.empty() && c.stage_forward.empty() && c.stage_activation.empty(),
+                   "layer costs give F, B, W and activation sizes per layer; leave F, B, W, scale and act_scale "
+                   "out of --cost (comm, FB, w_mem, recompute and input_mem still apply)");
+  double bytes = 0;
+  for (const LayerCost& l : layers) bytes += l.activation_bytes;
+  request.costs.activation_bytes = bytes / request.num_ranks;  // the unit: a 1/R slice's activation
+  request.layers = std::move(layers);
+}
+
 Plan plan_schedule(const PlanRequest& request) {
   const int R = request.num_ranks, M = request.num_microbatches;
   DUALPIPE_REQUIRE(R >= 1 && R <= 4096, "plan needs 1 <= R <= 4096 ranks, got R=", R);

@@ -49,6 +49,25 @@ def test_plan_has_the_fields_of_plan_json(dualpipe, package, sizes, keywords, fl
     assert plan.candidates[0]["name"] == plan.kind and plan.candidates[0]["makespan"] == plan.makespan
 
 
+# An uneven model: an embedding layer that keeps more activations, eight blocks, a heavier head.
+LAYERS = [(0.5, 1, 0.5, 3e6)] + [(1, 2, 1, 1e6)] * 8 + [(2, 4, 2, 2e6)]
+
+
+@pytest.mark.parametrize("flags", [["--placements", "linear", "--memory-limit", "30MB"], ["--memory-limit", "6"]])
+def test_plan_with_layer_costs_is_the_commands(dualpipe, package, tmp_path, flags):
+    table = tmp_path / "layers.txt"
+    table.write_text("F B W act_bytes\n" + "".join(" ".join(str(v) for v in row) + "\n" for row in LAYERS))
+    expected = command_json(dualpipe, "plan", "-r", "4", "-m", "8", "--cost", "comm=0.1", "--layer-costs",
+                            str(table), *flags)
+    keywords = {"placements": ["linear"]} if "linear" in flags else {}
+    limit = flags[flags.index("--memory-limit") + 1]
+    for layers in (LAYERS, str(table)):
+        plan = package.plan(4, 8, package.Costs(comm=0.1), memory_limit=limit if "MB" in limit else float(limit),
+                            layer_costs=layers, **keywords)
+        assert plan.to_dict() == expected
+        assert plan.layers_per_stage == expected["layers_per_stage"]
+
+
 def kinds_at(package, ranks, microbatches):
     # chimera and interleaved 1F1B need M a multiple of R
     return [name for name, _, _ in package.kinds()
@@ -136,6 +155,8 @@ BAD_INPUT = [
     (lambda dp: dp.plan(4, 8, dp.Costs(scale=[1, 2])), "cost scale has 2 values"),
     (lambda dp: dp.schedule("1f1b", 4, 8, max_memory="lots"), "max_memory"),
     (lambda dp: dp.schedule("1f1b", 4, 8).draw("/tmp/picture.png"), "must end in .svg or .html"),
+    (lambda dp: dp.plan(4, 8, dp.Costs(F=2), layer_costs=LAYERS), "leave F, B, W, scale and act_scale out"),
+    (lambda dp: dp.plan(4, 8, layer_costs=LAYERS[:2] + [(1, 2, 3, 0)]), "layer_costs:3"),
     (lambda dp: dp.read_schedule("/nonexistent/schedule.txt"), "/nonexistent/schedule.txt"),
 ]
 
@@ -183,7 +204,7 @@ def test_the_type_stubs_name_every_function_method_and_field(package):
         "Costs": package.Costs(),
         "Schedule": package.schedule("dualpipe", 4, 8),
         "Simulation": package.simulate(package.schedule("zbv", 4, 8)),
-        "Plan": package.plan(4, 8, memory_limit=4, placements=["linear"]),
+        "Plan": package.plan(4, 8, memory_limit=4, placements=["linear"], layer_costs=[(1, 2, 1, 1e6)] * 8),
     }
     for name, value in examples.items():
         methods = {m for m in dir(type(value)) if not m.startswith("_")}

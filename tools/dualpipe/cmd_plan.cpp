@@ -126,18 +126,10 @@ void run(PlanCommand& c) {
   request.num_microbatches = c.microbatches;
   if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
   request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
-  if (!c.layer_costs.empty()) {
-    const CostModel d;
-    DUALPIPE_REQUIRE(request.costs.forward == d.forward && request.costs.backward == d.backward &&
-                         request.costs.weight == d.weight && request.costs.stage_scale.empty() &&
-                         request.costs.stage_forward.empty() && request.costs.stage_activation.empty(),
-                     "--layer-costs gives F, B, W and activation sizes per layer; leave F, B, W, scale and act_scale "
-                     "out of --cost (comm, FB, w_mem, recompute and input_mem still apply)");
-    request.layers = parse_layer_costs(read_file_within(c.layer_costs, 64u << 20, "layer-cost tables"), c.layer_costs);
-    double bytes = 0;
-    for (const LayerCost& l : request.layers) bytes += l.activation_bytes;
-    request.costs.activation_bytes = bytes / c.ranks;  // the unit: a 1/R slice's activation
-  }
+  if (!c.layer_costs.empty())
+    set_layer_costs(request,
+                    parse_layer_costs(read_file_within(c.layer_costs, 64u << 20, "layer-cost tables"), c.layer_costs));
+
   if (!c.memory_limit.empty()) request.memory_limit = activation_limit(c.memory_limit, request.costs, "--memory-limit");
   request.automatic = !c.families_only;
   request.placements = c.placements;

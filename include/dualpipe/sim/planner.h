@@ -71,6 +71,11 @@ struct Plan {
   int evaluated = 0;  // schedules simulated
 };
 
+// Gives the request per-layer costs: F, B, W and activation sizes come from the layers, so the request's costs
+// must leave F, B, W, scale and act_scale at their defaults (InvalidArgument naming the rule otherwise); its
+// act_bytes becomes the layers' activation bytes over R, the unit of a 1/R slice. Set num_ranks first.
+void set_layer_costs(PlanRequest& request, std::vector<LayerCost> layers);
+
 // Throws InvalidArgument for bad sizes or costs, for a search estimated above max_memory_bytes, and when the
 // memory limit is below the feasible minimum (the messages name them).
 Plan plan_schedule(const PlanRequest& request);
