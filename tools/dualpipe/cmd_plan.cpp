@@ -125,6 +125,7 @@ void run(PlanCommand& c) {
   request.num_ranks = c.ranks;
   request.num_microbatches = c.microbatches;
   if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
+  request.costs.check();  // before the options that read the costs, so a bad cost is the error named
   request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
   if (!c.layer_costs.empty())
     set_layer_costs(request,
