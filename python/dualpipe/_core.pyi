@@ -58,7 +58,8 @@ class Schedule:
     def draw(self, path: str, costs: Costs = ...) -> None: ...
     def __len__(self) -> int: ...
 
-class Simulation:
+class _SimulationFields:
+    # Stub only (not a runtime class): the fields Simulation and Plan both have (`simulate --format json`)
     kind: str
     ranks: int
     stages: int
@@ -71,6 +72,8 @@ class Simulation:
     step_bubble_rate: float
     peak_activations: float
     per_rank: list[dict[str, Any]]
+
+class Simulation(_SimulationFields):
     @property
     def schedule(self) -> Schedule: ...
     @property
@@ -82,20 +85,8 @@ class Simulation:
     def to_csv(self) -> str: ...
     def draw(self, path: str) -> None: ...
 
-class Plan:
-    # the fields of a Simulation (of the chosen schedule, its kind the plan's name), then the plan's own
-    kind: str
-    ranks: int
-    stages: int
-    microbatches: int
-    costs: dict[str, Any]
-    costs_text: str
-    makespan: float
-    bubble: float
-    bubble_rate: float
-    step_bubble_rate: float
-    peak_activations: float
-    per_rank: list[dict[str, Any]]
+class Plan(_SimulationFields):
+    # a Simulation's fields (of the chosen schedule, its kind the plan's name), then the plan's own
     objective: str
     objective_value: float
     memory_limit: float | None

@@ -22,7 +22,6 @@
 #include "dualpipe/util/atomic_file.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
-#include "dualpipe/util/file_input.h"
 #include "dualpipe/viz/html.h"
 #include "dualpipe/viz/timeline.h"
 #include "json_to_python.h"
@@ -90,10 +89,7 @@ SimulationResult simulate_schedule(const Schedule& schedule, const CostModel& co
 // Per-layer costs: a layer-cost file as `plan --layer-costs` reads it, or rows of (F, B, W, act_bytes), read by the
 // same parser (its rules and messages; the line is the layer's position).
 std::vector<LayerCost> layer_costs(const py::object& layers) {
-  if (py::isinstance<py::str>(layers)) {
-    const std::string path = layers.cast<std::string>();
-    return parse_layer_costs(read_file_within(path, 64u << 20, "layer-cost tables"), path);
-  }
+  if (py::isinstance<py::str>(layers)) return read_layer_costs(layers.cast<std::string>());
   std::string table;
   for (const py::handle& row : layers.cast<py::sequence>()) {
     for (const py::handle& value : row.cast<py::sequence>()) table += exact_text(value.cast<double>()) + " ";

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 
 namespace dualpipe {
 namespace {
@@ -32,6 +33,10 @@ bool is_number(const std::string& field) {
 }
 
 }  // namespace
+
+std::vector<LayerCost> read_layer_costs(const std::string& path) {
+  return parse_layer_costs(read_file_within(path, 64u << 20, "layer-cost tables"), path);
+}
 
 std::vector<LayerCost> parse_layer_costs(std::string_view text, const std::string& source) {
   std::vector<LayerCost> layers;

@@ -189,10 +189,12 @@ def stub_names():
     for node in tree.body:
         if not isinstance(node, (ast.ClassDef, ast.FunctionDef)):
             continue  # the stubs' imports
-        top.add(node.name)
+        if not node.name.startswith("_"):  # a stub-only base class is not a name of the module
+            top.add(node.name)
         if isinstance(node, ast.ClassDef):
-            members[node.name] = {n.target.id if isinstance(n, ast.AnnAssign) else n.name for n in node.body
-                                  if isinstance(n, (ast.AnnAssign, ast.FunctionDef))}
+            own = {n.target.id if isinstance(n, ast.AnnAssign) else n.name for n in node.body
+                   if isinstance(n, (ast.AnnAssign, ast.FunctionDef))}
+            members[node.name] = own.union(*(members[base.id] for base in node.bases))
     return top, members
 
 

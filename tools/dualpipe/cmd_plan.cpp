@@ -127,9 +127,7 @@ void run(PlanCommand& c) {
   if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
   request.costs.check();  // before the options that read the costs, so a bad cost is the error named
   request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
-  if (!c.layer_costs.empty())
-    set_layer_costs(request,
-                    parse_layer_costs(read_file_within(c.layer_costs, 64u << 20, "layer-cost tables"), c.layer_costs));
+  if (!c.layer_costs.empty()) set_layer_costs(request, read_layer_costs(c.layer_costs));
 
   if (!c.memory_limit.empty()) request.memory_limit = activation_limit(c.memory_limit, request.costs, "--memory-limit");
   request.automatic = !c.families_only;

@@ -22,6 +22,9 @@ struct LayerCost {
 // Throws InvalidArgument naming `source`, the line and the rule (positive F and B, 0 <= W <= B, act_bytes >= 0).
 std::vector<LayerCost> parse_layer_costs(std::string_view text, const std::string& source);
 
+// Reads and parses a layer-cost file (`plan --layer-costs`), at most 64 MiB (util/file_input.h's rules).
+std::vector<LayerCost> read_layer_costs(const std::string& path);
+
 // The contiguous cut of the layers into num_stages stages whose slowest stage (F + B per micro-batch) is as fast as
 // possible; among those, the one whose largest stage activation is smallest. Needs as many layers as stages.
 std::vector<int> balanced_cut(const std::vector<LayerCost>& layers, int num_stages);
