@@ -7,10 +7,21 @@ planner, and their export to PyTorch's own pipelining runtime. docs/python.md.
     >>> dualpipe.simulate(s, dualpipe.Costs(F=1, B=2, W=1)).bubble_rate
     >>> s.draw("dualpipev.svg"); s.to_pytorch()   # {rank: [torch.distributed.pipelining actions]}
 
+DeepSeek's API on our runtime (docs/python.md): dualpipe.DualPipe((stage_r, stage_mirror)).step(x, num_chunks=20, ...).
+
 Schedule, Simulation and Plan have the fields of `dualpipe schedule|simulate|plan --format json` as attributes
 (`to_dict()` gives them all). Bad input raises ValueError naming the value and the rule.
 """
 from ._core import Costs, Plan, Schedule, Simulation, kinds, plan, read_schedule, schedule, simulate
 
 __version__ = "0.1.0"
-__all__ = ["Costs", "Plan", "Schedule", "Simulation", "kinds", "plan", "read_schedule", "schedule", "simulate"]
+__all__ = ["Costs", "DualPipe", "DualPipeV", "Plan", "Schedule", "Simulation", "kinds", "plan", "read_schedule",
+           "schedule", "simulate"]
+
+
+def __getattr__(name):
+    # DualPipe and DualPipeV need PyTorch; the planner does not, so they are imported on first use.
+    if name in ("DualPipe", "DualPipeV"):
+        from . import deepseek
+        return getattr(deepseek, name)
+    raise AttributeError(f"module 'dualpipe' has no attribute {name!r}")

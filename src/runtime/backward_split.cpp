@@ -140,6 +140,10 @@ std::vector<torch::Tensor> backward_full(const std::vector<torch::Tensor>& roots
   Seeds seed = seeds(roots, root_grads);
   torch::autograd::Engine::get_default_engine().execute(seed.roots, seed.grads, /*keep_graph=*/false,
                                                         /*create_graph=*/false, /*accumulate_grad=*/true);
+  return accumulated_input_grads(inputs);
+}
+
+std::vector<torch::Tensor> accumulated_input_grads(const std::vector<torch::Tensor>& inputs) {
   std::vector<torch::Tensor> input_grads(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined() && inputs[i].requires_grad()) input_grads[i] = inputs[i].grad();

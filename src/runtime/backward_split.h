@@ -48,4 +48,7 @@ std::vector<torch::Tensor> backward_full(const std::vector<torch::Tensor>& roots
                                          const std::vector<torch::Tensor>& root_grads,
                                          const std::vector<torch::Tensor>& inputs);
 
+// The gradients autograd accumulated into `inputs` (undefined for an input that needs none).
+std::vector<torch::Tensor> accumulated_input_grads(const std::vector<torch::Tensor>& inputs);
+
 }  // namespace dualpipe::runtime::detail

@@ -110,7 +110,7 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
   const bool generic = split && options.weight_split == WeightSplit::Generic;
   std::optional<c10::Stream> stream;
   if (!roots.empty() && roots[0].grad_fn() && !roots[0].is_cpu()) stream = roots[0].grad_fn()->stream();
-  return BackwardHalf{[this, s, m, split, generic, roots = std::move(roots), grads = std::move(grads)] {
+  BackwardHalf half{[this, s, m, split, generic, roots, grads] {
     Slot& sl = slot(s, m);
     c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
     if (roots.empty()) {  // no output carries a gradient: nothing to do but owe zeros
@@ -125,6 +125,13 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
       sl.input_grads = detail::backward_full(roots, grads, sl.inputs);
     }
   }, {}, stream};
+  if (!split) {
+    half.stage = s;
+    half.roots = std::move(roots);
+    half.root_grads = std::move(grads);
+    half.collect = [this, s, m] { slot(s, m).input_grads = detail::accumulated_input_grads(slot(s, m).inputs); };
+  }
+  return half;
 }
 
 // Hands the gradients of the stage's inputs to the previous stage (or to SEND_B) and frees what the backward no

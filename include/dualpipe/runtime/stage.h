@@ -33,6 +33,16 @@ struct BackwardHalf {
   std::function<void()> weight = {};  // empty: `body` computes the parameter gradients too
   // On a GPU, the stream autograd runs this backward on: the one its forward ran on. None on the CPU.
   std::optional<c10::Stream> stream = std::nullopt;
+  // For a stage that runs this backward its own way instead of calling run() (DeepSeek's
+  // overlapped_forward_backward hook, in Python): the stage whose backward it is, what the backward starts from
+  // (the loss alone on the last stage, with an undefined gradient; else the outputs that carry a gradient and
+  // those gradients), and `collect`, to call once autograd ran from them accumulating into .grad (as
+  // loss.backward() or torch.autograd.backward(roots, root_grads) do): it takes the inputs' gradients. Not set
+  // when the parameter gradients are left to `weight`.
+  int stage = -1;
+  Tensors roots = {};
+  Tensors root_grads = {};
+  std::function<void()> collect = {};
   void run() const {
     body();
     if (weight) weight();

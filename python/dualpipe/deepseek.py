@@ -1,0 +1,140 @@
+"""DeepSeek's DualPipe and DualPipeV API (deepseek-ai/DualPipe) on dualpipe's C++ executor.
+
+    pipe = dualpipe.DualPipe((stage_r, stage_mirror))          # as the reference: two modules per rank
+    loss, outputs = pipe.step(x, num_chunks=20, criterion=criterion, labels=(l,))
+
+The constructor and step() keep the reference's semantics: which ranks take inputs and labels, which get the
+loss (one per micro-batch, stacked) and the outputs, what the criterion receives (criterion(*outputs, *labels)),
+forward only under torch.no_grad(), and DualPipe's two parameter copies (module 0 is stage r, module 1 stage
+R-1-r; summing their gradients is left to you, as there). The schedule is ours (`dualpipe schedule dualpipe`),
+executed by the C++ runtime with the GIL released while it communicates or waits; the modules, the criterion and
+an `overlapped_forward_backward` classmethod of the module class are called back under the GIL.
+
+Differences from the reference, all documented in docs/python.md: shapes travel with the messages, so
+set_p2p_tensor_shapes is not needed; the hook is called with criterion0=None (the loss of a forward on the last
+stage is computed right after it returns); the whole backward runs at the input-gradient action (I), so
+parameter gradients are never deferred.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from . import _runtime
+
+__all__ = ["DualPipe", "DualPipeV"]
+
+Outputs = Optional[Union[torch.Tensor, Tuple[torch.Tensor, ...]]]
+
+
+def _scatter(tensors, chunks: int, dim: int) -> List[Tuple[torch.Tensor, ...]]:
+    """The reference's scatter: every tensor cut into `chunks` along `dim` (tensor_split), grouped per chunk."""
+    if isinstance(tensors, torch.Tensor):
+        tensors = (tensors,)
+    tensors = [t for t in tensors if t is not None]
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"inputs and labels are tensors, got {type(t).__name__}")
+        if t.dim() <= dim or t.shape[dim] < chunks:
+            raise ValueError(f"a tensor of shape {tuple(t.shape)} cannot be cut into {chunks} micro-batches along "
+                             f"batch_dim={dim}: it needs at least {chunks} rows there")
+    return [tuple(parts) for parts in zip(*(t.tensor_split(chunks, dim=dim) for t in tensors))]
+
+
+def _gather(outputs: List[List[torch.Tensor]], dim: int) -> Outputs:
+    joined = tuple(torch.cat(parts, dim=dim) for parts in zip(*outputs))
+    return joined[0] if len(joined) == 1 else joined
+
+
+class DualPipe(nn.Module):
+    """DualPipe on `process_group` (default: the world): rank r runs modules[0] as stage r of the micro-batches
+    entering at rank 0 and modules[1] as stage R-1-r of those entering at rank R-1 (two copies of every stage).
+
+    rank_mapping[i] is the pipeline rank of the group's rank i (default: the same). `timeout` (seconds) bounds
+    every wait: a stuck or dead peer raises RuntimeError naming its rank instead of hanging.
+    """
+
+    _kind = "dualpipe"
+
+    def __init__(self, modules: Sequence[nn.Module], batch_dim: int = 0,
+                 process_group: Optional[dist.ProcessGroup] = None, rank_mapping: Optional[List[int]] = None,
+                 timeout: float = 300.0) -> None:
+        super().__init__()
+        modules = list(modules)
+        if len(modules) != 2 or not all(isinstance(m, nn.Module) for m in modules):
+            raise ValueError(f"{type(self).__name__} takes two nn.Modules per rank ({self._module_rule()}), "
+                             f"got {len(modules)} {'module' if len(modules) == 1 else 'modules'}")
+        self.module = nn.ModuleList(modules)
+        self.batch_dim = batch_dim
+        self.group = process_group or dist.distributed_c10d._get_default_group()
+        self.num_ranks = self.group.size()
+        if rank_mapping is None:
+            rank_mapping = list(range(self.num_ranks))
+        if sorted(rank_mapping) != list(range(self.num_ranks)):
+            raise ValueError(f"rank_mapping {rank_mapping} must list each pipeline rank 0..{self.num_ranks - 1} once "
+                             f"(entry i is the pipeline rank of the group's rank i)")
+        self.rank = rank_mapping[self.group.rank()]
+        # Ours maps the other way: pipeline rank -> rank in the group.
+        self._group_ranks = [rank_mapping.index(r) for r in range(self.num_ranks)]
+        self.timeout = timeout
+        kind = type(modules[0])
+        self._hook = (kind.overlapped_forward_backward
+                      if kind is type(modules[1]) and hasattr(kind, "overlapped_forward_backward") else None)
+        self._pipelines = {}  # num_chunks -> _runtime.Pipeline
+
+    def _module_rule(self) -> str:
+        return "module 0 is stage r, module 1 is stage R-1-r"
+
+    def _stages(self) -> Tuple[int, int]:
+        return self.rank, self.num_ranks - 1 - self.rank
+
+    def _pipeline(self, num_chunks: int):
+        if num_chunks not in self._pipelines:
+            stages = dict(zip(self._stages(), self.module))
+            self._pipelines[num_chunks] = _runtime.Pipeline(self._kind, num_chunks, stages, self._hook, self.group,
+                                                            self._group_ranks, float(self.timeout))
+        return self._pipelines[num_chunks]
+
+    def step(self, *inputs: Optional[torch.Tensor], num_chunks: int = 0, criterion: Optional[Callable] = None,
+             labels: Sequence[Optional[torch.Tensor]] = (), return_outputs: bool = False
+             ) -> Tuple[Optional[torch.Tensor], Outputs]:
+        """One training step (or, under torch.no_grad(), inference) over `num_chunks` micro-batches.
+
+        Ranks where micro-batches enter pass `inputs` (their share of the batch, cut along batch_dim); ranks that
+        compute losses pass `labels` and `criterion`, called as criterion(*outputs, *labels) per micro-batch and
+        returning a one-element tensor. Returns (loss, outputs) there: the micro-batches' losses stacked, and the
+        last stage's outputs joined along batch_dim when return_outputs; (None, None) on the other ranks.
+        Parameter gradients accumulate (the sum over micro-batches), as with loss.backward().
+        """
+        if not isinstance(num_chunks, int) or isinstance(num_chunks, bool) or num_chunks <= 0:
+            raise ValueError(f"num_chunks={num_chunks!r}: give the number of micro-batches, a positive integer")
+        pipeline = self._pipeline(num_chunks)
+        entering, owned = pipeline.entering_microbatches, pipeline.loss_microbatches
+        training = torch.is_grad_enabled()
+        if owned and training and criterion is None:
+            raise ValueError(f"rank {self.rank} computes the loss of {len(owned)} micro-batches: step() needs a "
+                             f"criterion there when training")
+        chunks = _scatter(inputs, len(entering), self.batch_dim) if entering else []
+        chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
+        losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs)
+        if not owned:
+            return None, None
+        loss = torch.stack(losses) if criterion is not None else None
+        return loss, (_gather(outputs, self.batch_dim) if return_outputs else None)
+
+
+class DualPipeV(DualPipe):
+    """DualPipeV, the V-shaped half of DualPipe: rank r runs modules[0] as stage r and modules[1] as stage 2R-1-r of
+    one model cut into 2R stages; every micro-batch enters and leaves at rank 0 (inputs, labels and the loss there).
+    """
+
+    _kind = "dualpipev"
+
+    def _module_rule(self) -> str:
+        return "module 0 is stage r, module 1 is stage 2R-1-r"
+
+    def _stages(self) -> Tuple[int, int]:
+        return self.rank, 2 * self.num_ranks - 1 - self.rank

@@ -1,0 +1,252 @@
+"""The checks of deepseek-ai/DualPipe's examples (example_dualpipe.py, example_dualpipev.py), rewritten for
+dualpipe.DualPipe and dualpipe.DualPipeV on CPU over Gloo, with the reference's model and sizes: every stage is
+Linear(512, 2048) -> GELU -> Linear(2048, 512) without bias through a custom autograd Function, 20 micro-batches
+of 3 sequences of 256 positions, float32, and the module class defines overlapped_forward_backward.
+
+    python deepseek_examples.py dualpipe|dualpipev [--ranks 4]   each rank checks its losses, outputs and gradients
+                                                                 against one process running the whole model
+    python deepseek_examples.py errors                           the errors of bad input, on one process
+Prints one line per check and exits 0 when every rank passed."""
+import argparse
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dualpipe
+
+NUM_CHUNKS, MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE = 20, 3, 256, 512
+hook_calls = 0  # overlapped_forward_backward calls in this process
+
+
+class LinearFunc(torch.autograd.Function):
+    """As the reference's: the weight gradient is accumulated into weight.grad by the backward itself."""
+
+    @staticmethod
+    def forward(ctx, input, weight):
+        ctx.save_for_backward(input, weight)
+        return F.linear(input, weight)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight = ctx.saved_tensors
+        if weight.grad is None:
+            weight.grad = torch.zeros_like(weight)
+        weight.grad += grad_output.flatten(0, -2).T @ input.flatten(0, -2)
+        return grad_output @ weight, None
+
+
+class MyLinear(nn.Linear):
+    def forward(self, input):
+        return LinearFunc.apply(input, self.weight)
+
+
+class PipelineStage(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.linear1 = MyLinear(hidden_size, hidden_size * 4, bias=False)
+        self.linear2 = MyLinear(hidden_size * 4, hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.linear2(F.gelu(self.linear1(x)))
+
+    @classmethod
+    def overlapped_forward_backward(cls, module0, inputs0, criterion0, labels0, module1, loss1, outputs1,
+                                    output_grads1):
+        global hook_calls
+        hook_calls += 1
+        outputs0 = module0(*inputs0)
+        outputs0 = [outputs0] if isinstance(outputs0, torch.Tensor) else outputs0
+        loss0 = criterion0(*outputs0, *labels0) if criterion0 is not None else None
+        if loss1 is not None:
+            loss1.backward()
+            loss1.detach_()
+        else:
+            torch.autograd.backward(outputs1, grad_tensors=output_grads1)
+        return outputs0, loss0
+
+
+def criterion(output, target):
+    return F.mse_loss(output, target).clone()
+
+
+def ref_step(x, l, model, chunks):
+    ys, losses = [], []
+    for micro_x, micro_l in zip(x.chunk(chunks), l.chunk(chunks)):
+        micro_y = model(micro_x)
+        loss = criterion(micro_y, micro_l)
+        loss.backward()
+        ys.append(micro_y)
+        losses.append(loss)
+    return torch.stack(losses), torch.cat(ys, 0)
+
+
+def cal_diff(x, y):
+    x, y = x.double(), y.double()
+    return 1 - 2 * (x * y).sum().item() / (x * x + y * y).sum().item()
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def run_rank(rank, pp_size, kind, port):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=pp_size, rank=rank)
+    try:
+        (check_dualpipe if kind == "dualpipe" else check_dualpipev)(rank, pp_size)
+        check(hook_calls > 0, f"rank {rank}: overlapped_forward_backward was never called")
+        print(f"rank {rank}: {kind} losses equal, outputs equal, gradients within cosine distance 1e-13, "
+              f"overlapped_forward_backward called {hook_calls} times", flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+def local_copies(full_modules, stages):
+    local = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in stages])
+    for module, s in zip(local, stages):
+        module.load_state_dict(full_modules[s].state_dict())
+    return nn.Sequential(*[full_modules[s] for s in stages]), local
+
+
+def check_dualpipe(rank, pp_size):
+    first, last = rank == 0, rank == pp_size - 1
+    torch.manual_seed(233)
+    full_modules = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in range(pp_size)])
+    full_x = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
+    full_l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
+    loss_ref, output_ref = ref_step(full_x, full_l, full_modules, NUM_CHUNKS)
+    local_full_modules, local_modules = local_copies(full_modules, [rank, pp_size - 1 - rank])
+    model = dualpipe.DualPipe(local_modules)
+    x = full_x.chunk(2)[0] if first else full_x.chunk(2)[1] if last else None
+    l = full_l.chunk(2)[1] if first else full_l.chunk(2)[0] if last else None
+    # Rank 0 computes the losses of what entered at rank R-1, and the other way round.
+    mine = 1 if first else 0
+
+    loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=False)
+    if first or last:
+        check(torch.equal(loss, loss_ref.chunk(2)[mine]), f"rank {rank}: loss {loss} != {loss_ref.chunk(2)[mine]}")
+    else:
+        check(loss is None, f"rank {rank}: loss {loss}, expected None")
+    check(outputs is None, f"rank {rank}: outputs given without return_outputs")
+
+    # The two copies of each stage: their gradients summed, as the reference's example does.
+    for p0, p1 in zip(local_modules[0].parameters(), local_modules[1].parameters()):
+        # (The reference gathers into one tensor; Gloo's all_gather_into_tensor wants it flat, so into a list.)
+        p0all = [torch.empty_like(p0) for _ in range(pp_size)]
+        p1all = [torch.empty_like(p1) for _ in range(pp_size)]
+        dist.all_gather(p0all, p0.grad)
+        dist.all_gather(p1all, p1.grad)
+        p0.grad += p1all[pp_size - 1 - rank]
+        p1.grad += p0all[pp_size - 1 - rank]
+    for (n, p), p_ref in zip(local_modules.named_parameters(), local_full_modules.parameters()):
+        diff = cal_diff(p.grad, p_ref.grad)
+        check(diff < 1e-13, f"rank {rank}: gradient of {n}: cosine distance {diff} to one process")
+    model.zero_grad()
+
+    with torch.no_grad():
+        loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=True)
+    if first or last:
+        check(torch.equal(loss, loss_ref.chunk(2)[mine]), f"rank {rank}: inference loss differs")
+        check(torch.equal(outputs, output_ref.chunk(2)[mine]), f"rank {rank}: inference outputs differ")
+    else:
+        check(loss is None and outputs is None, f"rank {rank}: inference gave a loss or outputs")
+
+
+def check_dualpipev(rank, pp_size):
+    first = rank == 0
+    torch.manual_seed(233)
+    full_modules = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in range(pp_size * 2)])
+    x = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
+    l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
+    loss_ref, output_ref = ref_step(x, l, full_modules, NUM_CHUNKS)
+    local_full_modules, local_modules = local_copies(full_modules, [rank, pp_size * 2 - 1 - rank])
+    model = dualpipe.DualPipeV(local_modules)
+    if not first:
+        x = l = None
+
+    loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=False)
+    if first:
+        check(torch.equal(loss, loss_ref), f"rank {rank}: loss {loss} != {loss_ref}")
+    else:
+        check(loss is None, f"rank {rank}: loss {loss}, expected None")
+    check(outputs is None, f"rank {rank}: outputs given without return_outputs")
+    for (n, p), p_ref in zip(local_modules.named_parameters(), local_full_modules.parameters()):
+        diff = cal_diff(p.grad, p_ref.grad)
+        check(diff < 1e-13, f"rank {rank}: gradient of {n}: cosine distance {diff} to one process")
+    model.zero_grad()
+
+    with torch.no_grad():
+        loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=True)
+    if first:
+        check(torch.equal(loss, loss_ref), f"rank {rank}: inference loss differs")
+        check(torch.equal(outputs, output_ref), f"rank {rank}: inference outputs differ")
+    else:
+        check(loss is None and outputs is None, f"rank {rank}: inference gave a loss or outputs")
+
+
+def expect_error(what, call, kind, *words):
+    try:
+        call()
+    except kind as e:
+        message = str(e)
+        missing = [w for w in words if w not in message]
+        check(not missing, f"{what}: the message {message!r} does not name {missing}")
+        print(f"{what}: {kind.__name__}: {message}")
+        return
+    raise AssertionError(f"{what}: no {kind.__name__} raised")
+
+
+def check_errors(port):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=1, rank=0)
+    try:
+        stage = PipelineStage(8)
+        expect_error("three modules", lambda: dualpipe.DualPipe((stage, stage, stage)), ValueError, "two", "got 3")
+        expect_error("one module", lambda: dualpipe.DualPipeV((stage,)), ValueError, "two", "got 1")
+        model = dualpipe.DualPipeV((PipelineStage(8), PipelineStage(8)))
+        x = torch.randn(4, 2, 8)
+        expect_error("num_chunks=1", lambda: model.step(x, num_chunks=1, criterion=criterion, labels=(x,)),
+                     ValueError, "M >= 2R", "M=1")
+        expect_error("num_chunks=0", lambda: model.step(x, num_chunks=0, criterion=criterion, labels=(x,)),
+                     ValueError, "num_chunks=0")
+        expect_error("DualPipe with one rank", lambda: dualpipe.DualPipe((stage, stage)).step(
+            x, num_chunks=2, criterion=criterion, labels=(x,)), ValueError, "even number of ranks")
+        expect_error("non-scalar criterion", lambda: model.step(
+            x, num_chunks=2, criterion=lambda y, t: (y - t) ** 2, labels=(x,)), ValueError, "shape [2, 2, 8]",
+            "one-element")
+        expect_error("no criterion", lambda: model.step(x, num_chunks=2, labels=(x,)), ValueError, "criterion")
+        # After the errors, a step still works.
+        loss, _ = model.step(x, num_chunks=2, criterion=criterion, labels=(x,))
+        check(loss.shape == (2,), f"loss of shape {tuple(loss.shape)} after the errors")
+        print("a step after the errors: losses", [round(v, 4) for v in loss.tolist()])
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("check", choices=["dualpipe", "dualpipev", "errors"])
+    parser.add_argument("--ranks", type=int, default=4)
+    args = parser.parse_args()
+    if args.check == "errors":
+        check_errors(free_port())
+    else:
+        mp.spawn(run_rank, args=(args.ranks, args.check, free_port()), nprocs=args.ranks, join=True)
+    print(f"{args.check}: every check passed")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
