@@ -22,6 +22,7 @@ declare -A allowed=(
   [models]="util schedule trace comm runtime parallel models"
   [train]="util schedule trace sim data comm runtime parallel models train"
   [python]="util schedule trace sim viz layout python"
+  [python_runtime]="util schedule trace comm runtime python_runtime"
 )
 # Layers that never include LibTorch.
 torch_free="util schedule trace sim layout viz data launch python"

@@ -1,0 +1,173 @@
+"""DualPipeV from Python, side by side in one run: dualpipe.DualPipeV (our C++ executor), DeepSeek's reference
+DualPipeV (with --reference PATH, a checkout of deepseek-ai/DualPipe; its code is imported from there, never
+copied), and torch.distributed.pipelining's ScheduleDualPipeV. The same GPT-style blocks (pre-norm attention and
+MLP, one per stage, 2R stages on R Gloo processes), the same weights and data, the same micro-batches.
+
+Two cases:
+  host overhead   tiny stages (width 8, 4 positions): the step time is almost all runtime bookkeeping;
+  compute         width 128, 64 positions, 4 sequences per micro-batch: step time and tokens/s at equal compute.
+Prints each runtime's median step time over --steps steps (after one warm-up), tokens/s, the first step's
+losses' largest difference to ours, and the ratio of our host overhead to the fastest peer's.
+
+    python bench/bench_python_pipelines.py [--reference ~/DualPipe] [--ranks 4] [--microbatches 8] [--steps 7]
+"""
+import argparse
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+CASES = {"host overhead": dict(width=8, heads=2, positions=4, sequences=1),
+         "compute": dict(width=128, heads=4, positions=64, sequences=4)}
+
+
+class Block(nn.Module):
+    """A GPT block: pre-norm causal self-attention and a 4x MLP, each with a residual."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        h = self.norm1(x)
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        x = x + self.attention(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+def criterion(output, target):
+    return F.mse_loss(output, target).clone()
+
+
+def make_case(case, ranks, microbatches):
+    torch.manual_seed(0)
+    blocks = [Block(case["width"], case["heads"]) for _ in range(2 * ranks)]
+    shape = (microbatches * case["sequences"], case["positions"], case["width"])
+    return blocks, torch.randn(*shape), torch.randn(*shape)
+
+
+def our_step(blocks, rank, ranks, microbatches, x, l, reference=False):
+    import dualpipe
+    if reference:
+        import dualpipe.comm as comm
+        # The reference allocates its receive buffers on CUDA and checks that the modules are there: on the CPU.
+        comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
+                                                 for s in comm.TENSOR_SHAPES]
+        torch.cuda.current_device = lambda: "cpu"
+        dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, *x.shape[1:])])
+        dualpipe.set_p2p_tensor_dtype(torch.float32)
+    model = dualpipe.DualPipeV((blocks[rank], blocks[2 * ranks - 1 - rank]))
+    first = rank == 0
+
+    def step():
+        loss, _ = model.step(x if first else None, num_chunks=microbatches, criterion=criterion,
+                             labels=(l if first else None,))
+        return loss
+    return step
+
+
+def torch_step(blocks, rank, ranks, microbatches, x, l):
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import ScheduleDualPipeV
+    example = torch.zeros(x.shape[0] // microbatches, *x.shape[1:])
+    stages = [PipelineStage(blocks[s], s, 2 * ranks, torch.device("cpu"), input_args=(example,), output_args=example)
+              for s in (rank, 2 * ranks - 1 - rank)]
+    # PyTorch opens every stage's links with a batched send and receive to each neighbour stage, the last rank's
+    # two middle stages included, and Gloo has no link from a process to itself: those empty opening messages
+    # are left out (as in tests/python/pytorch_runtime.py).
+    for stage in stages:
+        opening = stage._get_init_p2p_neighbors_ops
+        stage._get_init_p2p_neighbors_ops = lambda opening=opening: [op for op in opening() if op.peer != rank]
+    schedule = ScheduleDualPipeV(stages, microbatches, loss_fn=criterion, scale_grads=False)
+
+    def step():
+        losses = []
+        if rank == 0:
+            schedule.step(x, target=l, losses=losses)
+        else:
+            schedule.step()
+        return torch.stack(losses) if losses else None
+    return step
+
+
+def run_rank(rank, ranks, runtime, case_name, microbatches, steps, port, reference, out):
+    torch.set_num_threads(1)
+    if runtime == "reference":
+        sys.path.insert(0, reference)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
+    blocks, x, l = make_case(CASES[case_name], ranks, microbatches)
+    if runtime == "torch":
+        step = torch_step(blocks, rank, ranks, microbatches, x, l)
+    else:
+        step = our_step(blocks, rank, ranks, microbatches, x, l, reference=runtime == "reference")
+    times, first_loss = [], None
+    for i in range(steps + 1):
+        dist.barrier()
+        start = time.perf_counter()
+        loss = step()
+        dist.barrier()
+        if i == 0:
+            first_loss = loss
+        else:
+            times.append(time.perf_counter() - start)
+        for b in blocks:
+            b.zero_grad(set_to_none=True)
+    if rank == 0:
+        torch.save({"median_s": statistics.median(times), "loss": first_loss}, out)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(runtime, case_name, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.pt")
+        mp.spawn(run_rank, args=(args.ranks, runtime, case_name, args.microbatches, args.steps, free_port(),
+                                 args.reference, out), nprocs=args.ranks, join=True)
+        return torch.load(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reference", help="a checkout of deepseek-ai/DualPipe (the folder holding dualpipe/)")
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--microbatches", type=int, default=8, help="at least 2 x ranks (DualPipeV's rule)")
+    parser.add_argument("--steps", type=int, default=7, help="timed steps, after one warm-up step")
+    args = parser.parse_args()
+    if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
+        parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
+    runtimes = ["ours"] + (["reference"] if args.reference else []) + ["torch"]
+    names = {"ours": "dualpipe.DualPipeV", "reference": "reference DualPipeV",
+             "torch": "torch ScheduleDualPipeV"}
+    print(f"DualPipeV, {args.ranks} Gloo processes, {2 * args.ranks} stages, {args.microbatches} micro-batches, "
+          f"median of {args.steps} steps")
+    for case_name, case in CASES.items():
+        tokens = args.microbatches * case["sequences"] * case["positions"]
+        results = {r: measure(r, case_name, args) for r in runtimes}
+        print(f"\n{case_name} (width {case['width']}, {case['positions']} positions, {case['sequences']} "
+              f"sequences per micro-batch):")
+        print(f"  {'runtime':<26}{'step ms':>10}{'tokens/s':>12}{'loss diff to ours':>20}")
+        for r in runtimes:
+            t = results[r]["median_s"]
+            diff = (results[r]["loss"].double() - results["ours"]["loss"].double()).abs().max().item()
+            print(f"  {names[r]:<26}{t * 1e3:>10.2f}{tokens / t:>12.0f}{diff:>20.3g}")
+        fastest_peer = min(results[r]["median_s"] for r in runtimes if r != "ours")
+        print(f"  ours / fastest peer: {results['ours']['median_s'] / fastest_peer:.2f}")
+
+
+if __name__ == "__main__":
+    main()

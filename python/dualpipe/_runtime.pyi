@@ -1,0 +1,17 @@
+# dualpipe._runtime: the C++ executor on Python modules, internal to dualpipe.DualPipe and dualpipe.DualPipeV.
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+class Pipeline:
+    def __init__(self, kind: str, num_microbatches: int, modules: Dict[int, torch.nn.Module],
+                 hook: Optional[Callable[..., object]], group: dist.ProcessGroup, rank_mapping: List[int],
+                 timeout_s: float) -> None: ...
+    def step(self, inputs: List[Tuple[torch.Tensor, ...]], labels: List[Tuple[torch.Tensor, ...]],
+             criterion: Optional[Callable[..., torch.Tensor]], return_outputs: bool
+             ) -> Tuple[List[torch.Tensor], List[List[torch.Tensor]]]: ...
+    @property
+    def entering_microbatches(self) -> List[int]: ...
+    @property
+    def loss_microbatches(self) -> List[int]: ...
