@@ -4,8 +4,9 @@ copied), and torch.distributed.pipelining's ScheduleDualPipeV. The same GPT-styl
 MLP, one per stage, 2R stages on R Gloo processes), the same weights and data, the same micro-batches.
 
 Two cases:
-  host overhead   tiny stages (width 8, 4 positions): the step time is almost all runtime bookkeeping;
-  compute         width 128, 64 positions, 4 sequences per micro-batch: step time and tokens/s at equal compute.
+  host overhead   stages that compute next to nothing (x * w, width 8): the step time is the runtime's own cost;
+  compute         GPT blocks of width 128, 64 positions, 4 sequences per micro-batch: step time and tokens/s at
+                  equal compute.
 Prints each runtime's median step time over --steps steps (after one warm-up), tokens/s, the first step's
 losses' largest difference to ours, and the ratio of our host overhead to the fastest peer's.
 
@@ -25,8 +26,19 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-CASES = {"host overhead": dict(width=8, heads=2, positions=4, sequences=1),
-         "compute": dict(width=128, heads=4, positions=64, sequences=4)}
+CASES = {"host overhead": dict(block="scale", width=8, heads=0, positions=4, sequences=1),
+         "compute": dict(block="gpt", width=128, heads=4, positions=64, sequences=4)}
+
+
+class Scale(nn.Module):
+    """A stage that computes next to nothing (one multiply, one parameter): its step time is the runtime's own."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, x):
+        return x * self.weight
 
 
 class Block(nn.Module):
@@ -51,7 +63,8 @@ def criterion(output, target):
 
 def make_case(case, ranks, microbatches):
     torch.manual_seed(0)
-    blocks = [Block(case["width"], case["heads"]) for _ in range(2 * ranks)]
+    kind = Block if case["block"] == "gpt" else Scale
+    blocks = [kind(case["width"], case["heads"]) for _ in range(2 * ranks)]
     shape = (microbatches * case["sequences"], case["positions"], case["width"])
     return blocks, torch.randn(*shape), torch.randn(*shape)
 
@@ -64,8 +77,9 @@ def our_step(blocks, rank, ranks, microbatches, x, l, reference=False):
         comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
                                                  for s in comm.TENSOR_SHAPES]
         torch.cuda.current_device = lambda: "cpu"
-        dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, *x.shape[1:])])
-        dualpipe.set_p2p_tensor_dtype(torch.float32)
+    # Both declare the shapes (the reference must; ours then posts its receives ahead, as the reference does).
+    dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, *x.shape[1:])])
+    dualpipe.set_p2p_tensor_dtype(torch.float32)
     model = dualpipe.DualPipeV((blocks[rank], blocks[2 * ranks - 1 - rank]))
     first = rank == 0
 
@@ -158,8 +172,8 @@ def main():
     for case_name, case in CASES.items():
         tokens = args.microbatches * case["sequences"] * case["positions"]
         results = {r: measure(r, case_name, args) for r in runtimes}
-        print(f"\n{case_name} (width {case['width']}, {case['positions']} positions, {case['sequences']} "
-              f"sequences per micro-batch):")
+        print(f"\n{case_name} ({case['block']} stages of width {case['width']}, {case['positions']} positions, "
+              f"{case['sequences']} sequences per micro-batch):")
         print(f"  {'runtime':<26}{'step ms':>10}{'tokens/s':>12}{'loss diff to ours':>20}")
         for r in runtimes:
             t = results[r]["median_s"]

@@ -16,12 +16,12 @@ from ._core import Costs, Plan, Schedule, Simulation, kinds, plan, read_schedule
 
 __version__ = "0.1.0"
 __all__ = ["Costs", "DualPipe", "DualPipeV", "Plan", "Schedule", "Simulation", "kinds", "plan", "read_schedule",
-           "schedule", "simulate"]
+           "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes", "simulate"]
 
 
 def __getattr__(name):
-    # DualPipe and DualPipeV need PyTorch; the planner does not, so they are imported on first use.
-    if name in ("DualPipe", "DualPipeV"):
+    # DualPipe, DualPipeV and their set_p2p_* need PyTorch; the planner does not, so they are imported on first use.
+    if name in ("DualPipe", "DualPipeV", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes"):
         from . import deepseek
         return getattr(deepseek, name)
     raise AttributeError(f"module 'dualpipe' has no attribute {name!r}")

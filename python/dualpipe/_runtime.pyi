@@ -7,7 +7,8 @@ import torch.distributed as dist
 class Pipeline:
     def __init__(self, kind: str, num_microbatches: int, modules: Dict[int, torch.nn.Module],
                  hook: Optional[Callable[..., object]], group: dist.ProcessGroup, rank_mapping: List[int],
-                 timeout_s: float) -> None: ...
+                 timeout_s: float, shapes: List[Tuple[int, ...]], dtype: torch.dtype,
+                 device: torch.device) -> None: ...
     def step(self, inputs: List[Tuple[torch.Tensor, ...]], labels: List[Tuple[torch.Tensor, ...]],
              criterion: Optional[Callable[..., torch.Tensor]], return_outputs: bool
              ) -> Tuple[List[torch.Tensor], List[List[torch.Tensor]]]: ...

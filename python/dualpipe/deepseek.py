@@ -10,8 +10,8 @@ R-1-r; summing their gradients is left to you, as there). The schedule is ours (
 executed by the C++ runtime with the GIL released while it communicates or waits; the modules, the criterion and
 an `overlapped_forward_backward` classmethod of the module class are called back under the GIL.
 
-Differences from the reference, all documented in docs/python.md: shapes travel with the messages, so
-set_p2p_tensor_shapes is not needed; the hook is called with criterion0=None (the loss of a forward on the last
+Differences from the reference, all documented in docs/python.md: set_p2p_tensor_shapes is optional (without it
+shapes travel with the messages; with it, they are checked at every boundary); the hook is called with criterion0=None (the loss of a forward on the last
 stage is computed right after it returns); the whole backward runs at the input-gradient action (I), so
 parameter gradients are never deferred.
 """
@@ -25,7 +25,29 @@ import torch.nn as nn
 
 from . import _runtime
 
-__all__ = ["DualPipe", "DualPipeV"]
+__all__ = ["DualPipe", "DualPipeV", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes"]
+
+# What crosses every stage boundary, per micro-batch, as the reference's set_p2p_tensor_shapes/_dtype declare it.
+_p2p = {"shapes": [], "dtype": torch.float32}
+
+
+def set_p2p_tensor_shapes(shapes: Sequence[Sequence[int]]) -> None:
+    """Optional here (shapes otherwise travel with every message): the shapes of the tensors every stage takes and
+    returns for one micro-batch, the first stage's inputs and the last stage's outputs included; -1 matches any
+    size. Declared, receives are posted ahead and each stage is checked once on zeros of these shapes when a
+    DualPipe first runs a given num_chunks. Applies to pipelines built after the call."""
+    shapes = [tuple(int(d) for d in shape) for shape in shapes]
+    for shape in shapes:
+        if not shape or any(d < 1 and d != -1 for d in shape):
+            raise ValueError(f"set_p2p_tensor_shapes: {shape} is not a shape (sizes >= 1, or -1 for any size)")
+    _p2p["shapes"] = shapes
+
+
+def set_p2p_tensor_dtype(dtype: torch.dtype) -> None:
+    """The dtype of the tensors of set_p2p_tensor_shapes (default float32)."""
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"set_p2p_tensor_dtype: {dtype!r} is not a torch.dtype")
+    _p2p["dtype"] = dtype
 
 Outputs = Optional[Union[torch.Tensor, Tuple[torch.Tensor, ...]]]
 
@@ -94,8 +116,10 @@ class DualPipe(nn.Module):
     def _pipeline(self, num_chunks: int):
         if num_chunks not in self._pipelines:
             stages = dict(zip(self._stages(), self.module))
+            device = next(iter(self.parameters()), torch.empty(0)).device
             self._pipelines[num_chunks] = _runtime.Pipeline(self._kind, num_chunks, stages, self._hook, self.group,
-                                                            self._group_ranks, float(self.timeout))
+                                                            self._group_ranks, float(self.timeout), _p2p["shapes"],
+                                                            _p2p["dtype"], device)
         return self._pipelines[num_chunks]
 
     def step(self, *inputs: Optional[torch.Tensor], num_chunks: int = 0, criterion: Optional[Callable] = None,

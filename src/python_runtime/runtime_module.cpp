@@ -17,8 +17,11 @@ using runtime::Tensors;
 // One schedule on this rank's modules: built once per (kind, micro-batch count) and reused every step.
 class Pipeline {
  public:
+  // `shapes` (with `dtype`, `device`): what crosses every stage boundary, as the reference's set_p2p_tensor_shapes
+  // declares it; receives are then posted ahead with no shapes travelling. Empty: every message carries its shapes.
   Pipeline(const std::string& kind, int num_microbatches, const std::map<int, py::object>& modules, py::object hook,
-           c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping, double timeout_s) {
+           c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping, double timeout_s,
+           const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype, at::Device device) {
     ScheduleOptions options;
     options.num_ranks = group->getSize();
     options.num_microbatches = num_microbatches;
@@ -35,6 +38,11 @@ class Pipeline {
     // Python modules may compute parameter gradients as side effects of their own autograd Functions (the
     // reference's example does), which the generic split would run twice: the whole backward runs at I.
     executor_options.weight_split = runtime::WeightSplit::SplitAwareLayers;
+    if (!shapes.empty()) {
+      runtime::BoundarySpec spec;
+      for (const auto& shape : shapes) spec.push_back({shape, dtype, device, /*requires_grad=*/true});
+      executor_options.boundaries = runtime::ExecutorOptions::uniform(spec, schedule.num_stages);
+    }
     auto communicator = std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), comm_options);
     executor_ = std::make_unique<runtime::Executor>(schedule, std::move(stages), std::move(communicator),
                                                     executor_options);
@@ -87,9 +95,10 @@ PYBIND11_MODULE(_runtime, m) {
   });
   py::class_<Pipeline>(m, "Pipeline")
       .def(py::init<const std::string&, int, const std::map<int, py::object>&, py::object,
-                    c10::intrusive_ptr<c10d::ProcessGroup>, std::vector<int>, double>(),
+                    c10::intrusive_ptr<c10d::ProcessGroup>, std::vector<int>, double,
+                    const std::vector<std::vector<int64_t>>&, at::ScalarType, at::Device>(),
            py::arg("kind"), py::arg("num_microbatches"), py::arg("modules"), py::arg("hook"), py::arg("group"),
-           py::arg("rank_mapping"), py::arg("timeout_s"))
+           py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"), py::arg("dtype"), py::arg("device"))
       .def("step", &Pipeline::step, py::arg("inputs"), py::arg("labels"), py::arg("criterion"),
            py::arg("return_outputs"))
       .def_property_readonly("entering_microbatches", &Pipeline::entering)

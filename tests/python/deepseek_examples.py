@@ -6,11 +6,14 @@ of 3 sequences of 256 positions, float32, and the module class defines overlappe
     python deepseek_examples.py dualpipe|dualpipev [--ranks 4]   each rank checks its losses, outputs and gradients
                                                                  against one process running the whole model
     python deepseek_examples.py errors                           the errors of bad input, on one process
+    python deepseek_examples.py failure                          a module raising on one of two ranks
 Prints one line per check and exits 0 when every rank passed."""
 import argparse
 import os
 import socket
 import sys
+import tempfile
+import time
 
 import torch
 import torch.distributed as dist
@@ -123,6 +126,9 @@ def check_dualpipe(rank, pp_size):
     full_l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
     loss_ref, output_ref = ref_step(full_x, full_l, full_modules, NUM_CHUNKS)
     local_full_modules, local_modules = local_copies(full_modules, [rank, pp_size - 1 - rank])
+    # Declared as the reference requires (optional here: the DualPipeV check lets the shapes travel).
+    dualpipe.set_p2p_tensor_shapes([(MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)])
+    dualpipe.set_p2p_tensor_dtype(torch.float32)
     model = dualpipe.DualPipe(local_modules)
     x = full_x.chunk(2)[0] if first else full_x.chunk(2)[1] if last else None
     l = full_l.chunk(2)[1] if first else full_l.chunk(2)[0] if last else None
@@ -229,6 +235,49 @@ def check_errors(port):
         dist.destroy_process_group()
 
 
+class FailingStage(nn.Module):
+    """Raises in its forward on the rank told to fail."""
+
+    def __init__(self, fail):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+        self.fail = fail
+
+    def forward(self, x):
+        if self.fail:
+            raise KeyError("this stage fails on purpose")
+        return x * self.weight
+
+
+def failing_rank(rank, port, out):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank)
+    model = dualpipe.DualPipeV((FailingStage(rank == 1), FailingStage(False)), timeout=10)
+    x = torch.randn(4, 8) if rank == 0 else None
+    start = time.monotonic()
+    try:
+        model.step(x, num_chunks=4, criterion=criterion, labels=(x,))
+        message = "no error"
+    except Exception as e:  # noqa: BLE001 - the type and text are what is checked
+        message = f"{type(e).__name__}: {e}"
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(f"{time.monotonic() - start:.1f}\n{message}")
+
+
+def check_failure(port):
+    """Rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 within the timeout."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rank")
+        mp.spawn(failing_rank, args=(port, out), nprocs=2, join=True)
+        results = [open(f"{out}.{r}").read().split("\n", 1) for r in range(2)]
+    for rank, (seconds, message) in enumerate(results):
+        print(f"rank {rank} after {seconds} s: {message.splitlines()[0]}")
+    check(results[1][1].startswith("KeyError") and "on purpose" in results[1][1], "rank 1 lost its own exception")
+    check(results[0][1].startswith("RuntimeError") and "rank 1" in results[0][1],
+          f"rank 0's error does not name rank 1: {results[0][1]}")
+    check(float(results[0][0]) < 60, "rank 0 waited past the timeout")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -237,11 +286,13 @@ def free_port():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("check", choices=["dualpipe", "dualpipev", "errors"])
+    parser.add_argument("check", choices=["dualpipe", "dualpipev", "errors", "failure"])
     parser.add_argument("--ranks", type=int, default=4)
     args = parser.parse_args()
     if args.check == "errors":
         check_errors(free_port())
+    elif args.check == "failure":
+        check_failure(free_port())
     else:
         mp.spawn(run_rank, args=(args.ranks, args.check, free_port()), nprocs=args.ranks, join=True)
     print(f"{args.check}: every check passed")

@@ -31,3 +31,8 @@ def test_bad_input_raises_naming_the_rule():
     for what in ("three modules", "one module", "num_chunks=1", "num_chunks=0", "DualPipe with one rank",
                  "non-scalar criterion", "no criterion", "a step after the errors"):
         assert what in out, out
+
+
+def test_a_failing_module_on_one_rank_is_named_on_the_other():
+    out = run("failure")
+    assert "failure: every check passed" in out, out
