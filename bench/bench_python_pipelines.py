@@ -10,7 +10,10 @@ Two cases:
 Prints each runtime's median step time over --steps steps (after one warm-up), tokens/s, the first step's
 losses' largest difference to ours, and the ratio of our host overhead to the fastest peer's.
 
-    python bench/bench_python_pipelines.py [--reference ~/DualPipe] [--ranks 4] [--microbatches 8] [--steps 7]
+    python bench/bench_python_pipelines.py [--reference ~/DualPipe] [--kind dualpipev|dualpipe] [--ranks 4]
+                                           [--microbatches 8] [--steps 7]
+
+--kind dualpipe runs DualPipe (two directions, R stages with two copies each) for ours and the reference.
 """
 import argparse
 import os
@@ -69,7 +72,7 @@ def make_case(case, ranks, microbatches):
     return blocks, torch.randn(*shape), torch.randn(*shape)
 
 
-def our_step(blocks, rank, ranks, microbatches, x, l, reference=False):
+def our_step(kind, blocks, rank, ranks, microbatches, x, l, reference=False):
     import dualpipe
     if reference:
         import dualpipe.comm as comm
@@ -80,12 +83,16 @@ def our_step(blocks, rank, ranks, microbatches, x, l, reference=False):
     # Both declare the shapes (the reference must; ours then posts its receives ahead, as the reference does).
     dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, *x.shape[1:])])
     dualpipe.set_p2p_tensor_dtype(torch.float32)
-    model = dualpipe.DualPipeV((blocks[rank], blocks[2 * ranks - 1 - rank]))
-    first = rank == 0
+    if kind == "dualpipev":
+        model = dualpipe.DualPipeV((blocks[rank], blocks[2 * ranks - 1 - rank]))
+        x, l = (x, l) if rank == 0 else (None, None)
+    else:  # half the batch enters at each end; the labels are those of what enters at the other end
+        model = dualpipe.DualPipe((blocks[rank], blocks[ranks - 1 - rank]))
+        end = {0: 0, ranks - 1: 1}.get(rank)
+        x, l = (x.chunk(2)[end], l.chunk(2)[1 - end]) if end is not None else (None, None)
 
     def step():
-        loss, _ = model.step(x if first else None, num_chunks=microbatches, criterion=criterion,
-                             labels=(l if first else None,))
+        loss, _ = model.step(x, num_chunks=microbatches, criterion=criterion, labels=(l,))
         return loss
     return step
 
@@ -114,7 +121,7 @@ def torch_step(blocks, rank, ranks, microbatches, x, l):
     return step
 
 
-def run_rank(rank, ranks, runtime, case_name, microbatches, steps, port, reference, out):
+def run_rank(rank, ranks, kind, runtime, case_name, microbatches, steps, port, reference, out):
     torch.set_num_threads(1)
     if runtime == "reference":
         sys.path.insert(0, reference)
@@ -123,7 +130,7 @@ def run_rank(rank, ranks, runtime, case_name, microbatches, steps, port, referen
     if runtime == "torch":
         step = torch_step(blocks, rank, ranks, microbatches, x, l)
     else:
-        step = our_step(blocks, rank, ranks, microbatches, x, l, reference=runtime == "reference")
+        step = our_step(kind, blocks, rank, ranks, microbatches, x, l, reference=runtime == "reference")
     times, first_loss = [], None
     for i in range(steps + 1):
         dist.barrier()
@@ -150,7 +157,7 @@ def free_port():
 def measure(runtime, case_name, args):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.pt")
-        mp.spawn(run_rank, args=(args.ranks, runtime, case_name, args.microbatches, args.steps, free_port(),
+        mp.spawn(run_rank, args=(args.ranks, args.kind, runtime, case_name, args.microbatches, args.steps, free_port(),
                                  args.reference, out), nprocs=args.ranks, join=True)
         return torch.load(out)
 
@@ -158,17 +165,20 @@ def measure(runtime, case_name, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", help="a checkout of deepseek-ai/DualPipe (the folder holding dualpipe/)")
+    parser.add_argument("--kind", choices=["dualpipev", "dualpipe"], default="dualpipev",
+                        help="dualpipe: DualPipe's two directions, ours and the reference only (PyTorch has none)")
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--microbatches", type=int, default=8, help="at least 2 x ranks (DualPipeV's rule)")
     parser.add_argument("--steps", type=int, default=7, help="timed steps, after one warm-up step")
     args = parser.parse_args()
     if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
         parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
-    runtimes = ["ours"] + (["reference"] if args.reference else []) + ["torch"]
-    names = {"ours": "dualpipe.DualPipeV", "reference": "reference DualPipeV",
-             "torch": "torch ScheduleDualPipeV"}
-    print(f"DualPipeV, {args.ranks} Gloo processes, {2 * args.ranks} stages, {args.microbatches} micro-batches, "
-          f"median of {args.steps} steps")
+    runtimes = ["ours"] + (["reference"] if args.reference else []) + (["torch"] if args.kind == "dualpipev" else [])
+    title = {"dualpipev": "DualPipeV", "dualpipe": "DualPipe"}[args.kind]
+    names = {"ours": f"dualpipe.{title}", "reference": f"reference {title}", "torch": "torch ScheduleDualPipeV"}
+    stages = 2 * args.ranks if args.kind == "dualpipev" else args.ranks
+    print(f"{title}, {args.ranks} Gloo processes, {stages} stages, {args.microbatches} micro-batches, "
+          f"median of {args.steps} steps; losses of rank 0")
     for case_name, case in CASES.items():
         tokens = args.microbatches * case["sequences"] * case["positions"]
         results = {r: measure(r, case_name, args) for r in runtimes}
@@ -179,8 +189,9 @@ def main():
             t = results[r]["median_s"]
             diff = (results[r]["loss"].double() - results["ours"]["loss"].double()).abs().max().item()
             print(f"  {names[r]:<26}{t * 1e3:>10.2f}{tokens / t:>12.0f}{diff:>20.3g}")
-        fastest_peer = min(results[r]["median_s"] for r in runtimes if r != "ours")
-        print(f"  ours / fastest peer: {results['ours']['median_s'] / fastest_peer:.2f}")
+        peers = [results[r]["median_s"] for r in runtimes if r != "ours"]
+        if peers:
+            print(f"  ours / fastest peer: {results['ours']['median_s'] / min(peers):.2f}")
 
 
 if __name__ == "__main__":
