@@ -23,7 +23,12 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from . import _runtime
+try:
+    from . import _runtime
+except ImportError as error:
+    raise ImportError("dualpipe.DualPipe needs the extension dualpipe._runtime, which the package builds only where "
+                      "the installing Python has PyTorch and Gloo's headers are found (libgloo-dev): reinstall with "
+                      f"them (docs/python.md, Install). {error}") from error
 
 __all__ = ["DualPipe", "DualPipeV", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes"]
 
