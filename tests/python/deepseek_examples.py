@@ -118,6 +118,23 @@ def local_copies(full_modules, stages):
     return nn.Sequential(*[full_modules[s] for s in stages]), local
 
 
+def check_gradients(rank, local_modules, local_full_modules):
+    for (n, p), p_ref in zip(local_modules.named_parameters(), local_full_modules.parameters()):
+        diff = cal_diff(p.grad, p_ref.grad)
+        check(diff < 1e-13, f"rank {rank}: gradient of {n}: cosine distance {diff} to one process")
+
+
+def check_inference(rank, model, x, l, expected):
+    """A no_grad step with return_outputs: `expected` (loss, outputs) on ranks that compute losses, else None."""
+    with torch.no_grad():
+        loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=True)
+    if expected is not None:
+        check(torch.equal(loss, expected[0]), f"rank {rank}: inference loss differs")
+        check(torch.equal(outputs, expected[1]), f"rank {rank}: inference outputs differ")
+    else:
+        check(loss is None and outputs is None, f"rank {rank}: inference gave a loss or outputs")
+
+
 def check_dualpipe(rank, pp_size):
     first, last = rank == 0, rank == pp_size - 1
     torch.manual_seed(233)
@@ -151,18 +168,10 @@ def check_dualpipe(rank, pp_size):
         dist.all_gather(p1all, p1.grad)
         p0.grad += p1all[pp_size - 1 - rank]
         p1.grad += p0all[pp_size - 1 - rank]
-    for (n, p), p_ref in zip(local_modules.named_parameters(), local_full_modules.parameters()):
-        diff = cal_diff(p.grad, p_ref.grad)
-        check(diff < 1e-13, f"rank {rank}: gradient of {n}: cosine distance {diff} to one process")
+    check_gradients(rank, local_modules, local_full_modules)
     model.zero_grad()
 
-    with torch.no_grad():
-        loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=True)
-    if first or last:
-        check(torch.equal(loss, loss_ref.chunk(2)[mine]), f"rank {rank}: inference loss differs")
-        check(torch.equal(outputs, output_ref.chunk(2)[mine]), f"rank {rank}: inference outputs differ")
-    else:
-        check(loss is None and outputs is None, f"rank {rank}: inference gave a loss or outputs")
+    check_inference(rank, model, x, l, (loss_ref.chunk(2)[mine], output_ref.chunk(2)[mine]) if first or last else None)
 
 
 def check_dualpipev(rank, pp_size):
@@ -183,18 +192,10 @@ def check_dualpipev(rank, pp_size):
     else:
         check(loss is None, f"rank {rank}: loss {loss}, expected None")
     check(outputs is None, f"rank {rank}: outputs given without return_outputs")
-    for (n, p), p_ref in zip(local_modules.named_parameters(), local_full_modules.parameters()):
-        diff = cal_diff(p.grad, p_ref.grad)
-        check(diff < 1e-13, f"rank {rank}: gradient of {n}: cosine distance {diff} to one process")
+    check_gradients(rank, local_modules, local_full_modules)
     model.zero_grad()
 
-    with torch.no_grad():
-        loss, outputs = model.step(x, num_chunks=NUM_CHUNKS, criterion=criterion, labels=(l,), return_outputs=True)
-    if first:
-        check(torch.equal(loss, loss_ref), f"rank {rank}: inference loss differs")
-        check(torch.equal(outputs, output_ref), f"rank {rank}: inference outputs differ")
-    else:
-        check(loss is None and outputs is None, f"rank {rank}: inference gave a loss or outputs")
+    check_inference(rank, model, x, l, (loss_ref, output_ref) if first else None)
 
 
 def expect_error(what, call, kind, *words):
