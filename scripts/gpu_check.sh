@@ -10,7 +10,8 @@
 # The checks: the CMake summary (CUDA and NCCL on), libtorch_cuda linked into the worker, the GPU's name, the
 # runtime's CUDA tests (tests/runtime/test_cuda_stages.cpp: every schedule kind with CUDA stages and a stream per
 # rank, bit-identical to one stream; an overlapped pair's two streams timed with CUDA events), a few steps of the
-# transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, and the refusals.
+# transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, the refusals, and
+# dualpipe.DualPipe/DualPipeV from Python with the ranks sharing the GPU (built there; needs Python.h).
 # DUALPIPE_GPU_BIN=DIR skips the build and runs DIR's dualpipe, dualpipe-train-worker and test_runtime instead:
 # binaries built elsewhere against the same PyTorch release (a GPU lent for minutes).
 set -euo pipefail
@@ -27,6 +28,9 @@ prepare() {
   done
   cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$deps/share/cmake/"
   cp -r /usr/src/googletest "$deps/src/"
+  # pybind11's headers and CMake package, for the Python package's extensions (dualpipe.DualPipe on the GPU).
+  source scripts/env.sh
+  cp -r "$("$DUALPIPE_PYTHON" -c 'import os, pybind11; print(os.path.dirname(pybind11.__file__))')" "$deps/"
   local mib
   mib=$(du -sm "$deps" | cut -f1)
   (( mib < 64 )) || { echo "gpu_check.sh: $deps is $mib MiB, over the 64 MiB a device call carries" >&2; exit 1; }
@@ -82,7 +86,37 @@ run() {
   echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL (the trainer's groups are Gloo)"
   "$bin/dualpipe" train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   "$bin/dualpipe" train --device cuda --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
+  python_on_gpu "$python" "$jobs" || failed=1
   (( failed == 0 )) && echo "gpu_check.sh: PASS" || { echo "gpu_check.sh: FAIL" >&2; exit 1; }
+}
+
+# dualpipe.DualPipe and DualPipeV from Python on the GPU: the package's extensions built against this machine's
+# Python and PyTorch into build-gpu-python/, then the reference's example checks (tests/python/deepseek_examples.py)
+# with 4 ranks sharing the GPU over Gloo. Skipped, saying why, where the Python has no headers to build against.
+python_on_gpu() {
+  local python=$1 jobs=$2 include
+  echo "== dualpipe.DualPipe and DualPipeV on the GPU: the reference's example checks, 4 ranks sharing it over Gloo"
+  include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  if [[ ! -f $include/Python.h || ! -d $deps/pybind11 ]]; then
+    echo "skipped: no $include/Python.h to build the extension against, or $deps/pybind11 not prepared"
+    return 0
+  fi
+  local start=$SECONDS package
+  cmake -S . -B build-gpu-python -DCMAKE_BUILD_TYPE=Release -DDUALPIPE_PYTHON_PACKAGE=ON \
+    -DPython_EXECUTABLE="$(command -v "$python")" -Dpybind11_DIR="$deps/pybind11/share/cmake/pybind11" \
+    -DCMAKE_PREFIX_PATH="$deps" -DGLOO_INCLUDE_DIR="$deps/include" -DCMAKE_CXX_FLAGS="-isystem $deps/include" \
+    | grep -E '^-- dualpipe:' || true
+  cmake --build build-gpu-python -j "$jobs" --target _core _runtime >/dev/null || { echo "build failed" >&2; return 1; }
+  package=build-gpu-python/site
+  rm -rf "$package" && mkdir -p "$package" && cp -r python/dualpipe "$package/"
+  cp build-gpu-python/_core*.so build-gpu-python/_runtime*.so "$package/dualpipe/"
+  echo "extensions built in $((SECONDS - start)) s"
+  local kind status=0
+  for kind in dualpipev dualpipe; do
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONPATH="$package" "$python" tests/python/deepseek_examples.py "$kind" \
+      --device cuda || status=1
+  done
+  return $status
 }
 
 case $mode in

@@ -3,7 +3,8 @@ dualpipe.DualPipe and dualpipe.DualPipeV on CPU over Gloo, with the reference's 
 Linear(512, 2048) -> GELU -> Linear(2048, 512) without bias through a custom autograd Function, 20 micro-batches
 of 3 sequences of 256 positions, float32, and the module class defines overlapped_forward_backward.
 
-    python deepseek_examples.py dualpipe|dualpipev [--ranks 4]   each rank checks its losses, outputs and gradients
+    python deepseek_examples.py dualpipe|dualpipev [--ranks 4] [--device cpu|cuda]
+                                                                 each rank checks its losses, outputs and gradients
                                                                  against one process running the whole model
     python deepseek_examples.py errors                           the errors of bad input, on one process
     python deepseek_examples.py failure                          a module raising on one of two ranks
@@ -99,8 +100,11 @@ def check(condition, what):
         raise AssertionError(what)
 
 
-def run_rank(rank, pp_size, kind, port):
+def run_rank(rank, pp_size, kind, port, device):
     torch.set_num_threads(1)
+    # Every tensor and module of the check, the single-process reference's included, on `device`. On a GPU the
+    # ranks share it; Gloo carries the stage boundaries through host memory.
+    torch.set_default_device(device)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=pp_size, rank=rank)
     try:
         (check_dualpipe if kind == "dualpipe" else check_dualpipev)(rank, pp_size)
@@ -289,13 +293,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("check", choices=["dualpipe", "dualpipev", "errors", "failure"])
     parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where every rank computes (cuda: the ranks share GPU 0, scripts/gpu_check.sh)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this machine has no CUDA GPU")
     if args.check == "errors":
         check_errors(free_port())
     elif args.check == "failure":
         check_failure(free_port())
     else:
-        mp.spawn(run_rank, args=(args.ranks, args.check, free_port()), nprocs=args.ranks, join=True)
+        mp.spawn(run_rank, args=(args.ranks, args.check, free_port(), args.device), nprocs=args.ranks, join=True)
     print(f"{args.check}: every check passed")
 
 
