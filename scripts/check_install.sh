@@ -27,7 +27,10 @@ compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt
 [[ -n "$compiler" && -x "$compiler" ]] || compiler="$(command -v c++ || true)"
 [[ -n "$compiler" ]] || skip "no C++ compiler"
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/dualpipe-install.XXXXXX")"
+# Inside the build folder, at the same place every time: the example's compile commands are then the same from one
+# run (and one fresh clone) to the next, so ccache serves them (a random folder cost a cold LibTorch compile, 57 s).
+tmp="$build_dir/install-check"
+rm -rf "$tmp" && mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 prefix="$tmp/prefix"
 
@@ -50,8 +53,10 @@ fi
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  # The temporary paths change at every run: let ccache see them as relative so that a rerun hits its cache.
-  export CCACHE_BASEDIR="$tmp" CCACHE_NOHASHDIR=1
+  # Paths relative to the folder above the build folder, as in scripts/build.sh. The installed headers are new at
+  # every run: ccache's sloppiness lets it trust their contents rather than their times.
+  export CCACHE_BASEDIR="$(dirname "$build_dir")" CCACHE_NOHASHDIR=1
+  export CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime,time_macros
 fi
 torch_dir="$(sed -n 's/^Torch_DIR:PATH=//p' "$build_dir/CMakeCache.txt")"
 echo "== configure examples/ against $prefix (Torch_DIR=$torch_dir)"

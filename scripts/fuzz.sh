@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets of fuzz/ one after another, each for SECONDS_PER_TARGET (default 60), seeded with the
+# Runs the libFuzzer targets of fuzz/, JOBS at a time, each for SECONDS_PER_TARGET (default 60), seeded with the
 # project's own files: schedules written by `dualpipe schedule` for every kind (text and CSV), the trace and
 # cost seeds in fuzz/seeds/. Builds build-fuzz/ with Clang, AddressSanitizer and UndefinedBehaviorSanitizer.
 # A finding stops the script (exit 1) with libFuzzer's report and the input in build-fuzz/findings/; turn it into
 # a regression test (docs/fuzzing.md). Each target's whole output is in build-fuzz/logs/.
-#   scripts/fuzz.sh                 # 60 s per target; JOBS=N builds with N jobs (default 1)
+#   scripts/fuzz.sh                 # 60 s per target; JOBS=N builds with N jobs and fuzzes N targets at a
+#                                   # time (default 1)
 #   SECONDS_PER_TARGET=600 scripts/fuzz.sh fuzz_text fuzz_trace
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,27 +50,29 @@ for d in trace cost metrics manifest kineto; do
 done
 
 mkdir -p build-fuzz/findings build-fuzz/corpus build-fuzz/logs
-for target in "${targets[@]}"; do
+# One target for per_target seconds; its whole output goes to its log. Returns non-zero on a finding.
+fuzz_one() {
+  local target=$1 seed corpus log status
   case $target in
     fuzz_text) seed=text ;; fuzz_csv) seed=csv ;; fuzz_trace) seed=trace ;; fuzz_cost) seed=cost ;;
     fuzz_metrics) seed=metrics ;; fuzz_manifest) seed=manifest ;; fuzz_kineto) seed=kineto ;;
-    *) echo "fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
+    *) echo "fuzz.sh: unknown target '$target'" >&2; return 2 ;;
   esac
   corpus=build-fuzz/corpus/$target
   log=build-fuzz/logs/$target.log
   mkdir -p "$corpus"
-  echo "== $target: ${per_target} s, seeds $seeds/$seed, log $log"
-  # libFuzzer's whole output goes to the log; its progress summary, final stats and any sanitizer lines are shown.
   # An input is at most 64 KiB, so one allocation of 256 MiB is a number in it driving the memory: a finding,
   # even when the process stays under the 2 GiB limit (fuzz_trace once peaked at 1.9 GB on one input).
   set +e
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "build-fuzz/$target" "$corpus" "$seeds/$seed" -max_total_time="$per_target" -rss_limit_mb=2048 \
     -malloc_limit_mb=256 -timeout=20 -report_slow_units=20 -max_len=65536 \
-    -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 2>&1 | tee "$log" |
-    grep --line-buffered -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==|SUMMARY|INFO: (Loaded|seed)|Done )'
-  status=${PIPESTATUS[0]}
+    -artifact_prefix="build-fuzz/findings/$target-" -print_final_stats=1 >"$log" 2>&1
+  status=$?
   set -e
+  # Shown: the progress summary, final stats and any sanitizer lines.
+  echo "== $target: ${per_target} s, seeds $seeds/$seed, log $log"
+  grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::|==[0-9]+==|SUMMARY|INFO: (Loaded|seed)|Done )' "$log" || true
   # A finding: libFuzzer exits non-zero (crash, sanitizer report, timeout, out of memory) and saves the input;
   # a slow unit is only saved. Either fails the script, with libFuzzer's report.
   if [[ $status -ne 0 ]] || ls build-fuzz/findings/"$target"-* >/dev/null 2>&1; then
@@ -81,7 +84,23 @@ for target in "${targets[@]}"; do
     fi
     echo "fuzz.sh: inputs: $(ls build-fuzz/findings/"$target"-* 2>/dev/null | tr '\n' ' ')" >&2
     echo "fuzz.sh: turn each into a regression test, then remove it (docs/fuzzing.md)" >&2
-    exit 1
+    return 1
   fi
+}
+# JOBS targets at a time (each libFuzzer process uses one core); the first finding fails the script once the
+# running targets ended.
+failed=0 running=0
+for target in "${targets[@]}"; do
+  if (( running >= jobs )); then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
 done
+while (( running > 0 )); do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+(( failed == 0 )) || exit 1
 echo "fuzz.sh: no findings"

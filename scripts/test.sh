@@ -2,7 +2,7 @@
 # Runs the whole test suite (after scripts/build.sh), then the same tests under AddressSanitizer and
 # UndefinedBehaviorSanitizer (scripts/test_sanitized.sh, its own build in build-asan/; SANITIZE=0 skips it), then
 # every fuzz target for FUZZ_SECONDS (default 45: a smoke run inside CI's time; the long runs are in
-# docs/fuzzing.md) each (scripts/fuzz.sh, its own build in build-fuzz/; FUZZ=0 skips it).
+# docs/fuzzing.md) each, JOBS (default 2) at a time (scripts/fuzz.sh, its own build in build-fuzz/; FUZZ=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

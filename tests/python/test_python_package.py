@@ -2,7 +2,7 @@
 pictures, and errors that name the value and the rule. The command is the reference: its output is read as text
 (json, the text form, CSV, SVG), the package's objects are read as Python values, and the two must agree exactly.
 
-Run by ctest (`pytorch_peer`) with the environment of scripts/setup.sh, which installs the package.
+Run by ctest (`python.python_package`) with the environment of scripts/setup.sh, which installs the package.
 """
 import json
 import subprocess
