@@ -83,7 +83,7 @@ run() {
       --top-k 2 --steps 4 --layers 4 --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 \
       $overlap | grep -E 'step matches|^\[rank 0\] +[1-4] |identical|mean step' || failed=1
   done
-  echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL (the trainer's groups are Gloo)"
+  echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL with more ranks than GPUs"
   "$bin/dualpipe" train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   "$bin/dualpipe" train --device cuda --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   python_on_gpu "$python" "$jobs" || failed=1

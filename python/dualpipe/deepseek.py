@@ -97,6 +97,14 @@ class DualPipe(nn.Module):
         self.module = nn.ModuleList(modules)
         self.batch_dim = batch_dim
         self.group = process_group or dist.distributed_c10d._get_default_group()
+        backend = str(dist.get_backend(self.group))
+        if "nccl" in backend:
+            # One NCCL stream per group: a receive posted ahead would hold back this rank's sends, and a pair's
+            # sends in both directions would wait on each other (docs/runtime.md, "NCCL's second rule").
+            raise ValueError(f"{type(self).__name__} over a process group with backend '{backend}' is not supported "
+                             "yet: NCCL runs a group's sends and receives on one stream in issue order, and the "
+                             "executor posts receives ahead; give a Gloo group (dist.new_group(backend='gloo')), "
+                             "which carries CUDA tensors through host memory")
         self.num_ranks = self.group.size()
         if rank_mapping is None:
             rank_mapping = list(range(self.num_ranks))

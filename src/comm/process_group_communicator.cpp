@@ -194,10 +194,18 @@ class SendWatcher {
 
 }  // namespace
 
-bool single_tag_from_environment() {
-  const char* value = std::getenv("DUALPIPE_SINGLE_TAG");
+namespace {
+bool environment_flag(const char* name) {
+  const char* value = std::getenv(name);
   return value != nullptr && std::string(value) == "1";
 }
+}  // namespace
+
+bool single_tag_from_environment() {
+  return environment_flag("DUALPIPE_SINGLE_TAG") || nccl_rules_from_environment();
+}
+
+bool nccl_rules_from_environment() { return environment_flag("DUALPIPE_NCCL_RULES"); }
 
 struct ProcessGroupCommunicator::Impl {
   c10::intrusive_ptr<c10d::ProcessGroup> group;

@@ -26,11 +26,15 @@ DeviceChoice choose_device(const TrainConfig& c) {
     const auto gpus = torch::cuda::device_count();
     DUALPIPE_REQUIRE(gpus > 0, "--device cuda needs a CUDA GPU, and this machine has none (LibTorch sees ", gpus,
                      " CUDA devices): use --device cpu");
-    // NCCL process groups are made (comm::make_process_group) but the trainer's mesh is built over Gloo so far:
-    // refused rather than silently run over Gloo (docs/gpu.md).
-    DUALPIPE_REQUIRE(choice.backend != comm::BackendKind::nccl,
-                     "--device cuda over --backend nccl (the default for CUDA stages): the trainer's groups are Gloo "
-                     "groups so far, CUDA tensors passing through host memory; add --backend gloo");
+    // NCCL refuses two ranks of a group on one GPU ("Duplicate GPU detected"), and would say so only once every
+    // rank has started. The launcher tells each rank, and the check before them, how many ranks this machine runs.
+    if (choice.backend == comm::BackendKind::nccl) {
+      const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      const long local_ranks = local ? std::strtol(local, nullptr, 10) : 1;
+      DUALPIPE_REQUIRE(local_ranks <= gpus, "--backend nccl (the default for --device cuda) needs a GPU for every "
+                       "rank: this machine runs ", local_ranks, " ranks and has ", gpus,
+                       " GPUs, and NCCL refuses two ranks on one GPU (use --backend gloo to share GPUs)");
+    }
   }
   return choice;
 }

@@ -18,7 +18,8 @@ struct DeviceChoice {
 DeviceChoice choose_device(const TrainConfig& config);
 
 // This process's stage device: the CPU, or GPU LOCAL_RANK modulo the GPUs this machine has (ranks share GPUs
-// round-robin over Gloo; NCCL needs a GPU of its own for every rank, which choose_device checks).
+// round-robin over Gloo; NCCL needs a GPU of its own for every rank, which choose_device checks against
+// LOCAL_WORLD_SIZE).
 c10::Device stage_device(const DeviceChoice& choice);
 
 }  // namespace dualpipe::train

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
+#include <numeric>
 
 #include "checkpoint_io.h"
 #include "correctness_checks.h"
@@ -15,6 +17,7 @@
 #include "device_choice.h"
 #include "expert_timeline.h"
 #include "optimizer_sharding.h"
+#include "pipeline_channels.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/parallel/process_groups.h"
@@ -430,9 +433,15 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
                    const parallel::MeshGroups& groups, const std::map<int, parallel::StageCopyGroups>& stage_copies,
                    const TrainHooks& hooks) {
   at::set_num_threads(1);
-  comm::ProcessGroupCommunicatorOptions pipeline_options;
-  pipeline_options.timeout = config.timeout();
-  auto pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
+  std::shared_ptr<comm::Communicator> pipeline;
+  if (groups.pipeline_channels) {
+    pipeline = connect_pipeline_channels(groups.pipeline_channels, plan.schedule, stage_device(choose_device(config)),
+                                         config.timeout());
+  } else {
+    comm::ProcessGroupCommunicatorOptions pipeline_options;
+    pipeline_options.timeout = config.timeout();
+    pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
+  }
   std::shared_ptr<parallel::ExpertCommunication> experts;
   std::shared_ptr<ExpertTimeline> timeline;
   if (config.ep > 1) {
@@ -469,7 +478,7 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
 
 void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
   RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
-  choose_device(config);  // before the rendezvous too
+  const DeviceChoice choice = choose_device(config);  // before the rendezvous too
   const auto timeout = config.timeout();
   comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
   world_options.timeout = timeout;
@@ -484,15 +493,34 @@ void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
                      ": start one process per pipeline rank of every replica");
   }
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
-  if (config.dp == 1) return run_on_pipeline(config, std::move(plan), world, hooks);
+  const bool channels = uses_pipeline_channels(choice);
+  if (config.dp == 1 && !channels) return run_on_pipeline(config, std::move(plan), world, hooks);
+  parallel::GroupOptions options;
+  options.timeout = timeout;
+  options.interface = world->interface();
+  options.backend = choice.backend;
+  const c10::Device device = stage_device(choice);
+  options.cuda_device = device.is_cuda() ? device.index() : 0;
+  options.pipeline_channels = channels;
+  if (channels && world->rank() == 0)
+    std::cout << "dualpipe train: the pipeline's messages on two directional channels over "
+              << (choice.backend == comm::BackendKind::nccl ? "NCCL"
+                                                            : "Gloo under NCCL's rules (DUALPIPE_NCCL_RULES=1: "
+                                                              "every message on tag 0)")
+              << std::endl;
+  if (config.dp == 1) {
+    std::vector<int> ranks(static_cast<std::size_t>(config.ranks));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    const auto pipeline = parallel::make_pipeline_channels(world->store(), ranks, world->rank(), options);
+    return run_on_pipeline(config, plan, connect_pipeline_channels(pipeline, plan.schedule, device, timeout), hooks);
+  }
   const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
-  const parallel::MeshGroups groups =
-      parallel::make_gloo_mesh_groups(world->store(), mesh, world->rank(), timeout, world->interface());
+  const parallel::MeshGroups groups = parallel::make_mesh_groups(world->store(), mesh, world->rank(), options);
   std::vector<std::vector<int>> pipeline_ranks_of_stage;
   for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
     pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
-  const auto copies = parallel::make_gloo_stage_copy_groups(world->store(), mesh, world->rank(),
-                                                           pipeline_ranks_of_stage, timeout, world->interface());
+  const auto copies =
+      parallel::make_stage_copy_groups(world->store(), mesh, world->rank(), pipeline_ranks_of_stage, options);
   run_on_groups(config, std::move(plan), world, groups, copies, hooks);
 }
 

@@ -1,6 +1,8 @@
-// Order-only communication: with DUALPIPE_SINGLE_TAG=1 every message of every channel travels with tag 0, so a
-// receive matches the next message from its source, by order alone, as NCCL matches them (docs/runtime.md,
-// "Communication"). `dualpipe train` must then train bit for bit as in the normal, tagged mode: every schedule
+// NCCL's rules on Gloo: with DUALPIPE_NCCL_RULES=1 every message of every channel travels with tag 0, so a
+// receive matches the next message from its source, by order alone, as NCCL matches them, and the pipeline's
+// messages go over the two directional channels the trainer makes for NCCL (comm/directional_communicator.h,
+// docs/runtime.md, "Communication"). `dualpipe train` must then train bit for bit as in the normal, tagged mode
+// over one pipeline group: every schedule
 // kind in each layout of the trainer, PP 2, PP 2 x DP 2, and PP 2 x DP 2 x EP 2 with 4 experts (4 processes).
 // Two steps cover each sort of message a run sends: the pipeline's in training and in the evaluations before the
 // first step and after the last (forward-only), step 1's check against a single-process reference, the replicas'
@@ -46,17 +48,21 @@ std::string hex(const nlohmann::json& value) {
 
 class OrderOnly : public Train, public ::testing::WithParamInterface<OrderOnlyCase> {
  protected:
-  // Runs the job, DUALPIPE_SINGLE_TAG=1 or not, and returns its metrics file.
-  MetricsFile train(bool single_tag) {
+  // Runs the job, DUALPIPE_NCCL_RULES=1 or not, and returns its metrics file.
+  MetricsFile train(bool nccl_rules) {
     const OrderOnlyCase& c = GetParam();
-    const std::string metrics = path(single_tag ? "one-tag.jsonl" : "tagged.jsonl");
+    const std::string metrics = path(nccl_rules ? "nccl-rules.jsonl" : "tagged.jsonl");
     // --timeout 30: a message matched to the wrong receive that leaves a rank waiting ends the run with an error
     // naming the rank, well within the command's limit.
     const std::string job = kSmall + "--steps 2 --eval-every 0 --sample-tokens 0 -m 4 --timeout 30 --schedule " +
                             c.kind + " " + layout_options(c.layout) + " --metrics " + metrics;
-    const std::string env = single_tag ? "env DUALPIPE_SINGLE_TAG=1 " : "env -u DUALPIPE_SINGLE_TAG ";
+    const std::string env = nccl_rules ? "env -u DUALPIPE_SINGLE_TAG DUALPIPE_NCCL_RULES=1 "
+                                       : "env -u DUALPIPE_SINGLE_TAG -u DUALPIPE_NCCL_RULES ";
     const CommandResult run = run_command(env + "timeout -k 5 120 " + DUALPIPE_BIN + " " + job);
-    EXPECT_EQ(run.status, 0) << (single_tag ? "single tag: " : "tagged: ") << job << "\n" << run.out;
+    EXPECT_EQ(run.status, 0) << (nccl_rules ? "NCCL's rules: " : "tagged: ") << job << "\n" << run.out;
+    EXPECT_EQ(contains(run.out, "the pipeline's messages on two directional channels over Gloo under NCCL's rules"),
+              nccl_rules)
+        << run.out;
     EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
     if (c.layout != "PP") {
       EXPECT_TRUE(contains(run.out, "data-parallel replicas identical: all ")) << run.out;
@@ -72,7 +78,7 @@ TEST_P(OrderOnly, TrainsBitForBitAsWithTags) {
   const OrderOnlyCase& c = GetParam();
   const MetricsFile tagged = train(false);
   if (HasFailure()) return;
-  const MetricsFile one_tag = train(true);
+  const MetricsFile nccl_rules = train(true);
   if (HasFailure()) return;
 
   // The layout is the one named: D replicas, and with EP the experts' records.
@@ -80,8 +86,8 @@ TEST_P(OrderOnly, TrainsBitForBitAsWithTags) {
   ASSERT_EQ(tagged.config["ranks"], 2);
   ASSERT_EQ(tagged.steps.size(), 2u);
   ASSERT_EQ(tagged.evals.size(), 2u);
-  ASSERT_EQ(one_tag.steps.size(), tagged.steps.size());
-  ASSERT_EQ(one_tag.evals.size(), tagged.evals.size());
+  ASSERT_EQ(nccl_rules.steps.size(), tagged.steps.size());
+  ASSERT_EQ(nccl_rules.evals.size(), tagged.evals.size());
   if (c.layout == "PP_DP_EP") {
     EXPECT_TRUE(tagged.steps[0].contains("moe_dropped"));
     EXPECT_TRUE(tagged.steps[0].contains("all_to_all_ms"));  // recorded only with EP > 1
@@ -89,16 +95,16 @@ TEST_P(OrderOnly, TrainsBitForBitAsWithTags) {
 
   for (std::size_t i = 0; i < tagged.steps.size(); ++i)
     for (const std::string& field : kStepFields) {
-      EXPECT_EQ(one_tag.steps[i].contains(field), tagged.steps[i].contains(field)) << field;
+      EXPECT_EQ(nccl_rules.steps[i].contains(field), tagged.steps[i].contains(field)) << field;
       if (!tagged.steps[i].contains(field)) continue;
-      EXPECT_EQ(one_tag.steps[i][field], tagged.steps[i][field])
-          << "step " << i + 1 << " " << field << ": " << hex(one_tag.steps[i][field]) << " with one tag, "
+      EXPECT_EQ(nccl_rules.steps[i][field], tagged.steps[i][field])
+          << "step " << i + 1 << " " << field << ": " << hex(nccl_rules.steps[i][field]) << " under NCCL's rules, "
           << hex(tagged.steps[i][field]) << " tagged";
     }
   for (std::size_t i = 0; i < tagged.evals.size(); ++i)
-    EXPECT_EQ(one_tag.evals[i]["val_loss"], tagged.evals[i]["val_loss"])
-        << "evaluation at step " << tagged.evals[i]["step"] << ": " << hex(one_tag.evals[i]["val_loss"])
-        << " with one tag, " << hex(tagged.evals[i]["val_loss"]) << " tagged";
+    EXPECT_EQ(nccl_rules.evals[i]["val_loss"], tagged.evals[i]["val_loss"])
+        << "evaluation at step " << tagged.evals[i]["step"] << ": " << hex(nccl_rules.evals[i]["val_loss"])
+        << " under NCCL's rules, " << hex(tagged.evals[i]["val_loss"]) << " tagged";
 }
 
 std::vector<OrderOnlyCase> all_cases() {

@@ -232,6 +232,14 @@ def check_errors(port):
             x, num_chunks=2, criterion=lambda y, t: (y - t) ** 2, labels=(x,)), ValueError, "shape [2, 2, 8]",
             "one-element")
         expect_error("no criterion", lambda: model.step(x, num_chunks=2, labels=(x,)), ValueError, "criterion")
+        # An NCCL group (none can be made without GPUs: the backend's name is what is checked, so it is faked).
+        real_get_backend = dualpipe.deepseek.dist.get_backend
+        dualpipe.deepseek.dist.get_backend = lambda group=None: "nccl"
+        try:
+            expect_error("NCCL group", lambda: dualpipe.DualPipeV((stage, stage)), ValueError, "backend 'nccl'",
+                         "Gloo group")
+        finally:
+            dualpipe.deepseek.dist.get_backend = real_get_backend
         # After the errors, a step still works.
         loss, _ = model.step(x, num_chunks=2, criterion=criterion, labels=(x,))
         check(loss.shape == (2,), f"loss of shape {tuple(loss.shape)} after the errors")

@@ -38,12 +38,12 @@ def test_region_times_match_the_programs_own_clock(dualpipe, traced, rank):
         assert regions[name]["count"] == len(times)
         # The program timed each occurrence inside its region: each is at least as long, longer by the region's
         # opening and closing (about 0.2 ms here). On this busy machine a preemption at a region's edge adds a
-        # scheduler tick (4 ms) now and then, so a few occurrences may be further off.
+        # scheduler tick (4 ms) or more now and then (32 ms once, with two cores shared by three processes), so a
+        # few occurrences may be further off, by an amount no bound can fix.
         extra = [region - own for region, own in zip(regions[name]["durations"], times)]
         assert min(extra) >= 0, name
         close = [e <= 0.1 * own + 500 for e, own in zip(extra, times)]
         assert sum(close) >= 0.75 * len(times), (name, extra)
-        assert max(extra) <= 20000, (name, extra)
         assert regions[name]["median_duration"] == statistics.median(regions[name]["durations"])
     # The --cost string is those medians: F, and B = I + W from the split backward.
     costs = {key: float(value) for key, value in (item.split("=") for item in report["costs_text"].split(","))}

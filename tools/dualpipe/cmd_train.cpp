@@ -77,8 +77,9 @@ std::string worker_executable(const std::string& self) {
 }
 
 // `worker --check OPTIONS`: the options and the files checked once, with one clear error, before any rank
-// starts. Its exit status 2 (bad input) becomes ours.
-void check_options(const std::string& worker, const train::TrainConfig& options) {
+// starts, with this machine's count of ranks in LOCAL_WORLD_SIZE as the ranks will have it (NCCL needs a GPU for
+// each). Its exit status 2 (bad input) becomes ours.
+void check_options(const std::string& worker, const train::TrainConfig& options, int local_ranks) {
   std::vector<std::string> args = {worker, "--check"};
   for (std::string& a : train_arguments(options)) args.push_back(std::move(a));
   std::vector<char*> argv;
@@ -92,6 +93,7 @@ void check_options(const std::string& worker, const train::TrainConfig& options)
     // The check dies with us: a `kill` of dualpipe train during the check leaves no worker behind.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);  // we died before prctl took effect
+    setenv("LOCAL_WORLD_SIZE", std::to_string(local_ranks).c_str(), 1);
     execv(worker.c_str(), argv.data());
     _exit(127);
   }
@@ -109,13 +111,15 @@ void run(TrainCommand c) {
   const std::string worker = worker_executable(self);
   std::vector<std::string> args;
   if (!c.worker) {
-    check_options(worker, c.options);
+    const int world_size = c.options.ranks * c.options.dp;
+    check_options(worker, c.options,
+                  launch::layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node).local_ranks());
     // Refused here, with exit 2, when another job holds the directory; world rank 0 (on node 0) takes the lock
     // for the job's life. Other nodes would only find their own job's lock.
     if (c.node_rank == 0 && !c.options.checkpoint_dir.empty()) {
       const DirectoryLock probe(c.options.checkpoint_dir, "--checkpoint-dir", "dualpipe train (checking the options)");
     }
-    args = launch_arguments(c, c.options.ranks * c.options.dp);
+    args = launch_arguments(c, world_size);
     if (c.max_restarts > 0 && c.options.checkpoint_dir.empty())
       std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
                    "step 1\n";

@@ -24,10 +24,16 @@ struct ProcessGroupSpec {
   std::string interface;
   // NCCL: the CUDA device of this rank (one GPU per rank; NCCL refuses two ranks on one device).
   int cuda_device = 0;
+  // NCCL: make the communicator now, on cuda_device, for the whole group (collectives). False: NCCL makes one
+  // communicator per pair of ranks at their first send or receive, each with its own stream, so that the two
+  // directions of pipeline_channels (directional_communicator.h) never wait on each other. PyTorch runs every
+  // point-to-point operation of an eagerly made group on the group's one communicator, in issue order.
+  bool bind_device = true;
 };
 
-// The group of `size` ranks that rendezvous through `store`, as `rank`. Throws dualpipe::Error when the
-// backend is not in this LibTorch.
+// The group of `size` ranks that rendezvous through `store`, as `rank`. An NCCL group carries CUDA tensors over
+// NCCL and CPU tensors (the runtime's small control messages) over Gloo, as torch.distributed's "cpu:gloo,cuda:nccl".
+// Throws dualpipe::Error when the backend is not in this LibTorch.
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                          int size, const ProcessGroupSpec& spec);
 

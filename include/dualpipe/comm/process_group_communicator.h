@@ -25,10 +25,15 @@ namespace internal {
 class PeerMonitor;
 }
 
-// True when DUALPIPE_SINGLE_TAG=1 is set: the default of the test mode below, so that the variable puts every
-// communicator of the process in it, those over sub-groups included (a training job's pipeline group as well as
-// its world). A program that sets `single_tag` itself overrides it.
+// True when DUALPIPE_SINGLE_TAG=1 or DUALPIPE_NCCL_RULES=1 is set: the default of the test mode below, so that the
+// variable puts every communicator of the process in it, those over sub-groups included (a training job's pipeline
+// group as well as its world). A program that sets `single_tag` itself overrides it.
 bool single_tag_from_environment();
+
+// True when DUALPIPE_NCCL_RULES=1 is set: NCCL's rules on Gloo, for tests. Every message on tag 0 (matched by order
+// alone), and `dualpipe train` sends its pipeline's messages over the two directional channels it makes for NCCL
+// (directional_communicator.h).
+bool nccl_rules_from_environment();
 
 struct ProcessGroupCommunicatorOptions {
   // Wait limit for sends, receives and barriers.

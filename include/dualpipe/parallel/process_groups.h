@@ -11,9 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/parallel/mesh.h"
 
 namespace dualpipe::parallel {
+
+// The pipeline's messages by direction (comm/directional_communicator.h), over the pipeline group's ranks: what
+// NCCL needs, and the Gloo test mode of NCCL's rules (DUALPIPE_NCCL_RULES=1).
+struct PipelineChannels {
+  c10::intrusive_ptr<c10d::ProcessGroup> upward;    // to higher pipeline ranks
+  c10::intrusive_ptr<c10d::ProcessGroup> downward;  // to lower ones
+  explicit operator bool() const { return upward && downward; }
+};
 
 struct MeshGroups {
   // Each group's ranks are the group's own: the pipeline rank p, the replica d, the expert rank.
@@ -25,13 +34,34 @@ struct MeshGroups {
   c10::intrusive_ptr<c10d::ProcessGroup> expert_backward;
   // The ranks holding this rank's experts in the other EP groups (mesh.h): they all-reduce expert gradients.
   c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel;
+  // Optional. When set, the trainer sends the pipeline's messages over them instead of `pipeline`.
+  PipelineChannels pipeline_channels;
 };
 
-// Makes `rank`'s three groups as Gloo groups over `store` (each under its own key prefix, so the world's keys and
-// other groups' never mix), every rank of the world calling it at the same time. `interface`: the network
-// interface for Gloo (empty: the host name's address); GlooCommunicator::interface() gives the world's.
+// How the groups are made: the backend (comm/backend.h), and for Gloo the network interface (empty: the host
+// name's address); GlooCommunicator::interface() gives the world's.
+struct GroupOptions {
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  std::string interface;
+  comm::BackendKind backend = comm::BackendKind::gloo;
+  int cuda_device = 0;  // NCCL: this rank's GPU
+  // Make MeshGroups::pipeline_channels too (always with NCCL).
+  bool pipeline_channels = false;
+};
+
+// Makes `rank`'s groups over `store` (each under its own key prefix, so the world's keys and other groups' never
+// mix), every rank of the world calling it at the same time.
+MeshGroups make_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const ProcessMesh& mesh, int rank,
+                            const GroupOptions& options);
+
+// The same, as Gloo groups.
 MeshGroups make_gloo_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const ProcessMesh& mesh, int rank,
                                  std::chrono::milliseconds timeout, const std::string& interface);
+
+// The two channels of the pipeline of `ranks` (world ranks, this rank among them), every member calling it at the
+// same time. With NCCL, their communicators are made per pair at first use (DirectionalCommunicator::connect).
+PipelineChannels make_pipeline_channels(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                        int rank, const GroupOptions& options);
 
 // The groups that reduce one stage's gradients when its copies sit on several pipeline ranks (DualPipe and Chimera
 // keep stage s on p and P-1-p): every holder of the stage in every replica, so that one all-reduce sums the copies
@@ -45,10 +75,9 @@ struct StageCopyGroups {
 // the groups of each stage `rank` holds on more than one pipeline rank, keyed by stage, every rank of the world
 // calling it at the same time. A group's members hold the same stages, so they make their groups in the same
 // (stage) order.
-std::map<int, StageCopyGroups> make_gloo_stage_copy_groups(const c10::intrusive_ptr<c10d::Store>& store,
-                                                           const ProcessMesh& mesh, int rank,
-                                                           const std::vector<std::vector<int>>& pipeline_ranks_of_stage,
-                                                           std::chrono::milliseconds timeout,
-                                                           const std::string& interface);
+std::map<int, StageCopyGroups> make_stage_copy_groups(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const ProcessMesh& mesh, int rank,
+                                                      const std::vector<std::vector<int>>& pipeline_ranks_of_stage,
+                                                      const GroupOptions& options);
 
 }  // namespace dualpipe::parallel

@@ -35,7 +35,7 @@ void run_training_rank(const TrainConfig& config, const TrainHooks& hooks = {});
 // and the last barrier go over it), `groups` this rank's groups of a config.ranks x config.dp mesh with expert
 // groups of config.ep (parallel/process_groups.h: each group's ranks are its own, the data-parallel rank is the
 // replica, which picks the slice of the global batch). `stage_copies`, for DualPipe and Chimera: the groups that
-// sum a stage's two copies with its replicas (make_gloo_stage_copy_groups); without them the copies are summed
+// sum a stage's two copies with its replicas (make_stage_copy_groups); without them the copies are summed
 // after the step by a point-to-point exchange. Throws InvalidArgument when a group's size does not fit the config.
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> world,
                        const parallel::MeshGroups& groups,
