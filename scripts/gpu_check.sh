@@ -86,6 +86,10 @@ run() {
   echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL with more ranks than GPUs"
   "$bin/dualpipe" train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   "$bin/dualpipe" train --device cuda --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
+  echo "== --device cuda over NCCL (the default) on one rank: the NCCL groups and the two channels are made, and"
+  echo "   train on the GPU; nothing crosses between ranks (NCCL refuses two ranks on one GPU)"
+  "$bin/dualpipe" train --device cuda --schedule 1f1b --ranks 1 --steps 4 --layers 4 --hidden 64 --heads 4 \
+    --seq-len 32 --data docs --trace '' --sample-tokens 0 | grep -E 'channels|^\[rank 0\] +[0-4] |mean step' || failed=1
   python_on_gpu "$python" "$jobs" || failed=1
   (( failed == 0 )) && echo "gpu_check.sh: PASS" || { echo "gpu_check.sh: FAIL" >&2; exit 1; }
 }
