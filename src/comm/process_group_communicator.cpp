@@ -294,7 +294,11 @@ void ProcessGroupCommunicator::barrier() {
   PeerMonitor* monitor = impl_->monitor.get();
   c10::intrusive_ptr<c10d::Work> work;
   try {
-    work = impl_->group->barrier();
+    // On the CPU: over Gloo in every group, those of NCCL included (backend.h), so that NCCL never guesses a
+    // device for it.
+    c10d::BarrierOptions options;
+    options.device = at::Device(at::kCPU);
+    work = impl_->group->barrier(options);
   } catch (const std::exception& e) {
     throw wait_error(monitor, rank(), "barrier", -1, limit, e.what());
   }

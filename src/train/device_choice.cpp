@@ -23,7 +23,7 @@ DeviceChoice choose_device(const TrainConfig& c) {
   DUALPIPE_REQUIRE(!(choice.backend == comm::BackendKind::nccl && !comm::nccl_compiled_in()),
                    "--backend nccl: this LibTorch was built without NCCL (use --backend gloo)");
   if (choice.cuda) {
-    const auto gpus = torch::cuda::device_count();
+    const int gpus = static_cast<int>(torch::cuda::device_count());  // a DeviceIndex would print as a character
     DUALPIPE_REQUIRE(gpus > 0, "--device cuda needs a CUDA GPU, and this machine has none (LibTorch sees ", gpus,
                      " CUDA devices): use --device cpu");
     // NCCL refuses two ranks of a group on one GPU ("Duplicate GPU detected"), and would say so only once every
