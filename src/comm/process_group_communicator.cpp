@@ -141,6 +141,11 @@ class TransferWork : public Work {
   std::string error_;
 };
 
+bool environment_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::string(value) == "1";
+}
+
 // Waits, in posting order, on the sends to one destination (they complete in that order).
 class SendWatcher {
  public:
@@ -192,13 +197,6 @@ class SendWatcher {
   std::thread thread_;
 };
 
-}  // namespace
-
-namespace {
-bool environment_flag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && std::string(value) == "1";
-}
 }  // namespace
 
 bool single_tag_from_environment() {

@@ -8,16 +8,14 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <iostream>
-#include <numeric>
 
 #include "checkpoint_io.h"
 #include "correctness_checks.h"
 #include "data_parallel.h"
 #include "device_choice.h"
 #include "expert_timeline.h"
+#include "job_groups.h"
 #include "optimizer_sharding.h"
-#include "pipeline_channels.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/parallel/process_groups.h"
@@ -493,35 +491,9 @@ void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
                      ": start one process per pipeline rank of every replica");
   }
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
-  const bool channels = uses_pipeline_channels(choice);
-  if (config.dp == 1 && !channels) return run_on_pipeline(config, std::move(plan), world, hooks);
-  parallel::GroupOptions options;
-  options.timeout = timeout;
-  options.interface = world->interface();
-  options.backend = choice.backend;
-  const c10::Device device = stage_device(choice);
-  options.cuda_device = device.is_cuda() ? device.index() : 0;
-  options.pipeline_channels = channels;
-  if (channels && world->rank() == 0)
-    std::cout << "dualpipe train: the pipeline's messages on two directional channels over "
-              << (choice.backend == comm::BackendKind::nccl ? "NCCL"
-                                                            : "Gloo under NCCL's rules (DUALPIPE_NCCL_RULES=1: "
-                                                              "every message on tag 0)")
-              << std::endl;
-  if (config.dp == 1) {
-    std::vector<int> ranks(static_cast<std::size_t>(config.ranks));
-    std::iota(ranks.begin(), ranks.end(), 0);
-    const auto pipeline = parallel::make_pipeline_channels(world->store(), ranks, world->rank(), options);
-    return run_on_pipeline(config, plan, connect_pipeline_channels(pipeline, plan.schedule, device, timeout), hooks);
-  }
-  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
-  const parallel::MeshGroups groups = parallel::make_mesh_groups(world->store(), mesh, world->rank(), options);
-  std::vector<std::vector<int>> pipeline_ranks_of_stage;
-  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
-    pipeline_ranks_of_stage.push_back(plan.schedule.placement.ranks_holding(stage));
-  const auto copies =
-      parallel::make_stage_copy_groups(world->store(), mesh, world->rank(), pipeline_ranks_of_stage, options);
-  run_on_groups(config, std::move(plan), world, groups, copies, hooks);
+  const JobGroups groups = make_job_groups(config, plan.schedule, choice, *world);
+  if (config.dp > 1) return run_on_groups(config, std::move(plan), world, groups.mesh, groups.stage_copies, hooks);
+  run_on_pipeline(config, std::move(plan), groups.pipeline ? groups.pipeline : world, hooks);
 }
 
 }  // namespace dualpipe::train

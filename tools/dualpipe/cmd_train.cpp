@@ -76,6 +76,16 @@ std::string worker_executable(const std::string& self) {
   throw Error(detail::concat("cannot run '", program, "': ", std::strerror(errno)));
 }
 
+// The ranks this machine will run, as the launcher splits the world; 1 where the options cannot make a world (the
+// check then names the option, before the launcher's own error about the world).
+int local_ranks(const TrainCommand& c, int world_size) {
+  try {
+    return launch::layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node).local_ranks();
+  } catch (const InvalidArgument&) {
+    return 1;
+  }
+}
+
 // `worker --check OPTIONS`: the options and the files checked once, with one clear error, before any rank
 // starts, with this machine's count of ranks in LOCAL_WORLD_SIZE as the ranks will have it (NCCL needs a GPU for
 // each). Its exit status 2 (bad input) becomes ours.
@@ -112,8 +122,7 @@ void run(TrainCommand c) {
   std::vector<std::string> args;
   if (!c.worker) {
     const int world_size = c.options.ranks * c.options.dp;
-    check_options(worker, c.options,
-                  launch::layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node).local_ranks());
+    check_options(worker, c.options, local_ranks(c, world_size));
     // Refused here, with exit 2, when another job holds the directory; world rank 0 (on node 0) takes the lock
     // for the job's life. Other nodes would only find their own job's lock.
     if (c.node_rank == 0 && !c.options.checkpoint_dir.empty()) {

@@ -1,16 +1,20 @@
-// The pipeline communicator of a training rank over two directional channels (comm/directional_communicator.h):
-// with NCCL, and in NCCL's Gloo test mode (DUALPIPE_NCCL_RULES=1).
+// The c10d groups of a training job, made by every rank of its world: the process mesh's groups for --dp above 1,
+// and with NCCL, or in NCCL's Gloo test mode (DUALPIPE_NCCL_RULES=1), the pipeline's two directional channels
+// (comm/directional_communicator.h).
 #pragma once
 
 #include <c10/core/Device.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "device_choice.h"
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/parallel/process_groups.h"
+#include "dualpipe/train/train_config.h"
 #include "dualpipe/schedule/schedule.h"
 
 namespace dualpipe::train {
@@ -26,5 +30,17 @@ std::vector<int> tensor_peers(const Schedule& schedule, int pipeline_rank);
 std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::PipelineChannels& channels,
                                                              const Schedule& schedule, c10::Device device,
                                                              std::chrono::milliseconds timeout);
+
+struct JobGroups {
+  // The pipeline's communicator for --dp 1 over the channels; null for --dp 1 without them (the world is the
+  // pipeline) and for --dp above 1 (the mesh's groups hold the pipeline).
+  std::shared_ptr<comm::Communicator> pipeline;
+  parallel::MeshGroups mesh;  // --dp above 1
+  std::map<int, parallel::StageCopyGroups> stage_copies;
+};
+
+// Made over `world`'s store, every rank of the world calling it at the same time.
+JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, const DeviceChoice& choice,
+                          comm::GlooCommunicator& world);
 
 }  // namespace dualpipe::train

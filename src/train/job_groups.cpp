@@ -1,0 +1,81 @@
+#include "job_groups.h"
+
+#include <algorithm>
+#include <iostream>
+#include <numeric>
+#include <set>
+
+#include "dualpipe/comm/directional_communicator.h"
+#include "dualpipe/comm/process_group_communicator.h"
+
+namespace dualpipe::train {
+
+bool uses_pipeline_channels(const DeviceChoice& choice) {
+  return choice.backend == comm::BackendKind::nccl || comm::nccl_rules_from_environment();
+}
+
+std::vector<int> tensor_peers(const Schedule& schedule, int pipeline_rank) {
+  std::set<int> peers;
+  for (int stage = 0; stage < schedule.num_stages; ++stage) {
+    const std::vector<int> holders = schedule.placement.ranks_holding(stage);
+    if (std::find(holders.begin(), holders.end(), pipeline_rank) == holders.end()) continue;
+    peers.insert(holders.begin(), holders.end());
+    for (int m = 0; m < schedule.num_microbatches; ++m) {
+      if (schedule.placement.rank(stage, m) != pipeline_rank) continue;
+      if (stage > 0) peers.insert(schedule.placement.rank(stage - 1, m));
+      if (stage + 1 < schedule.num_stages) peers.insert(schedule.placement.rank(stage + 1, m));
+    }
+  }
+  peers.erase(pipeline_rank);
+  return {peers.begin(), peers.end()};
+}
+
+std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::PipelineChannels& channels,
+                                                             const Schedule& schedule, c10::Device device,
+                                                             std::chrono::milliseconds timeout) {
+  comm::ProcessGroupCommunicatorOptions options;
+  options.timeout = timeout;
+  auto pipeline = std::make_shared<comm::DirectionalCommunicator>(
+      std::make_shared<comm::ProcessGroupCommunicator>(channels.upward, options),
+      std::make_shared<comm::ProcessGroupCommunicator>(channels.downward, options));
+  pipeline->connect(tensor_peers(schedule, pipeline->rank()), at::TensorOptions().device(device));
+  return pipeline;
+}
+
+JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, const DeviceChoice& choice,
+                          comm::GlooCommunicator& world) {
+  JobGroups groups;
+  const bool channels = uses_pipeline_channels(choice);
+  if (config.dp == 1 && !channels) return groups;
+  parallel::GroupOptions options;
+  options.timeout = config.timeout();
+  options.interface = world.interface();
+  options.backend = choice.backend;
+  const c10::Device device = stage_device(choice);
+  options.cuda_device = device.is_cuda() ? device.index() : 0;
+  options.pipeline_channels = channels;
+  if (channels && world.rank() == 0)
+    std::cout << "dualpipe train: the pipeline's messages on two directional channels over "
+              << (choice.backend == comm::BackendKind::nccl ? "NCCL"
+                                                            : "Gloo under NCCL's rules (DUALPIPE_NCCL_RULES=1: "
+                                                              "every message on tag 0)")
+              << std::endl;
+  if (config.dp == 1) {
+    std::vector<int> ranks(static_cast<std::size_t>(config.ranks));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    groups.pipeline = connect_pipeline_channels(
+        parallel::make_pipeline_channels(world.store(), ranks, world.rank(), options), schedule, device,
+        options.timeout);
+    return groups;
+  }
+  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
+  groups.mesh = parallel::make_mesh_groups(world.store(), mesh, world.rank(), options);
+  std::vector<std::vector<int>> pipeline_ranks_of_stage;
+  for (int stage = 0; stage < schedule.num_stages; ++stage)
+    pipeline_ranks_of_stage.push_back(schedule.placement.ranks_holding(stage));
+  groups.stage_copies =
+      parallel::make_stage_copy_groups(world.store(), mesh, world.rank(), pipeline_ranks_of_stage, options);
+  return groups;
+}
+
+}  // namespace dualpipe::train
