@@ -13,7 +13,8 @@
 # transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, the refusals, and
 # dualpipe.DualPipe/DualPipeV from Python with the ranks sharing the GPU (built there; needs Python.h).
 # DUALPIPE_GPU_BIN=DIR skips the build and runs DIR's dualpipe, dualpipe-train-worker and test_runtime instead:
-# binaries built elsewhere against the same PyTorch release (a GPU lent for minutes).
+# binaries built elsewhere against the same PyTorch release (a GPU lent for minutes). DUALPIPE_GPU_PYTHON=0 skips
+# the Python section.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -100,6 +101,7 @@ run() {
 python_on_gpu() {
   local python=$1 jobs=$2 include
   echo "== dualpipe.DualPipe and DualPipeV on the GPU: the reference's example checks, 4 ranks sharing it over Gloo"
+  [[ ${DUALPIPE_GPU_PYTHON:-1} != 0 ]] || { echo "skipped (DUALPIPE_GPU_PYTHON=0)"; return 0; }
   include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   if [[ ! -f $include/Python.h || ! -d $deps/pybind11 ]]; then
     echo "skipped: no $include/Python.h to build the extension against, or $deps/pybind11 not prepared"
