@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "dualpipe/models/gpt_sharding.h"
 #include "dualpipe/util/error.h"
 #include "init.h"
 
@@ -36,7 +37,8 @@ int64_t GptConfig::parameter_count() const {
   return vocab * h + seq_len * h + layers * block + 2 * h + h * vocab;
 }
 
-GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts) : heads_(c.heads) {
+GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, TensorGroup tp)
+    : tp_(std::move(tp)), local_heads_(c.heads / (tp_ ? tp_->size() : 1)), head_dim_(c.hidden / c.heads) {
   const int64_t h = c.hidden;
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
   qkv = register_module("qkv", torch::nn::Linear(h, 3 * h));
@@ -58,10 +60,16 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts) :
   init_linear(fc2, residual_std, gen);
 }
 
+torch::Tensor GptBlockImpl::row_parallel(torch::nn::Linear& layer, const torch::Tensor& x) {
+  if (!tp_ || tp_->size() == 1) return layer(x);
+  return parallel::reduce_from_tensor_parallel(torch::nn::functional::linear(x, layer->weight), tp_) + layer->bias;
+}
+
 torch::Tensor GptBlockImpl::attention(const torch::Tensor& x) {
-  const int64_t rows = x.size(0), n = x.size(1), width = x.size(2), d = width / heads_;
-  auto parts = qkv(x).chunk(3, -1);
-  auto split_heads = [&](const torch::Tensor& t) { return t.reshape({rows, n, heads_, d}).transpose(1, 2); };
+  // This rank's heads (all of them without tensor parallelism).
+  const int64_t rows = x.size(0), n = x.size(1), heads = local_heads_, d = head_dim_;
+  auto parts = qkv(parallel::copy_to_tensor_parallel(x, tp_)).chunk(3, -1);
+  auto split_heads = [&](const torch::Tensor& t) { return t.reshape({rows, n, heads, d}).transpose(1, 2); };
   const torch::Tensor q = split_heads(parts[0]), k = split_heads(parts[1]), v = split_heads(parts[2]);
   // Causal: position i attends to positions <= i.
   const torch::Tensor future =
@@ -69,16 +77,18 @@ torch::Tensor GptBlockImpl::attention(const torch::Tensor& x) {
   const torch::Tensor scores =
       (torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d))).masked_fill(future, -INFINITY);
   const torch::Tensor mixed = torch::matmul(torch::softmax(scores, -1), v);
-  return proj(mixed.transpose(1, 2).reshape({rows, n, width}));
+  return row_parallel(proj, mixed.transpose(1, 2).reshape({rows, n, heads * d}));
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
   const torch::Tensor y = x + attention(ln1(x));
-  return y + (moe_ ? moe_(ln2(y)) : fc2(torch::gelu(fc1(ln2(y)))));
+  if (moe_) return y + moe_(ln2(y));
+  return y + row_parallel(fc2, torch::gelu(fc1(parallel::copy_to_tensor_parallel(ln2(y), tp_))));
 }
 
-GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts)
-    : first_(stage == 0), last_(stage == cut.num_stages() - 1) {
+GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts,
+                           TensorGroup tp)
+    : first_(stage == 0), last_(stage == cut.num_stages() - 1), tp_(std::move(tp)) {
   GptConfig c = config;
   if (!c.emulated_stages.empty()) {
     DUALPIPE_REQUIRE(static_cast<int>(c.emulated_stages.size()) == cut.num_stages(), "the emulated device has costs for ",
@@ -100,7 +110,8 @@ GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int sta
   }
   const int first_layer = cut.first_layer(stage);
   for (int i = 0; i < cut.layers_per_stage[stage]; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i, experts)));
+    blocks_.push_back(
+        register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i, experts, tp_)));
   if (last_) {
     final_norm = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})));
     // Not tied to the token embedding: that would couple the first and last stages' weights across ranks.
@@ -108,6 +119,22 @@ GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int sta
     auto gen = generator(c.seed, kHeadStream);
     head->weight.normal_(0, kInitStd, gen);
   }
+  if (!tp_ || tp_->size() == 1) return;
+  DUALPIPE_REQUIRE(c.moe.experts == 0, "tensor parallelism covers dense models, got ", c.moe.experts, " experts");
+  // Built whole from the seed above; each rank keeps its slices (gpt_sharding.h).
+  for (auto& p : named_parameters())
+    p.value().set_data(
+        tensor_shard(p.key(), p.value(), tp_->rank(), tp_->size()).clone(at::MemoryFormat::Contiguous));
+}
+
+torch::Tensor GptStageImpl::embed_tokens(const torch::Tensor& ids) {
+  if (!tp_ || tp_->size() == 1) return tokens(ids);
+  // Ids outside this rank's slice look up row 0 and are zeroed; the sum over the group has one row per id.
+  const int64_t rows = tokens->weight.size(0), start = tp_->rank() * rows;
+  const torch::Tensor local = ids - start;
+  const torch::Tensor elsewhere = (local < 0).logical_or(local >= rows);
+  const torch::Tensor mine = tokens(local.masked_fill(elsewhere, 0)).masked_fill(elsewhere.unsqueeze(-1), 0);
+  return parallel::reduce_from_tensor_parallel(mine, tp_);
 }
 
 runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
@@ -117,10 +144,10 @@ runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
     TORCH_CHECK(x.dim() == 2 && x.size(1) <= positions->weight.size(0), "token ids must be [rows, tokens] with at most ",
                 positions->weight.size(0), " tokens, got ", x.sizes());
     const torch::Tensor where = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
-    x = tokens(x) + positions(where);
+    x = embed_tokens(x) + positions(where);
   }
   for (auto& block : blocks_) x = block(x);
-  if (last_) x = head(final_norm(x));
+  if (last_) x = head(parallel::copy_to_tensor_parallel(final_norm(x), tp_));
   return {x};
 }
 
@@ -136,8 +163,33 @@ void GptStageImpl::reset_moe_stats() {
     if (block->moe()) block->moe()->reset_stats();
 }
 
-torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches) {
-  const torch::Tensor loss = torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+namespace {
+
+// Mean cross entropy of `logits` [N, vocab / T], rank t's slice of the vocabulary, against `targets` [N].
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                           const TensorGroup& tp) {
+  const int64_t slice = logits.size(-1), start = tp->rank() * slice;
+  // A constant shift for the exponentials: it leaves the loss and its gradient as they are.
+  const torch::Tensor max = parallel::max_over_tensor_parallel(std::get<0>(logits.detach().max(-1)), tp);
+  const torch::Tensor shifted = logits - max.unsqueeze(-1);
+  const torch::Tensor local = targets - start;
+  const torch::Tensor elsewhere = (local < 0).logical_or(local >= slice);
+  const torch::Tensor target_logit =
+      shifted.gather(-1, local.clamp(0, slice - 1).unsqueeze(-1)).squeeze(-1).masked_fill(elsewhere, 0);
+  // Each rank's part of sum(exp) and its target logit (0 where another holds the target), summed over the group;
+  // the sum's backward hands each rank the gradient of its own terms: softmax minus one-hot on its slice.
+  const torch::Tensor sums =
+      parallel::reduce_from_tensor_parallel(torch::stack({shifted.exp().sum(-1), target_logit}, -1), tp);
+  return (sums.select(-1, 0).log() - sums.select(-1, 1)).mean();
+}
+
+}  // namespace
+
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches,
+                              const TensorGroup& tp) {
+  const torch::Tensor flat_logits = logits.reshape({-1, logits.size(-1)}), flat_targets = targets.reshape({-1});
+  const torch::Tensor loss = tp && tp->size() > 1 ? vocab_parallel_cross_entropy(flat_logits, flat_targets, tp)
+                                                  : torch::cross_entropy_loss(flat_logits, flat_targets);
   return num_microbatches == 1 ? loss : loss / num_microbatches;
 }
 

@@ -10,15 +10,18 @@ constexpr int kMaxWorld = 65536;
 }
 
 std::string MeshShape::to_string() const {
-  return detail::concat("PP=", pp, " x DP=", dp, ep > 1 ? detail::concat(" (EP=", ep, ")") : std::string());
+  return detail::concat("PP=", pp, " x DP=", dp, tp > 1 ? detail::concat(" x TP=", tp) : std::string(),
+                        ep > 1 ? detail::concat(" (EP=", ep, ")") : std::string());
 }
 
 ProcessMesh::ProcessMesh(MeshShape shape) : shape_(shape) {
   DUALPIPE_REQUIRE(shape.pp >= 1, "--pp must be at least 1, got ", shape.pp);
   DUALPIPE_REQUIRE(shape.dp >= 1, "--dp must be at least 1, got ", shape.dp);
   DUALPIPE_REQUIRE(shape.ep >= 1, "--ep must be at least 1, got ", shape.ep);
-  DUALPIPE_REQUIRE(static_cast<long long>(shape.pp) * shape.dp <= kMaxWorld, "--pp ", shape.pp, " x --dp ", shape.dp,
-                   " is ", static_cast<long long>(shape.pp) * shape.dp, " ranks, above the limit of ", kMaxWorld);
+  DUALPIPE_REQUIRE(shape.tp >= 1, "--tp must be at least 1, got ", shape.tp);
+  const long long world = static_cast<long long>(shape.pp) * shape.dp * shape.tp;
+  DUALPIPE_REQUIRE(world <= kMaxWorld, "--pp ", shape.pp, " x --dp ", shape.dp, " x --tp ", shape.tp, " is ", world,
+                   " ranks, above the limit of ", kMaxWorld);
   DUALPIPE_REQUIRE(shape.dp % shape.ep == 0, "--ep ", shape.ep, " must divide --dp ", shape.dp,
                    ": expert parallelism runs across the data-parallel replicas of one stage");
 }
@@ -27,55 +30,69 @@ void ProcessMesh::check_rank(int rank) const {
   DUALPIPE_CHECK(rank >= 0 && rank < world_size(), "rank ", rank, " outside a mesh of ", world_size());
 }
 
-int ProcessMesh::rank_of(int pipeline_rank, int replica) const {
-  DUALPIPE_CHECK(pipeline_rank >= 0 && pipeline_rank < shape_.pp && replica >= 0 && replica < shape_.dp);
-  return replica * shape_.pp + pipeline_rank;
+int ProcessMesh::rank_of(int pipeline_rank, int replica, int tensor_rank) const {
+  DUALPIPE_CHECK(pipeline_rank >= 0 && pipeline_rank < shape_.pp && replica >= 0 && replica < shape_.dp &&
+                 tensor_rank >= 0 && tensor_rank < shape_.tp);
+  return (replica * shape_.pp + pipeline_rank) * shape_.tp + tensor_rank;
 }
 
 MeshCoordinates ProcessMesh::coordinates(int rank) const {
   check_rank(rank);
   MeshCoordinates c;
-  c.pipeline_rank = rank % shape_.pp;
-  c.replica = rank / shape_.pp;
+  c.tensor_rank = rank % shape_.tp;
+  const int model_rank = rank / shape_.tp;  // the rank in the mesh without tensor parallelism
+  c.pipeline_rank = model_rank % shape_.pp;
+  c.replica = model_rank / shape_.pp;
   c.expert_rank = c.replica % shape_.ep;
   return c;
 }
 
-std::vector<int> ProcessMesh::pipeline_group(int replica) const {
+std::vector<int> ProcessMesh::pipeline_group(int replica, int tensor_rank) const {
   std::vector<int> ranks;
-  for (int p = 0; p < shape_.pp; ++p) ranks.push_back(rank_of(p, replica));
+  for (int p = 0; p < shape_.pp; ++p) ranks.push_back(rank_of(p, replica, tensor_rank));
   return ranks;
 }
 
-std::vector<int> ProcessMesh::data_parallel_group(int pipeline_rank) const { return holders_group({pipeline_rank}); }
+std::vector<int> ProcessMesh::data_parallel_group(int pipeline_rank, int tensor_rank) const {
+  return holders_group({pipeline_rank}, tensor_rank);
+}
+
+std::vector<int> ProcessMesh::tensor_group(int rank) const {
+  const MeshCoordinates c = coordinates(rank);
+  std::vector<int> ranks;
+  for (int t = 0; t < shape_.tp; ++t) ranks.push_back(rank_of(c.pipeline_rank, c.replica, t));
+  return ranks;
+}
 
 std::vector<int> ProcessMesh::expert_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
   std::vector<int> ranks;
   const int first = c.replica - c.expert_rank;
-  for (int d = first; d < first + shape_.ep; ++d) ranks.push_back(rank_of(c.pipeline_rank, d));
+  for (int d = first; d < first + shape_.ep; ++d) ranks.push_back(rank_of(c.pipeline_rank, d, c.tensor_rank));
   return ranks;
 }
 
 std::vector<int> ProcessMesh::expert_data_parallel_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
-  return expert_holders_group({c.pipeline_rank}, c.expert_rank);
+  return expert_holders_group({c.pipeline_rank}, c.expert_rank, c.tensor_rank);
 }
 
-std::vector<int> ProcessMesh::holders_group(const std::vector<int>& pipeline_ranks) const {
-  return holders(pipeline_ranks, 0, 1);
+std::vector<int> ProcessMesh::holders_group(const std::vector<int>& pipeline_ranks, int tensor_rank) const {
+  return holders(pipeline_ranks, 0, 1, tensor_rank);
 }
 
-std::vector<int> ProcessMesh::expert_holders_group(const std::vector<int>& pipeline_ranks, int expert_rank) const {
+std::vector<int> ProcessMesh::expert_holders_group(const std::vector<int>& pipeline_ranks, int expert_rank,
+                                                   int tensor_rank) const {
   DUALPIPE_CHECK(expert_rank >= 0 && expert_rank < shape_.ep, "expert rank ", expert_rank, " outside an EP group of ",
                  shape_.ep);
-  return holders(pipeline_ranks, expert_rank, shape_.ep);
+  return holders(pipeline_ranks, expert_rank, shape_.ep, tensor_rank);
 }
 
-std::vector<int> ProcessMesh::holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride) const {
+std::vector<int> ProcessMesh::holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride,
+                                      int tensor_rank) const {
   std::vector<int> ranks;
   for (int d = first_replica; d < shape_.dp; d += stride)
-    for (int p : pipeline_ranks) ranks.push_back(rank_of(p, d));
+    for (int p : pipeline_ranks) ranks.push_back(rank_of(p, d, tensor_rank));
   return ranks;
 }
 

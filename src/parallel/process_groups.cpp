@@ -45,17 +45,21 @@ MeshGroups make_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const 
                             const GroupOptions& options) {
   const MeshCoordinates at = mesh.coordinates(rank);
   // The same order on every rank: a group forms once all its members reach it, and every member reaches the
-  // pipeline group first, then the DP group, then the EP groups, so no rank waits on one that waits elsewhere.
+  // pipeline group first, then the DP group, then the EP groups, then the TP group, so no rank waits on one that
+  // waits elsewhere.
   MeshGroups groups;
-  const std::vector<int> pipeline = mesh.pipeline_group(at.replica);
-  groups.pipeline = make_group(store, "pipeline", pipeline, rank, options);
-  if (options.pipeline_channels || options.backend == comm::BackendKind::nccl)
-    groups.pipeline_channels = make_pipeline_channels(store, pipeline, rank, options);
-  groups.data_parallel = make_group(store, "data_parallel", mesh.data_parallel_group(at.pipeline_rank), rank, options);
+  const std::vector<int> pipeline = mesh.pipeline_group(at.replica, at.tensor_rank);
+  const bool channels = options.pipeline_channels || options.backend == comm::BackendKind::nccl;
+  // With channels the pipeline group carries no message: unbound, NCCL never makes its communicator.
+  groups.pipeline = make_group(store, "pipeline", pipeline, rank, options, /*bind_device=*/!channels);
+  if (channels) groups.pipeline_channels = make_pipeline_channels(store, pipeline, rank, options);
+  groups.data_parallel =
+      make_group(store, "data_parallel", mesh.data_parallel_group(at.pipeline_rank, at.tensor_rank), rank, options);
   groups.expert = make_group(store, "expert", mesh.expert_group(rank), rank, options);
   groups.expert_backward = make_group(store, "expert_backward", mesh.expert_group(rank), rank, options);
   groups.expert_data_parallel =
       make_group(store, "expert_data_parallel", mesh.expert_data_parallel_group(rank), rank, options);
+  groups.tensor = make_group(store, "tensor", mesh.tensor_group(rank), rank, options);
   return groups;
 }
 
@@ -78,10 +82,10 @@ std::map<int, StageCopyGroups> make_stage_copy_groups(const c10::intrusive_ptr<c
     if (holders.size() < 2 || std::find(holders.begin(), holders.end(), at.pipeline_rank) == holders.end()) continue;
     const std::string kind = detail::concat("stage_copies/", stage);
     StageCopyGroups& g = groups[stage];
-    g.dense = make_group(store, kind, mesh.holders_group(holders), rank, options);
+    g.dense = make_group(store, kind, mesh.holders_group(holders, at.tensor_rank), rank, options);
     if (mesh.shape().ep > 1)
-      g.experts = make_group(store, kind + "/experts", mesh.expert_holders_group(holders, at.expert_rank), rank,
-                             options);
+      g.experts = make_group(store, kind + "/experts",
+                             mesh.expert_holders_group(holders, at.expert_rank, at.tensor_rank), rank, options);
   }
   return groups;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dualpipe/comm/channels.h"
+#include "dualpipe/models/gpt_sharding.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
@@ -24,7 +25,7 @@ constexpr int kReplicaCheckTag = comm::tag(comm::Channel::ReplicaCheck);
 ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<torch::Tensor>& inputs,
                                        const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
                                        const runtime::StepResult& result, const std::map<int, StageState>& stages,
-                                       bool experts_sharded) {
+                                       bool experts_sharded, const models::TensorGroup& tp) {
   // The whole model, fresh from the seed: the weights the pipeline started the step with, on the stages' device (the
   // same kernels, so the same bits).
   const c10::Device device = stages.begin()->second.module->parameters().front().device();
@@ -45,13 +46,21 @@ ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<to
 
   ReferenceCheck check;
   const int rank = executor.pipeline_rank();
+  const int tp_rank = tp ? tp->rank() : 0, tp_size = tp ? tp->size() : 1;
   for (int m : executor.loss_microbatches()) {
     ++check.losses_compared;
-    if (!result.losses[m].defined() || !torch::equal(result.losses[m], losses[m]))
+    const bool same = result.losses[m].defined() &&
+                      (tp_size == 1 ? torch::equal(result.losses[m], losses[m])
+                                    : std::abs(result.losses[m].item<double>() / losses[m].item<double>() - 1) <=
+                                          kMaxTensorParallelLossError);
+    if (!same)
       check.problems.push_back(detail::concat(
           "rank ", rank, ": loss of micro-batch ", m, " is ",
           result.losses[m].defined() ? std::to_string(result.losses[m].item<double>()) : "missing",
-          ", the single-process reference has ", losses[m].item<double>(), " (they must be bit-identical)"));
+          ", the single-process reference has ", losses[m].item<double>(),
+          tp_size == 1 ? " (they must be bit-identical)"
+                       : detail::concat(" (tensor parallelism: they must agree to a relative ",
+                                        kMaxTensorParallelLossError, ")")));
   }
   for (const auto& [s, stage] : stages) {
     const auto reference = model[s]->named_parameters();
@@ -62,12 +71,14 @@ ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<to
         check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(), " has no gradient"));
         continue;
       }
-      const double d = cosine_distance(p.value().grad(), reference[p.key()].grad());
+      const torch::Tensor expected = models::tensor_shard(p.key(), reference[p.key()].grad(), tp_rank, tp_size);
+      const double d = cosine_distance(p.value().grad(), expected);
       check.worst_cosine_distance = std::max(check.worst_cosine_distance, d);
-      if (!(d <= kMaxGradientCosineDistance))
+      const double limit = tp_size == 1 ? kMaxGradientCosineDistance : kMaxTensorParallelGradientCosineDistance;
+      if (!(d <= limit))
         check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(),
                                                 " gradient differs from the single-process reference: cosine "
-                                                "distance ", d, " > ", kMaxGradientCosineDistance));
+                                                "distance ", d, " > ", limit));
     }
   }
   return check;

@@ -69,8 +69,9 @@ class DataParallel {
   }
   // Waits for every rank of the job (rank 0 hosts the rendezvous store: all leave together).
   void world_barrier() const;
-  // Every rank of the job (not null with more than one replica).
+  // Every rank of the job (given with more than one replica, or whenever the job is more than one pipeline).
   comm::Communicator& world() const { return *world_; }
+  bool has_world() const { return world_ != nullptr; }
 
  private:
   struct Bucket {

@@ -7,11 +7,34 @@
 
 #include "dualpipe/comm/directional_communicator.h"
 #include "dualpipe/comm/process_group_communicator.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 
 bool uses_pipeline_channels(const DeviceChoice& choice) {
   return choice.backend == comm::BackendKind::nccl || comm::nccl_rules_from_environment();
+}
+
+bool uses_mesh_groups(const TrainConfig& config) { return config.dp > 1 || config.tp > 1; }
+
+void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups) {
+  auto size = [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group ? group->getSize() : 0; };
+  DUALPIPE_REQUIRE(size(groups.pipeline) == config.ranks, "the pipeline group has ", size(groups.pipeline),
+                   " ranks but --pp is ", config.ranks);
+  DUALPIPE_REQUIRE(size(groups.data_parallel) == config.dp, "the data-parallel group has ", size(groups.data_parallel),
+                   " ranks but --dp is ", config.dp);
+  DUALPIPE_REQUIRE(config.tp == 1 || size(groups.tensor) == config.tp, "the tensor-parallel group has ",
+                   size(groups.tensor), " ranks but --tp is ", config.tp);
+  DUALPIPE_REQUIRE(world && world->size() == config.world_size(), "the world has ", world ? world->size() : 0,
+                   " ranks but --pp ", config.ranks, " x --dp ", config.dp, " x --tp ", config.tp, " is ",
+                   config.world_size());
+  if (config.ep > 1)
+    DUALPIPE_REQUIRE(size(groups.expert) == config.ep && size(groups.expert_backward) == config.ep &&
+                         size(groups.expert_data_parallel) == config.dp / config.ep,
+                     "the expert groups have ", size(groups.expert), " and ", size(groups.expert_backward),
+                     " ranks and the expert-data-parallel group ", size(groups.expert_data_parallel), ", but --ep ",
+                     config.ep, " of --dp ", config.dp, " needs ", config.ep, ", ", config.ep, " and ",
+                     config.dp / config.ep);
 }
 
 std::vector<int> tensor_peers(const Schedule& schedule, int pipeline_rank) {
@@ -46,7 +69,7 @@ JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, c
                           comm::GlooCommunicator& world) {
   JobGroups groups;
   const bool channels = uses_pipeline_channels(choice);
-  if (config.dp == 1 && !channels) return groups;
+  if (!uses_mesh_groups(config) && !channels) return groups;
   parallel::GroupOptions options;
   options.timeout = config.timeout();
   options.interface = world.interface();
@@ -60,7 +83,7 @@ JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, c
                                                             : "Gloo under NCCL's rules (DUALPIPE_NCCL_RULES=1: "
                                                               "every message on tag 0)")
               << std::endl;
-  if (config.dp == 1) {
+  if (!uses_mesh_groups(config)) {
     std::vector<int> ranks(static_cast<std::size_t>(config.ranks));
     std::iota(ranks.begin(), ranks.end(), 0);
     groups.pipeline = connect_pipeline_channels(
@@ -68,7 +91,7 @@ JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, c
         options.timeout);
     return groups;
   }
-  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep});
+  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep, config.tp});
   groups.mesh = parallel::make_mesh_groups(world.store(), mesh, world.rank(), options);
   std::vector<std::vector<int>> pipeline_ranks_of_stage;
   for (int stage = 0; stage < schedule.num_stages; ++stage)

@@ -1,4 +1,5 @@
-// The c10d groups of a training job, made by every rank of its world: the process mesh's groups for --dp above 1,
+// The c10d groups of a training job, made by every rank of its world: the process mesh's groups for --dp or --tp
+// above 1,
 // and with NCCL, or in NCCL's Gloo test mode (DUALPIPE_NCCL_RULES=1), the pipeline's two directional channels
 // (comm/directional_communicator.h).
 #pragma once
@@ -21,6 +22,11 @@ namespace dualpipe::train {
 
 // NCCL, or DUALPIPE_NCCL_RULES=1.
 bool uses_pipeline_channels(const DeviceChoice& choice);
+// Whether the job is more than one pipeline (--dp or --tp above 1): then the process mesh's groups hold it.
+bool uses_mesh_groups(const TrainConfig& config);
+
+// Throws InvalidArgument naming the group whose size does not fit the config, before any work.
+void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups);
 
 // The pipeline ranks that `pipeline_rank` exchanges stage tensors with: the holders of the stages next to each
 // (stage, micro-batch) it holds, and the other holders of its stages (their copies are summed by an exchange).
@@ -32,10 +38,10 @@ std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::Pi
                                                              std::chrono::milliseconds timeout);
 
 struct JobGroups {
-  // The pipeline's communicator for --dp 1 over the channels; null for --dp 1 without them (the world is the
-  // pipeline) and for --dp above 1 (the mesh's groups hold the pipeline).
+  // The pipeline's communicator for one pipeline over the channels; null for one pipeline without them (the world
+  // is the pipeline) and with the mesh's groups (they hold the pipeline).
   std::shared_ptr<comm::Communicator> pipeline;
-  parallel::MeshGroups mesh;  // --dp above 1
+  parallel::MeshGroups mesh;  // uses_mesh_groups
   std::map<int, parallel::StageCopyGroups> stage_copies;
 };
 

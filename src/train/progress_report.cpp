@@ -14,6 +14,7 @@
 #include "dualpipe/train/train_options.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/number_format.h"
+#include "correctness_checks.h"
 
 namespace dualpipe::train {
 namespace {
@@ -50,7 +51,8 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
               << m.emulated_stages.at(0).exchange_bytes << " bytes per exchange\n";
   std::cout
             << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
-            << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers; "
+            << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers"
+            << (c.tp > 1 ? ", each split over " + std::to_string(c.tp) + " tensor-parallel ranks" : "") << "; "
             << (c.dp > 1 ? std::to_string(c.dp) + " data-parallel replicas x " : "") << c.microbatches
             << " micro-batches x " << c.batch << " sequences = " << tokens << " tokens per step"
             << (c.recompute ? "; activation recomputation on" : "") << "\n"
@@ -173,9 +175,14 @@ void ProgressReport::evaluation(int step, double val_loss) {
 }
 
 void ProgressReport::reference_check(int losses, int gradients, double worst_cosine) {
-  std::printf("       step matches the single-process reference: %d losses bit-identical, %d gradients within "
-              "cosine distance 1e-13 (worst %.1e)\n",
-              losses, gradients, worst_cosine);
+  if (config_.tp > 1)
+    std::printf("       step matches the single-process reference: %d losses within a relative %.0e, %d gradient "
+                "slices within cosine distance %.0e (worst %.1e; tensor parallelism sums in another order)\n",
+                losses, kMaxTensorParallelLossError, gradients, kMaxTensorParallelGradientCosineDistance, worst_cosine);
+  else
+    std::printf("       step matches the single-process reference: %d losses bit-identical, %d gradients within "
+                "cosine distance %.0e (worst %.1e)\n",
+                losses, gradients, kMaxGradientCosineDistance, worst_cosine);
   std::fflush(stdout);
 }
 

@@ -38,6 +38,26 @@ void check_fits_in_memory(const TrainConfig& c, const models::GptConfig& model) 
 
 }  // namespace
 
+namespace {
+
+// --tp's rules: every tensor-parallel layer splits evenly, and the features it does not cover yet are refused.
+void check_tensor_parallel(const TrainConfig& c) {
+  DUALPIPE_REQUIRE(c.tp >= 1 && c.tp <= 64, "--tp must be between 1 and 64, got ", c.tp);
+  if (c.tp == 1) return;
+  DUALPIPE_REQUIRE(c.heads % c.tp == 0, "--tp ", c.tp, " must divide --heads ", c.heads,
+                   ": attention is split by heads, the same number on every tensor-parallel rank");
+  DUALPIPE_REQUIRE(c.hidden % c.tp == 0, "--tp ", c.tp, " must divide --hidden ", c.hidden,
+                   ": the MLP's 4 x hidden columns are split evenly");
+  DUALPIPE_REQUIRE(data::ByteTokenizer::kVocabSize % c.tp == 0, "--tp ", c.tp, " must divide the vocabulary of ",
+                   data::ByteTokenizer::kVocabSize, " tokens: the embedding and the head are split by vocabulary");
+  DUALPIPE_REQUIRE(c.experts == 0, "--tp ", c.tp, " with --experts ", c.experts,
+                   " is not supported yet: tensor parallelism covers dense models (MoE layers use --ep)");
+  DUALPIPE_REQUIRE(c.checkpoint_dir.empty(), "--tp ", c.tp,
+                   " with --checkpoint-dir is not supported yet: checkpoints hold whole tensors of one rank");
+}
+
+}  // namespace
+
 RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.ranks >= 1 && c.ranks <= 64, "--ranks must be between 1 and 64 local processes, got ", c.ranks);
   DUALPIPE_REQUIRE(c.microbatches >= 1 && c.microbatches <= 4096, "--microbatches must be between 1 and 4096, got ",
@@ -71,6 +91,7 @@ RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.ep >= 1 && c.dp % c.ep == 0, "--ep ", c.ep, " must divide --dp ", c.dp,
                    ": expert parallelism runs across the data-parallel replicas of a stage");
   DUALPIPE_REQUIRE(c.ep == 1 || c.experts > 0, "--ep ", c.ep, " needs an MoE model: give --experts N");
+  check_tensor_parallel(c);
   DUALPIPE_REQUIRE(c.experts <= 0 || c.experts % c.ep == 0, "--experts ", c.experts, " must be divisible by --ep ",
                    c.ep, ": each rank of an expert-parallel group holds the same number of experts");
 

@@ -19,7 +19,7 @@ constexpr uint64_t kSampleStream = 0x5A3D1E;  // the sample's random stream, apa
 }  // namespace
 
 std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, comm::Communicator& communicator,
-                        c10::Device device, std::chrono::milliseconds timeout) {
+                        c10::Device device, std::chrono::milliseconds timeout, const models::TensorGroup& tp) {
   if (c.sample_tokens == 0) return "";
   data::ByteTokenizer tokenizer;
   std::vector<int64_t> text = tokenizer.encode(c.prompt);
@@ -39,7 +39,8 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
     const runtime::StepResult result = forward_only.step(args);
     double next = 0;
     if (draws) {
-      const torch::Tensor logits = result.outputs[0][0][0][-1].to(torch::kCPU, torch::kDouble);
+      const torch::Tensor logits =
+          parallel::gather_last_dim(result.outputs[0][0][0][-1], tp).to(torch::kCPU, torch::kDouble);
       next = c.temperature == 0 ? logits.argmax().item<double>()
                                 : torch::softmax(logits / c.temperature, -1).multinomial(1, false, gen).item<double>();
     }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/models/gpt.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/train/train_config.h"
 
@@ -14,7 +15,9 @@ namespace dualpipe::train {
 // micro-batch carries the same context; the rank where micro-batch 0 leaves the pipeline draws the next byte
 // (greedy at --temperature 0, else from the softmax, seeded by --seed) and the others learn it by a sum over
 // `communicator`. Every rank returns the same text: the prompt and the bytes drawn. Empty when sample_tokens = 0.
+// With a tensor-parallel group `tp`, its ranks gather their slices of the last position's logits and draw the same
+// byte (the same generator on each).
 std::string sample_text(const TrainConfig& config, runtime::Executor& forward_only, comm::Communicator& communicator,
-                        c10::Device device, std::chrono::milliseconds timeout);
+                        c10::Device device, std::chrono::milliseconds timeout, const models::TensorGroup& tp = nullptr);
 
 }  // namespace dualpipe::train

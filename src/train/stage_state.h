@@ -17,10 +17,11 @@ struct StageState {
   models::GptStage module{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
 
-  // `experts`: the expert-parallel group of the stage's MoE layers (null: every expert here). The parameters, and
-  // with them the optimizer state, live on `device`.
+  // `experts`: the expert-parallel group of the stage's MoE layers (null: every expert here); `tp`: the
+  // tensor-parallel group its layers are split over (null: whole). The parameters, and with them the optimizer
+  // state, live on `device`.
   StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage,
-             models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU);
+             models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU, models::TensorGroup tp = nullptr);
   void set_lr(double lr);
   // Parameters and optimizer state, serialized (a checkpoint shard), and back. load throws InvalidArgument
   // naming `what` when the bytes do not hold this stage's tensors with these shapes.

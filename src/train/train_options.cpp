@@ -91,6 +91,11 @@ const std::vector<TrainOption>& train_options() {
        "Expert-parallel group size E: the experts of each MoE layer are sharded over E data-parallel replicas of a "
        "stage (E divides --dp, --experts divisible by E)",
        "Pipeline", &C::ep},
+      {"--tp",
+       "Tensor-parallel ranks T of every stage (Megatron's: attention split by heads, the MLP by columns then rows, "
+       "the embedding, head and cross entropy by vocabulary; T divides --heads and the vocabulary): P x D x T "
+       "processes, the T of a stage consecutive",
+       "Pipeline", &C::tp},
       {"--fb-overlap,!--no-fb-overlap",
        "In DualPipe's overlapped forward-backward actions of an MoE model, run the backward on a second thread so "
        "one micro-batch's all-to-alls proceed while the other computes (default); --no-fb-overlap runs the "

@@ -18,6 +18,7 @@
 #include "optimizer_sharding.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
+#include "dualpipe/models/gpt_sharding.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
@@ -68,14 +69,15 @@ RankFigures span_and_busy(const runtime::Executor& executor, size_t from) {
 class Trainer {
  public:
   // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `experts`: the EP group of
-  // the MoE layers (null: every expert here), whose exchanges `timeline` is told of.
+  // the MoE layers (null: every expert here), whose exchanges `timeline` is told of; `tp`: the tensor-parallel
+  // group of every stage (null: none).
   Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks,
           std::shared_ptr<comm::Communicator> communicator, DataParallel dp, models::ExpertGroup experts = nullptr,
-          std::shared_ptr<ExpertTimeline> timeline = nullptr)
+          std::shared_ptr<ExpertTimeline> timeline = nullptr, models::TensorGroup tp = nullptr)
       : c_(c), hooks_(hooks), device_(stage_device(choose_device(c))), plan_(std::move(plan)),
         data_(load_training_data(c)),
         comm_(std::move(communicator)),
-        dp_(std::move(dp)), timeline_(std::move(timeline)),
+        dp_(std::move(dp)), timeline_(std::move(timeline)), tp_(std::move(tp)),
         timeout_(c.timeout()) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
                      ": start one process per pipeline rank");
@@ -85,7 +87,7 @@ class Trainer {
     for (int m = 0; m < s.num_microbatches; ++m)
       for (int st = 0; st < s.num_stages; ++st)
         if (s.placement.rank(st, m) == rank_ && !stages_.count(st)) {
-          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_));
+          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_, tp_));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
           if (split_overlaps()) {
@@ -111,12 +113,12 @@ class Trainer {
     options.boundaries.push_back({{{b, T}, torch::kLong, device_, false}});
     for (int st = 1; st < s.num_stages; ++st)
       options.boundaries.push_back({{{b, T, c.hidden}, torch::kFloat, device_}});
-    options.boundaries.push_back({{{b, T, plan_.model.vocab}, torch::kFloat, device_}});
+    options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
     if (c.zero1) sharding_ = OptimizerSharding(dp_, stages_);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
-    if (rank_ == 0 && dp_.replica() == 0)
+    if (world().rank() == 0)
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
                                                  data_.reader.validation_windows());
   }
@@ -182,16 +184,16 @@ class Trainer {
     for (int m : executor_->entering_microbatches()) args.microbatch_inputs.push_back({inputs[m].to(device_)});
     for (int m : executor_->loss_microbatches()) args.microbatch_labels.push_back({targets[m].to(device_)});
     const int M = c_.microbatches;
-    args.criterion = [M](const runtime::Tensors& logits, const runtime::Tensors& labels) {
-      return models::next_token_loss(logits.at(0), labels.at(0), M);
+    args.criterion = [M, tp = tp_](const runtime::Tensors& logits, const runtime::Tensors& labels) {
+      return models::next_token_loss(logits.at(0), labels.at(0), M, tp);
     };
     args.num_microbatches = M;
     return args;
   }
 
   ShardRole shard_role() const { return {rank_, dp_.replica(), c_.ep}; }
-  // Every rank of the job: the pipeline's own communicator when there is one replica.
-  comm::Communicator& world() const { return dp_.replicas() > 1 ? dp_.world() : *comm_; }
+  // Every rank of the job: the pipeline's own communicator when it is the whole job.
+  comm::Communicator& world() const { return dp_.has_world() ? dp_.world() : *comm_; }
 
   // Whether overlapped forward-backward actions run their halves on two threads (ConcurrentOverlapStage).
   bool split_overlaps() const { return c_.fb_overlap && timeline_ != nullptr; }
@@ -213,17 +215,20 @@ class Trainer {
   // The global gradient norm over every stage once (first replicas only), clipped to --clip on every copy.
   double clip_gradients() {
     // Dense gradients are the same in every replica after the reduction; the experts are spread over the EP
-    // group, whose members each add theirs.
-    double dense = 0, experts = 0;
+    // group, whose members each add theirs, and the slices of tensor-parallel layers over the TP group.
+    double dense = 0, experts = 0, slices = 0;
     for (auto& [s, state] : stages_) {
       if (plan_.schedule.placement.rank_of(0, s) != rank_) continue;
       for (const auto& p : state.module->named_parameters()) {
         if (!p.value().grad().defined()) continue;
         const double square = p.value().grad().to(torch::kDouble).pow(2).sum().item<double>();
-        (models::is_expert_parameter(p.key()) ? experts : dense) += square;
+        if (models::is_expert_parameter(p.key())) experts += square;
+        else if (tp_ && models::tensor_split(p.key()) != models::TensorSplit::Whole) slices += square;
+        else dense += square;
       }
     }
-    const double squares = dense + dp_.sum_over_expert_group(experts);
+    slices = parallel::sum_over_tensor_parallel(torch::full({1}, slices, torch::kDouble), tp_).item<double>();
+    const double squares = dense + dp_.sum_over_expert_group(experts) + slices;
     const double norm =
         std::sqrt(runtime::sum_over_ranks(*comm_, torch::full({1}, squares, torch::kDouble), kNormTag, timeout_)
                       .item<double>());
@@ -269,7 +274,7 @@ class Trainer {
     ReferenceCheck check;
     if (step == 1) {
       check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_,
-                                      /*experts_sharded=*/c_.ep > 1);
+                                      /*experts_sharded=*/c_.ep > 1, tp_);
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
@@ -364,7 +369,7 @@ class Trainer {
     if (report_ && dp_.replicas() > 1)
       std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
                   "replicas\n", static_cast<int>(dp_total), dp_.replicas());
-    const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_);
+    const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_, tp_);
     // Every replica ran the same schedule: replica 0's trace stands for them all.
     Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
     if (timeline_ && dp_.replica() == 0)
@@ -373,7 +378,7 @@ class Trainer {
     for (TraceEvent& e : trace.events) e.step += first_trained_step_;
     for (TraceSpan& s : trace.spans) s.step += first_trained_step_;
     std::string trace_path;
-    if (rank_ == 0 && !c_.trace.empty()) {
+    if (world().rank() == 0 && !c_.trace.empty()) {
       trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();
       write_trace_file(trace_path, trace);
     }
@@ -392,6 +397,7 @@ class Trainer {
   DataParallel dp_;
   OptimizerSharding sharding_;  // off unless --zero1
   std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
+  models::TensorGroup tp_;                     // null without tensor parallelism
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
   std::map<int, StageState> stages_;
@@ -407,24 +413,6 @@ void run_on_pipeline(const TrainConfig& config, RunPlan plan, std::shared_ptr<co
                      const TrainHooks& hooks) {
   at::set_num_threads(1);
   Trainer(config, std::move(plan), hooks, std::move(communicator), DataParallel()).run();
-}
-
-// Throws InvalidArgument naming the group whose size does not fit the config, before any work.
-void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups) {
-  auto size = [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group ? group->getSize() : 0; };
-  DUALPIPE_REQUIRE(size(groups.pipeline) == config.ranks, "the pipeline group has ", size(groups.pipeline),
-                   " ranks but --pp is ", config.ranks);
-  DUALPIPE_REQUIRE(size(groups.data_parallel) == config.dp, "the data-parallel group has ", size(groups.data_parallel),
-                   " ranks but --dp is ", config.dp);
-  DUALPIPE_REQUIRE(world && world->size() == config.ranks * config.dp, "the world has ", world ? world->size() : 0,
-                   " ranks but --pp ", config.ranks, " x --dp ", config.dp, " is ", config.ranks * config.dp);
-  if (config.ep > 1)
-    DUALPIPE_REQUIRE(size(groups.expert) == config.ep && size(groups.expert_backward) == config.ep &&
-                         size(groups.expert_data_parallel) == config.dp / config.ep,
-                     "the expert groups have ", size(groups.expert), " and ", size(groups.expert_backward),
-                     " ranks and the expert-data-parallel group ", size(groups.expert_data_parallel), ", but --ep ",
-                     config.ep, " of --dp ", config.dp, " needs ", config.ep, ", ", config.ep, " and ",
-                     config.dp / config.ep);
 }
 
 void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm::Communicator> world,
@@ -451,11 +439,14 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
       timeline->exchange(what, start, end);
     };
   }
+  models::TensorGroup tp;
+  if (config.tp > 1) tp = std::make_shared<parallel::TensorParallelGroup>(parallel::TensorParallelGroup{groups.tensor});
   DataParallel dp = config.ep > 1
                         ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                         : DataParallel(groups.data_parallel, world);
   dp.set_stage_copy_groups(stage_copies);
-  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline))
+  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline),
+          std::move(tp))
       .run();
 }
 
@@ -463,7 +454,8 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
 
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator,
                        const TrainHooks& hooks) {
-  DUALPIPE_REQUIRE(config.dp == 1, "--dp ", config.dp, " needs the world's groups: use run_training_rank(config)");
+  DUALPIPE_REQUIRE(config.dp == 1 && config.tp == 1, "--dp ", config.dp, " and --tp ", config.tp,
+                   " need the world's groups: use run_training_rank(config)");
   run_on_pipeline(config, make_run_plan(config), std::move(communicator), hooks);
 }
 
@@ -482,17 +474,13 @@ void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
   world_options.timeout = timeout;
   // Before the rendezvous, which would wait for ranks that never come.
   const int world_size = world_options.world_size;
-  if (config.dp == 1) {
-    DUALPIPE_REQUIRE(world_size == config.ranks, "WORLD_SIZE is ", world_size, " but --ranks is ", config.ranks,
-                     ": start one process per pipeline rank");
-  } else {
-    DUALPIPE_REQUIRE(world_size == config.ranks * config.dp, "WORLD_SIZE is ", world_size, " but --pp ", config.ranks,
-                     " x --dp ", config.dp, " is ", config.ranks * config.dp,
-                     ": start one process per pipeline rank of every replica");
-  }
+  DUALPIPE_REQUIRE(world_size == config.world_size(), "WORLD_SIZE is ", world_size, " but --pp ", config.ranks,
+                   " x --dp ", config.dp, " x --tp ", config.tp, " is ", config.world_size(),
+                   ": start one process per pipeline rank of every replica and tensor rank");
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
   const JobGroups groups = make_job_groups(config, plan.schedule, choice, *world);
-  if (config.dp > 1) return run_on_groups(config, std::move(plan), world, groups.mesh, groups.stage_copies, hooks);
+  if (uses_mesh_groups(config))
+    return run_on_groups(config, std::move(plan), world, groups.mesh, groups.stage_copies, hooks);
   run_on_pipeline(config, std::move(plan), groups.pipeline ? groups.pipeline : world, hooks);
 }
 

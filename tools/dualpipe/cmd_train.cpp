@@ -121,7 +121,7 @@ void run(TrainCommand c) {
   const std::string worker = worker_executable(self);
   std::vector<std::string> args;
   if (!c.worker) {
-    const int world_size = c.options.ranks * c.options.dp;
+    const int world_size = c.options.world_size();
     check_options(worker, c.options, local_ranks(c, world_size));
     // Refused here, with exit 2, when another job holds the directory; world rank 0 (on node 0) takes the lock
     // for the job's life. Other nodes would only find their own job's lock.

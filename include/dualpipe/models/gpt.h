@@ -4,7 +4,8 @@
 // LayerNorm and the head.
 //
 // With MoeConfig::experts > 0 each block's MLP is a mixture of experts (moe.h), its experts optionally sharded
-// over an expert-parallel group.
+// over an expert-parallel group. With a tensor-parallel group of T ranks (parallel/tensor_parallel.h) a stage
+// holds its rank's slices of every layer (gpt_sharding.h) and returns its slice of the vocabulary's logits.
 //
 // Every weight is drawn from the seed and the index of the layer that holds it, never from a global generator,
 // so the model is the same whichever cut, schedule or rank builds it, and ranks may be threads.
@@ -17,6 +18,7 @@
 
 #include "dualpipe/models/moe.h"
 #include "dualpipe/models/stage_cut.h"
+#include "dualpipe/parallel/tensor_parallel.h"
 #include "dualpipe/runtime/stage.h"
 
 namespace dualpipe::models {
@@ -39,17 +41,22 @@ struct GptConfig {
 };
 
 using ExpertGroup = std::shared_ptr<const parallel::ExpertCommunication>;
+using parallel::TensorGroup;
 
 // One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)), the MLP dense or a mixture of experts.
 class GptBlockImpl : public torch::nn::Module {
  public:
-  GptBlockImpl(const GptConfig& config, int layer, ExpertGroup experts = nullptr);
+  // `tp`: the tensor-parallel group its layers are split over (null: whole); the stage keeps the slices.
+  GptBlockImpl(const GptConfig& config, int layer, ExpertGroup experts = nullptr, TensorGroup tp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
   MoeLayer moe() const { return moe_; }  // null for a dense block
 
  private:
   torch::Tensor attention(const torch::Tensor& x);
-  int64_t heads_;
+  // A row-parallel layer: the partial products summed over the group, then the (whole) bias added once.
+  torch::Tensor row_parallel(torch::nn::Linear& layer, const torch::Tensor& x);
+  TensorGroup tp_;
+  int64_t local_heads_, head_dim_;
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr};
   MoeLayer moe_{nullptr};
@@ -58,10 +65,13 @@ TORCH_MODULE(GptBlock);
 
 // Stage `stage` of `cut`: takes [token ids [rows, tokens]] on the first stage and [hidden [rows, tokens,
 // hidden]] elsewhere; returns [hidden], or [logits [rows, tokens, vocab]] on the last stage. `experts`: the
-// expert-parallel group its MoE layers shard their experts over (null: every expert here).
+// expert-parallel group its MoE layers shard their experts over (null: every expert here). `tp`: the
+// tensor-parallel group (null: no tensor parallelism); then the logits are rank t's slice [rows, tokens, vocab /
+// T] of the vocabulary.
 class GptStageImpl : public torch::nn::Module {
  public:
-  GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts = nullptr);
+  GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts = nullptr,
+               TensorGroup tp = nullptr);
   runtime::Tensors forward(const runtime::Tensors& inputs);
 
   bool first() const { return first_; }
@@ -71,7 +81,10 @@ class GptStageImpl : public torch::nn::Module {
   void reset_moe_stats();
 
  private:
+  // The token embedding of this rank's slice of the vocabulary, summed over the group.
+  torch::Tensor embed_tokens(const torch::Tensor& ids);
   bool first_, last_;
+  TensorGroup tp_;
   torch::nn::Embedding tokens{nullptr}, positions{nullptr};
   std::vector<GptBlock> blocks_;
   torch::nn::LayerNorm final_norm{nullptr};
@@ -81,6 +94,10 @@ TORCH_MODULE(GptStage);
 
 // Mean next-token cross-entropy (nats) of logits [rows, tokens, vocab] against targets [rows, tokens], divided
 // by `num_microbatches`: the pipeline sums micro-batch gradients, so the step's gradient is the batch mean's.
-torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches = 1);
+// With a tensor-parallel group, `logits` is this rank's slice of the vocabulary and the cross entropy is
+// Megatron's vocabulary-parallel one: the softmax's maximum and sum, and the target's logit, are reduced over the
+// group (two all-reduces of [rows x tokens] values), never the logits themselves; every rank gets the whole loss.
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets, int num_microbatches = 1,
+                              const TensorGroup& tp = nullptr);
 
 }  // namespace dualpipe::models

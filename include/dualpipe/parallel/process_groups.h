@@ -1,5 +1,6 @@
 // The c10d groups of a process mesh (mesh.h), made once per rank and named, as Megatron's parallel_state does:
-// this rank's pipeline, its data-parallel group and its expert-parallel group, each a sub-group of one world.
+// this rank's pipeline, its data-parallel group, its expert-parallel and tensor-parallel groups, each a sub-group
+// of one world.
 // Library users with groups of their own (NCCL, or another layout) fill MeshGroups themselves.
 #pragma once
 
@@ -36,6 +37,9 @@ struct MeshGroups {
   c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel;
   // Optional. When set, the trainer sends the pipeline's messages over them instead of `pipeline`.
   PipelineChannels pipeline_channels;
+  // The T ranks of this rank's tensor-parallel layers (ProcessMesh::tensor_group; one rank without TP). Optional
+  // for a library user's groups without TP.
+  c10::intrusive_ptr<c10d::ProcessGroup> tensor;
 };
 
 // How the groups are made: the backend (comm/backend.h), and for Gloo the network interface (empty: the host

@@ -17,6 +17,9 @@ struct TrainConfig {
   bool dp_overlap = true;  // reduce a stage's gradients while the step goes on, once its last W is done
   bool zero1 = false;      // ZeRO-1: shard the AdamW state over the data-parallel replicas (needs dp > 1)
   int ep = 1;             // expert-parallel group size E among the replicas (divides dp)
+  // Tensor-parallel ranks T of every stage (Megatron's: attention by heads, the MLP by columns then rows, the
+  // embedding and the head by vocabulary): P x D x T processes in all.
+  int tp = 1;
   // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
   // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.
   bool fb_overlap = true;
@@ -83,6 +86,9 @@ struct TrainConfig {
   // a2a=20"), taken by sleeping instead of computing, and the link rate ("100mbit") that sizes a2a's exchanges.
   std::string emulate_device;
   std::string emulate_link_rate;
+
+  // The processes of the job: P x D x T.
+  int world_size() const { return ranks * dp * tp; }
 
   // timeout_seconds as the wait limit every communicator takes.
   std::chrono::milliseconds timeout() const {

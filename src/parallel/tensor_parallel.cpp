@@ -1,0 +1,78 @@
+// The differentiable collectives of tensor parallelism (see tensor_parallel.h).
+#include "dualpipe/parallel/tensor_parallel.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <vector>
+
+namespace dualpipe::parallel {
+namespace {
+
+torch::Tensor all_reduce(const torch::Tensor& x, c10d::ProcessGroup& group, c10d::ReduceOp op) {
+  std::vector<torch::Tensor> buffer = {x.detach().contiguous().clone()};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  group.allreduce(buffer, options)->wait();
+  return buffer[0];
+}
+
+// The group is kept by the stage's layers, which the graph's owner keeps: a raw pointer in the context is safe.
+const TensorParallelGroup& group_of(torch::autograd::AutogradContext* ctx) {
+  return *reinterpret_cast<const TensorParallelGroup*>(ctx->saved_data["group"].toInt());
+}
+
+struct CopyToTensorParallel : torch::autograd::Function<CopyToTensorParallel> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const TensorParallelGroup* tp) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
+    return x.view_as(x);  // a new tensor of the same values: autograd needs an output of its own
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return {all_reduce(grads[0], *group_of(ctx).group, c10d::ReduceOp::SUM), torch::Tensor()};
+  }
+};
+
+struct ReduceFromTensorParallel : torch::autograd::Function<ReduceFromTensorParallel> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x,
+                               const TensorParallelGroup* tp) {
+    return all_reduce(x, *tp->group, c10d::ReduceOp::SUM);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor copy_to_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x;
+  return CopyToTensorParallel::apply(x, tp.get());
+}
+
+torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x;
+  return ReduceFromTensorParallel::apply(x, tp.get());
+}
+
+torch::Tensor sum_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x.detach();
+  return all_reduce(x, *tp->group, c10d::ReduceOp::SUM);
+}
+
+torch::Tensor max_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x.detach();
+  return all_reduce(x, *tp->group, c10d::ReduceOp::MAX);
+}
+
+torch::Tensor gather_last_dim(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x.detach();
+  std::vector<std::vector<torch::Tensor>> gathered(1);
+  for (int i = 0; i < tp->size(); ++i) gathered[0].push_back(torch::empty_like(x));
+  std::vector<torch::Tensor> mine = {x.detach().contiguous()};
+  tp->group->allgather(gathered, mine)->wait();
+  return torch::cat(gathered[0], -1);
+}
+
+}  // namespace dualpipe::parallel
