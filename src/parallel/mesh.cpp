@@ -20,7 +20,8 @@ ProcessMesh::ProcessMesh(MeshShape shape) : shape_(shape) {
   DUALPIPE_REQUIRE(shape.ep >= 1, "--ep must be at least 1, got ", shape.ep);
   DUALPIPE_REQUIRE(shape.tp >= 1, "--tp must be at least 1, got ", shape.tp);
   const long long world = static_cast<long long>(shape.pp) * shape.dp * shape.tp;
-  DUALPIPE_REQUIRE(world <= kMaxWorld, "--pp ", shape.pp, " x --dp ", shape.dp, " x --tp ", shape.tp, " is ", world,
+  DUALPIPE_REQUIRE(world <= kMaxWorld, "--pp ", shape.pp, " x --dp ", shape.dp,
+                   shape.tp > 1 ? detail::concat(" x --tp ", shape.tp) : std::string(), " is ", world,
                    " ranks, above the limit of ", kMaxWorld);
   DUALPIPE_REQUIRE(shape.dp % shape.ep == 0, "--ep ", shape.ep, " must divide --dp ", shape.dp,
                    ": expert parallelism runs across the data-parallel replicas of one stage");

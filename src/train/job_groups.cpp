@@ -26,8 +26,7 @@ void check_groups_fit(const TrainConfig& config, const comm::Communicator* world
   DUALPIPE_REQUIRE(config.tp == 1 || size(groups.tensor) == config.tp, "the tensor-parallel group has ",
                    size(groups.tensor), " ranks but --tp is ", config.tp);
   DUALPIPE_REQUIRE(world && world->size() == config.world_size(), "the world has ", world ? world->size() : 0,
-                   " ranks but --pp ", config.ranks, " x --dp ", config.dp, " x --tp ", config.tp, " is ",
-                   config.world_size());
+                   " ranks but ", config.world_product(), " is ", config.world_size());
   if (config.ep > 1)
     DUALPIPE_REQUIRE(size(groups.expert) == config.ep && size(groups.expert_backward) == config.ep &&
                          size(groups.expert_data_parallel) == config.dp / config.ep,

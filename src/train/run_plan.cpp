@@ -46,8 +46,7 @@ void check_tensor_parallel(const TrainConfig& c) {
   if (c.tp == 1) return;
   DUALPIPE_REQUIRE(c.heads % c.tp == 0, "--tp ", c.tp, " must divide --heads ", c.heads,
                    ": attention is split by heads, the same number on every tensor-parallel rank");
-  DUALPIPE_REQUIRE(c.hidden % c.tp == 0, "--tp ", c.tp, " must divide --hidden ", c.hidden,
-                   ": the MLP's 4 x hidden columns are split evenly");
+  // --heads divides --hidden (GptConfig::check), so T divides the hidden size and the MLP's 4 x hidden too.
   DUALPIPE_REQUIRE(data::ByteTokenizer::kVocabSize % c.tp == 0, "--tp ", c.tp, " must divide the vocabulary of ",
                    data::ByteTokenizer::kVocabSize, " tokens: the embedding and the head are split by vocabulary");
   DUALPIPE_REQUIRE(c.experts == 0, "--tp ", c.tp, " with --experts ", c.experts,

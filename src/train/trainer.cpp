@@ -474,9 +474,9 @@ void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
   world_options.timeout = timeout;
   // Before the rendezvous, which would wait for ranks that never come.
   const int world_size = world_options.world_size;
-  DUALPIPE_REQUIRE(world_size == config.world_size(), "WORLD_SIZE is ", world_size, " but --pp ", config.ranks,
-                   " x --dp ", config.dp, " x --tp ", config.tp, " is ", config.world_size(),
-                   ": start one process per pipeline rank of every replica and tensor rank");
+  DUALPIPE_REQUIRE(world_size == config.world_size(), "WORLD_SIZE is ", world_size, " but ", config.world_product(),
+                   " is ", config.world_size(), ": start one process per pipeline rank of every replica",
+                   config.tp > 1 ? " and tensor rank" : "");
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
   const JobGroups groups = make_job_groups(config, plan.schedule, choice, *world);
   if (uses_mesh_groups(config))

@@ -49,29 +49,68 @@ TEST(ProcessMesh, TheHoldersOfAStagesCopiesInEveryReplica) {
   EXPECT_THROW(wide.expert_holders_group({0}, 2), dualpipe::Error);
 }
 
+// Tensor parallelism innermost (Megatron's order): PP 2 x DP 2 x TP 2, rank = (d x 2 + p) x 2 + t.
+//
+//            replica d=0          d=1
+//   stage rank p=0  t=0: 0, t=1: 1    4, 5       tensor groups {0, 1}, {2, 3}, {4, 5}, {6, 7}
+//   stage rank p=1       2,      3    6, 7       pipelines of t=0: {0, 2}, {4, 6}; of t=1: {1, 3}, {5, 7}
+TEST(ProcessMesh, TensorParallelRanksAreConsecutiveAndEveryOtherGroupKeepsItsTensorRank) {
+  const ProcessMesh mesh({2, 2, 1, 2});
+  EXPECT_EQ(mesh.world_size(), 8);
+  EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=2 x TP=2");
+  EXPECT_EQ(mesh.tensor_group(0), (Ranks{0, 1}));
+  EXPECT_EQ(mesh.tensor_group(5), (Ranks{4, 5}));
+  EXPECT_EQ(mesh.pipeline_group(0, 0), (Ranks{0, 2}));
+  EXPECT_EQ(mesh.pipeline_group(0, 1), (Ranks{1, 3}));
+  EXPECT_EQ(mesh.pipeline_group(1, 1), (Ranks{5, 7}));
+  EXPECT_EQ(mesh.data_parallel_group(0, 0), (Ranks{0, 4}));
+  EXPECT_EQ(mesh.data_parallel_group(1, 1), (Ranks{3, 7}));
+  EXPECT_EQ(mesh.holders_group({0, 1}, 1), (Ranks{1, 3, 5, 7}));
+  const MeshCoordinates c = mesh.coordinates(6);
+  EXPECT_EQ(c.pipeline_rank, 1);
+  EXPECT_EQ(c.replica, 1);
+  EXPECT_EQ(c.tensor_rank, 0);
+  EXPECT_EQ(mesh.rank_of(1, 1, 1), 7);
+}
+
 TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
+  for (int tp = 1; tp <= 3; ++tp)
   for (int pp = 1; pp <= 4; ++pp) {
     for (int dp = 1; dp <= 6; ++dp) {
       for (int ep = 1; ep <= dp; ++ep) {
         if (dp % ep != 0) continue;
-        const ProcessMesh mesh({pp, dp, ep});
-        std::multiset<int> in_pipelines, in_dp, in_ep;
-        for (int d = 0; d < dp; ++d)
-          for (int r : mesh.pipeline_group(d)) in_pipelines.insert(r);
-        for (int p = 0; p < pp; ++p)
-          for (int r : mesh.data_parallel_group(p)) in_dp.insert(r);
+        const ProcessMesh mesh({pp, dp, ep, tp});
+        std::multiset<int> in_pipelines, in_dp, in_tp;
+        for (int t = 0; t < tp; ++t) {
+          for (int d = 0; d < dp; ++d)
+            for (int r : mesh.pipeline_group(d, t)) in_pipelines.insert(r);
+          for (int p = 0; p < pp; ++p)
+            for (int r : mesh.data_parallel_group(p, t)) in_dp.insert(r);
+        }
+        for (int r = 0; r < mesh.world_size(); r += tp)
+          for (int member : mesh.tensor_group(r)) in_tp.insert(member);
         for (int r = 0; r < mesh.world_size(); ++r) {
           EXPECT_EQ(in_pipelines.count(r), 1u);
           EXPECT_EQ(in_dp.count(r), 1u);
+          EXPECT_EQ(in_tp.count(r), 1u);
           const MeshCoordinates c = mesh.coordinates(r);
-          EXPECT_EQ(mesh.rank_of(c.pipeline_rank, c.replica), r);
-          EXPECT_EQ(mesh.pipeline_group(c.replica)[static_cast<std::size_t>(c.pipeline_rank)], r);
-          EXPECT_EQ(mesh.data_parallel_group(c.pipeline_rank)[static_cast<std::size_t>(c.replica)], r);
+          EXPECT_EQ(mesh.rank_of(c.pipeline_rank, c.replica, c.tensor_rank), r);
+          EXPECT_EQ(mesh.pipeline_group(c.replica, c.tensor_rank)[static_cast<std::size_t>(c.pipeline_rank)], r);
+          EXPECT_EQ(mesh.data_parallel_group(c.pipeline_rank, c.tensor_rank)[static_cast<std::size_t>(c.replica)], r);
+          const Ranks tensor = mesh.tensor_group(r);
+          ASSERT_EQ(static_cast<int>(tensor.size()), tp);
+          EXPECT_EQ(tensor[static_cast<std::size_t>(c.tensor_rank)], r);
+          EXPECT_EQ(tensor.back() - tensor.front(), tp - 1);  // consecutive: one machine's
+          for (int other : tensor) {
+            EXPECT_EQ(mesh.coordinates(other).pipeline_rank, c.pipeline_rank);
+            EXPECT_EQ(mesh.coordinates(other).replica, c.replica);
+          }
           const Ranks group = mesh.expert_group(r);
           ASSERT_EQ(static_cast<int>(group.size()), ep);
           EXPECT_EQ(group[static_cast<std::size_t>(c.expert_rank)], r);
           for (int other : group) {
             EXPECT_EQ(mesh.coordinates(other).pipeline_rank, c.pipeline_rank);  // same stage rank
+            EXPECT_EQ(mesh.coordinates(other).tensor_rank, c.tensor_rank);      // same slices
             EXPECT_EQ(mesh.expert_group(other), group);                          // the same group seen from each
           }
           // Its expert-data-parallel group: one rank of each EP group of its stage, all with its expert rank.
@@ -81,6 +120,7 @@ TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
           for (int other : holders) {
             EXPECT_EQ(mesh.coordinates(other).pipeline_rank, c.pipeline_rank);
             EXPECT_EQ(mesh.coordinates(other).expert_rank, c.expert_rank);
+            EXPECT_EQ(mesh.coordinates(other).tensor_rank, c.tensor_rank);
             EXPECT_EQ(mesh.expert_data_parallel_group(other), holders);
           }
         }
@@ -104,6 +144,8 @@ TEST(ProcessMesh, ShapesBreakingTheRulesAreRefusedNamingTheValue) {
   EXPECT_EQ(message({1, 0, 1}), "--dp must be at least 1, got 0");
   EXPECT_EQ(message({1, 1, 0}), "--ep must be at least 1, got 0");
   EXPECT_EQ(message({1000, 1000, 1}), "--pp 1000 x --dp 1000 is 1000000 ranks, above the limit of 65536");
+  EXPECT_EQ(message({1, 1, 1, 0}), "--tp must be at least 1, got 0");
+  EXPECT_EQ(message({100, 100, 1, 8}), "--pp 100 x --dp 100 x --tp 8 is 80000 ranks, above the limit of 65536");
 }
 
 }  // namespace

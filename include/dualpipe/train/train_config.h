@@ -89,6 +89,11 @@ struct TrainConfig {
 
   // The processes of the job: P x D x T.
   int world_size() const { return ranks * dp * tp; }
+  // That product as options, for errors: "--pp 2 x --dp 2", with " x --tp T" when T > 1.
+  std::string world_product() const {
+    return "--pp " + std::to_string(ranks) + " x --dp " + std::to_string(dp) +
+           (tp > 1 ? " x --tp " + std::to_string(tp) : "");
+  }
 
   // timeout_seconds as the wait limit every communicator takes.
   std::chrono::milliseconds timeout() const {
