@@ -62,13 +62,14 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, T
 
 torch::Tensor GptBlockImpl::row_parallel(torch::nn::Linear& layer, const torch::Tensor& x) {
   if (!tp_ || tp_->size() == 1) return layer(x);
-  return parallel::reduce_from_tensor_parallel(torch::nn::functional::linear(x, layer->weight), tp_) + layer->bias;
+  return parallel::leave_tensor_parallel(torch::nn::functional::linear(x, layer->weight), tp_) + layer->bias;
 }
 
-torch::Tensor GptBlockImpl::attention(const torch::Tensor& x) {
-  // This rank's heads (all of them without tensor parallelism).
+torch::Tensor GptBlockImpl::attention(const torch::Tensor& normed) {
+  // This rank's heads (all of them without tensor parallelism), over the whole sequence.
+  const torch::Tensor x = parallel::enter_tensor_parallel(normed, tp_);
   const int64_t rows = x.size(0), n = x.size(1), heads = local_heads_, d = head_dim_;
-  auto parts = qkv(parallel::copy_to_tensor_parallel(x, tp_)).chunk(3, -1);
+  auto parts = qkv(x).chunk(3, -1);
   auto split_heads = [&](const torch::Tensor& t) { return t.reshape({rows, n, heads, d}).transpose(1, 2); };
   const torch::Tensor q = split_heads(parts[0]), k = split_heads(parts[1]), v = split_heads(parts[2]);
   // Causal: position i attends to positions <= i.
@@ -83,7 +84,7 @@ torch::Tensor GptBlockImpl::attention(const torch::Tensor& x) {
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
   const torch::Tensor y = x + attention(ln1(x));
   if (moe_) return y + moe_(ln2(y));
-  return y + row_parallel(fc2, torch::gelu(fc1(parallel::copy_to_tensor_parallel(ln2(y), tp_))));
+  return y + row_parallel(fc2, torch::gelu(fc1(parallel::enter_tensor_parallel(ln2(y), tp_))));
 }
 
 GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts,
@@ -134,7 +135,7 @@ torch::Tensor GptStageImpl::embed_tokens(const torch::Tensor& ids) {
   const torch::Tensor local = ids - start;
   const torch::Tensor elsewhere = (local < 0).logical_or(local >= rows);
   const torch::Tensor mine = tokens(local.masked_fill(elsewhere, 0)).masked_fill(elsewhere.unsqueeze(-1), 0);
-  return parallel::reduce_from_tensor_parallel(mine, tp_);
+  return parallel::leave_tensor_parallel(mine, tp_);
 }
 
 runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
@@ -143,12 +144,29 @@ runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
   if (first_) {
     TORCH_CHECK(x.dim() == 2 && x.size(1) <= positions->weight.size(0), "token ids must be [rows, tokens] with at most ",
                 positions->weight.size(0), " tokens, got ", x.sizes());
-    const torch::Tensor where = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    torch::Tensor where = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
+    if (parallel::splits_sequence(tp_)) where = where.chunk(tp_->size()).at(static_cast<size_t>(tp_->rank()));
     x = embed_tokens(x) + positions(where);
   }
   for (auto& block : blocks_) x = block(x);
-  if (last_) x = head(parallel::copy_to_tensor_parallel(final_norm(x), tp_));
+  if (last_) x = head(parallel::enter_tensor_parallel(final_norm(x), tp_));
   return {x};
+}
+
+void GptStageImpl::sum_sequence_parallel_gradients() {
+  if (!parallel::splits_sequence(tp_)) return;
+  std::vector<torch::Tensor> whole;
+  for (const auto& p : named_parameters())
+    if (p.value().grad().defined() && tensor_split(p.key()) == TensorSplit::Whole) whole.push_back(p.value().grad());
+  if (whole.empty()) return;
+  std::vector<torch::Tensor> flat;
+  for (const auto& g : whole) flat.push_back(g.reshape({-1}));
+  const torch::Tensor sum = parallel::sum_over_tensor_parallel(torch::cat(flat), tp_);
+  int64_t offset = 0;
+  for (auto& g : whole) {
+    g.copy_(sum.narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
 }
 
 MoeStats GptStageImpl::moe_stats() const {

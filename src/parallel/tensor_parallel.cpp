@@ -16,6 +16,24 @@ torch::Tensor all_reduce(const torch::Tensor& x, c10d::ProcessGroup& group, c10d
   return buffer[0];
 }
 
+// [rows, tokens, ...] from the group's [rows, tokens / T, ...], in tensor-rank order.
+torch::Tensor all_gather_tokens(const torch::Tensor& x, c10d::ProcessGroup& group) {
+  std::vector<std::vector<torch::Tensor>> gathered(1);
+  for (int i = 0; i < group.getSize(); ++i) gathered[0].push_back(torch::empty_like(x, at::MemoryFormat::Contiguous));
+  std::vector<torch::Tensor> mine = {x.detach().contiguous()};
+  group.allgather(gathered, mine)->wait();
+  return torch::cat(gathered[0], 1);
+}
+
+// This rank's tokens / T of the sum over the group of [rows, tokens, ...].
+torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, c10d::ProcessGroup& group) {
+  std::vector<std::vector<torch::Tensor>> chunks(1);
+  for (const torch::Tensor& chunk : x.detach().chunk(group.getSize(), 1)) chunks[0].push_back(chunk.contiguous());
+  std::vector<torch::Tensor> mine = {torch::empty_like(chunks[0][0])};
+  group.reduce_scatter(mine, chunks)->wait();
+  return mine[0];
+}
+
 // The group is kept by the stage's layers, which the graph's owner keeps: a raw pointer in the context is safe.
 const TensorParallelGroup& group_of(torch::autograd::AutogradContext* ctx) {
   return *reinterpret_cast<const TensorParallelGroup*>(ctx->saved_data["group"].toInt());
@@ -44,7 +62,49 @@ struct ReduceFromTensorParallel : torch::autograd::Function<ReduceFromTensorPara
   }
 };
 
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const TensorParallelGroup* tp) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
+    return all_gather_tokens(x, *tp->group);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return {reduce_scatter_tokens(grads[0], *group_of(ctx).group), torch::Tensor()};
+  }
+};
+
+struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const TensorParallelGroup* tp) {
+    ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
+    return reduce_scatter_tokens(x, *tp->group);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return {all_gather_tokens(grads[0], *group_of(ctx).group), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor gather_sequence(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x;
+  return GatherSequence::apply(x, tp.get());
+}
+
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return x;
+  return ReduceScatterSequence::apply(x, tp.get());
+}
+
+torch::Tensor enter_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
+  return splits_sequence(tp) ? gather_sequence(x, tp) : copy_to_tensor_parallel(x, tp);
+}
+
+torch::Tensor leave_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
+  return splits_sequence(tp) ? reduce_scatter_sequence(x, tp) : reduce_from_tensor_parallel(x, tp);
+}
 
 torch::Tensor copy_to_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
   if (!tp || tp->size() == 1) return x;

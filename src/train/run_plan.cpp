@@ -43,6 +43,10 @@ namespace {
 // --tp's rules: every tensor-parallel layer splits evenly, and the features it does not cover yet are refused.
 void check_tensor_parallel(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.tp >= 1 && c.tp <= 64, "--tp must be between 1 and 64, got ", c.tp);
+  DUALPIPE_REQUIRE(!c.sp || c.tp > 1, "--sp needs --tp above 1, got --tp ", c.tp,
+                   ": sequence parallelism shards what tensor parallelism leaves whole");
+  DUALPIPE_REQUIRE(!c.sp || c.seq_len % c.tp == 0, "--seq-len ", c.seq_len, " must be divisible by --tp ", c.tp,
+                   " with --sp: each tensor-parallel rank holds an equal part of the sequence");
   if (c.tp == 1) return;
   DUALPIPE_REQUIRE(c.heads % c.tp == 0, "--tp ", c.tp, " must divide --heads ", c.heads,
                    ": attention is split by heads, the same number on every tensor-parallel rank");

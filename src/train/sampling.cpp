@@ -29,8 +29,10 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
   const bool draws = std::find(exits.begin(), exits.end(), 0) != exits.end();
   for (int i = 0; i < c.sample_tokens; ++i) {
     const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c.seq_len));
-    const torch::Tensor context =
-        torch::tensor(std::vector<int64_t>(text.end() - n, text.end()), torch::kLong).reshape({1, -1}).to(device);
+    std::vector<int64_t> window(text.end() - n, text.end());
+    // Sequence parallelism splits the tokens evenly: pad after the context, which causal attention never sees.
+    if (parallel::splits_sequence(tp)) window.resize((n + tp->size() - 1) / tp->size() * tp->size(), 0);
+    const torch::Tensor context = torch::tensor(window, torch::kLong).reshape({1, -1}).to(device);
     runtime::StepArgs args;
     for (size_t k = 0; k < forward_only.entering_microbatches().size(); ++k)
       args.microbatch_inputs.push_back({context});
@@ -40,7 +42,7 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
     double next = 0;
     if (draws) {
       const torch::Tensor logits =
-          parallel::gather_last_dim(result.outputs[0][0][0][-1], tp).to(torch::kCPU, torch::kDouble);
+          parallel::gather_last_dim(result.outputs[0][0][0][int64_t(n) - 1], tp).to(torch::kCPU, torch::kDouble);
       next = c.temperature == 0 ? logits.argmax().item<double>()
                                 : torch::softmax(logits / c.temperature, -1).multinomial(1, false, gen).item<double>();
     }

@@ -96,6 +96,10 @@ const std::vector<TrainOption>& train_options() {
        "the embedding, head and cross entropy by vocabulary; T divides --heads and the vocabulary): P x D x T "
        "processes, the T of a stage consecutive",
        "Pipeline", &C::tp},
+      {"--sp",
+       "Sequence parallelism beside --tp: LayerNorms, residuals and the tensors between stages sharded along the "
+       "sequence (all-gather and reduce-scatter replace the all-reduces; --seq-len divisible by T)",
+       "Pipeline", &C::sp, false},
       {"--fb-overlap,!--no-fb-overlap",
        "In DualPipe's overlapped forward-backward actions of an MoE model, run the backward on a second thread so "
        "one micro-batch's all-to-alls proceed while the other computes (default); --no-fb-overlap runs the "

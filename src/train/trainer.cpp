@@ -111,8 +111,9 @@ class Trainer {
     forward_only.measure_memory = false;
     const int64_t b = c.batch, T = c.seq_len;
     options.boundaries.push_back({{{b, T}, torch::kLong, device_, false}});
+    const int64_t tokens_between_stages = c.sp ? T / c.tp : T;  // sequence parallelism: this rank's tokens
     for (int st = 1; st < s.num_stages; ++st)
-      options.boundaries.push_back({{{b, T, c.hidden}, torch::kFloat, device_}});
+      options.boundaries.push_back({{{b, tokens_between_stages, c.hidden}, torch::kFloat, device_}});
     options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
@@ -270,6 +271,7 @@ class Trainer {
     const runtime::StepResult result = executor_->step(args);
     double dp_wait_ms = overlap ? dp_.finish() : 0;
     if (!join_copies) executor_->reduce_replica_gradients();  // before a separate DP average, which sums means
+    for (auto& [s, state] : stages_) state.module->sum_sequence_parallel_gradients();
     double step_ms = ms_since(start);
     ReferenceCheck check;
     if (step == 1) {
@@ -440,7 +442,8 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
     };
   }
   models::TensorGroup tp;
-  if (config.tp > 1) tp = std::make_shared<parallel::TensorParallelGroup>(parallel::TensorParallelGroup{groups.tensor});
+  if (config.tp > 1)
+    tp = std::make_shared<parallel::TensorParallelGroup>(parallel::TensorParallelGroup{groups.tensor, config.sp});
   DataParallel dp = config.ep > 1
                         ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                         : DataParallel(groups.data_parallel, world);

@@ -32,44 +32,53 @@ void expect_same_training(const MetricsFile& got, const MetricsFile& expected, c
   }
 }
 
-// The four schedule kinds of the hybrid tests, PP 2 x TP 2 against PP 2 with whole stages.
+// The four schedule kinds of the hybrid tests, PP 2 x TP 2 (with and without sequence parallelism) against PP 2
+// with whole stages.
 TEST_F(Train, TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule) {
-  for (const char* schedule : {"1f1b", "zb-h1", "dualpipe", "dualpipev"}) {
+  for (const std::string schedule : {"1f1b", "zb-h1", "dualpipe", "dualpipev"}) {
     const std::string layout = kShort + "--schedule " + schedule + " --pp 2 -m 4 --metrics ";
-    const CommandResult split = dualpipe_cmd(layout + path("tp.jsonl") + " --tp 2", 180);
-    ASSERT_EQ(split.status, 0) << schedule << "\n" << split.out;
-    EXPECT_TRUE(contains(split.out, "each split over 2 tensor-parallel ranks")) << split.out;
-    EXPECT_TRUE(contains(split.out, "step matches the single-process reference: 4 losses within a relative 1e-06"))
-        << split.out;
     const CommandResult whole = dualpipe_cmd(layout + path("whole.jsonl"), 180);
     ASSERT_EQ(whole.status, 0) << schedule << "\n" << whole.out;
-    const MetricsFile got = read_metrics(path("tp.jsonl")), expected = read_metrics(path("whole.jsonl"));
-    ASSERT_EQ(got.steps.size(), 3u) << schedule;
-    expect_same_training(got, expected, schedule);
-    // It learns: the validation loss after the last step is below the one before the first.
-    ASSERT_EQ(got.evals.size(), 2u) << schedule;
-    EXPECT_LT(got.evals.back()["val_loss"].get<double>(), got.evals.front()["val_loss"].get<double>()) << schedule;
+    const MetricsFile expected = read_metrics(path("whole.jsonl"));
+    for (const std::string split_options : {"--tp 2", "--tp 2 --sp"}) {
+      const std::string label = schedule + " " + split_options;
+      const CommandResult split = dualpipe_cmd(layout + path("tp.jsonl") + " " + split_options, 180);
+      ASSERT_EQ(split.status, 0) << label << "\n" << split.out;
+      EXPECT_TRUE(contains(split.out, "each split over 2 tensor-parallel ranks")) << split.out;
+      EXPECT_TRUE(contains(split.out, "step matches the single-process reference: 4 losses within a relative 1e-06"))
+          << split.out;
+      const MetricsFile got = read_metrics(path("tp.jsonl"));
+      ASSERT_EQ(got.steps.size(), 3u) << label;
+      expect_same_training(got, expected, label);
+      // It learns: the validation loss after the last step is below the one before the first.
+      ASSERT_EQ(got.evals.size(), 2u) << label;
+      EXPECT_LT(got.evals.back()["val_loss"].get<double>(), got.evals.front()["val_loss"].get<double>()) << label;
+    }
   }
 }
 
-// TP 2 x PP 2 x DP 2, 8 processes, against one whole-stage pipeline of 2 ranks on the whole batch.
-TEST_F(Train, TensorParallelComposesWithDataParallelReplicas) {
-  const MetricsPair runs = run_beside_one_pipeline(kShort + "--schedule dualpipe --pp 2 --dp 2 --tp 2 -m 4",
+// `dualpipe train --pp 2 --tp 2 --dp 2 --sp`, smaller: 8 processes against one whole-stage pipeline of 2 ranks on
+// the whole batch.
+TEST_F(Train, TensorAndSequenceParallelComposeWithDataParallelReplicas) {
+  const MetricsPair runs = run_beside_one_pipeline(kShort + "--schedule dualpipe --pp 2 --dp 2 --tp 2 --sp -m 4",
                                                    kShort + "--schedule dualpipe --pp 2 -m 8", 2, 3, dir_, 300);
   EXPECT_TRUE(contains(runs.output, "data-parallel replicas identical: all ")) << runs.output;
   expect_same_training(runs.got, runs.expected, "PP 2 x DP 2 x TP 2");
 }
 
-// Four ranks per stage (heads 4) and a sample drawn from the gathered logits: the same text as whole stages.
+// Four ranks per stage (heads 4) and a sample drawn from the gathered logits: the same text as whole stages. With
+// sequence parallelism the growing context (4 bytes of prompt, then 5, ...) is padded to a multiple of 4 tokens.
 TEST_F(Train, FourTensorParallelRanksSampleTheSameTextAsWholeStages) {
   const std::string job = "train --layers 2 --hidden 32 --heads 4 --seq-len 16 --batch 2 --steps 2 --eval-every 0 "
-                          "--sample-tokens 12 --temperature 0 --trace '' --schedule 1f1b --pp 2 -m 2";
-  const CommandResult split = dualpipe_cmd(job + " --tp 4", 180);
-  ASSERT_EQ(split.status, 0) << split.out;
+                          "--sample-tokens 14 --temperature 0 --trace '' --schedule 1f1b --pp 2 -m 2";
   const CommandResult whole = dualpipe_cmd(job, 180);
   ASSERT_EQ(whole.status, 0) << whole.out;
   auto sample = [](const std::string& out) { return out.substr(out.find("sample (")); };
-  EXPECT_EQ(sample(split.out), sample(whole.out));
+  for (const char* split_options : {" --tp 4", " --tp 4 --sp"}) {
+    const CommandResult split = dualpipe_cmd(job + split_options, 180);
+    ASSERT_EQ(split.status, 0) << split.out;
+    EXPECT_EQ(sample(split.out), sample(whole.out)) << split_options;
+  }
 }
 
 TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
@@ -79,6 +88,8 @@ TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
       {"--tp 3", "--tp 3 must divide --heads 2: attention is split by heads"},
       {"--tp 3 --heads 3 --hidden 48", "--tp 3 must divide the vocabulary of 256 tokens"},
       {"--tp 0", "--tp must be between 1 and 64, got 0"},
+      {"--sp", "--sp needs --tp above 1, got --tp 1"},
+      {"--tp 2 --sp --seq-len 15", "--seq-len 15 must be divisible by --tp 2 with --sp"},
       {"--tp 2 --experts 4", "--tp 2 with --experts 4 is not supported yet"},
       {"--tp 2 --checkpoint-dir " + path("ckpt"), "--tp 2 with --checkpoint-dir is not supported yet"},
   };

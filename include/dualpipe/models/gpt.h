@@ -52,7 +52,7 @@ class GptBlockImpl : public torch::nn::Module {
   MoeLayer moe() const { return moe_; }  // null for a dense block
 
  private:
-  torch::Tensor attention(const torch::Tensor& x);
+  torch::Tensor attention(const torch::Tensor& normed);
   // A row-parallel layer: the partial products summed over the group, then the (whole) bias added once.
   torch::Tensor row_parallel(torch::nn::Linear& layer, const torch::Tensor& x);
   TensorGroup tp_;
@@ -67,7 +67,8 @@ TORCH_MODULE(GptBlock);
 // hidden]] elsewhere; returns [hidden], or [logits [rows, tokens, vocab]] on the last stage. `experts`: the
 // expert-parallel group its MoE layers shard their experts over (null: every expert here). `tp`: the
 // tensor-parallel group (null: no tensor parallelism); then the logits are rank t's slice [rows, tokens, vocab /
-// T] of the vocabulary.
+// T] of the vocabulary, and with sequence parallelism the hidden states between stages are rank t's tokens
+// [rows, tokens / T, hidden] (the first stage still takes every token id).
 class GptStageImpl : public torch::nn::Module {
  public:
   GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts = nullptr,
@@ -76,6 +77,10 @@ class GptStageImpl : public torch::nn::Module {
 
   bool first() const { return first_; }
   bool last() const { return last_; }
+  // With sequence parallelism the gradients of the parameters every rank holds whole (LayerNorms, the row-parallel
+  // biases, the position embedding) hold this rank's tokens only: sums them over the group. Call once the step's
+  // backward is done; a no-op otherwise.
+  void sum_sequence_parallel_gradients();
   // The MoE layers' statistics since the last reset, summed (zero for a dense model).
   MoeStats moe_stats() const;
   void reset_moe_stats();

@@ -7,6 +7,13 @@
 // A column-parallel layer (its output features split) follows f, a row-parallel one (its input features split)
 // comes before g, so a block (attention, or the MLP) costs one all-reduce forward and one backward.
 //
+// Sequence parallelism (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+// 2022) shards the rest of the block, the LayerNorms and the residual stream, along the sequence: rank t holds
+// tokens [t n/T, (t+1) n/T). f becomes an all-gather along the sequence (its backward a reduce-scatter) and g a
+// reduce-scatter (its backward an all-gather): the same bytes moved as the all-reduce, which is a reduce-scatter
+// then an all-gather, while every activation outside the split layers is stored once across the group instead of
+// T times. enter_tensor_parallel and leave_tensor_parallel pick f/g or their sequence-parallel forms.
+//
 // One group carries both directions: a rank issues its tensor-parallel collectives from one thread at a time, in
 // its schedule's order, the same on every member (the trainer refuses --tp with the MoE models whose overlapped
 // halves run on two threads; the expert all-to-all keeps two groups for that reason).
@@ -21,6 +28,7 @@ namespace dualpipe::parallel {
 
 struct TensorParallelGroup {
   c10::intrusive_ptr<c10d::ProcessGroup> group;  // MeshGroups::tensor
+  bool sequence_parallel = false;                 // the activations between split layers sharded by sequence
 
   int size() const { return group ? group->getSize() : 1; }
   int rank() const { return group ? group->getRank() : 0; }
@@ -32,6 +40,18 @@ using TensorGroup = std::shared_ptr<const TensorParallelGroup>;
 // f and g above. With no group or a group of one, both return x.
 torch::Tensor copy_to_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
 torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
+// Sequence-parallel forms of f and g, along dimension 1 of [rows, tokens, ...]: all-gather of each rank's
+// tokens / T (backward: reduce-scatter), and the sum of the ranks' partial [rows, tokens, ...] of which each keeps
+// its tokens / T (backward: all-gather).
+torch::Tensor gather_sequence(const torch::Tensor& x, const TensorGroup& tp);
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, const TensorGroup& tp);
+// Into a tensor-parallel layer (f, or gather_sequence with sequence parallelism) and out of one (g, or
+// reduce_scatter_sequence).
+torch::Tensor enter_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
+torch::Tensor leave_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
+// Whether `tp` splits the sequence between the split layers.
+inline bool splits_sequence(const TensorGroup& tp) { return tp && tp->size() > 1 && tp->sequence_parallel; }
+
 // The elementwise sum over the group, outside autograd.
 torch::Tensor sum_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
 // The elementwise maximum over the group, outside autograd.

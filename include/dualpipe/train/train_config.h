@@ -20,6 +20,9 @@ struct TrainConfig {
   // Tensor-parallel ranks T of every stage (Megatron's: attention by heads, the MLP by columns then rows, the
   // embedding and the head by vocabulary): P x D x T processes in all.
   int tp = 1;
+  // Sequence parallelism beside TP (Korthikanti et al. 2022): LayerNorms and the residual stream sharded along the
+  // sequence, all-gather and reduce-scatter in place of TP's all-reduces, stage boundaries of seq_len / T tokens.
+  bool sp = false;
   // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
   // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.
   bool fb_overlap = true;
