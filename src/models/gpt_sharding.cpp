@@ -42,4 +42,22 @@ torch::Tensor tensor_shard(const std::string& name, const torch::Tensor& full, i
   return full.narrow(dim, rank * part, part);
 }
 
+torch::Tensor tensor_unshard(const std::string& name, const std::vector<torch::Tensor>& slices) {
+  DUALPIPE_CHECK(!slices.empty(), "no slices of ", name);
+  const TensorSplit split = tensor_split(name);
+  if (slices.size() == 1 || split == TensorSplit::Whole) return slices.front();
+  if (split == TensorSplit::Columns) return torch::cat(slices, 1);
+  if (split == TensorSplit::Rows) return torch::cat(slices, 0);
+  std::vector<torch::Tensor> thirds;  // each slice as its [3, rows / 3, ...] of q, k and v
+  for (const torch::Tensor& slice : slices) {
+    std::vector<int64_t> shape = slice.sizes().vec();
+    shape[0] /= 3;
+    shape.insert(shape.begin(), 3);
+    thirds.push_back(slice.reshape(shape));
+  }
+  std::vector<int64_t> whole = slices.front().sizes().vec();
+  whole[0] *= static_cast<int64_t>(slices.size());
+  return torch::cat(thirds, 1).reshape(whole);
+}
+
 }  // namespace dualpipe::models

@@ -16,13 +16,18 @@ torch::Tensor all_reduce(const torch::Tensor& x, c10d::ProcessGroup& group, c10d
   return buffer[0];
 }
 
-// [rows, tokens, ...] from the group's [rows, tokens / T, ...], in tensor-rank order.
-torch::Tensor all_gather_tokens(const torch::Tensor& x, c10d::ProcessGroup& group) {
+// Every rank's `x`, in tensor-rank order.
+std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const TensorParallelGroup& tp) {
   std::vector<std::vector<torch::Tensor>> gathered(1);
-  for (int i = 0; i < group.getSize(); ++i) gathered[0].push_back(torch::empty_like(x, at::MemoryFormat::Contiguous));
+  for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(x, at::MemoryFormat::Contiguous));
   std::vector<torch::Tensor> mine = {x.detach().contiguous()};
-  group.allgather(gathered, mine)->wait();
-  return torch::cat(gathered[0], 1);
+  tp.group->allgather(gathered, mine)->wait();
+  return gathered[0];
+}
+
+// [rows, tokens, ...] from the group's [rows, tokens / T, ...], in tensor-rank order.
+torch::Tensor all_gather_tokens(const torch::Tensor& x, const TensorParallelGroup& tp) {
+  return torch::cat(gather_from_every_rank(x, tp), 1);
 }
 
 // This rank's tokens / T of the sum over the group of [rows, tokens, ...].
@@ -66,7 +71,7 @@ struct GatherSequence : torch::autograd::Function<GatherSequence> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const TensorParallelGroup* tp) {
     ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
-    return all_gather_tokens(x, *tp->group);
+    return all_gather_tokens(x, *tp);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -82,7 +87,7 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {all_gather_tokens(grads[0], *group_of(ctx).group), torch::Tensor()};
+    return {all_gather_tokens(grads[0], group_of(ctx)), torch::Tensor()};
   }
 };
 
@@ -126,13 +131,13 @@ torch::Tensor max_over_tensor_parallel(const torch::Tensor& x, const TensorGroup
   return all_reduce(x, *tp->group, c10d::ReduceOp::MAX);
 }
 
+std::vector<torch::Tensor> all_gather(const torch::Tensor& x, const TensorGroup& tp) {
+  if (!tp || tp->size() == 1) return {x.detach()};
+  return gather_from_every_rank(x, *tp);
+}
+
 torch::Tensor gather_last_dim(const torch::Tensor& x, const TensorGroup& tp) {
-  if (!tp || tp->size() == 1) return x.detach();
-  std::vector<std::vector<torch::Tensor>> gathered(1);
-  for (int i = 0; i < tp->size(); ++i) gathered[0].push_back(torch::empty_like(x));
-  std::vector<torch::Tensor> mine = {x.detach().contiguous()};
-  tp->group->allgather(gathered, mine)->wait();
-  return torch::cat(gathered[0], -1);
+  return torch::cat(all_gather(x, tp), -1);
 }
 
 }  // namespace dualpipe::parallel

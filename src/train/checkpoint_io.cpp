@@ -46,6 +46,7 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   for (const auto& [s, state] : stages) {
     if (!role.writes() || plan.schedule.placement.rank_of(0, s) != role.pipeline_rank) continue;
     const std::string bytes = state.save();
+    if (role.tensor_rank != 0) continue;  // tensor rank 0 has the same bytes
     write_file_atomically((fs::path(dir) / shard_name(s, role.expert_rank())).string(), bytes);
     const uint64_t checksum = fnv1a64(bytes);
     records.insert(records.end(),

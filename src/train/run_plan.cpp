@@ -55,8 +55,6 @@ void check_tensor_parallel(const TrainConfig& c) {
                    data::ByteTokenizer::kVocabSize, " tokens: the embedding and the head are split by vocabulary");
   DUALPIPE_REQUIRE(c.experts == 0, "--tp ", c.tp, " with --experts ", c.experts,
                    " is not supported yet: tensor parallelism covers dense models (MoE layers use --ep)");
-  DUALPIPE_REQUIRE(c.checkpoint_dir.empty(), "--tp ", c.tp,
-                   " with --checkpoint-dir is not supported yet: checkpoints hold whole tensors of one rank");
 }
 
 }  // namespace

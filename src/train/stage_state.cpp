@@ -3,6 +3,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "dualpipe/models/gpt_sharding.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
@@ -20,7 +21,7 @@ using OptimizerState = std::decay_t<decltype(std::declval<torch::optim::AdamW&>(
 
 StageState::StageState(const TrainConfig& c, const models::GptConfig& model, const models::StageCut& cut, int stage,
                        models::ExpertGroup experts, c10::Device device, models::TensorGroup tp)
-    : module(model, cut, stage, std::move(experts), std::move(tp)) {
+    : module(model, cut, stage, std::move(experts), tp), tp(tp) {
   module->to(device);  // initialised on the CPU first: the same values on every device
   // Weight decay on matrices and embeddings only, as in GPT-2 and nanoGPT: not on biases and LayerNorm gains.
   std::vector<torch::Tensor> decayed, plain;
@@ -45,13 +46,16 @@ void StageState::set_lr(double lr) {
 // and a checkpoint could not be compared (or deduplicated) byte for byte. A parameter not stepped yet has none.
 std::string StageState::save() const {
   torch::serialize::OutputArchive archive;
+  const auto whole = [this](const std::string& name, const torch::Tensor& slice) {
+    return models::tensor_unshard(name, parallel::all_gather(slice, tp)).cpu();
+  };
   for (const auto& p : module->named_parameters()) {
-    archive.write("parameter." + p.key(), p.value().detach().cpu());
+    archive.write("parameter." + p.key(), whole(p.key(), p.value()));
     const torch::optim::AdamWParamState* adam = adam_state(p.value());
-    if (!adam) continue;
+    if (!adam) continue;  // the same on every rank of the group: they take the same steps
     archive.write("adam." + p.key() + ".step", torch::tensor(static_cast<int64_t>(adam->step())));
-    archive.write("adam." + p.key() + ".exp_avg", adam->exp_avg().cpu());
-    archive.write("adam." + p.key() + ".exp_avg_sq", adam->exp_avg_sq().cpu());
+    archive.write("adam." + p.key() + ".exp_avg", whole(p.key(), adam->exp_avg()));
+    archive.write("adam." + p.key() + ".exp_avg_sq", whole(p.key(), adam->exp_avg_sq()));
   }
   std::ostringstream out;
   archive.save_to(out);
@@ -64,9 +68,14 @@ void StageState::load(const std::string& bytes, const std::string& what) {
     torch::serialize::InputArchive archive;
     archive.load_from(in);
     torch::NoGradGuard no_grad;
+    const int tp_rank = tp ? tp->rank() : 0, tp_size = tp ? tp->size() : 1;
+    const auto mine = [&](const std::string& name, const torch::Tensor& whole) {
+      return models::tensor_shard(name, whole, tp_rank, tp_size);
+    };
     for (auto& p : module->named_parameters()) {
       torch::Tensor saved;
       archive.read("parameter." + p.key(), saved);
+      saved = mine(p.key(), saved);
       DUALPIPE_REQUIRE(saved.sizes() == p.value().sizes(), what, ": ", p.key(), " has shape ", saved.sizes(),
                        ", the model needs ", p.value().sizes());
       p.value().copy_(saved);
@@ -77,6 +86,8 @@ void StageState::load(const std::string& bytes, const std::string& what) {
       if (!archive.try_read("adam." + p.key() + ".step", step)) continue;
       archive.read("adam." + p.key() + ".exp_avg", exp_avg);
       archive.read("adam." + p.key() + ".exp_avg_sq", exp_avg_sq);
+      exp_avg = mine(p.key(), exp_avg);
+      exp_avg_sq = mine(p.key(), exp_avg_sq);
       DUALPIPE_REQUIRE(exp_avg.sizes() == p.value().sizes() && exp_avg_sq.sizes() == p.value().sizes(), what,
                        ": the optimizer state of ", p.key(), " has shape ", exp_avg.sizes(), ", the model needs ",
                        p.value().sizes());

@@ -16,6 +16,7 @@ namespace dualpipe::train {
 struct StageState {
   models::GptStage module{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
+  models::TensorGroup tp;  // the group its layers are split over (null: whole)
 
   // `experts`: the expert-parallel group of the stage's MoE layers (null: every expert here); `tp`: the
   // tensor-parallel group its layers are split over (null: whole). The parameters, and with them the optimizer
@@ -24,7 +25,9 @@ struct StageState {
              models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU, models::TensorGroup tp = nullptr);
   void set_lr(double lr);
   // Parameters and optimizer state, serialized (a checkpoint shard), and back. load throws InvalidArgument
-  // naming `what` when the bytes do not hold this stage's tensors with these shapes.
+  // naming `what` when the bytes do not hold this stage's tensors with these shapes. A shard holds whole tensors
+  // whatever the tensor parallelism: save gathers the group's slices (collective over it; every rank of the
+  // group returns the same bytes) and load keeps this rank's slices, so a checkpoint resumes under any --tp.
   std::string save() const;
   void load(const std::string& bytes, const std::string& what);
 

@@ -192,7 +192,7 @@ class Trainer {
     return args;
   }
 
-  ShardRole shard_role() const { return {rank_, dp_.replica(), c_.ep}; }
+  ShardRole shard_role() const { return {rank_, dp_.replica(), c_.ep, tp_ ? tp_->rank() : 0}; }
   // Every rank of the job: the pipeline's own communicator when it is the whole job.
   comm::Communicator& world() const { return dp_.has_world() ? dp_.world() : *comm_; }
 

@@ -81,6 +81,44 @@ TEST_F(Train, FourTensorParallelRanksSampleTheSameTextAsWholeStages) {
   }
 }
 
+// Checkpoints hold whole tensors whatever --tp: a TP 2 run resumes bit for bit under TP 2 and within the
+// reduction-order tolerance with whole stages; a whole-stage PP 2 x DP 2 run's checkpoint resumes under PP 2 x DP 2
+// x TP 2 with sequence parallelism, continuing its losses.
+TEST_F(Train, TensorParallelCheckpointsResumeOnAnyTensorParallelLayout) {
+  const std::string job = kSmall + "--steps 4 --eval-every 0 --sample-tokens 0 --schedule dualpipe --pp 2 -m 4 ";
+  auto resume_from_step_2 = [&](const std::string& source, const std::string& name, const std::string& layout) {
+    const std::string dir = path(name);
+    EXPECT_EQ(run_command("mkdir -p '" + dir + "' && cp -r '" + source + "/step-2' '" + dir + "/'").status, 0);
+    const CommandResult resumed =
+        dualpipe_cmd(job + layout + " --checkpoint-dir " + dir + " --resume --metrics " + dir + ".jsonl", 240);
+    EXPECT_EQ(resumed.status, 0) << layout << "\n" << resumed.out;
+    EXPECT_TRUE(contains(resumed.out, "after step 2")) << resumed.out;
+    return read_metrics(dir + ".jsonl");
+  };
+  auto tail = [](MetricsFile m) {  // steps 3 and 4
+    m.steps.erase(m.steps.begin(), m.steps.begin() + 2);
+    return m;
+  };
+
+  const CommandResult split =
+      dualpipe_cmd(job + "--tp 2 --checkpoint-dir " + path("tp") + " --save-every 2 --metrics " + path("tp.jsonl"), 240);
+  ASSERT_EQ(split.status, 0) << split.out;
+  const MetricsFile tp_run = read_metrics(path("tp.jsonl"));
+  ASSERT_EQ(tp_run.steps.size(), 4u);
+  const MetricsFile same = resume_from_step_2(path("tp"), "tp-again", "--tp 2");
+  ASSERT_EQ(same.steps.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (const char* field : {"loss", "grad_norm"})
+      EXPECT_EQ(same.steps[i][field], tp_run.steps[i + 2][field]) << "TP 2 again, step " << i + 3 << " " << field;
+  expect_same_training(resume_from_step_2(path("tp"), "whole", ""), tail(tp_run), "TP 2 -> whole stages");
+
+  const CommandResult replicas =
+      dualpipe_cmd(job + "--dp 2 --checkpoint-dir " + path("dp") + " --save-every 2 --metrics " + path("dp.jsonl"), 240);
+  ASSERT_EQ(replicas.status, 0) << replicas.out;
+  expect_same_training(resume_from_step_2(path("dp"), "dp-tp", "--dp 2 --tp 2 --sp"), tail(read_metrics(path("dp.jsonl"))),
+                       "DP 2 -> DP 2 x TP 2 with SP");
+}
+
 TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
   const struct {
     std::string options, message;
@@ -91,7 +129,6 @@ TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
       {"--sp", "--sp needs --tp above 1, got --tp 1"},
       {"--tp 2 --sp --seq-len 15", "--seq-len 15 must be divisible by --tp 2 with --sp"},
       {"--tp 2 --experts 4", "--tp 2 with --experts 4 is not supported yet"},
-      {"--tp 2 --checkpoint-dir " + path("ckpt"), "--tp 2 with --checkpoint-dir is not supported yet"},
   };
   for (const auto& c : cases) {
     const CommandResult run = dualpipe_cmd(kShort + "--pp 2 " + c.options);

@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <string>
+#include <vector>
 
 namespace dualpipe::models {
 
@@ -20,5 +21,7 @@ TensorSplit tensor_split(const std::string& name);
 // Rank `rank`'s slice of parameter `name` (or of its gradient, or of any tensor of its shape) out of `size`;
 // `full` itself when the parameter stays whole or `size` is 1.
 torch::Tensor tensor_shard(const std::string& name, const torch::Tensor& full, int rank, int size);
+// The whole parameter from every rank's slice, in tensor-rank order: the inverse of tensor_shard.
+torch::Tensor tensor_unshard(const std::string& name, const std::vector<torch::Tensor>& slices);
 
 }  // namespace dualpipe::models

@@ -23,6 +23,7 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <vector>
 
 namespace dualpipe::parallel {
 
@@ -56,6 +57,8 @@ inline bool splits_sequence(const TensorGroup& tp) { return tp && tp->size() > 1
 torch::Tensor sum_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
 // The elementwise maximum over the group, outside autograd.
 torch::Tensor max_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp);
+// Every rank's `x` (of one shape), in tensor-rank order, outside autograd.
+std::vector<torch::Tensor> all_gather(const torch::Tensor& x, const TensorGroup& tp);
 // The group's slices of `x` joined along the last dimension in tensor-rank order, outside autograd.
 torch::Tensor gather_last_dim(const torch::Tensor& x, const TensorGroup& tp);
 
