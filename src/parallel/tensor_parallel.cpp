@@ -3,16 +3,23 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cmath>
 #include <vector>
 
 namespace dualpipe::parallel {
 namespace {
 
-torch::Tensor all_reduce(const torch::Tensor& x, c10d::ProcessGroup& group, c10d::ReduceOp op) {
+// (T-1)/T of `bytes`: what each rank of a ring sends in one pass round it.
+int64_t ring_bytes(const TensorParallelGroup& tp, size_t bytes) {
+  return std::llround(static_cast<double>(bytes) * (tp.size() - 1) / tp.size());
+}
+
+torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, c10d::ReduceOp op) {
   std::vector<torch::Tensor> buffer = {x.detach().contiguous().clone()};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
-  group.allreduce(buffer, options)->wait();
+  tp.ring_bytes_sent += ring_bytes(tp, 2 * buffer[0].nbytes());
+  tp.group->allreduce(buffer, options)->wait();
   return buffer[0];
 }
 
@@ -21,6 +28,7 @@ std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const 
   std::vector<std::vector<torch::Tensor>> gathered(1);
   for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(x, at::MemoryFormat::Contiguous));
   std::vector<torch::Tensor> mine = {x.detach().contiguous()};
+  tp.ring_bytes_sent += ring_bytes(tp, mine[0].nbytes() * static_cast<size_t>(tp.size()));
   tp.group->allgather(gathered, mine)->wait();
   return gathered[0];
 }
@@ -31,11 +39,12 @@ torch::Tensor all_gather_tokens(const torch::Tensor& x, const TensorParallelGrou
 }
 
 // This rank's tokens / T of the sum over the group of [rows, tokens, ...].
-torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, c10d::ProcessGroup& group) {
+torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallelGroup& tp) {
   std::vector<std::vector<torch::Tensor>> chunks(1);
-  for (const torch::Tensor& chunk : x.detach().chunk(group.getSize(), 1)) chunks[0].push_back(chunk.contiguous());
+  for (const torch::Tensor& chunk : x.detach().chunk(tp.size(), 1)) chunks[0].push_back(chunk.contiguous());
   std::vector<torch::Tensor> mine = {torch::empty_like(chunks[0][0])};
-  group.reduce_scatter(mine, chunks)->wait();
+  tp.ring_bytes_sent += ring_bytes(tp, x.nbytes());
+  tp.group->reduce_scatter(mine, chunks)->wait();
   return mine[0];
 }
 
@@ -52,14 +61,14 @@ struct CopyToTensorParallel : torch::autograd::Function<CopyToTensorParallel> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {all_reduce(grads[0], *group_of(ctx).group, c10d::ReduceOp::SUM), torch::Tensor()};
+    return {all_reduce(grads[0], group_of(ctx), c10d::ReduceOp::SUM), torch::Tensor()};
   }
 };
 
 struct ReduceFromTensorParallel : torch::autograd::Function<ReduceFromTensorParallel> {
   static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& x,
                                const TensorParallelGroup* tp) {
-    return all_reduce(x, *tp->group, c10d::ReduceOp::SUM);
+    return all_reduce(x, *tp, c10d::ReduceOp::SUM);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
                                                  torch::autograd::variable_list grads) {
@@ -75,7 +84,7 @@ struct GatherSequence : torch::autograd::Function<GatherSequence> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {reduce_scatter_tokens(grads[0], *group_of(ctx).group), torch::Tensor()};
+    return {reduce_scatter_tokens(grads[0], group_of(ctx)), torch::Tensor()};
   }
 };
 
@@ -83,7 +92,7 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const TensorParallelGroup* tp) {
     ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
-    return reduce_scatter_tokens(x, *tp->group);
+    return reduce_scatter_tokens(x, *tp);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -123,12 +132,12 @@ torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& x, const TensorGr
 
 torch::Tensor sum_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
   if (!tp || tp->size() == 1) return x.detach();
-  return all_reduce(x, *tp->group, c10d::ReduceOp::SUM);
+  return all_reduce(x, *tp, c10d::ReduceOp::SUM);
 }
 
 torch::Tensor max_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
   if (!tp || tp->size() == 1) return x.detach();
-  return all_reduce(x, *tp->group, c10d::ReduceOp::MAX);
+  return all_reduce(x, *tp, c10d::ReduceOp::MAX);
 }
 
 std::vector<torch::Tensor> all_gather(const torch::Tensor& x, const TensorGroup& tp) {

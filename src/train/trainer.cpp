@@ -31,6 +31,7 @@
 #include "progress_report.h"
 #include "sampling.h"
 #include "step_stats.h"
+#include "tensor_traffic.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -118,6 +119,7 @@ class Trainer {
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
     if (c.zero1) sharding_ = OptimizerSharding(dp_, stages_);
+    traffic_ = TensorParallelTraffic(c, plan_, rank_, tp_);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
@@ -268,10 +270,12 @@ class Trainer {
     const bool join_copies = step > 1 && dp_.joins_stage_copies();
     if (overlap)
       args.on_stage_gradients_done = [this](int stage) { dp_.start(stage, stages_.at(stage), /*join_copies=*/true); };
+    traffic_.step_started();
     const runtime::StepResult result = executor_->step(args);
     double dp_wait_ms = overlap ? dp_.finish() : 0;
     if (!join_copies) executor_->reduce_replica_gradients();  // before a separate DP average, which sums means
     for (auto& [s, state] : stages_) state.module->sum_sequence_parallel_gradients();
+    traffic_.step_finished();
     double step_ms = ms_since(start);
     ReferenceCheck check;
     if (step == 1) {
@@ -371,6 +375,7 @@ class Trainer {
     if (report_ && dp_.replicas() > 1)
       std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
                   "replicas\n", static_cast<int>(dp_total), dp_.replicas());
+    if (report_ && tp_) std::printf("%s\n", traffic_.describe().c_str());
     const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_, tp_);
     // Every replica ran the same schedule: replica 0's trace stands for them all.
     Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
@@ -400,6 +405,7 @@ class Trainer {
   OptimizerSharding sharding_;  // off unless --zero1
   std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
   models::TensorGroup tp_;                     // null without tensor parallelism
+  TensorParallelTraffic traffic_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
   std::map<int, StageState> stages_;
@@ -442,8 +448,12 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
     };
   }
   models::TensorGroup tp;
-  if (config.tp > 1)
-    tp = std::make_shared<parallel::TensorParallelGroup>(parallel::TensorParallelGroup{groups.tensor, config.sp});
+  if (config.tp > 1) {
+    auto group = std::make_shared<parallel::TensorParallelGroup>();
+    group->group = groups.tensor;
+    group->sequence_parallel = config.sp;
+    tp = std::move(group);
+  }
   DataParallel dp = config.ep > 1
                         ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                         : DataParallel(groups.data_parallel, world);

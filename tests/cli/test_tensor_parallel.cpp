@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "cli/free_port.h"
@@ -32,6 +33,19 @@ void expect_same_training(const MetricsFile& got, const MetricsFile& expected, c
   }
 }
 
+// The tensor group's counters (each collective's tensor, valued at what a ring sends) against the count from the
+// model's shape (src/train/tensor_traffic.h): rank 0's line, to the printed precision.
+void expect_traffic_as_predicted(const std::string& out, const std::string& label) {
+  const std::string key = "tensor-parallel traffic per training step, this rank: ";
+  const std::size_t at = out.find(key);
+  ASSERT_NE(at, std::string::npos) << label << "\n" << out;
+  double sent = 0, predicted = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + at + key.size(), "%lf MiB sent (ring), predicted %lf MiB", &sent, &predicted), 2)
+      << out.substr(at, 120);
+  EXPECT_GT(sent, 0) << label;
+  EXPECT_DOUBLE_EQ(sent, predicted) << label;
+}
+
 // The four schedule kinds of the hybrid tests, PP 2 x TP 2 (with and without sequence parallelism) against PP 2
 // with whole stages.
 TEST_F(Train, TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule) {
@@ -47,6 +61,7 @@ TEST_F(Train, TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule) {
       EXPECT_TRUE(contains(split.out, "each split over 2 tensor-parallel ranks")) << split.out;
       EXPECT_TRUE(contains(split.out, "step matches the single-process reference: 4 losses within a relative 1e-06"))
           << split.out;
+      expect_traffic_as_predicted(split.out, label);
       const MetricsFile got = read_metrics(path("tp.jsonl"));
       ASSERT_EQ(got.steps.size(), 3u) << label;
       expect_same_training(got, expected, label);

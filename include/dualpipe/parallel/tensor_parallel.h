@@ -22,6 +22,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/types.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -30,6 +32,10 @@ namespace dualpipe::parallel {
 struct TensorParallelGroup {
   c10::intrusive_ptr<c10d::ProcessGroup> group;  // MeshGroups::tensor
   bool sequence_parallel = false;                 // the activations between split layers sharded by sequence
+  // What a ring algorithm sends from each rank for every collective run on the group, in bytes: 2 (T-1)/T of an
+  // all-reduce's tensor, (T-1)/T of an all-gather's gathered result or of a reduce-scatter's input (each rounded
+  // to a byte).
+  mutable std::atomic<int64_t> ring_bytes_sent{0};
 
   int size() const { return group ? group->getSize() : 1; }
   int rank() const { return group ? group->getRank() : 0; }

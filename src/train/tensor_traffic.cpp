@@ -1,0 +1,50 @@
+#include "tensor_traffic.h"
+
+#include <cstdio>
+
+namespace dualpipe::train {
+
+TensorParallelTraffic::TensorParallelTraffic(const TrainConfig& c, const RunPlan& plan, int pipeline_rank,
+                                             models::TensorGroup tp)
+    : tp_(std::move(tp)) {
+  if (!tp_ || tp_->size() == 1) return;
+  const double share = double(tp_->size() - 1) / tp_->size(), h = double(c.hidden), s = double(c.seq_len);
+  const double n = double(c.batch) * s * h * 4;  // bytes of one micro-batch's hidden states
+  const Schedule& schedule = plan.schedule;
+  for (int stage = 0; stage < schedule.num_stages; ++stage) {
+    int microbatches = 0;
+    for (int m = 0; m < schedule.num_microbatches; ++m) microbatches += schedule.placement.rank(stage, m) == pipeline_rank;
+    if (microbatches == 0) continue;
+    const bool first = stage == 0, last = stage == schedule.num_stages - 1;
+    const int layers = plan.cut.layers_per_stage[static_cast<size_t>(stage)];
+    double per_microbatch = layers * 8 * share * n;
+    if (first) per_microbatch += 2 * share * n;
+    if (last) per_microbatch += 2 * share * n + 2 * share * double(c.batch) * s * 3 * 4;
+    predicted_bytes_ += microbatches * per_microbatch;
+    if (c.sp) {
+      const double whole_parameters = layers * 6 * h + (first ? s * h : 0) + (last ? 2 * h : 0);
+      predicted_bytes_ += 2 * share * whole_parameters * 4;
+    }
+  }
+}
+
+void TensorParallelTraffic::step_started() {
+  if (tp_) at_step_start_ = tp_->ring_bytes_sent;
+}
+
+void TensorParallelTraffic::step_finished() {
+  if (!tp_) return;
+  counted_bytes_ += tp_->ring_bytes_sent - at_step_start_;
+  ++steps_;
+}
+
+std::string TensorParallelTraffic::describe() const {
+  if (!tp_ || tp_->size() == 1 || steps_ == 0) return "";
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "tensor-parallel traffic per training step, this rank: %.3f MiB sent (ring), predicted %.3f MiB",
+                double(counted_bytes_) / steps_ / (1 << 20), predicted_bytes_ / (1 << 20));
+  return line;
+}
+
+}  // namespace dualpipe::train
