@@ -121,7 +121,6 @@ GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int sta
     head->weight.normal_(0, kInitStd, gen);
   }
   if (!tp_ || tp_->size() == 1) return;
-  DUALPIPE_REQUIRE(c.moe.experts == 0, "tensor parallelism covers dense models, got ", c.moe.experts, " experts");
   // Built whole from the seed above; each rank keeps its slices (gpt_sharding.h).
   for (auto& p : named_parameters())
     p.value().set_data(

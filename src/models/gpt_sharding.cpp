@@ -13,6 +13,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 TensorSplit tensor_split(const std::string& name) {
+  // MoE layers are not split (their experts are sharded by expert parallelism): their router and experts' fc1 and
+  // fc2 stay whole.
+  if (name.find(".moe.") != std::string::npos) return TensorSplit::Whole;
   if (ends_with(name, "qkv.weight") || ends_with(name, "qkv.bias")) return TensorSplit::QkvRows;
   for (const char* rows : {"fc1.weight", "fc1.bias", "tokens.weight", "head.weight"})
     if (ends_with(name, rows)) return TensorSplit::Rows;

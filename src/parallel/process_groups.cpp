@@ -60,6 +60,7 @@ MeshGroups make_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const 
   groups.expert_data_parallel =
       make_group(store, "expert_data_parallel", mesh.expert_data_parallel_group(rank), rank, options);
   groups.tensor = make_group(store, "tensor", mesh.tensor_group(rank), rank, options);
+  groups.tensor_backward = make_group(store, "tensor_backward", mesh.tensor_group(rank), rank, options);
   return groups;
 }
 

@@ -14,37 +14,45 @@ int64_t ring_bytes(const TensorParallelGroup& tp, size_t bytes) {
   return std::llround(static_cast<double>(bytes) * (tp.size() - 1) / tp.size());
 }
 
-torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, c10d::ReduceOp op) {
+enum class Pass { forward, backward };
+
+c10d::ProcessGroup& group_for(const TensorParallelGroup& tp, Pass pass) {
+  return pass == Pass::backward && tp.backward ? *tp.backward : *tp.group;
+}
+
+torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, c10d::ReduceOp op,
+                         Pass pass = Pass::forward) {
   std::vector<torch::Tensor> buffer = {x.detach().contiguous().clone()};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   tp.ring_bytes_sent += ring_bytes(tp, 2 * buffer[0].nbytes());
-  tp.group->allreduce(buffer, options)->wait();
+  group_for(tp, pass).allreduce(buffer, options)->wait();
   return buffer[0];
 }
 
 // Every rank's `x`, in tensor-rank order.
-std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const TensorParallelGroup& tp) {
+std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const TensorParallelGroup& tp,
+                                                  Pass pass = Pass::forward) {
   std::vector<std::vector<torch::Tensor>> gathered(1);
   for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(x, at::MemoryFormat::Contiguous));
   std::vector<torch::Tensor> mine = {x.detach().contiguous()};
   tp.ring_bytes_sent += ring_bytes(tp, mine[0].nbytes() * static_cast<size_t>(tp.size()));
-  tp.group->allgather(gathered, mine)->wait();
+  group_for(tp, pass).allgather(gathered, mine)->wait();
   return gathered[0];
 }
 
 // [rows, tokens, ...] from the group's [rows, tokens / T, ...], in tensor-rank order.
-torch::Tensor all_gather_tokens(const torch::Tensor& x, const TensorParallelGroup& tp) {
-  return torch::cat(gather_from_every_rank(x, tp), 1);
+torch::Tensor all_gather_tokens(const torch::Tensor& x, const TensorParallelGroup& tp, Pass pass) {
+  return torch::cat(gather_from_every_rank(x, tp, pass), 1);
 }
 
 // This rank's tokens / T of the sum over the group of [rows, tokens, ...].
-torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallelGroup& tp) {
+torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallelGroup& tp, Pass pass) {
   std::vector<std::vector<torch::Tensor>> chunks(1);
   for (const torch::Tensor& chunk : x.detach().chunk(tp.size(), 1)) chunks[0].push_back(chunk.contiguous());
   std::vector<torch::Tensor> mine = {torch::empty_like(chunks[0][0])};
   tp.ring_bytes_sent += ring_bytes(tp, x.nbytes());
-  tp.group->reduce_scatter(mine, chunks)->wait();
+  group_for(tp, pass).reduce_scatter(mine, chunks)->wait();
   return mine[0];
 }
 
@@ -61,7 +69,7 @@ struct CopyToTensorParallel : torch::autograd::Function<CopyToTensorParallel> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {all_reduce(grads[0], group_of(ctx), c10d::ReduceOp::SUM), torch::Tensor()};
+    return {all_reduce(grads[0], group_of(ctx), c10d::ReduceOp::SUM, Pass::backward), torch::Tensor()};
   }
 };
 
@@ -80,11 +88,11 @@ struct GatherSequence : torch::autograd::Function<GatherSequence> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const TensorParallelGroup* tp) {
     ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
-    return all_gather_tokens(x, *tp);
+    return all_gather_tokens(x, *tp, Pass::forward);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {reduce_scatter_tokens(grads[0], group_of(ctx)), torch::Tensor()};
+    return {reduce_scatter_tokens(grads[0], group_of(ctx), Pass::backward), torch::Tensor()};
   }
 };
 
@@ -92,11 +100,11 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const TensorParallelGroup* tp) {
     ctx->saved_data["group"] = reinterpret_cast<int64_t>(tp);
-    return reduce_scatter_tokens(x, *tp);
+    return reduce_scatter_tokens(x, *tp, Pass::forward);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {all_gather_tokens(grads[0], group_of(ctx)), torch::Tensor()};
+    return {all_gather_tokens(grads[0], group_of(ctx), Pass::backward), torch::Tensor()};
   }
 };
 

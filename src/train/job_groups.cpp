@@ -23,8 +23,9 @@ void check_groups_fit(const TrainConfig& config, const comm::Communicator* world
                    " ranks but --pp is ", config.ranks);
   DUALPIPE_REQUIRE(size(groups.data_parallel) == config.dp, "the data-parallel group has ", size(groups.data_parallel),
                    " ranks but --dp is ", config.dp);
-  DUALPIPE_REQUIRE(config.tp == 1 || size(groups.tensor) == config.tp, "the tensor-parallel group has ",
-                   size(groups.tensor), " ranks but --tp is ", config.tp);
+  DUALPIPE_REQUIRE(config.tp == 1 || (size(groups.tensor) == config.tp && size(groups.tensor_backward) == config.tp),
+                   "the tensor-parallel groups have ", size(groups.tensor), " and ", size(groups.tensor_backward),
+                   " ranks but --tp is ", config.tp);
   DUALPIPE_REQUIRE(world && world->size() == config.world_size(), "the world has ", world ? world->size() : 0,
                    " ranks but ", config.world_product(), " is ", config.world_size());
   if (config.ep > 1)

@@ -17,7 +17,8 @@ TensorParallelTraffic::TensorParallelTraffic(const TrainConfig& c, const RunPlan
     if (microbatches == 0) continue;
     const bool first = stage == 0, last = stage == schedule.num_stages - 1;
     const int layers = plan.cut.layers_per_stage[static_cast<size_t>(stage)];
-    double per_microbatch = layers * 8 * share * n;
+    const int split_parts = c.experts > 0 ? 1 : 2;  // attention, and a dense MLP (MoE layers are not split)
+    double per_microbatch = layers * split_parts * 4 * share * n;
     if (first) per_microbatch += 2 * share * n;
     if (last) per_microbatch += 2 * share * n + 2 * share * double(c.batch) * s * 3 * 4;
     predicted_bytes_ += microbatches * per_microbatch;

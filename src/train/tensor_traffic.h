@@ -6,7 +6,8 @@
 // all-gather's result or a reduce-scatter's input), with N = rows x tokens x hidden x 4 bytes, for every
 // micro-batch of every stage this rank runs:
 //   - each block: four all-reduces of N (forward: attention's and the MLP's g; backward: their f), 8 (T-1)/T N; with
-//     sequence parallelism four all-gathers and four reduce-scatters of N, the same bytes;
+//     sequence parallelism four all-gathers and four reduce-scatters of N, the same bytes; half that with an MoE
+//     layer, which is not split;
 //   - the first stage's embedding: 2 (T-1)/T N (g, or a reduce-scatter and its backward's all-gather);
 //   - the last stage's head: 2 (T-1)/T N (its f), and the cross entropy's two all-reduces of 1 and 2 values per
 //     token;

@@ -451,6 +451,7 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
   if (config.tp > 1) {
     auto group = std::make_shared<parallel::TensorParallelGroup>();
     group->group = groups.tensor;
+    group->backward = groups.tensor_backward;
     group->sequence_parallel = config.sp;
     tp = std::move(group);
   }

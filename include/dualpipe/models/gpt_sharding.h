@@ -3,7 +3,8 @@
 //   - fc1, and the token embedding and the head (by vocabulary): a slice of the rows (output features);
 //   - proj and fc2 (row-parallel): a slice of the columns (input features); their biases are added once, after
 //     the partial outputs are summed, so they stay whole;
-//   - LayerNorms and the position embedding: whole on every rank (their gradients come out the same on each).
+//   - LayerNorms, the position embedding and MoE layers (router and experts): whole on every rank (their gradients
+//     come out the same on each; experts are sharded by expert parallelism instead).
 // A rank builds the whole model from the seed and keeps its slices, so its weights are one process's, whatever T.
 #pragma once
 

@@ -40,6 +40,8 @@ struct MeshGroups {
   // The T ranks of this rank's tensor-parallel layers (ProcessMesh::tensor_group; one rank without TP). Optional
   // for a library user's groups without TP.
   c10::intrusive_ptr<c10d::ProcessGroup> tensor;
+  // The same ranks as `tensor`, for the collectives of backward passes (as `expert_backward`).
+  c10::intrusive_ptr<c10d::ProcessGroup> tensor_backward;
 };
 
 // How the groups are made: the backend (comm/backend.h), and for Gloo the network interface (empty: the host

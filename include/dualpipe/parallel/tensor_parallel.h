@@ -14,9 +14,9 @@
 // then an all-gather, while every activation outside the split layers is stored once across the group instead of
 // T times. enter_tensor_parallel and leave_tensor_parallel pick f/g or their sequence-parallel forms.
 //
-// One group carries both directions: a rank issues its tensor-parallel collectives from one thread at a time, in
-// its schedule's order, the same on every member (the trainer refuses --tp with the MoE models whose overlapped
-// halves run on two threads; the expert all-to-all keeps two groups for that reason).
+// Forward passes run their collectives on one group and backward passes on another over the same ranks: with the
+// MoE layers' forward-backward overlap (runtime/concurrent_overlap.h) a forward and a backward run at once on two
+// threads, and c10d matches collectives by their order within a group, as for the expert all-to-all.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -30,7 +30,8 @@
 namespace dualpipe::parallel {
 
 struct TensorParallelGroup {
-  c10::intrusive_ptr<c10d::ProcessGroup> group;  // MeshGroups::tensor
+  c10::intrusive_ptr<c10d::ProcessGroup> group;     // MeshGroups::tensor: forward passes, and outside a step
+  c10::intrusive_ptr<c10d::ProcessGroup> backward;  // MeshGroups::tensor_backward (null: `group`)
   bool sequence_parallel = false;                 // the activations between split layers sharded by sequence
   // What a ring algorithm sends from each rank for every collective run on the group, in bytes: 2 (T-1)/T of an
   // all-reduce's tensor, (T-1)/T of an all-gather's gathered result or of a reduce-scatter's input (each rounded
