@@ -18,10 +18,23 @@ std::string model_mismatch(const ModelSpec& m) {
   return "";
 }
 
+// Why the trainer cannot split this model over l.tp ranks as the planner does (with sequence parallelism), or "".
+std::string tensor_parallel_mismatch(const ModelSpec& m, const Layout& l) {
+  if (l.tp == 1) return "";
+  const std::string tp = std::to_string(l.tp);
+  if (m.experts > 0) return "the trainer's tensor parallelism leaves MoE layers whole, without sequence parallelism";
+  if (m.heads % l.tp != 0)
+    return "the trainer splits attention by heads: tp " + tp + " must divide " + std::to_string(m.heads) + " heads";
+  if (m.seq_len % l.tp != 0) return "sequence parallelism needs the sequence divisible by tp " + tp;
+  if (256 % l.tp != 0) return "the trainer splits its vocabulary of 256 by tp, which " + tp + " does not divide";
+  return "";
+}
+
 // Why the trainer cannot run this layout, or "".
-std::string layout_mismatch(const ClusterSpec& cluster, const Layout& l) {
+std::string layout_mismatch(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
   if (cluster.gpus > cluster.gpus_per_node) return "the cluster has more than one node";
-  if (l.tp > 1 || l.cp > 1) return "the trainer has no tensor or context parallelism yet";
+  if (l.cp > 1) return "the trainer has no context parallelism yet";
+  if (const std::string tp = tensor_parallel_mismatch(model, l); !tp.empty()) return tp;
   if (l.zero > 1) return "the trainer shards the optimizer state only (ZeRO-1)";
   if (l.recompute == Recompute::Selective) return "the trainer recomputes whole stages (full), not selectively";
   if (l.pp < 2) return "the trainer runs a pipeline of at least 2 ranks";
@@ -34,13 +47,14 @@ TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, c
   const Layout& l = row.layout;
   TrainCommand out;
   out.why_not = model_mismatch(model);
-  if (out.why_not.empty()) out.why_not = layout_mismatch(cluster, l);
+  if (out.why_not.empty()) out.why_not = layout_mismatch(model, cluster, l);
   if (!out.why_not.empty()) return out;
   // A planned schedule runs from the file `dualpipe plan` writes; it sets the ranks and micro-batches.
   const bool planned = !row.plan_command.empty();
   std::string c = planned ? row.plan_command + " && dualpipe train --schedule-file plan.txt"
                           : "dualpipe train --pp " + std::to_string(l.pp);
   if (l.dp > 1) c += " --dp " + std::to_string(l.dp);
+  if (l.tp > 1) c += " --tp " + std::to_string(l.tp) + " --sp";  // the planner's memory model assumes SP with TP
   if (l.ep > 1) c += " --ep " + std::to_string(l.ep);
   if (l.zero == 1 && l.dp > 1) c += " --zero1";
   if (l.recompute == Recompute::Full) c += " --recompute";

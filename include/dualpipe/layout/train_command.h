@@ -11,8 +11,8 @@
 namespace dualpipe::layout {
 
 // The command line, or why there is none: the trainer's model is a byte-level GPT (vocabulary 256, a 4x GELU
-// MLP or MoE of such experts, untied embeddings) run as local processes of one machine, with pipeline, data and
-// expert parallelism, ZeRO-1 and full recomputation.
+// MLP or MoE of such experts, untied embeddings) run as local processes of one machine, with pipeline, data,
+// expert and (for dense models, with sequence parallelism) tensor parallelism, ZeRO-1 and full recomputation.
 struct TrainCommand {
   std::optional<std::string> command;
   std::string why_not;  // set when command is empty

@@ -1,0 +1,63 @@
+// The `dualpipe train` command printed for a planned layout: the options the trainer takes for it (checked against
+// the trainer's own rules in tests/cli), or why there is none.
+#include <gtest/gtest.h>
+
+#include "dualpipe/layout/train_command.h"
+
+namespace {
+
+using namespace dualpipe::layout;
+
+ModelSpec trainers_model() {  // dualpipe train's transformer at --layers 8 --hidden 128 --heads 4 --seq-len 128
+  ModelSpec m;
+  m.name = "small";
+  m.layers = 8;
+  m.hidden = 128;
+  m.heads = 4;
+  m.ffn_hidden = 512;
+  m.vocab = 256;
+  m.seq_len = 128;
+  return m;
+}
+
+ClusterSpec one_machine() {
+  ClusterSpec c;
+  c.gpus = 8;
+  c.gpus_per_node = 8;
+  return c;
+}
+
+LayoutResult row(int tp, int pp, int dp) {
+  LayoutResult r;
+  r.layout.tp = tp;
+  r.layout.pp = pp;
+  r.layout.dp = dp;
+  r.layout.schedule = "dualpipe";
+  r.layout.recompute = Recompute::None;
+  r.layout.microbatches = 4;
+  return r;
+}
+
+TEST(TrainCommand, TensorParallelLayoutsRunWithSequenceParallelism) {
+  const TrainCommand c = train_command(trainers_model(), one_machine(), row(2, 2, 2));
+  ASSERT_TRUE(c.command) << c.why_not;
+  EXPECT_EQ(*c.command, "dualpipe train --pp 2 --dp 2 --tp 2 --sp --zero1 --schedule dualpipe --microbatches 4 "
+                        "--batch 1 --layers 8 --hidden 128 --heads 4 --seq-len 128");
+}
+
+TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
+  EXPECT_EQ(train_command(trainers_model(), one_machine(), row(8, 1, 1)).why_not,
+            "the trainer splits attention by heads: tp 8 must divide 4 heads");
+  ModelSpec moe = trainers_model();
+  moe.experts = 4;
+  moe.top_k = 2;
+  moe.expert_ffn_hidden = 512;
+  EXPECT_EQ(train_command(moe, one_machine(), row(2, 2, 1)).why_not,
+            "the trainer's tensor parallelism leaves MoE layers whole, without sequence parallelism");
+  LayoutResult context = row(1, 2, 1);
+  context.layout.cp = 2;
+  EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,
+            "the trainer has no context parallelism yet");
+}
+
+}  // namespace
