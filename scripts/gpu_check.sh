@@ -84,6 +84,11 @@ run() {
       --top-k 2 --steps 4 --layers 4 --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 \
       $overlap | grep -E 'step matches|^\[rank 0\] +[1-4] |identical|mean step' || failed=1
   done
+  echo "== tensor and sequence parallelism on the GPU: P=2 x TP=2 with --sp, 4 ranks sharing it over Gloo (step 1"
+  echo "   checked against the single-process reference; the tensor group's traffic against its prediction)"
+  "$bin/dualpipe" train --device cuda --backend gloo --schedule dualpipe --pp 2 --tp 2 --sp --steps 4 --layers 4 \
+    --hidden 64 --heads 4 --seq-len 32 --data docs --trace '' --sample-tokens 0 \
+    | grep -E 'step matches|^\[rank 0\] +[1-4] |traffic|mean step' || failed=1
   echo "== refused: --backend nccl with CPU stages, and --device cuda over NCCL with more ranks than GPUs"
   "$bin/dualpipe" train --backend nccl --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"
   "$bin/dualpipe" train --device cuda --ranks 2 --steps 1 && failed=1 || echo "refused, exit $?"

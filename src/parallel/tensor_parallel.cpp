@@ -20,24 +20,34 @@ c10d::ProcessGroup& group_for(const TensorParallelGroup& tp, Pass pass) {
   return pass == Pass::backward && tp.backward ? *tp.backward : *tp.group;
 }
 
+// What goes on the wire for `x`: its values, contiguous, through host memory for a device tensor on Gloo (as the
+// expert all-to-all does: Gloo's collectives do not all take device tensors); a copy of its own when `writable`.
+torch::Tensor on_the_wire(const torch::Tensor& x, const c10d::ProcessGroup& group, bool writable = false) {
+  if (!x.is_cpu() && group.getBackendName() == "gloo") return x.detach().to(torch::kCPU).contiguous();
+  return writable ? x.detach().clone(at::MemoryFormat::Contiguous) : x.detach().contiguous();
+}
+
 torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, c10d::ReduceOp op,
                          Pass pass = Pass::forward) {
-  std::vector<torch::Tensor> buffer = {x.detach().contiguous().clone()};
+  c10d::ProcessGroup& group = group_for(tp, pass);
+  std::vector<torch::Tensor> buffer = {on_the_wire(x, group, /*writable=*/true)};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   tp.ring_bytes_sent += ring_bytes(tp, 2 * buffer[0].nbytes());
-  group_for(tp, pass).allreduce(buffer, options)->wait();
-  return buffer[0];
+  group.allreduce(buffer, options)->wait();
+  return buffer[0].to(x.device());
 }
 
 // Every rank's `x`, in tensor-rank order.
 std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const TensorParallelGroup& tp,
                                                   Pass pass = Pass::forward) {
+  c10d::ProcessGroup& group = group_for(tp, pass);
+  std::vector<torch::Tensor> mine = {on_the_wire(x, group)};
   std::vector<std::vector<torch::Tensor>> gathered(1);
-  for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(x, at::MemoryFormat::Contiguous));
-  std::vector<torch::Tensor> mine = {x.detach().contiguous()};
+  for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(mine[0]));
   tp.ring_bytes_sent += ring_bytes(tp, mine[0].nbytes() * static_cast<size_t>(tp.size()));
-  group_for(tp, pass).allgather(gathered, mine)->wait();
+  group.allgather(gathered, mine)->wait();
+  for (auto& part : gathered[0]) part = part.to(x.device());
   return gathered[0];
 }
 
@@ -48,12 +58,13 @@ torch::Tensor all_gather_tokens(const torch::Tensor& x, const TensorParallelGrou
 
 // This rank's tokens / T of the sum over the group of [rows, tokens, ...].
 torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallelGroup& tp, Pass pass) {
+  c10d::ProcessGroup& group = group_for(tp, pass);
   std::vector<std::vector<torch::Tensor>> chunks(1);
-  for (const torch::Tensor& chunk : x.detach().chunk(tp.size(), 1)) chunks[0].push_back(chunk.contiguous());
+  for (const torch::Tensor& chunk : x.chunk(tp.size(), 1)) chunks[0].push_back(on_the_wire(chunk, group));
   std::vector<torch::Tensor> mine = {torch::empty_like(chunks[0][0])};
   tp.ring_bytes_sent += ring_bytes(tp, x.nbytes());
-  group_for(tp, pass).reduce_scatter(mine, chunks)->wait();
-  return mine[0];
+  group.reduce_scatter(mine, chunks)->wait();
+  return mine[0].to(x.device());
 }
 
 // The group is kept by the stage's layers, which the graph's owner keeps: a raw pointer in the context is safe.
