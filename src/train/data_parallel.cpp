@@ -89,6 +89,12 @@ double DataParallel::sum_over_expert_group(double value) const {
   return t[0].item<double>();
 }
 
+void DataParallel::sum_over_expert_data_parallel(torch::Tensor& values) const {
+  if (!sharded(expert_data_parallel_)) return;
+  std::vector<torch::Tensor> t = {values};
+  expert_data_parallel_->allreduce(t)->wait();
+}
+
 int DataParallel::check_replicas_identical(const std::map<int, StageState>& stages) const {
   if (replicas() == 1) return 0;
   int compared = 0;

@@ -58,6 +58,8 @@ class DataParallel {
   void sum(torch::Tensor& values) const;
   // The sum of `value` over the EP group (for the squares of the expert gradients in the global norm).
   double sum_over_expert_group(double value) const;
+  // `values` replaced by their sums over the expert-data-parallel group (unchanged without one).
+  void sum_over_expert_data_parallel(torch::Tensor& values) const;
   // The number of parameter tensors of `stages` compared with replica 0's (an expert's with the first holder of
   // the same expert); throws Error naming the first stage and parameter that is not bit-identical.
   int check_replicas_identical(const std::map<int, StageState>& stages) const;

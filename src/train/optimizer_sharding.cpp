@@ -2,6 +2,7 @@
 #include "optimizer_sharding.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace dualpipe::train {
 namespace {
@@ -71,6 +72,64 @@ void OptimizerSharding::keep_own_gradients(std::map<int, StageState>& stages) co
         if (static_cast<int>(owner) != shard.group->getRank())
           for (const auto& name : shard.names_by_owner[owner]) parameters[name].mutable_grad() = torch::Tensor();
   }
+}
+
+double OptimizerSharding::reduce_gradients_to_owners(std::map<int, StageState>& stages, int replicas) const {
+  const auto start = std::chrono::steady_clock::now();
+  struct Reduction {  // one owner's tensors of one stage, flat
+    std::vector<torch::Tensor> parameters;
+    torch::Tensor flat;
+    bool mine = false;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::vector<Reduction> reductions;
+  for (auto& [stage, state] : stages) {
+    auto parameters = state.module->named_parameters();
+    for (auto& p : parameters)  // every member sends the same layout, whatever took part in the step
+      if (p.value().requires_grad() && !p.value().grad().defined())
+        p.value().mutable_grad() = torch::zeros_like(p.value());
+    const auto found = shards_.find(stage);
+    for (const Shard& shard : found == shards_.end() ? std::vector<Shard>{} : found->second)
+      for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
+        Reduction r;
+        r.mine = static_cast<int>(owner) == shard.group->getRank();
+        std::vector<torch::Tensor> views;
+        for (const auto& name : shard.names_by_owner[owner]) {
+          r.parameters.push_back(parameters[name]);
+          views.push_back(parameters[name].grad().reshape({-1}));
+        }
+        if (views.empty()) continue;
+        std::vector<torch::Tensor> buffer = {torch::cat(views)};
+        c10d::ReduceOptions options;
+        options.rootRank = static_cast<int64_t>(owner);
+        r.work = shard.group->reduce(buffer, options);
+        r.flat = buffer[0];
+        reductions.push_back(std::move(r));
+      }
+    for (auto& p : parameters)
+      if (p.value().requires_grad() && !is_sharded(stage, p.key())) p.value().mutable_grad().div_(replicas);
+  }
+  torch::NoGradGuard no_grad;
+  for (Reduction& r : reductions) {
+    r.work->wait();
+    if (r.mine) r.flat.div_(replicas);
+    int64_t offset = 0;
+    for (auto& p : r.parameters) {
+      if (r.mine) p.mutable_grad().copy_(r.flat.narrow(0, offset, p.numel()).view_as(p));
+      else p.mutable_grad() = torch::Tensor();
+      offset += p.numel();
+    }
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+int OptimizerSharding::sharing_ranks(int stage, const std::string& name) const {
+  const auto found = shards_.find(stage);
+  if (found == shards_.end()) return 1;
+  for (const Shard& shard : found->second)
+    for (const auto& names : shard.names_by_owner)
+      if (std::find(names.begin(), names.end(), name) != names.end()) return shard.group->getSize();
+  return 1;
 }
 
 void OptimizerSharding::share_updates(std::map<int, StageState>& stages) const {

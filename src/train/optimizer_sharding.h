@@ -1,5 +1,7 @@
-// ZeRO stage 1 for the trainer (internal; Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
-// Parameter Models", 2020): the AdamW state is sharded over the data-parallel replicas instead of kept whole by each.
+// ZeRO stages 1 and 2 for the trainer (internal; Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+// Trillion Parameter Models", 2020): the AdamW state is sharded over the data-parallel replicas instead of kept whole
+// by each, and with stage 2 the gradients too: reduce_gradients_to_owners replaces the all-reduce, each tensor's
+// gradients summed onto its owner alone (a reduce) and dropped by the others.
 //
 // Once the gradients are averaged (every replica holds the same), each replica keeps the gradients of the parameter
 // tensors it owns and drops the others, so the optimizer's step updates its shard only (AdamW makes and keeps state
@@ -31,6 +33,14 @@ class OptimizerSharding {
 
   // Drops the gradients of the tensors other replicas own (call after clipping, before the optimizer's step).
   void keep_own_gradients(std::map<int, StageState>& stages) const;
+  // ZeRO-2, in place of DataParallel::average_gradients: each owner gets the mean over the `replicas` of its
+  // tensors' gradients, the others drop them; a gradient nobody shares (an expert only this replica holds) is
+  // divided by `replicas`, as DataParallel does. Returns the milliseconds it took.
+  double reduce_gradients_to_owners(std::map<int, StageState>& stages, int replicas) const;
+  // The members of the group that shares out `name` of `stage` (the data-parallel or the expert-data-parallel
+  // group), one of which owns it; 1 where it is not sharded.
+  int sharing_ranks(int stage, const std::string& name) const;
+  bool is_sharded(int stage, const std::string& name) const { return sharing_ranks(stage, name) > 1; }
   // Gives every replica the tensors their owners updated (after the optimizer's step).
   void share_updates(std::map<int, StageState>& stages) const;
   // Gives every replica the whole optimizer state, for a checkpoint (collective over the data-parallel replicas).

@@ -154,7 +154,8 @@ void ProgressReport::step(const StepReport& r) {
                      {"bubble", r.bubble},
                      {"dp_wait_ms", r.dp_wait_ms},
                      {"peak_activation_bytes", peaks},
-                     {"optimizer_state_bytes", r.optimizer_state_bytes}};
+                     {"optimizer_state_bytes", r.optimizer_state_bytes},
+                     {"gradient_bytes", r.gradient_bytes}};
   if (config_.experts > 0) {
     record["moe_aux_loss"] = r.moe_aux_loss;
     record["moe_dropped"] = r.moe_dropped;
@@ -234,8 +235,15 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     const StepReport& last = steps_.back();
     std::cout << "optimizer state MiB per rank:";
     for (double b : last.optimizer_state_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
-    std::cout << (config_.zero1 ? " (ZeRO-1: sharded over the " + std::to_string(config_.dp) + " replicas)\n"
-                                : "\n");
+    const int zero = config_.zero_stage();
+    std::cout << (zero >= 1 ? " (ZeRO-" + std::to_string(zero) + ": sharded over the " + std::to_string(config_.dp) +
+                                  " replicas)\n"
+                            : "\n");
+    std::cout << "gradient MiB per rank after the reduction:";
+    for (double b : last.gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
+    std::cout << "; predicted" << (zero >= 2 ? " (ZeRO-2: each sharded tensor on its owner alone)" : "") << ":";
+    for (double b : last.predicted_gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
+    std::cout << "\n";
     double ms = 0, tokens = 0;
     int n = 0;
     for (const auto& r : steps_)

@@ -26,6 +26,8 @@ struct StepReport {
   std::vector<double> peak_activation_bytes;  // per rank
   std::vector<int> peak_live_activations;     // per rank
   std::vector<double> optimizer_state_bytes;  // per rank after the step: AdamW's moments (a shard with --zero1)
+  // Per rank after the data-parallel reduction: the gradients held (a shard with --zero 2), and that predicted.
+  std::vector<double> gradient_bytes, predicted_gradient_bytes;
 };
 
 class ProgressReport {

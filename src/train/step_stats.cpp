@@ -10,7 +10,8 @@ namespace {
 // The packed tensor's fields, in this order.
 enum Field {
   kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
-  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kOptimizerStateBytes, kFields
+  kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kOptimizerStateBytes,
+  kGradientBytes, kPredictedGradientBytes, kFields
 };
 
 }  // namespace
@@ -35,6 +36,8 @@ torch::Tensor pack_step_stats(const RankStepStats& s) {
   f[kAllToAllMs] = s.all_to_all_ms;
   f[kAllToAllExposedMs] = s.all_to_all_exposed_ms;
   f[kOptimizerStateBytes] = s.optimizer_state_bytes;
+  f[kGradientBytes] = s.gradient_bytes;
+  f[kPredictedGradientBytes] = s.predicted_gradient_bytes;
   return packed;
 }
 
@@ -56,6 +59,8 @@ RankStepStats unpack_step_stats(const torch::Tensor& packed) {
   s.all_to_all_ms = f[kAllToAllMs];
   s.all_to_all_exposed_ms = f[kAllToAllExposedMs];
   s.optimizer_state_bytes = f[kOptimizerStateBytes];
+  s.gradient_bytes = f[kGradientBytes];
+  s.predicted_gradient_bytes = f[kPredictedGradientBytes];
   return s;
 }
 
@@ -76,6 +81,8 @@ StepReport combine_step_stats(int step, const std::vector<RankStepStats>& ranks)
     r.peak_activation_bytes.push_back(g.peak_activation_bytes);
     r.peak_live_activations.push_back(static_cast<int>(g.peak_live_activations));
     r.optimizer_state_bytes.push_back(g.optimizer_state_bytes);
+    r.gradient_bytes.push_back(g.gradient_bytes);
+    r.predicted_gradient_bytes.push_back(g.predicted_gradient_bytes);
   }
   r.bubble = span_bubble_rate(span, busy);
   r.moe_dropped = moe.dropped_fraction();

@@ -18,6 +18,8 @@ struct RankStepStats {
   // Step 1's check against the single-process reference: what was compared, and the worst gradient cosine.
   double losses_checked = 0, gradients_checked = 0, worst_cosine = 0;
   double peak_activation_bytes = 0, peak_live_activations = 0, optimizer_state_bytes = 0;
+  // The gradients held after the data-parallel reduction, and the ZeRO paper's figure for them.
+  double gradient_bytes = 0, predicted_gradient_bytes = 0;
   models::MoeStats moe;  // over every replica's micro-batches
   double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
 };

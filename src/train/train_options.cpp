@@ -87,6 +87,11 @@ const std::vector<TrainOption>& train_options() {
        "ZeRO-1: shard the optimizer state over the data-parallel replicas (needs --dp above 1); each replica updates "
        "its share of the parameters and sends it to the others. Same results, less memory",
        "Pipeline", &C::zero1, false},
+      {"--zero",
+       "ZeRO stage: 0 none; 1 the optimizer state sharded over the data-parallel replicas (as --zero1); 2 the "
+       "gradients too, each reduced to the one replica that updates it (reduce instead of all-reduce, after the "
+       "step). Needs --dp above 1 for 1 and 2; 3 is not built",
+       "Pipeline", &C::zero},
       {"--ep",
        "Expert-parallel group size E: the experts of each MoE layer are sharded over E data-parallel replicas of a "
        "stage (E divides --dp, --experts divisible by E)",

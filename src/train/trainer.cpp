@@ -14,11 +14,11 @@
 #include "data_parallel.h"
 #include "device_choice.h"
 #include "expert_timeline.h"
+#include "gradient_norm.h"
 #include "job_groups.h"
 #include "optimizer_sharding.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
-#include "dualpipe/models/gpt_sharding.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
@@ -41,7 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kStepStatsTag = comm::tag(comm::Channel::StepStats);
 constexpr int kReplicaStatsTag = comm::tag(comm::Channel::ReplicaStats);
-constexpr int kNormTag = comm::tag(comm::Channel::GradNorm);
 constexpr int kEvalTag = comm::tag(comm::Channel::Eval);
 constexpr int kAllToAllTraceTag = comm::tag(comm::Channel::AllToAllTrace);
 
@@ -118,7 +117,7 @@ class Trainer {
     options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
-    if (c.zero1) sharding_ = OptimizerSharding(dp_, stages_);
+    if (c.zero_stage() >= 1) sharding_ = OptimizerSharding(dp_, stages_);
     traffic_ = TensorParallelTraffic(c, plan_, rank_, tp_);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)
@@ -215,33 +214,20 @@ class Trainer {
     return spans;
   }
 
-  // The global gradient norm over every stage once (first replicas only), clipped to --clip on every copy.
-  double clip_gradients() {
-    // Dense gradients are the same in every replica after the reduction; the experts are spread over the EP
-    // group, whose members each add theirs, and the slices of tensor-parallel layers over the TP group.
-    double dense = 0, experts = 0, slices = 0;
-    for (auto& [s, state] : stages_) {
-      if (plan_.schedule.placement.rank_of(0, s) != rank_) continue;
+  // The bytes of the gradients this rank holds after the data-parallel reduction, and the ZeRO paper's figure for
+  // them: whole, or with ZeRO-2 1/D of each sharded tensor (1/(D/E) of a sharded expert's).
+  struct GradientBytes {
+    double held = 0, predicted = 0;
+  };
+  GradientBytes gradient_bytes() const {
+    GradientBytes bytes;
+    for (const auto& [s, state] : stages_)
       for (const auto& p : state.module->named_parameters()) {
-        if (!p.value().grad().defined()) continue;
-        const double square = p.value().grad().to(torch::kDouble).pow(2).sum().item<double>();
-        if (models::is_expert_parameter(p.key())) experts += square;
-        else if (tp_ && models::tensor_split(p.key()) != models::TensorSplit::Whole) slices += square;
-        else dense += square;
+        if (p.value().grad().defined()) bytes.held += double(p.value().grad().nbytes());
+        const int sharing = c_.zero_stage() >= 2 ? sharding_.sharing_ranks(s, p.key()) : 1;
+        bytes.predicted += double(p.value().nbytes()) / sharing;
       }
-    }
-    slices = parallel::sum_over_tensor_parallel(torch::full({1}, slices, torch::kDouble), tp_).item<double>();
-    const double squares = dense + dp_.sum_over_expert_group(experts) + slices;
-    const double norm =
-        std::sqrt(runtime::sum_over_ranks(*comm_, torch::full({1}, squares, torch::kDouble), kNormTag, timeout_)
-                      .item<double>());
-    if (c_.clip > 0 && norm > c_.clip) {
-      const double scale = c_.clip / (norm + 1e-6);
-      for (auto& [s, state] : stages_)
-        for (auto& p : state.module->parameters())
-          if (p.grad().defined()) p.grad().mul_(scale);
-    }
-    return norm;
+    return bytes;
   }
 
   // This replica's micro-batches of the step's global batch (replica d takes rows d*M*b to (d+1)*M*b - 1).
@@ -264,10 +250,12 @@ class Trainer {
     if (timeline_) timeline_->discard();
     runtime::StepArgs args = step_args(inputs, targets);
     // Step 1 is checked against a single-process run of this replica's own micro-batches: its gradients are
-    // averaged over the replicas after the check.
-    const bool overlap = dp_.replicas() > 1 && c_.dp_overlap && step > 1;
+    // averaged over the replicas after the check. ZeRO-2 reduces them to their owners after the step, once the
+    // copies of a stage are summed.
+    const bool zero2 = c_.zero_stage() >= 2;
+    const bool overlap = !zero2 && dp_.replicas() > 1 && c_.dp_overlap && step > 1;
     // From step 2 the stage copies' sum joins the data-parallel buckets (data_parallel.h).
-    const bool join_copies = step > 1 && dp_.joins_stage_copies();
+    const bool join_copies = !zero2 && step > 1 && dp_.joins_stage_copies();
     if (overlap)
       args.on_stage_gradients_done = [this](int stage) { dp_.start(stage, stages_.at(stage), /*join_copies=*/true); };
     traffic_.step_started();
@@ -285,8 +273,12 @@ class Trainer {
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
     const auto update_start = Clock::now();
-    if (!overlap) dp_wait_ms = dp_.average_gradients(stages_, join_copies);
-    const double grad_norm = clip_gradients();
+    if (!overlap)
+      dp_wait_ms = zero2 ? sharding_.reduce_gradients_to_owners(stages_, dp_.replicas())
+                         : dp_.average_gradients(stages_, join_copies);
+    const GradientBytes gradients = gradient_bytes();
+    const double grad_norm = clip_to_global_norm(stages_, plan_.schedule.placement, rank_, dp_,
+                                                 zero2 ? &sharding_ : nullptr, tp_, *comm_, timeout_, c_.clip);
     const double lr = plan_.lr.at(step);
     sharding_.keep_own_gradients(stages_);
     for (auto& [s, state] : stages_) {
@@ -310,6 +302,8 @@ class Trainer {
     mine.peak_activation_bytes = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
     mine.peak_live_activations = executor_->last_step_stats().peak_live_activations;
     for (const auto& [s, state] : stages_) mine.optimizer_state_bytes += double(state.optimizer_state_bytes());
+    mine.gradient_bytes = gradients.held;
+    mine.predicted_gradient_bytes = gradients.predicted;
     if (plan_.model.moe.experts > 0) mine.moe = moe_stats_of_every_replica();
     if (timeline_) {
       const ExpertTimeline::StepTotals a2a =
