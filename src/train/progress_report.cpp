@@ -241,8 +241,10 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
                             : "\n");
     std::cout << "gradient MiB per rank after the reduction:";
     for (double b : last.gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
-    std::cout << "; predicted" << (zero >= 2 ? " (ZeRO-2: each sharded tensor on its owner alone)" : "") << ":";
-    for (double b : last.predicted_gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
+    if (zero >= 2) {
+      std::cout << "; predicted (ZeRO-2: each sharded tensor on its owner alone):";
+      for (double b : last.predicted_gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
+    }
     std::cout << "\n";
     double ms = 0, tokens = 0;
     int n = 0;
