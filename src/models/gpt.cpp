@@ -158,14 +158,9 @@ void GptStageImpl::sum_sequence_parallel_gradients() {
   for (const auto& p : named_parameters())
     if (p.value().grad().defined() && tensor_split(p.key()) == TensorSplit::Whole) whole.push_back(p.value().grad());
   if (whole.empty()) return;
-  std::vector<torch::Tensor> flat;
-  for (const auto& g : whole) flat.push_back(g.reshape({-1}));
-  const torch::Tensor sum = parallel::sum_over_tensor_parallel(torch::cat(flat), tp_);
-  int64_t offset = 0;
-  for (auto& g : whole) {
-    g.copy_(sum.narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
-  }
+  const torch::Tensor sum = parallel::sum_over_tensor_parallel(torch::flatten_dense_tensors(whole), tp_);
+  const std::vector<torch::Tensor> sums = torch::unflatten_dense_tensors(sum, whole);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i].copy_(sums[i]);
 }
 
 MoeStats GptStageImpl::moe_stats() const {

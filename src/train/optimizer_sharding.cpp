@@ -58,6 +58,7 @@ OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int,
       const auto owner = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
       load[owner] -= negative_numel;
       shard.names_by_owner[owner].push_back(name);
+      sharing_ranks_[stage][name] = group->getSize();
     }
     for (Shard& shard : kinds)
       if (shard.group) shards_[stage].push_back(std::move(shard));
@@ -85,51 +86,51 @@ double OptimizerSharding::reduce_gradients_to_owners(std::map<int, StageState>& 
   std::vector<Reduction> reductions;
   for (auto& [stage, state] : stages) {
     auto parameters = state.module->named_parameters();
-    for (auto& p : parameters)  // every member sends the same layout, whatever took part in the step
-      if (p.value().requires_grad() && !p.value().grad().defined())
-        p.value().mutable_grad() = torch::zeros_like(p.value());
+    for (auto& p : parameters) {
+      if (!p.value().requires_grad()) continue;
+      // Every member sends the same layout, whatever took part in the step.
+      if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
+      if (!is_sharded(stage, p.key())) p.value().mutable_grad().div_(replicas);  // nobody to sum with
+    }
     const auto found = shards_.find(stage);
-    for (const Shard& shard : found == shards_.end() ? std::vector<Shard>{} : found->second)
+    if (found == shards_.end()) continue;
+    for (const Shard& shard : found->second)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
         Reduction r;
         r.mine = static_cast<int>(owner) == shard.group->getRank();
-        std::vector<torch::Tensor> views;
+        std::vector<torch::Tensor> gradients;
         for (const auto& name : shard.names_by_owner[owner]) {
           r.parameters.push_back(parameters[name]);
-          views.push_back(parameters[name].grad().reshape({-1}));
+          gradients.push_back(parameters[name].grad());
         }
-        if (views.empty()) continue;
-        std::vector<torch::Tensor> buffer = {torch::cat(views)};
+        if (gradients.empty()) continue;
+        std::vector<torch::Tensor> buffer = {torch::flatten_dense_tensors(gradients)};
         c10d::ReduceOptions options;
         options.rootRank = static_cast<int64_t>(owner);
         r.work = shard.group->reduce(buffer, options);
         r.flat = buffer[0];
         reductions.push_back(std::move(r));
       }
-    for (auto& p : parameters)
-      if (p.value().requires_grad() && !is_sharded(stage, p.key())) p.value().mutable_grad().div_(replicas);
   }
   torch::NoGradGuard no_grad;
   for (Reduction& r : reductions) {
     r.work->wait();
-    if (r.mine) r.flat.div_(replicas);
-    int64_t offset = 0;
-    for (auto& p : r.parameters) {
-      if (r.mine) p.mutable_grad().copy_(r.flat.narrow(0, offset, p.numel()).view_as(p));
-      else p.mutable_grad() = torch::Tensor();
-      offset += p.numel();
+    if (!r.mine) {
+      for (auto& p : r.parameters) p.mutable_grad() = torch::Tensor();
+      continue;
     }
+    r.flat.div_(replicas);
+    const std::vector<torch::Tensor> means = torch::unflatten_dense_tensors(r.flat, r.parameters);
+    for (size_t i = 0; i < means.size(); ++i) r.parameters[i].mutable_grad().copy_(means[i]);
   }
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 int OptimizerSharding::sharing_ranks(int stage, const std::string& name) const {
-  const auto found = shards_.find(stage);
-  if (found == shards_.end()) return 1;
-  for (const Shard& shard : found->second)
-    for (const auto& names : shard.names_by_owner)
-      if (std::find(names.begin(), names.end(), name) != names.end()) return shard.group->getSize();
-  return 1;
+  const auto in_stage = sharing_ranks_.find(stage);
+  if (in_stage == sharing_ranks_.end()) return 1;
+  const auto found = in_stage->second.find(name);
+  return found == in_stage->second.end() ? 1 : found->second;
 }
 
 void OptimizerSharding::share_updates(std::map<int, StageState>& stages) const {

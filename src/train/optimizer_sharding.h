@@ -55,6 +55,7 @@ class OptimizerSharding {
     std::vector<std::vector<std::string>> names_by_owner;
   };
   std::map<int, std::vector<Shard>> shards_;  // by stage
+  std::map<int, std::map<std::string, int>> sharing_ranks_;  // by stage and name: the sharded tensors' group sizes
 };
 
 }  // namespace dualpipe::train

@@ -161,12 +161,7 @@ TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
       {"--tp 2 --sp --experts 4", "--sp with --experts 4 is not supported"},
       {"--tp 2 --dp 2 --ep 2 --experts 4 --recompute", "--recompute with --tp 2 and --ep 2 needs --no-fb-overlap"},
   };
-  for (const auto& c : cases) {
-    const CommandResult run = dualpipe_cmd(kShort + "--pp 2 " + c.options);
-    EXPECT_EQ(run.status, 2) << c.options << "\n" << run.out;
-    EXPECT_TRUE(contains(run.out, c.message)) << c.options << "\n" << run.out;
-    EXPECT_FALSE(contains(run.out, "[rank 0]")) << "a rank started for " << c.options << "\n" << run.out;
-  }
+  for (const auto& c : cases) expect_refused_before_any_rank_starts(kShort + "--pp 2 " + c.options, c.message);
   const CommandResult mismatch = run_command(
       "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + a_free_port(1) +
       " RANK=0 WORLD_SIZE=2 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kShort + "--worker --pp 2 --tp 2");

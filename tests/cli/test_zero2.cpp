@@ -90,12 +90,7 @@ TEST_F(Train, ZeroStagesBreakingTheRulesAreRefused) {
       {"--dp 2 --zero 4", "--zero must be 0, 1, 2 or 3, got 4"},
       {"--zero 2", "--zero 2 needs --dp above 1, got --dp 1"},
   };
-  for (const auto& c : cases) {
-    const CommandResult run = dualpipe_cmd(kShort + "--pp 2 " + c.options);
-    EXPECT_EQ(run.status, 2) << c.options << "\n" << run.out;
-    EXPECT_TRUE(contains(run.out, c.message)) << c.options << "\n" << run.out;
-    EXPECT_FALSE(contains(run.out, "[rank 0]")) << "a rank started for " << c.options << "\n" << run.out;
-  }
+  for (const auto& c : cases) expect_refused_before_any_rank_starts(kShort + "--pp 2 " + c.options, c.message);
 }
 
 }  // namespace

@@ -25,6 +25,14 @@ inline CommandResult dualpipe_cmd(const std::string& args, int limit_seconds = 6
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// `dualpipe ARGS` exits 2 naming `message`, before the launcher starts any rank.
+inline void expect_refused_before_any_rank_starts(const std::string& args, const std::string& message) {
+  const CommandResult run = dualpipe_cmd(args);
+  EXPECT_EQ(run.status, 2) << args << "\n" << run.out;
+  EXPECT_TRUE(contains(run.out, message)) << args << "\n" << run.out;
+  EXPECT_FALSE(contains(run.out, "[rank 0]")) << "a rank started for " << args << "\n" << run.out;
+}
+
 // A small model, so that each run takes seconds: 8 layers of width 32 over 16-byte sequences of the default
 // corpus (Debian's fortunes), 8 micro-batches of 2 sequences.
 inline const std::string kSmall =
