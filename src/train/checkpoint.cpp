@@ -112,6 +112,54 @@ std::string run_of(const fs::path& step_dir) {
   return read_run_mark(step_dir / kRunMarkName);
 }
 
+json shards_json(const std::vector<ShardRecord>& shards) {
+  json list = json::array();
+  for (const ShardRecord& s : shards) {
+    json shard = {{"stage", s.stage}, {"file", s.file}, {"bytes", s.bytes}, {"fnv1a64", hex(s.checksum)}};
+    if (s.expert_rank >= 0) shard["expert_rank"] = s.expert_rank;
+    if (!s.tensors.empty()) {
+      json tensors = json::object();
+      for (const TensorRecord& t : s.tensors) tensors[t.name] = t.shape;
+      shard["tensors"] = std::move(tensors);
+    }
+    list.push_back(std::move(shard));
+  }
+  return list;
+}
+
+constexpr int64_t kMaxCount = 1 << 30;  // layers, ranks, widths, experts: far above anything trainable here
+
+std::vector<ShardRecord> parse_shards(const json& list, const std::string& path) {
+  DUALPIPE_REQUIRE(list.is_array(), path, ": 'shards' is ", list.dump(), ", not a list");
+  std::vector<ShardRecord> shards;
+  for (const json& s : list) {
+    const std::string file = s.at("file").get<std::string>();
+    DUALPIPE_REQUIRE(file.find('/') == std::string::npos && file != ".." && file != "." && !file.empty(), path,
+                     ": shard file name '", file, "' must be a plain name inside the step directory");
+    const int expert_rank =
+        s.contains("expert_rank") ? static_cast<int>(integer(s, "expert_rank", 0, kMaxCount, path)) : -1;
+    ShardRecord record{static_cast<int>(integer(s, "stage", 0, kMaxCount, path)), expert_rank, file,
+                       static_cast<uint64_t>(integer(s, "bytes", 0, static_cast<int64_t>(kMaxShardBytes), path)),
+                       checksum(s, "fnv1a64", path), {}};
+    if (s.contains("tensors")) {
+      for (const auto& [name, shape] : s.at("tensors").items()) {
+        TensorRecord tensor{name, {}};
+        DUALPIPE_REQUIRE(shape.is_array() && shape.size() <= 8, path, ": the shape of tensor '", name, "' in shard ",
+                         file, " is ", shape.dump(), ", not a list of at most 8 sizes");
+        for (const json& size : shape) {
+          DUALPIPE_REQUIRE(size.is_number_unsigned() && size.get<uint64_t>() <= uint64_t{kMaxCount}, path,
+                           ": the shape of tensor '", name, "' in shard ", file, " has size ", size.dump(),
+                           ", not an integer from 0 to ", kMaxCount);
+          tensor.shape.push_back(size.get<int64_t>());
+        }
+        record.tensors.push_back(std::move(tensor));
+      }
+    }
+    shards.push_back(std::move(record));
+  }
+  return shards;
+}
+
 }  // namespace
 
 uint64_t fnv1a64(const std::string& bytes) {
@@ -158,14 +206,8 @@ bool step_directory_is_replaceable(const std::string& step_dir, const std::strin
 }
 
 void write_manifest(const std::string& step_dir, const CheckpointManifest& m) {
-  json shards = json::array();
-  for (const ShardRecord& s : m.shards) {
-    json shard = {{"stage", s.stage}, {"file", s.file}, {"bytes", s.bytes}, {"fnv1a64", hex(s.checksum)}};
-    if (s.expert_rank >= 0) shard["expert_rank"] = s.expert_rank;
-    shards.push_back(std::move(shard));
-  }
   const CheckpointIdentity& id = m.identity;
-  const json j = {
+  json j = {
       {"format", kFormatVersion},
       {"run", m.run},
       {"step", m.step},
@@ -186,8 +228,19 @@ void write_manifest(const std::string& step_dir, const CheckpointManifest& m) {
       // The training step draws no random numbers (no dropout; data order comes from the seed and the data
       // position; sampling re-seeds from the seed), so the seed is all the random state there is.
       {"rng", {{"seed", id.seed}}},
-      {"shards", shards}};
+      {"shards", shards_json(m.shards)}};
+  if (id.layout_free()) j["data_parallel"] = id.data_parallel;
   write_file_atomically((fs::path(step_dir) / kManifestName).string(), j.dump(2) + "\n");
+}
+
+std::string shard_records_to_json(const std::vector<ShardRecord>& shards) { return shards_json(shards).dump(); }
+
+std::vector<ShardRecord> shard_records_from_json(const std::string& text, const std::string& what) {
+  try {
+    return parse_shards(json::parse(text, nullptr, true, false), what);
+  } catch (const json::exception& e) {
+    throw InvalidArgument(detail::concat(what, " is malformed: ", e.what()));
+  }
 }
 
 CheckpointManifest read_manifest(const std::string& step_dir) {
@@ -196,7 +249,6 @@ CheckpointManifest read_manifest(const std::string& step_dir) {
 }
 
 CheckpointManifest parse_manifest(const std::string& text, const std::string& path) {
-  constexpr int64_t kMaxCount = 1 << 30;  // layers, ranks, widths, experts: far above anything trainable here
   try {
     const json j = json::parse(text, nullptr, true, false);
     DUALPIPE_REQUIRE(j.at("format") == kFormatVersion, path, ": format ", j.at("format"), " is not ", kFormatVersion);
@@ -227,15 +279,12 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& pa
         j.contains("expert_parallel") ? static_cast<int>(integer(j, "expert_parallel", 1, kMaxCount, path)) : 1;
     m.data_position = {unsigned_integer(j.at("data_position"), "epoch", path),
                        unsigned_integer(j.at("data_position"), "index", path)};
-    for (const json& s : j.at("shards")) {
-      const std::string file = s.at("file").get<std::string>();
-      DUALPIPE_REQUIRE(file.find('/') == std::string::npos && file != ".." && file != "." && !file.empty(), path,
-                       ": shard file name '", file, "' must be a plain name inside the step directory");
-      const int expert_rank =
-          s.contains("expert_rank") ? static_cast<int>(integer(s, "expert_rank", 0, kMaxCount, path)) : -1;
-      m.shards.push_back({static_cast<int>(integer(s, "stage", 0, kMaxCount, path)), expert_rank, file,
-                          static_cast<uint64_t>(integer(s, "bytes", 0, static_cast<int64_t>(kMaxShardBytes), path)),
-                          checksum(s, "fnv1a64", path)});
+    m.shards = parse_shards(j.at("shards"), path);
+    if (j.contains("data_parallel")) {
+      id.data_parallel = static_cast<int>(integer(j, "data_parallel", 1, kMaxCount, path));
+      for (const ShardRecord& s : m.shards)
+        DUALPIPE_REQUIRE(!s.tensors.empty(), path, ": shard ", s.file,
+                         " lists no tensors, which a manifest with 'data_parallel' needs to be loaded on any layout");
     }
     return m;
   } catch (const json::exception& e) {
@@ -288,22 +337,34 @@ void verify_shards(const std::string& step_dir, const CheckpointManifest& m) {
 }
 
 void check_identity(const std::string& step_dir, const CheckpointIdentity& found, const CheckpointIdentity& expected) {
+  const char* resume_with = found.layout_free() ? "resume with the same model and data"
+                                                : "resume with the same model, stage cut, ranks and data";
   auto same = [&](const char* what, const auto& a, const auto& b) {
-    DUALPIPE_REQUIRE(a == b, "checkpoint ", step_dir, " was written with ", what, " ", a, ", this run has ", b,
-                     ": resume with the same model, stage cut, ranks and data");
+    DUALPIPE_REQUIRE(a == b, "checkpoint ", step_dir, " was written with ", what, " ", a, ", this run has ", b, ": ",
+                     resume_with);
   };
   same("--hidden", found.hidden, expected.hidden);
   same("--layers", found.layers, expected.layers);
   same("--heads", found.heads, expected.heads);
   same("--seq-len", found.seq_len, expected.seq_len);
   same("vocabulary size", found.vocab, expected.vocab);
-  same("stage cut (--layers-per-stage)", found.stage_cut, expected.stage_cut);
-  same("world size (--ranks)", found.world_size, expected.world_size);
   same("--experts", found.experts, expected.experts);
-  same("--ep", found.expert_parallel, expected.expert_parallel);
   same("--seed", found.seed, expected.seed);
-  same("--microbatches", found.microbatches, expected.microbatches);
-  same("--batch", found.batch, expected.batch);
+  if (found.layout_free()) {
+    const auto per_step = [](const CheckpointIdentity& id) {
+      return detail::concat(id.sequences_per_step(), " sequences per step (--dp ", id.data_parallel,
+                            " x --microbatches ", id.microbatches, " x --batch ", id.batch, ")");
+    };
+    DUALPIPE_REQUIRE(found.sequences_per_step() == expected.sequences_per_step(), "checkpoint ", step_dir,
+                     " was written with ", per_step(found), ", this run has ", per_step(expected),
+                     ": the data stream continues step for step only with the same number; any layout may resume it");
+  } else {
+    same("stage cut (--layers-per-stage)", found.stage_cut, expected.stage_cut);
+    same("world size (--ranks)", found.world_size, expected.world_size);
+    same("--ep", found.expert_parallel, expected.expert_parallel);
+    same("--microbatches", found.microbatches, expected.microbatches);
+    same("--batch", found.batch, expected.batch);
+  }
   if (found.data_bytes == 0 && found.data_checksum == 0) return;  // an older writer did not record the data
   same("--data of corpus bytes", found.data_bytes, expected.data_bytes);
   same("--data of corpus checksum", hex(found.data_checksum), hex(expected.data_checksum));

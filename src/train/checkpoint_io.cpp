@@ -2,8 +2,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <sstream>
 
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/runtime/gather.h"
@@ -24,6 +27,81 @@ void maybe_die_before_manifest(int step) {
   if (when && std::atoi(when) == step) raise(SIGKILL);
 }
 
+// The tensors of a checkpoint by name, each read from the shard that holds it. A shard is read (and its checksum
+// verified) once, when a stage first needs one of its tensors: a stage of another cut reads the shards of the
+// stages it now spans, and nothing else.
+class ShardReader {
+ public:
+  ShardReader(std::string dir, const CheckpointManifest& manifest) : dir_(std::move(dir)), manifest_(manifest) {
+    for (const ShardRecord& shard : manifest.shards)
+      for (const TensorRecord& tensor : shard.tensors) holders_[tensor.name].push_back(&shard);
+  }
+
+  // The tensors stage `stage` of this run (as expert rank `expert_rank` holds it) loads.
+  SavedTensors tensors_of(int stage, int expert_rank) {
+    return [this, stage, expert_rank](const std::string& key, torch::Tensor& out) {
+      const ShardRecord* shard = holder(parameter_of(key), stage, expert_rank);
+      return shard && archive(*shard).try_read(key, out);
+    };
+  }
+
+  // How errors name what a stage loads from.
+  std::string description(int stage, int expert_rank) const {
+    return manifest_.identity.layout_free() ? detail::concat("checkpoint ", dir_, " (for stage ", stage, ")")
+                                            : (fs::path(dir_) / shard_name(stage, expert_rank)).string();
+  }
+
+ private:
+  // "adam.block0.qkv.weight.exp_avg" -> "block0.qkv.weight"
+  static std::string parameter_of(const std::string& key) {
+    const std::size_t dot = key.find('.');
+    std::string name = key.substr(dot + 1);
+    if (key.rfind("adam.", 0) == 0) name.resize(name.rfind('.'));
+    return name;
+  }
+
+  // The shard with tensor `name`: of this stage and expert rank where it is one of them (the same layout reads
+  // its own shard), else the first that lists it. A manifest of an older writer lists no tensors: its layout is
+  // this run's (check_identity), so the stage's own shard holds them all.
+  const ShardRecord* holder(const std::string& name, int stage, int expert_rank) const {
+    if (!manifest_.identity.layout_free()) {
+      for (const ShardRecord& shard : manifest_.shards)
+        if (shard.stage == stage && shard.expert_rank == expert_rank) return &shard;
+      return nullptr;
+    }
+    const auto found = holders_.find(name);
+    if (found == holders_.end()) return nullptr;
+    for (const ShardRecord* shard : found->second)
+      if (shard->stage == stage && shard->expert_rank == expert_rank) return shard;
+    return found->second.front();
+  }
+
+  torch::serialize::InputArchive& archive(const ShardRecord& shard) {
+    auto& slot = archives_[shard.file];
+    if (!slot) {
+      const std::string path = (fs::path(dir_) / shard.file).string();
+      std::istringstream in(read_verified_shard(dir_, shard));
+      slot = std::make_unique<torch::serialize::InputArchive>();
+      try {
+        slot->load_from(in);
+      } catch (const c10::Error& e) {
+        throw InvalidArgument(detail::concat("checkpoint shard ", path, " cannot be read: ", first_line(e.what())));
+      }
+    }
+    return *slot;
+  }
+
+  static std::string first_line(std::string text) {
+    text.resize(std::min(text.find('\n'), text.size()));
+    return text;
+  }
+
+  std::string dir_;
+  const CheckpointManifest& manifest_;
+  std::map<std::string, std::vector<const ShardRecord*>> holders_;
+  std::map<std::string, std::unique_ptr<torch::serialize::InputArchive>> archives_;
+};
+
 }  // namespace
 
 std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step, const data::ReaderPosition& position,
@@ -42,17 +120,21 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   }
   world.barrier();
 
-  std::vector<int64_t> records;  // (stage, expert rank, bytes, checksum) per shard this rank wrote
+  std::vector<ShardRecord> written;  // the shards this rank wrote, in parallel with the other writers
   for (const auto& [s, state] : stages) {
     if (!role.writes() || plan.schedule.placement.rank_of(0, s) != role.pipeline_rank) continue;
-    const std::string bytes = state.save();
+    const SavedStage saved = state.save();
     if (role.tensor_rank != 0) continue;  // tensor rank 0 has the same bytes
-    write_file_atomically((fs::path(dir) / shard_name(s, role.expert_rank())).string(), bytes);
-    const uint64_t checksum = fnv1a64(bytes);
-    records.insert(records.end(),
-                   {s, role.expert_rank(), static_cast<int64_t>(bytes.size()), static_cast<int64_t>(checksum)});
+    const std::string file = shard_name(s, role.expert_rank());
+    write_file_atomically((fs::path(dir) / file).string(), saved.bytes);
+    ShardRecord record{s, role.expert_rank(), file, saved.bytes.size(), fnv1a64(saved.bytes), {}};
+    for (const auto& [name, shape] : saved.tensors) record.tensors.push_back({name, shape});
+    written.push_back(std::move(record));
   }
-  const auto gathered = runtime::gather_to_root(world, torch::tensor(records, torch::kLong), kShardRecordTag, timeout);
+  const std::string text = shard_records_to_json(written);
+  const torch::Tensor local = torch::from_blob(const_cast<char*>(text.data()), {static_cast<int64_t>(text.size())},
+                                               torch::kUInt8);
+  const auto gathered = runtime::gather_to_root(world, local, kShardRecordTag, timeout);
   if (world.rank() != 0) return dir;
 
   CheckpointManifest m;
@@ -62,13 +144,10 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   m.schedule = plan.schedule.kind;
   m.identity = owner.identity;
   m.data_position = position;
-  for (const auto& part : gathered) {
-    const int64_t* r = part.data_ptr<int64_t>();
-    for (int64_t i = 0; i + 3 < part.numel(); i += 4) {
-      const int stage = static_cast<int>(r[i]), expert_rank = static_cast<int>(r[i + 1]);
-      m.shards.push_back({stage, expert_rank, shard_name(stage, expert_rank), static_cast<uint64_t>(r[i + 2]),
-                          static_cast<uint64_t>(r[i + 3])});
-    }
+  for (std::size_t r = 0; r < gathered.size(); ++r) {
+    const std::string part(static_cast<const char*>(gathered[r].data_ptr()), gathered[r].numel());
+    for (ShardRecord& shard : shard_records_from_json(part, detail::concat("the shard records of rank ", r)))
+      m.shards.push_back(std::move(shard));
   }
   DUALPIPE_CHECK(static_cast<int>(m.shards.size()) == plan.cut.num_stages() * role.expert_parallel,
                  m.shards.size(), " shards for ", plan.cut.num_stages(), " stages and ", role.expert_parallel,
@@ -86,14 +165,8 @@ std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const Checkp
   if (!dir) return std::nullopt;
   Resumed resumed{*dir, read_manifest(*dir)};
   check_resumable(c, identity, *dir, resumed.manifest);
-  for (auto& [s, state] : stages) {
-    const ShardRecord* shard = nullptr;
-    for (const ShardRecord& r : resumed.manifest.shards)
-      if (r.stage == s && r.expert_rank == role.expert_rank()) shard = &r;
-    DUALPIPE_REQUIRE(shard, "checkpoint ", *dir, " has no shard for stage ", s,
-                     role.expert_rank() >= 0 ? detail::concat(" of expert rank ", role.expert_rank()) : "");
-    state.load(read_verified_shard(*dir, *shard), (fs::path(*dir) / shard->file).string());
-  }
+  ShardReader shards(*dir, resumed.manifest);
+  for (auto& [s, state] : stages) state.load(shards.tensors_of(s, role.expert_rank()), shards.description(s, role.expert_rank()));
   return resumed;
 }
 

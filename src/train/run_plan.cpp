@@ -203,6 +203,7 @@ CheckpointIdentity checkpoint_identity(const TrainConfig& c, const RunPlan& plan
   id.seed = c.seed;
   id.microbatches = c.microbatches;
   id.batch = c.batch;
+  id.data_parallel = c.dp;
   id.data_bytes = corpus.text.size();
   id.data_checksum = fnv1a64(corpus.text);
   return id;

@@ -44,13 +44,16 @@ void StageState::set_lr(double lr) {
 // AdamW's state is written per parameter name ("adam.<name>.step", ".exp_avg", ".exp_avg_sq"), not through
 // Optimizer::save, which keys it by tensor addresses: the same state would give other bytes in every process,
 // and a checkpoint could not be compared (or deduplicated) byte for byte. A parameter not stepped yet has none.
-std::string StageState::save() const {
+SavedStage StageState::save() const {
   torch::serialize::OutputArchive archive;
+  SavedStage saved;
   const auto whole = [this](const std::string& name, const torch::Tensor& slice) {
     return models::tensor_unshard(name, parallel::all_gather(slice, tp)).cpu();
   };
   for (const auto& p : module->named_parameters()) {
-    archive.write("parameter." + p.key(), whole(p.key(), p.value()));
+    const torch::Tensor parameter = whole(p.key(), p.value());
+    archive.write("parameter." + p.key(), parameter);
+    saved.tensors.emplace_back(p.key(), parameter.sizes().vec());
     const torch::optim::AdamWParamState* adam = adam_state(p.value());
     if (!adam) continue;  // the same on every rank of the group: they take the same steps
     archive.write("adam." + p.key() + ".step", torch::tensor(static_cast<int64_t>(adam->step())));
@@ -59,35 +62,34 @@ std::string StageState::save() const {
   }
   std::ostringstream out;
   archive.save_to(out);
-  return out.str();
+  saved.bytes = out.str();
+  return saved;
 }
 
-void StageState::load(const std::string& bytes, const std::string& what) {
+void StageState::load(const SavedTensors& saved, const std::string& what) {
+  const auto read = [&](const std::string& key) {
+    torch::Tensor tensor;
+    DUALPIPE_REQUIRE(saved(key, tensor), what, " has no tensor ", key, " for this stage");
+    return tensor;
+  };
   try {
-    std::istringstream in(bytes);
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
     torch::NoGradGuard no_grad;
     const int tp_rank = tp ? tp->rank() : 0, tp_size = tp ? tp->size() : 1;
     const auto mine = [&](const std::string& name, const torch::Tensor& whole) {
       return models::tensor_shard(name, whole, tp_rank, tp_size);
     };
     for (auto& p : module->named_parameters()) {
-      torch::Tensor saved;
-      archive.read("parameter." + p.key(), saved);
-      saved = mine(p.key(), saved);
-      DUALPIPE_REQUIRE(saved.sizes() == p.value().sizes(), what, ": ", p.key(), " has shape ", saved.sizes(),
+      const torch::Tensor slice = mine(p.key(), read("parameter." + p.key()));
+      DUALPIPE_REQUIRE(slice.sizes() == p.value().sizes(), what, ": ", p.key(), " has shape ", slice.sizes(),
                        ", the model needs ", p.value().sizes());
-      p.value().copy_(saved);
+      p.value().copy_(slice);
     }
     optimizer->state().clear();
     for (auto& p : module->named_parameters()) {
-      torch::Tensor step, exp_avg, exp_avg_sq;
-      if (!archive.try_read("adam." + p.key() + ".step", step)) continue;
-      archive.read("adam." + p.key() + ".exp_avg", exp_avg);
-      archive.read("adam." + p.key() + ".exp_avg_sq", exp_avg_sq);
-      exp_avg = mine(p.key(), exp_avg);
-      exp_avg_sq = mine(p.key(), exp_avg_sq);
+      torch::Tensor step;
+      if (!saved("adam." + p.key() + ".step", step)) continue;
+      const torch::Tensor exp_avg = mine(p.key(), read("adam." + p.key() + ".exp_avg"));
+      const torch::Tensor exp_avg_sq = mine(p.key(), read("adam." + p.key() + ".exp_avg_sq"));
       DUALPIPE_REQUIRE(exp_avg.sizes() == p.value().sizes() && exp_avg_sq.sizes() == p.value().sizes(), what,
                        ": the optimizer state of ", p.key(), " has shape ", exp_avg.sizes(), ", the model needs ",
                        p.value().sizes());

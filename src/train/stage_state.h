@@ -5,13 +5,27 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/train/train_config.h"
 
 namespace dualpipe::train {
+
+// A stage's shard as save() makes it: the bytes, and the logical tensors in them with their whole shapes.
+struct SavedStage {
+  std::string bytes;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
+};
+
+// Reads a saved tensor by key ("parameter.<name>", "adam.<name>.exp_avg", ...) into `out`, wherever in a
+// checkpoint it lies; false when the checkpoint has none (a parameter not stepped yet has no optimizer state).
+// Throws InvalidArgument naming the shard when it cannot be read.
+using SavedTensors = std::function<bool(const std::string& key, torch::Tensor& out)>;
 
 struct StageState {
   models::GptStage module{nullptr};
@@ -24,12 +38,13 @@ struct StageState {
   StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage,
              models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU, models::TensorGroup tp = nullptr);
   void set_lr(double lr);
-  // Parameters and optimizer state, serialized (a checkpoint shard), and back. load throws InvalidArgument
-  // naming `what` when the bytes do not hold this stage's tensors with these shapes. A shard holds whole tensors
-  // whatever the tensor parallelism: save gathers the group's slices (collective over it; every rank of the
-  // group returns the same bytes) and load keeps this rank's slices, so a checkpoint resumes under any --tp.
-  std::string save() const;
-  void load(const std::string& bytes, const std::string& what);
+  // Parameters and optimizer state, serialized (a checkpoint shard), and back. A shard holds whole tensors under
+  // their global names whatever the tensor parallelism: save gathers the group's slices (collective over it; every
+  // rank of the group returns the same bytes) and load keeps this rank's slices of the tensors it finds in
+  // `saved`, which may come from the shards of any layout. load throws InvalidArgument naming `what` when a tensor
+  // is missing or has another shape.
+  SavedStage save() const;
+  void load(const SavedTensors& saved, const std::string& what);
 
   // AdamW's state of `parameter` (null: not stepped yet), set or dropped: how ZeRO-1 shards it
   // (optimizer_sharding.h).

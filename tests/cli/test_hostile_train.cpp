@@ -80,7 +80,8 @@ TEST_F(HostileTrain, CheckpointsOfOneRunAreNeitherMixedWithAnotherNorResumedWron
   EXPECT_REFUSED(in_dir(job + "--steps 4 --seed 2 --resume"), "was written with --seed 1, this run has 2");
   EXPECT_REFUSED(in_dir(kT + "--data g.txt --checkpoint-dir ck --steps 4 --seed 1 --resume"),
                  "was written with --data of corpus checksum ");
-  EXPECT_REFUSED(in_dir(job + "--steps 4 --seed 1 --batch 2 --resume"), "was written with --batch 1, this run has 2");
+  EXPECT_REFUSED(in_dir(job + "--steps 4 --seed 1 --batch 2 --resume"),
+                 "was written with 2 sequences per step (--dp 1 x --microbatches 2 x --batch 1), this run has 4");
   EXPECT_REFUSED(in_dir(job + "--steps 2 --seed 1 --resume"),
                  "--steps 2 leaves nothing to train after checkpoint ck/step-2 (step 2): give --steps above 2");
 

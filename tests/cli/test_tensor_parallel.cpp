@@ -8,7 +8,7 @@
 // Gradient norms after the first step get a relative 1e-5: AdamW's first update moves every weight by about lr
 // whatever the size of its gradient (m / sqrt(v) is its sign), so a gradient element that cancels to nearly zero
 // steps one way or the other on its last bits. Measured at this test's lr 6e-3: 1.7e-6 at step 2 (1e-8 at step 1);
-// at lr 6e-4 it falls to 4e-8, as it should if the rounding, not the split, is the cause.
+// at lr 6e-4 it falls to 4e-8, as it should if the rounding, not the split, is the cause (expect_same_training).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,15 +23,6 @@ namespace {
 using namespace dualpipe::test;
 
 const std::string kShort = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
-
-void expect_same_training(const MetricsFile& got, const MetricsFile& expected, const std::string& label) {
-  expect_steps_close(got, expected, {"loss"}, 1e-6, label);
-  ASSERT_EQ(got.steps.size(), expected.steps.size()) << label;
-  for (std::size_t i = 0; i < got.steps.size(); ++i) {
-    const double a = got.steps[i]["grad_norm"], b = expected.steps[i]["grad_norm"];
-    EXPECT_LE(std::abs(a - b), (i == 0 ? 1e-6 : 1e-5) * b) << label << " step " << i + 1 << ": " << a << " vs " << b;
-  }
-}
 
 // The tensor group's counters (each collective's tensor, valued at what a ring sends) against the count from the
 // model's shape (src/train/tensor_traffic.h): rank 0's line, to the printed precision.

@@ -37,7 +37,7 @@ class Checkpoints : public ::testing::Test {
     m.step = step;
     m.planned_steps = 100;
     m.identity = identity;
-    m.shards.push_back({0, -1, "stage-0.pt", payload.size(), fnv1a64(payload)});
+    m.shards.push_back({0, -1, "stage-0.pt", payload.size(), fnv1a64(payload), tensors});
     if (manifest) write_manifest(d, m);
   }
   // Replaces `from` by `to` in the manifest of `step` (which must contain it once).
@@ -60,6 +60,7 @@ class Checkpoints : public ::testing::Test {
   }
   std::string dir_;
   CheckpointIdentity identity{256, 16, 32, 2, 8, "8", 4, 0, 1, 7, 4, 2, 1000, 0x1234};  // one stage
+  std::vector<TensorRecord> tensors;  // what write()'s shard lists (none: an older writer's manifest)
 };
 
 TEST_F(Checkpoints, TheNewestCompleteOneIsFoundAndIncompleteOnesAreReported) {
@@ -155,6 +156,53 @@ TEST_F(Checkpoints, AShardOutsideTheStageCutOrMissingIsRefused) {
   two_stages.identity.stage_cut = "4,4";
   two_stages.shards[0].stage = 0;
   EXPECT_THROW(verify_shards(d, two_stages), InvalidArgument);  // stage 1 has no shard
+}
+
+// A manifest with 'data_parallel' lists each shard's logical tensors and may be resumed on any layout: the stage
+// cut, the ranks, --ep and how the sequences of a step are split may change, their number may not.
+TEST_F(Checkpoints, ALayoutFreeCheckpointListsItsTensorsAndNeedsOnlyTheModelDataAndSequencesPerStep) {
+  identity.data_parallel = 1;
+  tensors = {{"block0.qkv.weight", {96, 32}}, {"block0.moe.expert3.fc1.bias", {128}}};
+  write(4, "x");
+  const std::string d = step_directory(dir_, 4);
+  const CheckpointManifest m = read_manifest(d);
+  ASSERT_EQ(m.shards.size(), 1u);
+  ASSERT_EQ(m.shards[0].tensors.size(), 2u);
+  EXPECT_EQ(m.shards[0].tensors[0].name, "block0.moe.expert3.fc1.bias");  // listed by name
+  EXPECT_EQ(m.shards[0].tensors[0].shape, std::vector<int64_t>{128});
+  EXPECT_EQ(m.shards[0].tensors[1].name, "block0.qkv.weight");
+  EXPECT_EQ(m.shards[0].tensors[1].shape, (std::vector<int64_t>{96, 32}));
+  EXPECT_TRUE(m.identity.layout_free());
+
+  CheckpointIdentity other_layout = identity;  // PP 2 x DP 2 x EP 2, half the micro-batches: 8 sequences a step
+  other_layout.world_size = 2;
+  other_layout.stage_cut = "4,4";
+  other_layout.expert_parallel = 2;
+  other_layout.data_parallel = 2;
+  other_layout.microbatches = 2;
+  EXPECT_NO_THROW(check_identity(d, m.identity, other_layout));
+  CheckpointIdentity more_sequences = other_layout;
+  more_sequences.microbatches = 4;
+  try {
+    check_identity(d, m.identity, more_sequences);
+    FAIL() << "accepted 16 sequences per step";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("written with 8 sequences per step (--dp 1 x --microbatches 4 x --batch 2), "
+                                         "this run has 16 sequences per step (--dp 2 x --microbatches 4 x --batch 2)"),
+              std::string::npos)
+        << e.what();
+  }
+  CheckpointIdentity wider = other_layout;
+  wider.hidden = 64;
+  EXPECT_THROW(check_identity(d, m.identity, wider), InvalidArgument);
+
+  edit_manifest(4, "96,", "-96,");
+  EXPECT_NE(refusal(4).find("the shape of tensor 'block0.qkv.weight' in shard stage-0.pt has size -96"),
+            std::string::npos)
+      << refusal(4);
+  tensors.clear();
+  write(6, "y");
+  EXPECT_NE(refusal(6).find("shard stage-0.pt lists no tensors"), std::string::npos) << refusal(6);
 }
 
 // Issue 27: a shard made sparse to 8 GiB is refused by its size, before a byte of it is read.
