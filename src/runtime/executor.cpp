@@ -20,6 +20,35 @@ namespace dualpipe::runtime {
 using detail::Direction;
 using detail::MessageKey;
 
+namespace {
+
+// Where StepArgs::on_stage_needed_soon and on_stage_needed are called: action index -> stages.
+struct StageUse {
+  std::map<size_t, std::vector<int>> soon, needed;
+};
+
+StageUse first_use_of_each_stage(const std::vector<Action>& actions, const StepArgs& args) {
+  StageUse use;
+  if (!args.on_stage_needed_soon && !args.on_stage_needed) return use;
+  std::set<int> seen;
+  size_t previous_compute = 0;  // the compute action before the one in hand (0 before the first)
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& a = actions[i];
+    if (!a.is_compute()) continue;
+    std::vector<int> stages = {a.stage};
+    if (a.type == ActionType::Overlapped) stages = {a.stage, a.bwd_stage};
+    for (int stage : stages)
+      if (seen.insert(stage).second) {
+        if (args.on_stage_needed_soon) use.soon[previous_compute].push_back(stage);
+        if (args.on_stage_needed) use.needed[i].push_back(stage);
+      }
+    previous_compute = i;
+  }
+  return use;
+}
+
+}  // namespace
+
 Criterion single_tensor_criterion(std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> loss) {
   return [loss = std::move(loss)](const Tensors& outputs, const Tensors& labels) {
     DUALPIPE_REQUIRE(outputs.size() == 1 && labels.size() == 1,
@@ -189,7 +218,12 @@ StepResult Executor::step(const StepArgs& args) {
       }
       for (const auto& [stage, i] : last) gradients_done_after[i].push_back(stage);
     }
+    const StageUse first_use = first_use_of_each_stage(actions, args);
     for (size_t i = 0; i < actions.size(); ++i) {
+      if (const auto soon = first_use.soon.find(i); soon != first_use.soon.end())
+        for (int stage : soon->second) args.on_stage_needed_soon(stage);
+      if (const auto needed = first_use.needed.find(i); needed != first_use.needed.end())
+        for (int stage : needed->second) args.on_stage_needed(stage);
       if (I.recording) {
         const auto start = std::chrono::steady_clock::now();
         I.run(actions[i]);

@@ -1,5 +1,7 @@
 #include "memory_meter.h"
 
+#include "dualpipe/runtime/unmetered_memory.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
@@ -18,6 +20,13 @@ class Counter : public c10::MemoryReportingInfoBase {
   bool memoryProfilingEnabled() const override { return true; }
   // Atomic: LibTorch hands the thread's debug info on to the threads it starts work on (intra-op pools).
   std::atomic<int64_t> live{0};
+};
+
+// Hears nothing: what UnmeteredMemory puts in the meter's place.
+class Deaf : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void*, int64_t, size_t, size_t, c10::Device) override {}
+  bool memoryProfilingEnabled() const override { return false; }
 };
 
 }  // namespace
@@ -39,3 +48,19 @@ int64_t MemoryMeter::live_bytes() const { return impl_->counter ? impl_->counter
 bool MemoryMeter::active() const { return impl_->counter != nullptr; }
 
 }  // namespace dualpipe::runtime::detail
+
+namespace dualpipe::runtime {
+
+struct UnmeteredMemory::Impl {
+  std::optional<c10::DebugInfoGuard> guard;
+};
+
+// Only a meter's slot is covered: a profiler's memory events stay as they are.
+UnmeteredMemory::UnmeteredMemory() : impl_(new Impl) {
+  if (dynamic_cast<detail::Counter*>(c10::ThreadLocalDebugInfo::get(detail::DebugSlot::PROFILER_STATE)))
+    impl_->guard.emplace(detail::DebugSlot::PROFILER_STATE, std::make_shared<detail::Deaf>());
+}
+
+UnmeteredMemory::~UnmeteredMemory() = default;
+
+}  // namespace dualpipe::runtime

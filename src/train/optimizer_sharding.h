@@ -48,12 +48,15 @@ class OptimizerSharding {
   // Drops the state of the tensors other replicas own.
   void drop_unowned_state(std::map<int, StageState>& stages) const;
 
- private:
   // One stage's tensors averaged over one group, by owner (the owner's rank in the group).
   struct Shard {
     c10::intrusive_ptr<c10d::ProcessGroup> group;
     std::vector<std::vector<std::string>> names_by_owner;
   };
+  // By stage; a stage none of whose tensors is shared out has none.
+  const std::map<int, std::vector<Shard>>& shards() const { return shards_; }
+
+ private:
   std::map<int, std::vector<Shard>> shards_;  // by stage
   std::map<int, std::map<std::string, int>> sharing_ranks_;  // by stage and name: the sharded tensors' group sizes
 };

@@ -23,6 +23,25 @@ using nlohmann::json;
 
 std::string millions(int64_t n) { return fixed(n / 1e6, 2) + "M"; }
 
+// One figure of every rank's state bytes.
+std::vector<double> per_rank(const std::vector<StateBytes>& ranks, double StateBytes::*figure) {
+  std::vector<double> values;
+  for (const StateBytes& r : ranks) values.push_back(r.*figure);
+  return values;
+}
+
+// "LABEL a b c", and with `sharded` "; predicted (WHY): x y z", in MiB per rank.
+void print_state_bytes(const char* label, const StepReport& r, double StateBytes::*figure, bool sharded,
+                       const std::string& why) {
+  std::cout << label;
+  for (double b : per_rank(r.held_bytes, figure)) std::cout << " " << fixed(b / (1 << 20), 2);
+  if (sharded) {
+    std::cout << "; predicted (" << why << "):";
+    for (double b : per_rank(r.predicted_bytes, figure)) std::cout << " " << fixed(b / (1 << 20), 2);
+  }
+  std::cout << "\n";
+}
+
 }  // namespace
 
 ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const data::Corpus& corpus,
@@ -154,8 +173,9 @@ void ProgressReport::step(const StepReport& r) {
                      {"bubble", r.bubble},
                      {"dp_wait_ms", r.dp_wait_ms},
                      {"peak_activation_bytes", peaks},
-                     {"optimizer_state_bytes", r.optimizer_state_bytes},
-                     {"gradient_bytes", r.gradient_bytes}};
+                     {"optimizer_state_bytes", per_rank(r.held_bytes, &StateBytes::optimizer)},
+                     {"gradient_bytes", per_rank(r.held_bytes, &StateBytes::gradients)},
+                     {"parameter_bytes", per_rank(r.held_bytes, &StateBytes::parameters)}};
   if (config_.experts > 0) {
     record["moe_aux_loss"] = r.moe_aux_loss;
     record["moe_dropped"] = r.moe_dropped;
@@ -233,19 +253,13 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     std::cout << "\n";
 
     const StepReport& last = steps_.back();
-    std::cout << "optimizer state MiB per rank:";
-    for (double b : last.optimizer_state_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
     const int zero = config_.zero_stage();
-    std::cout << (zero >= 1 ? " (ZeRO-" + std::to_string(zero) + ": sharded over the " + std::to_string(config_.dp) +
-                                  " replicas)\n"
-                            : "\n");
-    std::cout << "gradient MiB per rank after the reduction:";
-    for (double b : last.gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
-    if (zero >= 2) {
-      std::cout << "; predicted (ZeRO-2: each sharded tensor on its owner alone):";
-      for (double b : last.predicted_gradient_bytes) std::cout << " " << fixed(b / (1 << 20), 2);
-    }
-    std::cout << "\n";
+    print_state_bytes("parameter MiB per rank after the step:", last, &StateBytes::parameters, zero >= 3,
+                      "ZeRO-3: each sharded tensor on its owner alone");
+    print_state_bytes("gradient MiB per rank after the reduction:", last, &StateBytes::gradients, zero >= 2,
+                      detail::concat("ZeRO-", zero, ": each sharded tensor on its owner alone"));
+    print_state_bytes("optimizer state MiB per rank:", last, &StateBytes::optimizer, zero >= 1,
+                      detail::concat("ZeRO-", zero, ": sharded over the ", config_.dp, " replicas"));
     double ms = 0, tokens = 0;
     int n = 0;
     for (const auto& r : steps_)

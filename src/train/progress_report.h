@@ -9,6 +9,7 @@
 
 #include "dualpipe/data/corpus.h"
 #include "dualpipe/train/run_plan.h"
+#include "state_bytes.h"
 
 namespace dualpipe::train {
 
@@ -25,9 +26,9 @@ struct StepReport {
   double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
   std::vector<double> peak_activation_bytes;  // per rank
   std::vector<int> peak_live_activations;     // per rank
-  std::vector<double> optimizer_state_bytes;  // per rank after the step: AdamW's moments (a shard with --zero1)
-  // Per rank after the data-parallel reduction: the gradients held (a shard with --zero 2), and that predicted.
-  std::vector<double> gradient_bytes, predicted_gradient_bytes;
+  // Per rank after the step: the parameters, gradients (after the data-parallel reduction) and AdamW moments held
+  // (shards under ZeRO), and the ZeRO paper's figures for them.
+  std::vector<StateBytes> held_bytes, predicted_bytes;
 };
 
 class ProgressReport {

@@ -11,7 +11,8 @@ namespace {
 enum Field {
   kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
   kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kOptimizerStateBytes,
-  kGradientBytes, kPredictedGradientBytes, kFields
+  kGradientBytes, kParameterBytes, kPredictedOptimizerStateBytes, kPredictedGradientBytes, kPredictedParameterBytes,
+  kFields
 };
 
 }  // namespace
@@ -35,9 +36,12 @@ torch::Tensor pack_step_stats(const RankStepStats& s) {
   f[kMoeAuxCount] = double(s.moe.aux_losses);
   f[kAllToAllMs] = s.all_to_all_ms;
   f[kAllToAllExposedMs] = s.all_to_all_exposed_ms;
-  f[kOptimizerStateBytes] = s.optimizer_state_bytes;
-  f[kGradientBytes] = s.gradient_bytes;
-  f[kPredictedGradientBytes] = s.predicted_gradient_bytes;
+  f[kOptimizerStateBytes] = s.held.optimizer;
+  f[kGradientBytes] = s.held.gradients;
+  f[kParameterBytes] = s.held.parameters;
+  f[kPredictedOptimizerStateBytes] = s.predicted.optimizer;
+  f[kPredictedGradientBytes] = s.predicted.gradients;
+  f[kPredictedParameterBytes] = s.predicted.parameters;
   return packed;
 }
 
@@ -58,9 +62,8 @@ RankStepStats unpack_step_stats(const torch::Tensor& packed) {
   s.moe = {int64_t(f[kMoeChoices]), int64_t(f[kMoeDropped]), f[kMoeAuxSum], int64_t(f[kMoeAuxCount])};
   s.all_to_all_ms = f[kAllToAllMs];
   s.all_to_all_exposed_ms = f[kAllToAllExposedMs];
-  s.optimizer_state_bytes = f[kOptimizerStateBytes];
-  s.gradient_bytes = f[kGradientBytes];
-  s.predicted_gradient_bytes = f[kPredictedGradientBytes];
+  s.held = {f[kParameterBytes], f[kGradientBytes], f[kOptimizerStateBytes]};
+  s.predicted = {f[kPredictedParameterBytes], f[kPredictedGradientBytes], f[kPredictedOptimizerStateBytes]};
   return s;
 }
 
@@ -80,9 +83,8 @@ StepReport combine_step_stats(int step, const std::vector<RankStepStats>& ranks)
     moe.add(g.moe);
     r.peak_activation_bytes.push_back(g.peak_activation_bytes);
     r.peak_live_activations.push_back(static_cast<int>(g.peak_live_activations));
-    r.optimizer_state_bytes.push_back(g.optimizer_state_bytes);
-    r.gradient_bytes.push_back(g.gradient_bytes);
-    r.predicted_gradient_bytes.push_back(g.predicted_gradient_bytes);
+    r.held_bytes.push_back(g.held);
+    r.predicted_bytes.push_back(g.predicted);
   }
   r.bubble = span_bubble_rate(span, busy);
   r.moe_dropped = moe.dropped_fraction();

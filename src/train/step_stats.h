@@ -8,6 +8,7 @@
 
 #include "dualpipe/models/moe.h"
 #include "progress_report.h"
+#include "state_bytes.h"
 
 namespace dualpipe::train {
 
@@ -17,9 +18,10 @@ struct RankStepStats {
   double span_us = 0, busy_us = 0;  // of this rank's compute actions
   // Step 1's check against the single-process reference: what was compared, and the worst gradient cosine.
   double losses_checked = 0, gradients_checked = 0, worst_cosine = 0;
-  double peak_activation_bytes = 0, peak_live_activations = 0, optimizer_state_bytes = 0;
-  // The gradients held after the data-parallel reduction, and the ZeRO paper's figure for them.
-  double gradient_bytes = 0, predicted_gradient_bytes = 0;
+  double peak_activation_bytes = 0, peak_live_activations = 0;
+  // Model state held after the step (gradients: after the data-parallel reduction), and the ZeRO paper's figures
+  // for it (state_bytes.h).
+  StateBytes held, predicted;
   models::MoeStats moe;  // over every replica's micro-batches
   double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
 };

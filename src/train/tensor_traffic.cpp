@@ -18,10 +18,13 @@ TensorParallelTraffic::TensorParallelTraffic(const TrainConfig& c, const RunPlan
     const bool first = stage == 0, last = stage == schedule.num_stages - 1;
     const int layers = plan.cut.layers_per_stage[static_cast<size_t>(stage)];
     const int split_parts = c.experts > 0 ? 1 : 2;  // attention, and a dense MLP (MoE layers are not split)
-    double per_microbatch = layers * split_parts * 4 * share * n;
-    if (first) per_microbatch += 2 * share * n;
-    if (last) per_microbatch += 2 * share * n + 2 * share * double(c.batch) * s * 3 * 4;
-    predicted_bytes_ += microbatches * per_microbatch;
+    // Each split part's forward and backward each reduce a micro-batch's hidden states once; the embedding's
+    // forward once; the head's backward once, and the cross entropy's forward its max, sum and target logit.
+    const double forward = layers * split_parts * 2 * share * n + (first ? 2 * share * n : 0) +
+                           (last ? 2 * share * double(c.batch) * s * 3 * 4 : 0);
+    const double backward = layers * split_parts * 2 * share * n + (last ? 2 * share * n : 0);
+    // Recomputation runs the forward (and the loss) again before the backward.
+    predicted_bytes_ += microbatches * (forward * (c.recompute ? 2 : 1) + backward);
     if (c.sp) {
       const double whole_parameters = layers * 6 * h + (first ? s * h : 0) + (last ? 2 * h : 0);
       predicted_bytes_ += 2 * share * whole_parameters * 4;

@@ -90,7 +90,8 @@ const std::vector<TrainOption>& train_options() {
       {"--zero",
        "ZeRO stage: 0 none; 1 the optimizer state sharded over the data-parallel replicas (as --zero1); 2 the "
        "gradients too, each reduced to the one replica that updates it (reduce instead of all-reduce, after the "
-       "step). Needs --dp above 1 for 1 and 2; 3 is not built",
+       "step); 3 the parameters too, each kept whole by that replica alone and gathered by the others for the stage's "
+       "actions of a step (prefetched one action ahead), dropped after its last. Needs --dp above 1",
        "Pipeline", &C::zero},
       {"--ep",
        "Expert-parallel group size E: the experts of each MoE layer are sharded over E data-parallel replicas of a "

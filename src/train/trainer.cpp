@@ -17,6 +17,7 @@
 #include "gradient_norm.h"
 #include "job_groups.h"
 #include "optimizer_sharding.h"
+#include "parameter_sharding.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/parallel/process_groups.h"
@@ -30,6 +31,7 @@
 #include "dualpipe/util/directory_lock.h"
 #include "progress_report.h"
 #include "sampling.h"
+#include "state_bytes.h"
 #include "step_stats.h"
 #include "tensor_traffic.h"
 #include "training_data.h"
@@ -118,6 +120,8 @@ class Trainer {
     executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
     if (c.zero_stage() >= 1) sharding_ = OptimizerSharding(dp_, stages_);
+    predicted_bytes_ = predicted_state_bytes(stages_, sharding_, c.zero_stage());
+    if (c.zero_stage() >= 3) parameters_ = ParameterSharding(sharding_, stages_);
     traffic_ = TensorParallelTraffic(c, plan_, rank_, tp_);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)
@@ -129,6 +133,7 @@ class Trainer {
     int step = 0;
     if (!c_.checkpoint_dir.empty()) start_checkpoints();
     if (c_.resume) step = resume();
+    parameters_.release_all();  // ZeRO-3: from here each replica keeps the tensors it owns
     first_trained_step_ = step + 1;
     evaluate(step);
     for (++step; step <= c_.steps; ++step) {
@@ -137,10 +142,12 @@ class Trainer {
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
-        sharding_.gather_state(stages_);  // checkpoints hold the whole optimizer state, sharded or not
+        sharding_.gather_state(stages_);  // checkpoints hold the whole state, sharded or not
+        parameters_.gather_all();
         const std::string dir =
             save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), owner_, world(), timeout_);
         sharding_.drop_unowned_state(stages_);
+        parameters_.release_all();
         if (report_) report_->checkpoint_saved(dir);
       }
     }
@@ -214,22 +221,6 @@ class Trainer {
     return spans;
   }
 
-  // The bytes of the gradients this rank holds after the data-parallel reduction, and the ZeRO paper's figure for
-  // them: whole, or with ZeRO-2 1/D of each sharded tensor (1/(D/E) of a sharded expert's).
-  struct GradientBytes {
-    double held = 0, predicted = 0;
-  };
-  GradientBytes gradient_bytes() const {
-    GradientBytes bytes;
-    for (const auto& [s, state] : stages_)
-      for (const auto& p : state.module->named_parameters()) {
-        if (p.value().grad().defined()) bytes.held += double(p.value().grad().nbytes());
-        const int sharing = c_.zero_stage() >= 2 ? sharding_.sharing_ranks(s, p.key()) : 1;
-        bytes.predicted += double(p.value().nbytes()) / sharing;
-      }
-    return bytes;
-  }
-
   // This replica's micro-batches of the step's global batch (replica d takes rows d*M*b to (d+1)*M*b - 1).
   std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> next_training_microbatches() {
     const int64_t rows = static_cast<int64_t>(c_.microbatches) * c_.batch;
@@ -258,6 +249,11 @@ class Trainer {
     const bool join_copies = !zero2 && step > 1 && dp_.joins_stage_copies();
     if (overlap)
       args.on_stage_gradients_done = [this](int stage) { dp_.start(stage, stages_.at(stage), /*join_copies=*/true); };
+    if (parameters_.on()) {  // ZeRO-3: each stage's parameters here from one action before its first to its last
+      args.on_stage_needed_soon = [this](int stage) { parameters_.prefetch(stage); };
+      args.on_stage_needed = [this](int stage) { parameters_.wait(stage); };
+      args.on_stage_gradients_done = [this](int stage) { parameters_.release(stage); };
+    }
     traffic_.step_started();
     const runtime::StepResult result = executor_->step(args);
     double dp_wait_ms = overlap ? dp_.finish() : 0;
@@ -276,7 +272,7 @@ class Trainer {
     if (!overlap)
       dp_wait_ms = zero2 ? sharding_.reduce_gradients_to_owners(stages_, dp_.replicas())
                          : dp_.average_gradients(stages_, join_copies);
-    const GradientBytes gradients = gradient_bytes();
+    const StateBytes gradients = held_state_bytes(stages_);  // after the reduction, before ZeRO-1 drops some
     const double grad_norm = clip_to_global_norm(stages_, plan_.schedule.placement, rank_, dp_,
                                                  zero2 ? &sharding_ : nullptr, tp_, *comm_, timeout_, c_.clip);
     const double lr = plan_.lr.at(step);
@@ -285,7 +281,7 @@ class Trainer {
       state.set_lr(lr);
       state.optimizer->step();
     }
-    sharding_.share_updates(stages_);
+    if (!parameters_.on()) sharding_.share_updates(stages_);  // ZeRO-3 gathers them when they are needed
     step_ms += ms_since(update_start);
 
     RankStepStats mine;
@@ -301,9 +297,9 @@ class Trainer {
     mine.worst_cosine = check.worst_cosine_distance;
     mine.peak_activation_bytes = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
     mine.peak_live_activations = executor_->last_step_stats().peak_live_activations;
-    for (const auto& [s, state] : stages_) mine.optimizer_state_bytes += double(state.optimizer_state_bytes());
-    mine.gradient_bytes = gradients.held;
-    mine.predicted_gradient_bytes = gradients.predicted;
+    mine.held = held_state_bytes(stages_);
+    mine.held.gradients = gradients.gradients;
+    mine.predicted = predicted_bytes_;
     if (plan_.model.moe.experts > 0) mine.moe = moe_stats_of_every_replica();
     if (timeline_) {
       const ExpertTimeline::StepTotals a2a =
@@ -345,7 +341,9 @@ class Trainer {
   void evaluate(int step) {
     const auto [inputs, targets] = microbatches(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
     torch::NoGradGuard no_grad;
+    parameters_.gather_all();
     const runtime::StepResult result = forward_only_->step(step_args(inputs, targets));
+    parameters_.release_all();
     double sum = 0;
     for (int m : forward_only_->loss_microbatches()) sum += result.losses[m].item<double>();
     const double total = runtime::sum_over_ranks(*comm_, torch::full({1}, sum, torch::kDouble), kEvalTag, timeout_)
@@ -354,6 +352,7 @@ class Trainer {
   }
 
   void finish() {
+    parameters_.gather_all();  // to compare the replicas and sample
     const ReplicaCheck replicas = compare_replicas(plan_.schedule.placement, rank_, stages_, *comm_, timeout_);
     if (!replicas.problems.empty())
       throw Error("replicas differ after " + std::to_string(c_.steps) + " steps:\n" + join(replicas.problems));
@@ -396,7 +395,9 @@ class Trainer {
   TrainingData data_;
   std::shared_ptr<comm::Communicator> comm_;
   DataParallel dp_;
-  OptimizerSharding sharding_;  // off unless --zero1
+  OptimizerSharding sharding_;    // off unless --zero 1 or more
+  ParameterSharding parameters_;  // off unless --zero 3
+  StateBytes predicted_bytes_;    // the ZeRO paper's figures for this rank's model state
   std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
   models::TensorGroup tp_;                     // null without tensor parallelism
   TensorParallelTraffic traffic_;

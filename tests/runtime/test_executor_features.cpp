@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 
 #include "dualpipe/runtime/split_linear.h"
 #include "dualpipe/runtime/weight_grad_store.h"
@@ -99,6 +101,52 @@ TEST(Executor, PairsWithTheirWeightGradientsLastMatchTheReference) {
   options.pair_weights_last = false;
   expect_matches_reference(schedule, 2, options);
   EXPECT_EQ(split_halves.load(), 0);
+}
+
+// ZeRO-3's use of the stage hooks, played by the test: every stage's parameters are taken away before the step,
+// given back at on_stage_needed (once on_stage_needed_soon has come) and taken away again at
+// on_stage_gradients_done. A stage that computed without its parameters, or after they went, would fail the step or
+// its check against the single-process reference.
+TEST(Executor, StageHooksBracketEveryActionOfTheirStage) {
+  for (const auto& [kind, microbatches] : std::vector<std::pair<std::string, int>>{
+           {"1f1b", 4}, {"zb-h1", 4}, {"zbv", 4}, {"dualpipe", 8}, {"dualpipev", 4}, {"interleaved-1f1b", 4}}) {
+    const Schedule schedule = make_schedule(kind, {2, microbatches});
+    std::mutex mutex;
+    std::vector<std::string> problems;
+    RankOptions options;
+    options.before_step = [&](runtime::StepArgs& args, const std::map<int, runtime::MlpStage>& modules) {
+      struct Held {
+        std::vector<torch::Tensor> parameters, values;
+        int soon = 0, needed = 0, done = 0;
+      };
+      auto held = std::make_shared<std::map<int, Held>>();
+      for (const auto& [s, module] : modules)
+        for (auto& p : module->parameters()) {
+          (*held)[s].parameters.push_back(p);
+          (*held)[s].values.push_back(p.detach().clone());
+          p.set_data(torch::empty({0}));
+        }
+      auto complain = [&](int s, const char* what) {
+        std::lock_guard<std::mutex> lock(mutex);
+        problems.push_back(kind + ": stage " + std::to_string(s) + " " + what);
+      };
+      args.on_stage_needed_soon = [held, complain](int s) {
+        if (held->at(s).soon++ > 0) complain(s, "was announced twice");
+      };
+      args.on_stage_needed = [held, complain](int s) {
+        Held& h = held->at(s);
+        if (h.soon != 1 || h.needed++ > 0) complain(s, "was needed twice or unannounced");
+        for (size_t i = 0; i < h.parameters.size(); ++i) h.parameters[i].set_data(h.values[i]);
+      };
+      args.on_stage_gradients_done = [held, complain](int s) {
+        Held& h = held->at(s);
+        if (h.needed != 1 || h.done++ > 0) complain(s, "was done twice or before it was needed");
+        for (auto& p : h.parameters) p.set_data(torch::empty({0}));
+      };
+    };
+    expect_matches_reference(schedule, 2, options);
+    for (const auto& p : problems) ADD_FAILURE() << p;
+  }
 }
 
 TEST(Executor, PipelineOnASubGroupWithRankMapping) {

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/runtime/trace_gather.h"
+#include "dualpipe/runtime/unmetered_memory.h"
 #include "dualpipe/schedule/action.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/lower.h"
@@ -47,8 +51,9 @@ struct RankRun {
     executor = std::make_unique<runtime::Executor>(schedule, stages, comm, options);
   }
 
-  runtime::StepResult step(const ReferenceSetup& setup) {
+  runtime::StepResult step(const ReferenceSetup& setup, const std::function<void(runtime::StepArgs&)>& hooks = {}) {
     runtime::StepArgs args;
+    if (hooks) hooks(args);
     args.inputs = {select_microbatches(setup.inputs, executor->entering_microbatches(), setup.num_microbatches)};
     args.labels = {select_microbatches(setup.labels, executor->loss_microbatches(), setup.num_microbatches)};
     args.criterion = runtime::single_tensor_criterion(mse);
@@ -111,13 +116,14 @@ struct BytesOfOneStep {
   int64_t peak = 0, at_end = 0, losses = 0;  // losses: the storage the returned losses keep alive
 };
 
-BytesOfOneStep one_rank_step(const std::string& kind, int microbatches) {
+BytesOfOneStep one_rank_step(const std::string& kind, int microbatches,
+                             const std::function<void(runtime::StepArgs&)>& hooks = {}) {
   const Schedule schedule = make_schedule(kind, {1, microbatches});
   const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 64, 16, 7);
   BytesOfOneStep bytes;
   auto problems = run_ranks(1, [&](std::shared_ptr<comm::Communicator> comm) {
     RankRun run(setup, schedule, comm, false);
-    const runtime::StepResult result = run.step(setup);
+    const runtime::StepResult result = run.step(setup, hooks);
     bytes.peak = run.executor->last_step_stats().peak_activation_bytes;
     bytes.at_end = run.executor->last_step_stats().activation_bytes_at_end;
     for (const auto& loss : result.losses) bytes.losses += static_cast<int64_t>(loss.storage().nbytes());
@@ -143,6 +149,32 @@ TEST(ActivationBytes, PeakGrowsWithHeldActivationsOnly) {
   EXPECT_GT(g4.peak - g2.peak, g4.losses - g2.losses);
   const BytesOfOneStep f4 = one_rank_step("1f1b", 4), f8 = one_rank_step("1f1b", 8);
   EXPECT_EQ(f8.peak - f4.peak, f8.losses - f4.losses);
+}
+
+// What a stage hook allocates under UnmeteredMemory (ZeRO-3's gathered parameters) is not an activation: a MiB held
+// from the stage's first action to its last leaves the peak as it was, and adds a MiB to it without the guard.
+TEST(ActivationBytes, MemoryAHookHoldsUnmeteredIsNotCounted) {
+  constexpr int64_t kMiB = 1 << 20;
+  const auto holding_a_mib = [](bool unmetered) {
+    return [unmetered](runtime::StepArgs& args) {
+      auto held = std::make_shared<torch::Tensor>();
+      args.on_stage_needed = [held, unmetered](int) {
+        std::optional<runtime::UnmeteredMemory> guard;
+        if (unmetered) guard.emplace();
+        *held = torch::ones({kMiB / 4}, torch::kFloat);
+      };
+      args.on_stage_gradients_done = [held, unmetered](int) {
+        std::optional<runtime::UnmeteredMemory> guard;
+        if (unmetered) guard.emplace();
+        *held = torch::Tensor();
+      };
+    };
+  };
+  const BytesOfOneStep plain = one_rank_step("1f1b", 4), hidden = one_rank_step("1f1b", 4, holding_a_mib(true)),
+                       counted = one_rank_step("1f1b", 4, holding_a_mib(false));
+  EXPECT_EQ(hidden.peak, plain.peak);
+  EXPECT_EQ(hidden.at_end, plain.at_end);
+  EXPECT_EQ(counted.peak, plain.peak + kMiB);
 }
 
 TEST(ActionRecorder, RecordsEveryLoweredActionOfEveryStepInOrder) {

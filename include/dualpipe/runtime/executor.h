@@ -95,6 +95,12 @@ struct StepArgs {
   // gradients (its last B, W, or overlapped pair); the rest of the step leaves them alone, so the caller may
   // start reducing them (data parallelism) while the schedule goes on. Not called in forward-only steps.
   std::function<void(int stage)> on_stage_gradients_done;
+  // Called once per stage of this rank around the step's first action that computes with the stage (an F, B, I,
+  // W, or an overlapped pair's two stages), in training and forward-only steps: `on_stage_needed(stage)` right
+  // before it, and `on_stage_needed_soon(stage)` before the compute action ahead of it (or before it, when no
+  // compute action comes first), so that the caller can fetch the stage's parameters while that action runs and
+  // wait for them when they are needed (ZeRO-3).
+  std::function<void(int stage)> on_stage_needed_soon, on_stage_needed;
 };
 
 // One executed action of the lowered schedule, on this process's steady clock. Convert to the trace's aligned

@@ -17,7 +17,8 @@ struct TrainConfig {
   bool dp_overlap = true;  // reduce a stage's gradients while the step goes on, once its last W is done
   bool zero1 = false;      // ZeRO-1: shard the AdamW state over the data-parallel replicas (needs dp > 1)
   // The ZeRO stage (--zero; --zero1 is --zero 1): 0 none, 1 the AdamW state sharded over the data-parallel
-  // replicas, 2 the gradients too (each reduced to the replica that owns it). Read it through zero_stage().
+  // replicas, 2 the gradients too (each reduced to the replica that owns it), 3 the parameters too (gathered for a
+  // stage's actions of a step). Read it through zero_stage().
   int zero = 0;
   int ep = 1;             // expert-parallel group size E among the replicas (divides dp)
   // Tensor-parallel ranks T of every stage (Megatron's: attention by heads, the MLP by columns then rows, the

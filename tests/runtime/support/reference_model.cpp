@@ -127,6 +127,7 @@ std::vector<std::string> run_and_check_rank(const ReferenceSetup& setup, const R
   args.criterion = runtime::single_tensor_criterion(mse);
   args.num_microbatches = setup.num_microbatches;
   args.return_outputs = true;
+  if (rank_options.before_step) rank_options.before_step(args, modules);
   runtime::StepResult result = executor.step(args);
   if (training) executor.reduce_replica_gradients();
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,6 +64,8 @@ struct RankOptions {
   std::function<std::shared_ptr<runtime::Stage>(runtime::MlpStage)> wrap;
   // ExecutorOptions::pair_weights_last.
   bool pair_weights_last = false;
+  // Called with the step's arguments and this rank's modules (by stage) before the step: to set hooks.
+  std::function<void(runtime::StepArgs&, const std::map<int, runtime::MlpStage>&)> before_step;
 };
 
 // Runs one step of `schedule` on the pipeline rank of `communicator.rank()` with copies of the reference stages,
