@@ -37,13 +37,15 @@ void broadcast_parts(c10d::ProcessGroup& group, int root, std::vector<torch::Ten
 }  // namespace
 
 OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages) {
+  // Elements dealt so far to each member of each group, over all this rank's stages: a rank holding two stages
+  // (DualPipe, V placements) balances its whole share, not each stage's.
+  std::map<const c10d::ProcessGroup*, std::vector<int64_t>> loads;
   for (const auto& [stage, state] : stages) {
     std::vector<std::pair<int64_t, std::string>> sizes;  // largest first, then by name: the same on every member
     for (const auto& p : state.module->named_parameters())
       if (p.value().requires_grad()) sizes.emplace_back(-p.value().numel(), p.key());
     std::sort(sizes.begin(), sizes.end());
     Shard kinds[2];  // the data-parallel group's tensors, then the sharded experts'
-    std::vector<int64_t> loads[2];
     for (const auto& [negative_numel, name] : sizes) {
       const auto& group = dp.gradient_group(name);
       if (!group || group->getSize() < 2) continue;  // nobody to share with: the whole state stays here
@@ -52,9 +54,9 @@ OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int,
       if (!shard.group) {
         shard.group = group;
         shard.names_by_owner.resize(static_cast<size_t>(group->getSize()));
-        loads[kind].assign(static_cast<size_t>(group->getSize()), 0);
       }
-      auto& load = loads[kind];
+      auto& load = loads[group.get()];
+      load.resize(static_cast<size_t>(group->getSize()), 0);
       const auto owner = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
       load[owner] -= negative_numel;
       shard.names_by_owner[owner].push_back(name);

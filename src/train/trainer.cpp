@@ -142,8 +142,8 @@ class Trainer {
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
-        sharding_.gather_state(stages_);  // checkpoints hold the whole state, sharded or not
-        parameters_.gather_all();
+        parameters_.gather_all();  // checkpoints hold the whole state, sharded or not
+        sharding_.gather_state(stages_);
         const std::string dir =
             save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), owner_, world(), timeout_);
         sharding_.drop_unowned_state(stages_);

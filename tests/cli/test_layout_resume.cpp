@@ -78,6 +78,15 @@ TEST_F(LayoutResume, ADataParallelZeroOneCheckpointResumesTensorParallel) {
                    "DP 2 -> TP 2");
 }
 
+// PP 2 x DP 2 with ZeRO-1 -> the same layout under ZeRO-3: the replicas load the whole tensors and then keep only
+// those they own, optimizer state and parameters alike. (ZeRO-1 reduces gradients with all-reduces, ZeRO-3 with
+// reduces: the last bits may differ.)
+TEST_F(LayoutResume, AZeroOneCheckpointResumesUnderZeroThree) {
+  const MetricsFile zero1 = run_whole("zero1", "--schedule dualpipev --pp 2 --dp 2 -m 4 --zero 1");
+  expect_continued(zero1, "zero1", "zero3", resume("zero1", "zero3", "--schedule dualpipev --pp 2 --dp 2 -m 4 --zero 3"),
+                   "ZeRO-1 -> ZeRO-3");
+}
+
 TEST_F(LayoutResume, AnotherNumberOfSequencesPerStepIsRefusedBeforeAnyRankStarts) {
   run_whole("pp2", "--schedule 1f1b --pp 2 -m 4");
   expect_refused_before_any_rank_starts(

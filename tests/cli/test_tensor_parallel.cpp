@@ -24,19 +24,6 @@ using namespace dualpipe::test;
 
 const std::string kShort = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
 
-// The tensor group's counters (each collective's tensor, valued at what a ring sends) against the count from the
-// model's shape (src/train/tensor_traffic.h): rank 0's line, to the printed precision.
-void expect_traffic_as_predicted(const std::string& out, const std::string& label) {
-  const std::string key = "tensor-parallel traffic per training step, this rank: ";
-  const std::size_t at = out.find(key);
-  ASSERT_NE(at, std::string::npos) << label << "\n" << out;
-  double sent = 0, predicted = 0;
-  ASSERT_EQ(std::sscanf(out.c_str() + at + key.size(), "%lf MiB sent (ring), predicted %lf MiB", &sent, &predicted), 2)
-      << out.substr(at, 120);
-  EXPECT_GT(sent, 0) << label;
-  EXPECT_DOUBLE_EQ(sent, predicted) << label;
-}
-
 // The four schedule kinds of the hybrid tests, PP 2 x TP 2 (with and without sequence parallelism) against PP 2
 // with whole stages.
 TEST_F(Train, TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule) {

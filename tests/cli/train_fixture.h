@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -79,6 +80,19 @@ inline void expect_same_training(const MetricsFile& got, const MetricsFile& expe
     const double a = got.steps[i]["grad_norm"], b = expected.steps[i]["grad_norm"];
     EXPECT_LE(std::abs(a - b), (i == 0 ? 1e-6 : 1e-5) * b) << label << " step " << i + 1 << ": " << a << " vs " << b;
   }
+}
+
+// The tensor group's counters (each collective's tensor, valued at what a ring sends) against the count from the
+// model's shape (src/train/tensor_traffic.h): rank 0's line, to the printed precision.
+inline void expect_traffic_as_predicted(const std::string& out, const std::string& label) {
+  const std::string key = "tensor-parallel traffic per training step, this rank: ";
+  const std::size_t at = out.find(key);
+  ASSERT_NE(at, std::string::npos) << label << "\n" << out;
+  double sent = 0, predicted = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + at + key.size(), "%lf MiB sent (ring), predicted %lf MiB", &sent, &predicted), 2)
+      << out.substr(at, 120);
+  EXPECT_GT(sent, 0) << label;
+  EXPECT_DOUBLE_EQ(sent, predicted) << label;
 }
 
 // A job of `job` (options ending in its layout, e.g. "... --schedule 1f1b --pp 2 --dp 2 -m 4") against its
