@@ -37,8 +37,8 @@ int64_t GptConfig::parameter_count() const {
   return vocab * h + seq_len * h + layers * block + 2 * h + h * vocab;
 }
 
-GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, TensorGroup tp)
-    : tp_(std::move(tp)), local_heads_(c.heads / (tp_ ? tp_->size() : 1)), head_dim_(c.hidden / c.heads) {
+GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, TensorGroup tp, ContextGroup cp)
+    : tp_(std::move(tp)), cp_(std::move(cp)), local_heads_(c.heads / (tp_ ? tp_->size() : 1)), head_dim_(c.hidden / c.heads) {
   const int64_t h = c.hidden;
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
   qkv = register_module("qkv", torch::nn::Linear(h, 3 * h));
@@ -72,6 +72,8 @@ torch::Tensor GptBlockImpl::attention(const torch::Tensor& normed) {
   auto parts = qkv(x).chunk(3, -1);
   auto split_heads = [&](const torch::Tensor& t) { return t.reshape({rows, n, heads, d}).transpose(1, 2); };
   const torch::Tensor q = split_heads(parts[0]), k = split_heads(parts[1]), v = split_heads(parts[2]);
+  if (parallel::splits_context(cp_))  // this rank's queries against every rank's keys, around the ring
+    return row_parallel(proj, parallel::ring_attention(q, k, v, cp_).transpose(1, 2).reshape({rows, n, heads * d}));
   // Causal: position i attends to positions <= i.
   const torch::Tensor future =
       torch::ones({n, n}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
@@ -88,8 +90,8 @@ torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
 }
 
 GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts,
-                           TensorGroup tp)
-    : first_(stage == 0), last_(stage == cut.num_stages() - 1), tp_(std::move(tp)) {
+                           TensorGroup tp, ContextGroup cp)
+    : first_(stage == 0), last_(stage == cut.num_stages() - 1), tp_(std::move(tp)), cp_(std::move(cp)) {
   GptConfig c = config;
   if (!c.emulated_stages.empty()) {
     DUALPIPE_REQUIRE(static_cast<int>(c.emulated_stages.size()) == cut.num_stages(), "the emulated device has costs for ",
@@ -112,7 +114,7 @@ GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int sta
   const int first_layer = cut.first_layer(stage);
   for (int i = 0; i < cut.layers_per_stage[stage]; ++i)
     blocks_.push_back(
-        register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i, experts, tp_)));
+        register_module("block" + std::to_string(first_layer + i), GptBlock(c, first_layer + i, experts, tp_, cp_)));
   if (last_) {
     final_norm = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})));
     // Not tied to the token embedding: that would couple the first and last stages' weights across ranks.
@@ -145,6 +147,8 @@ runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
                 positions->weight.size(0), " tokens, got ", x.sizes());
     torch::Tensor where = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
     if (parallel::splits_sequence(tp_)) where = where.chunk(tp_->size()).at(static_cast<size_t>(tp_->rank()));
+    if (parallel::splits_context(cp_))
+      where = parallel::context_positions(x.size(1) * cp_->size(), cp_->rank(), cp_->size(), x.device());
     x = embed_tokens(x) + positions(where);
   }
   for (auto& block : blocks_) x = block(x);
@@ -161,6 +165,17 @@ void GptStageImpl::sum_sequence_parallel_gradients() {
   const torch::Tensor sum = parallel::sum_over_tensor_parallel(torch::flatten_dense_tensors(whole), tp_);
   const std::vector<torch::Tensor> sums = torch::unflatten_dense_tensors(sum, whole);
   for (size_t i = 0; i < whole.size(); ++i) whole[i].copy_(sums[i]);
+}
+
+void GptStageImpl::sum_context_parallel_gradients() {
+  if (!parallel::splits_context(cp_)) return;
+  std::vector<torch::Tensor> gradients;
+  for (const auto& p : parameters())
+    if (p.grad().defined()) gradients.push_back(p.grad());
+  if (gradients.empty()) return;
+  const torch::Tensor sum = parallel::sum_over_context_parallel(torch::flatten_dense_tensors(gradients), cp_);
+  const std::vector<torch::Tensor> sums = torch::unflatten_dense_tensors(sum, gradients);
+  for (size_t i = 0; i < gradients.size(); ++i) gradients[i].copy_(sums[i]);
 }
 
 MoeStats GptStageImpl::moe_stats() const {

@@ -48,19 +48,21 @@ MeshGroups make_mesh_groups(const c10::intrusive_ptr<c10d::Store>& store, const 
   // pipeline group first, then the DP group, then the EP groups, then the TP group, so no rank waits on one that
   // waits elsewhere.
   MeshGroups groups;
-  const std::vector<int> pipeline = mesh.pipeline_group(at.replica, at.tensor_rank);
+  const std::vector<int> pipeline = mesh.pipeline_group(at.replica, at.inner);
   const bool channels = options.pipeline_channels || options.backend == comm::BackendKind::nccl;
   // With channels the pipeline group carries no message: unbound, NCCL never makes its communicator.
   groups.pipeline = make_group(store, "pipeline", pipeline, rank, options, /*bind_device=*/!channels);
   if (channels) groups.pipeline_channels = make_pipeline_channels(store, pipeline, rank, options);
   groups.data_parallel =
-      make_group(store, "data_parallel", mesh.data_parallel_group(at.pipeline_rank, at.tensor_rank), rank, options);
+      make_group(store, "data_parallel", mesh.data_parallel_group(at.pipeline_rank, at.inner), rank, options);
   groups.expert = make_group(store, "expert", mesh.expert_group(rank), rank, options);
   groups.expert_backward = make_group(store, "expert_backward", mesh.expert_group(rank), rank, options);
   groups.expert_data_parallel =
       make_group(store, "expert_data_parallel", mesh.expert_data_parallel_group(rank), rank, options);
   groups.tensor = make_group(store, "tensor", mesh.tensor_group(rank), rank, options);
   groups.tensor_backward = make_group(store, "tensor_backward", mesh.tensor_group(rank), rank, options);
+  groups.context = make_group(store, "context", mesh.context_group(rank), rank, options);
+  groups.context_backward = make_group(store, "context_backward", mesh.context_group(rank), rank, options);
   return groups;
 }
 
@@ -83,10 +85,10 @@ std::map<int, StageCopyGroups> make_stage_copy_groups(const c10::intrusive_ptr<c
     if (holders.size() < 2 || std::find(holders.begin(), holders.end(), at.pipeline_rank) == holders.end()) continue;
     const std::string kind = detail::concat("stage_copies/", stage);
     StageCopyGroups& g = groups[stage];
-    g.dense = make_group(store, kind, mesh.holders_group(holders, at.tensor_rank), rank, options);
+    g.dense = make_group(store, kind, mesh.holders_group(holders, at.inner), rank, options);
     if (mesh.shape().ep > 1)
       g.experts = make_group(store, kind + "/experts",
-                             mesh.expert_holders_group(holders, at.expert_rank, at.tensor_rank), rank, options);
+                             mesh.expert_holders_group(holders, at.expert_rank, at.inner), rank, options);
   }
   return groups;
 }

@@ -8,7 +8,9 @@
 //   kMaxTensorParallelLossError, their gradients to kMaxTensorParallelGradientCosineDistance: a row-parallel layer
 //   sums T partial products where one process sums one, and the vocabulary-parallel cross entropy sums T partial
 //   softmax sums, so the last bits differ (float32 rounding of 1e-7 in each element is a cosine distance of about
-//   1e-14; TP 4 measured 1.2e-13 on the test model's qkv gradients, where one process's own rounding is 3e-15);
+//   1e-14; TP 4 measured 1.2e-13 on the test model's qkv gradients, where one process's own rounding is 3e-15).
+//   Context parallelism gets the same tolerances: its ring merges attention's blocks with a running maximum, its
+//   ranks' losses and gradients are summed over the group, so its last bits differ too;
 // - at the end, the two replicas of every stage (DualPipe, Chimera) hold bit-identical parameters.
 #pragma once
 
@@ -39,7 +41,8 @@ struct ReferenceCheck {
 ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<torch::Tensor>& inputs,
                                        const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
                                        const runtime::StepResult& result, const std::map<int, StageState>& stages,
-                                       bool experts_sharded = false, const models::TensorGroup& tp = nullptr);
+                                       bool experts_sharded = false, const models::TensorGroup& tp = nullptr,
+                                       bool context_parallel = false);
 
 struct ReplicaCheck {
   int tensors_compared = 0;

@@ -15,7 +15,7 @@ bool uses_pipeline_channels(const DeviceChoice& choice) {
   return choice.backend == comm::BackendKind::nccl || comm::nccl_rules_from_environment();
 }
 
-bool uses_mesh_groups(const TrainConfig& config) { return config.dp > 1 || config.tp > 1; }
+bool uses_mesh_groups(const TrainConfig& config) { return config.dp > 1 || config.tp > 1 || config.cp > 1; }
 
 void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups) {
   auto size = [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group ? group->getSize() : 0; };
@@ -26,6 +26,9 @@ void check_groups_fit(const TrainConfig& config, const comm::Communicator* world
   DUALPIPE_REQUIRE(config.tp == 1 || (size(groups.tensor) == config.tp && size(groups.tensor_backward) == config.tp),
                    "the tensor-parallel groups have ", size(groups.tensor), " and ", size(groups.tensor_backward),
                    " ranks but --tp is ", config.tp);
+  DUALPIPE_REQUIRE(config.cp == 1 || (size(groups.context) == config.cp && size(groups.context_backward) == config.cp),
+                   "the context-parallel groups have ", size(groups.context), " and ", size(groups.context_backward),
+                   " ranks but --cp is ", config.cp);
   DUALPIPE_REQUIRE(world && world->size() == config.world_size(), "the world has ", world ? world->size() : 0,
                    " ranks but ", config.world_product(), " is ", config.world_size());
   if (config.ep > 1)
@@ -65,6 +68,33 @@ std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::Pi
   return pipeline;
 }
 
+LayerGroups make_layer_groups(const TrainConfig& config, const parallel::MeshGroups& groups) {
+  LayerGroups layers;
+  if (config.ep > 1) {
+    layers.timeline = std::make_shared<ExpertTimeline>();
+    layers.experts = std::make_shared<parallel::ExpertCommunication>();
+    layers.experts->forward = groups.expert;
+    layers.experts->backward = groups.expert_backward;
+    layers.experts->on_exchange = [timeline = layers.timeline](const std::string& what, auto start, auto end) {
+      timeline->exchange(what, start, end);
+    };
+  }
+  if (config.tp > 1) {
+    auto group = std::make_shared<parallel::TensorParallelGroup>();
+    group->group = groups.tensor;
+    group->backward = groups.tensor_backward;
+    group->sequence_parallel = config.sp;
+    layers.tp = std::move(group);
+  }
+  if (config.cp > 1) {
+    auto group = std::make_shared<parallel::ContextParallelGroup>();
+    group->group = groups.context;
+    group->backward = groups.context_backward;
+    layers.cp = std::move(group);
+  }
+  return layers;
+}
+
 JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, const DeviceChoice& choice,
                           comm::GlooCommunicator& world) {
   JobGroups groups;
@@ -91,7 +121,7 @@ JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, c
         options.timeout);
     return groups;
   }
-  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep, config.tp});
+  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep, config.tp, config.cp});
   groups.mesh = parallel::make_mesh_groups(world.store(), mesh, world.rank(), options);
   std::vector<std::vector<int>> pipeline_ranks_of_stage;
   for (int stage = 0; stage < schedule.num_stages; ++stage)

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "device_choice.h"
+#include "dualpipe/models/gpt.h"
+#include "expert_timeline.h"
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/parallel/process_groups.h"
@@ -44,6 +46,16 @@ struct JobGroups {
   parallel::MeshGroups mesh;  // uses_mesh_groups
   std::map<int, parallel::StageCopyGroups> stage_copies;
 };
+
+// The groups a stage's layers run their collectives on, from the mesh's (null where the config has none): the MoE
+// layers' expert-parallel exchanges (told to `timeline`), the tensor- and the context-parallel groups.
+struct LayerGroups {
+  std::shared_ptr<parallel::ExpertCommunication> experts;
+  std::shared_ptr<ExpertTimeline> timeline;
+  models::TensorGroup tp;
+  models::ContextGroup cp;
+};
+LayerGroups make_layer_groups(const TrainConfig& config, const parallel::MeshGroups& groups);
 
 // Made over `world`'s store, every rank of the world calling it at the same time.
 JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, const DeviceChoice& choice,

@@ -196,10 +196,11 @@ void ProgressReport::evaluation(int step, double val_loss) {
 }
 
 void ProgressReport::reference_check(int losses, int gradients, double worst_cosine) {
-  if (config_.tp > 1)
+  if (config_.tp > 1 || config_.cp > 1)
     std::printf("       step matches the single-process reference: %d losses within a relative %.0e, %d gradient "
-                "slices within cosine distance %.0e (worst %.1e; tensor parallelism sums in another order)\n",
-                losses, kMaxTensorParallelLossError, gradients, kMaxTensorParallelGradientCosineDistance, worst_cosine);
+                "%s within cosine distance %.0e (worst %.1e; %s parallelism sums in another order)\n",
+                losses, kMaxTensorParallelLossError, gradients, config_.tp > 1 ? "slices" : "tensors",
+                kMaxTensorParallelGradientCosineDistance, worst_cosine, config_.tp > 1 ? "tensor" : "context");
   else
     std::printf("       step matches the single-process reference: %d losses bit-identical, %d gradients within "
                 "cosine distance %.0e (worst %.1e)\n",

@@ -40,6 +40,18 @@ void check_fits_in_memory(const TrainConfig& c, const models::GptConfig& model) 
 
 namespace {
 
+// --cp's rules: every rank holds two equal chunks of each sequence, and the features it does not cover are refused.
+void check_context_parallel(const TrainConfig& c) {
+  DUALPIPE_REQUIRE(c.cp >= 1 && c.cp <= 64, "--cp must be between 1 and 64, got ", c.cp);
+  if (c.cp == 1) return;
+  DUALPIPE_REQUIRE(c.seq_len % (2 * c.cp) == 0, "--seq-len ", c.seq_len, " does not divide into 2 x --cp ", c.cp,
+                   " = ", 2 * c.cp, " chunks: each context-parallel rank holds two equal chunks of every sequence");
+  DUALPIPE_REQUIRE(c.experts == 0, "--cp with --experts ", c.experts,
+                   " is not supported: each rank would route its part of the sequence with a capacity of its own, "
+                   "dropping other tokens than one process");
+  DUALPIPE_REQUIRE(!c.sp, "--cp with --sp is not supported yet: use --cp with --tp alone");
+}
+
 // --tp's rules: every tensor-parallel layer splits evenly, and the features it does not cover yet are refused.
 void check_tensor_parallel(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.tp >= 1 && c.tp <= 64, "--tp must be between 1 and 64, got ", c.tp);
@@ -99,6 +111,7 @@ RunPlan make_run_plan(const TrainConfig& c) {
                    ": expert parallelism runs across the data-parallel replicas of a stage");
   DUALPIPE_REQUIRE(c.ep == 1 || c.experts > 0, "--ep ", c.ep, " needs an MoE model: give --experts N");
   check_tensor_parallel(c);
+  check_context_parallel(c);
   DUALPIPE_REQUIRE(c.experts <= 0 || c.experts % c.ep == 0, "--experts ", c.experts, " must be divisible by --ep ",
                    c.ep, ": each rank of an expert-parallel group holds the same number of experts");
 

@@ -19,7 +19,8 @@ constexpr uint64_t kSampleStream = 0x5A3D1E;  // the sample's random stream, apa
 }  // namespace
 
 std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, comm::Communicator& communicator,
-                        c10::Device device, std::chrono::milliseconds timeout, const models::TensorGroup& tp) {
+                        c10::Device device, std::chrono::milliseconds timeout, const models::TensorGroup& tp,
+                        const models::ContextGroup& cp) {
   if (c.sample_tokens == 0) return "";
   data::ByteTokenizer tokenizer;
   std::vector<int64_t> text = tokenizer.encode(c.prompt);
@@ -31,8 +32,19 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
     const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c.seq_len));
     std::vector<int64_t> window(text.end() - n, text.end());
     // Sequence parallelism splits the tokens evenly: pad after the context, which causal attention never sees.
-    if (parallel::splits_sequence(tp)) window.resize((n + tp->size() - 1) / tp->size() * tp->size(), 0);
-    const torch::Tensor context = torch::tensor(window, torch::kLong).reshape({1, -1}).to(device);
+    // Context parallelism cuts it into 2C chunks: the same.
+    int64_t multiple = parallel::splits_sequence(tp) ? tp->size() : 1;
+    if (parallel::splits_context(cp)) multiple *= 2 * cp->size();
+    window.resize((n + multiple - 1) / multiple * multiple, 0);
+    const torch::Tensor whole = torch::tensor(window, torch::kLong).reshape({1, -1});
+    const torch::Tensor context = parallel::context_slice(whole, cp).to(device);
+    // Where the last token's logits come out: its index among this rank's tokens (-1: another context rank's).
+    int64_t last = int64_t(n) - 1;
+    if (parallel::splits_context(cp)) {
+      const torch::Tensor mine = parallel::context_positions(whole.size(1), cp->rank(), cp->size());
+      const torch::Tensor at = (mine == last).nonzero();
+      last = at.numel() > 0 ? at.item<int64_t>() : -1;
+    }
     runtime::StepArgs args;
     for (size_t k = 0; k < forward_only.entering_microbatches().size(); ++k)
       args.microbatch_inputs.push_back({context});
@@ -41,8 +53,12 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
     const runtime::StepResult result = forward_only.step(args);
     double next = 0;
     if (draws) {
-      const torch::Tensor logits =
-          parallel::gather_last_dim(result.outputs[0][0][0][int64_t(n) - 1], tp).to(torch::kCPU, torch::kDouble);
+      const torch::Tensor out = result.outputs[0][0][0];  // [this rank's tokens, its slice of the vocabulary]
+      torch::Tensor logits =
+          last >= 0 ? parallel::gather_last_dim(out[last], tp).to(torch::kCPU, torch::kDouble)
+                    : torch::zeros({out.size(-1) * (tp ? tp->size() : 1)}, torch::kDouble);
+      // Every context rank draws from the same logits with the same generator: the same byte, the same stream.
+      logits = parallel::sum_over_context_parallel(logits, cp);
       next = c.temperature == 0 ? logits.argmax().item<double>()
                                 : torch::softmax(logits / c.temperature, -1).multinomial(1, false, gen).item<double>();
     }

@@ -20,8 +20,9 @@ using OptimizerState = std::decay_t<decltype(std::declval<torch::optim::AdamW&>(
 }  // namespace
 
 StageState::StageState(const TrainConfig& c, const models::GptConfig& model, const models::StageCut& cut, int stage,
-                       models::ExpertGroup experts, c10::Device device, models::TensorGroup tp)
-    : module(model, cut, stage, std::move(experts), tp), tp(tp) {
+                       models::ExpertGroup experts, c10::Device device, models::TensorGroup tp,
+                       models::ContextGroup cp)
+    : module(model, cut, stage, std::move(experts), tp, std::move(cp)), tp(tp) {
   module->to(device);  // initialised on the CPU first: the same values on every device
   // Weight decay on matrices and embeddings only, as in GPT-2 and nanoGPT: not on biases and LayerNorm gains.
   std::vector<torch::Tensor> decayed, plain;

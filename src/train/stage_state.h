@@ -33,10 +33,12 @@ struct StageState {
   models::TensorGroup tp;  // the group its layers are split over (null: whole)
 
   // `experts`: the expert-parallel group of the stage's MoE layers (null: every expert here); `tp`: the
-  // tensor-parallel group its layers are split over (null: whole). The parameters, and with them the optimizer
+  // tensor-parallel group its layers are split over (null: whole); `cp`: the context-parallel group its attention
+  // runs over (null: none). The parameters, and with them the optimizer
   // state, live on `device`.
   StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage,
-             models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU, models::TensorGroup tp = nullptr);
+             models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU, models::TensorGroup tp = nullptr,
+             models::ContextGroup cp = nullptr);
   void set_lr(double lr);
   // Parameters and optimizer state, serialized (a checkpoint shard), and back. A shard holds whole tensors under
   // their global names whatever the tensor parallelism: save gathers the group's slices (collective over it; every

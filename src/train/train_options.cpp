@@ -106,6 +106,11 @@ const std::vector<TrainOption>& train_options() {
        "Sequence parallelism beside --tp: LayerNorms, residuals and the tensors between stages sharded along the "
        "sequence (all-gather and reduce-scatter replace the all-reduces; --seq-len divisible by T)",
        "Pipeline", &C::sp, false},
+      {"--cp",
+       "Context-parallel ranks C of every stage: each sequence cut into 2C chunks, rank c holding chunks c and "
+       "2C-1-c (zig-zag, an equal share of causal attention), attention a ring passing K/V blocks (--seq-len "
+       "divisible by 2C): P x D x C x T processes",
+       "Pipeline", &C::cp},
       {"--fb-overlap,!--no-fb-overlap",
        "In DualPipe's overlapped forward-backward actions of an MoE model, run the backward on a second thread so "
        "one micro-batch's all-to-alls proceed while the other computes (default); --no-fb-overlap runs the "

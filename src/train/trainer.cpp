@@ -33,7 +33,7 @@
 #include "sampling.h"
 #include "state_bytes.h"
 #include "step_stats.h"
-#include "tensor_traffic.h"
+#include "stage_traffic.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -71,15 +71,16 @@ RankFigures span_and_busy(const runtime::Executor& executor, size_t from) {
 class Trainer {
  public:
   // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `experts`: the EP group of
-  // the MoE layers (null: every expert here), whose exchanges `timeline` is told of; `tp`: the tensor-parallel
-  // group of every stage (null: none).
+  // the MoE layers (null: every expert here), whose exchanges `timeline` is told of; `tp` and `cp`: the tensor-
+  // and context-parallel groups of every stage (null: none).
   Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks,
           std::shared_ptr<comm::Communicator> communicator, DataParallel dp, models::ExpertGroup experts = nullptr,
-          std::shared_ptr<ExpertTimeline> timeline = nullptr, models::TensorGroup tp = nullptr)
+          std::shared_ptr<ExpertTimeline> timeline = nullptr, models::TensorGroup tp = nullptr,
+          models::ContextGroup cp = nullptr)
       : c_(c), hooks_(hooks), device_(stage_device(choose_device(c))), plan_(std::move(plan)),
         data_(load_training_data(c)),
         comm_(std::move(communicator)),
-        dp_(std::move(dp)), timeline_(std::move(timeline)), tp_(std::move(tp)),
+        dp_(std::move(dp)), timeline_(std::move(timeline)), tp_(std::move(tp)), cp_(std::move(cp)),
         timeout_(c.timeout()) {
     DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
                      ": start one process per pipeline rank");
@@ -89,7 +90,7 @@ class Trainer {
     for (int m = 0; m < s.num_microbatches; ++m)
       for (int st = 0; st < s.num_stages; ++st)
         if (s.placement.rank(st, m) == rank_ && !stages_.count(st)) {
-          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_, tp_));
+          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_, tp_, cp_));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
           if (split_overlaps()) {
@@ -111,7 +112,7 @@ class Trainer {
     runtime::ExecutorOptions forward_only = options;
     forward_only.record_trace = false;
     forward_only.measure_memory = false;
-    const int64_t b = c.batch, T = c.seq_len;
+    const int64_t b = c.batch, T = c.seq_len / c.cp;  // context parallelism: this rank's tokens of a sequence
     options.boundaries.push_back({{{b, T}, torch::kLong, device_, false}});
     const int64_t tokens_between_stages = c.sp ? T / c.tp : T;  // sequence parallelism: this rank's tokens
     for (int st = 1; st < s.num_stages; ++st)
@@ -122,7 +123,7 @@ class Trainer {
     if (c.zero_stage() >= 1) sharding_ = OptimizerSharding(dp_, stages_);
     predicted_bytes_ = predicted_state_bytes(stages_, sharding_, c.zero_stage());
     if (c.zero_stage() >= 3) parameters_ = ParameterSharding(sharding_, stages_);
-    traffic_ = TensorParallelTraffic(c, plan_, rank_, tp_);
+    traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_);
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
@@ -190,17 +191,31 @@ class Trainer {
 
   runtime::StepArgs step_args(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
     runtime::StepArgs args;
-    for (int m : executor_->entering_microbatches()) args.microbatch_inputs.push_back({inputs[m].to(device_)});
-    for (int m : executor_->loss_microbatches()) args.microbatch_labels.push_back({targets[m].to(device_)});
-    const int M = c_.microbatches;
-    args.criterion = [M, tp = tp_](const runtime::Tensors& logits, const runtime::Tensors& labels) {
-      return models::next_token_loss(logits.at(0), labels.at(0), M, tp);
+    for (int m : executor_->entering_microbatches())
+      args.microbatch_inputs.push_back({parallel::context_slice(inputs[m], cp_).to(device_)});
+    for (int m : executor_->loss_microbatches())
+      args.microbatch_labels.push_back({parallel::context_slice(targets[m], cp_).to(device_)});
+    const int M = c_.microbatches, C = c_.cp;
+    // With context parallelism each rank's loss is its tokens' share: the group's losses sum to the sequence's.
+    args.criterion = [M, C, tp = tp_](const runtime::Tensors& logits, const runtime::Tensors& labels) {
+      return models::next_token_loss(logits.at(0), labels.at(0), M, tp) / C;
     };
     args.num_microbatches = M;
     return args;
   }
 
-  ShardRole shard_role() const { return {rank_, dp_.replica(), c_.ep, tp_ ? tp_->rank() : 0}; }
+  // The tensor and context ranks other than 0 hold the same tensors: (c, t) = (0, 0) writes them.
+  ShardRole shard_role() const {
+    return {rank_, dp_.replica(), c_.ep, (cp_ ? cp_->rank() : 0) * c_.tp + (tp_ ? tp_->rank() : 0)};
+  }
+
+  // `result` with each loss this rank computed summed over the context-parallel group: the whole sequence's.
+  runtime::StepResult sum_over_context(runtime::StepResult result) const {
+    if (!parallel::splits_context(cp_)) return result;
+    for (int m : executor_->loss_microbatches())
+      result.losses[m] = parallel::sum_over_context_parallel(result.losses[m], cp_);
+    return result;
+  }
   // Every rank of the job: the pipeline's own communicator when it is the whole job.
   comm::Communicator& world() const { return dp_.has_world() ? dp_.world() : *comm_; }
 
@@ -255,16 +270,19 @@ class Trainer {
       args.on_stage_gradients_done = [this](int stage) { parameters_.release(stage); };
     }
     traffic_.step_started();
-    const runtime::StepResult result = executor_->step(args);
+    const runtime::StepResult result = sum_over_context(executor_->step(args));
     double dp_wait_ms = overlap ? dp_.finish() : 0;
     if (!join_copies) executor_->reduce_replica_gradients();  // before a separate DP average, which sums means
-    for (auto& [s, state] : stages_) state.module->sum_sequence_parallel_gradients();
+    for (auto& [s, state] : stages_) {
+      state.module->sum_sequence_parallel_gradients();
+      state.module->sum_context_parallel_gradients();
+    }
     traffic_.step_finished();
     double step_ms = ms_since(start);
     ReferenceCheck check;
     if (step == 1) {
       check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_,
-                                      /*experts_sharded=*/c_.ep > 1, tp_);
+                                      /*experts_sharded=*/c_.ep > 1, tp_, /*context_parallel=*/c_.cp > 1);
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
     }
@@ -342,7 +360,7 @@ class Trainer {
     const auto [inputs, targets] = microbatches(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
     torch::NoGradGuard no_grad;
     parameters_.gather_all();
-    const runtime::StepResult result = forward_only_->step(step_args(inputs, targets));
+    const runtime::StepResult result = sum_over_context(forward_only_->step(step_args(inputs, targets)));
     parameters_.release_all();
     double sum = 0;
     for (int m : forward_only_->loss_microbatches()) sum += result.losses[m].item<double>();
@@ -368,8 +386,8 @@ class Trainer {
     if (report_ && dp_.replicas() > 1)
       std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
                   "replicas\n", static_cast<int>(dp_total), dp_.replicas());
-    if (report_ && tp_) std::printf("%s\n", traffic_.describe().c_str());
-    const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_, tp_);
+    if (report_ && !traffic_.describe().empty()) std::printf("%s\n", traffic_.describe().c_str());
+    const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_, tp_, cp_);
     // Every replica ran the same schedule: replica 0's trace stands for them all.
     Trace trace = dp_.replica() == 0 ? runtime::gather_trace(*executor_, *comm_, clock_, timeout_) : Trace{};
     if (timeline_ && dp_.replica() == 0)
@@ -400,7 +418,8 @@ class Trainer {
   StateBytes predicted_bytes_;    // the ZeRO paper's figures for this rank's model state
   std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
   models::TensorGroup tp_;                     // null without tensor parallelism
-  TensorParallelTraffic traffic_;
+  models::ContextGroup cp_;                    // null without context parallelism
+  StageTraffic traffic_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
   std::map<int, StageState> stages_;
@@ -431,31 +450,13 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
     pipeline_options.timeout = config.timeout();
     pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
   }
-  std::shared_ptr<parallel::ExpertCommunication> experts;
-  std::shared_ptr<ExpertTimeline> timeline;
-  if (config.ep > 1) {
-    timeline = std::make_shared<ExpertTimeline>();
-    experts = std::make_shared<parallel::ExpertCommunication>();
-    experts->forward = groups.expert;
-    experts->backward = groups.expert_backward;
-    experts->on_exchange = [timeline](const std::string& what, auto start, auto end) {
-      timeline->exchange(what, start, end);
-    };
-  }
-  models::TensorGroup tp;
-  if (config.tp > 1) {
-    auto group = std::make_shared<parallel::TensorParallelGroup>();
-    group->group = groups.tensor;
-    group->backward = groups.tensor_backward;
-    group->sequence_parallel = config.sp;
-    tp = std::move(group);
-  }
+  LayerGroups layers = make_layer_groups(config, groups);
   DataParallel dp = config.ep > 1
                         ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
                         : DataParallel(groups.data_parallel, world);
   dp.set_stage_copy_groups(stage_copies);
-  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(experts), std::move(timeline),
-          std::move(tp))
+  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(layers.experts),
+          std::move(layers.timeline), std::move(layers.tp), std::move(layers.cp))
       .run();
 }
 
@@ -485,7 +486,7 @@ void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
   const int world_size = world_options.world_size;
   DUALPIPE_REQUIRE(world_size == config.world_size(), "WORLD_SIZE is ", world_size, " but ", config.world_product(),
                    " is ", config.world_size(), ": start one process per pipeline rank of every replica",
-                   config.tp > 1 ? " and tensor rank" : "");
+                   config.tp > 1 || config.cp > 1 ? " and tensor and context rank" : "");
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
   const JobGroups groups = make_job_groups(config, plan.schedule, choice, *world);
   if (uses_mesh_groups(config))

@@ -18,6 +18,7 @@
 
 #include "dualpipe/models/moe.h"
 #include "dualpipe/models/stage_cut.h"
+#include "dualpipe/parallel/context_parallel.h"
 #include "dualpipe/parallel/tensor_parallel.h"
 #include "dualpipe/runtime/stage.h"
 
@@ -41,13 +42,16 @@ struct GptConfig {
 };
 
 using ExpertGroup = std::shared_ptr<const parallel::ExpertCommunication>;
+using parallel::ContextGroup;
 using parallel::TensorGroup;
 
 // One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)), the MLP dense or a mixture of experts.
 class GptBlockImpl : public torch::nn::Module {
  public:
-  // `tp`: the tensor-parallel group its layers are split over (null: whole); the stage keeps the slices.
-  GptBlockImpl(const GptConfig& config, int layer, ExpertGroup experts = nullptr, TensorGroup tp = nullptr);
+  // `tp`: the tensor-parallel group its layers are split over (null: whole); the stage keeps the slices. `cp`: the
+  // context-parallel group its attention runs as a ring over (null: none).
+  GptBlockImpl(const GptConfig& config, int layer, ExpertGroup experts = nullptr, TensorGroup tp = nullptr,
+               ContextGroup cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
   MoeLayer moe() const { return moe_; }  // null for a dense block
 
@@ -56,6 +60,7 @@ class GptBlockImpl : public torch::nn::Module {
   // A row-parallel layer: the partial products summed over the group, then the (whole) bias added once.
   torch::Tensor row_parallel(torch::nn::Linear& layer, const torch::Tensor& x);
   TensorGroup tp_;
+  ContextGroup cp_;
   int64_t local_heads_, head_dim_;
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   torch::nn::Linear qkv{nullptr}, proj{nullptr}, fc1{nullptr}, fc2{nullptr};
@@ -68,11 +73,12 @@ TORCH_MODULE(GptBlock);
 // expert-parallel group its MoE layers shard their experts over (null: every expert here). `tp`: the
 // tensor-parallel group (null: no tensor parallelism); then the logits are rank t's slice [rows, tokens, vocab /
 // T] of the vocabulary, and with sequence parallelism the hidden states between stages are rank t's tokens
-// [rows, tokens / T, hidden] (the first stage still takes every token id).
+// [rows, tokens / T, hidden] (the first stage still takes every token id). `cp`: the context-parallel group
+// (null: none); then every stage takes and returns this rank's tokens (context_slice) of each sequence.
 class GptStageImpl : public torch::nn::Module {
  public:
   GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts = nullptr,
-               TensorGroup tp = nullptr);
+               TensorGroup tp = nullptr, ContextGroup cp = nullptr);
   runtime::Tensors forward(const runtime::Tensors& inputs);
 
   bool first() const { return first_; }
@@ -81,6 +87,9 @@ class GptStageImpl : public torch::nn::Module {
   // biases, the position embedding) hold this rank's tokens only: sums them over the group. Call once the step's
   // backward is done; a no-op otherwise.
   void sum_sequence_parallel_gradients();
+  // With context parallelism every gradient holds this rank's tokens' part of the loss: sums them over the group.
+  // Call once the step's backward is done; a no-op otherwise.
+  void sum_context_parallel_gradients();
   // The MoE layers' statistics since the last reset, summed (zero for a dense model).
   MoeStats moe_stats() const;
   void reset_moe_stats();
@@ -90,6 +99,7 @@ class GptStageImpl : public torch::nn::Module {
   torch::Tensor embed_tokens(const torch::Tensor& ids);
   bool first_, last_;
   TensorGroup tp_;
+  ContextGroup cp_;
   torch::nn::Embedding tokens{nullptr}, positions{nullptr};
   std::vector<GptBlock> blocks_;
   torch::nn::LayerNorm final_norm{nullptr};

@@ -1,14 +1,17 @@
-// The process mesh of a hybrid-parallel job: P pipeline stages (PP) x D data-parallel replicas (DP) x T tensor-
-// parallel ranks (TP), with expert parallelism (EP) in groups of E among the replicas of one stage, as in
-// DeepSeek-V3 (E divides D). Layout only, no LibTorch: which global rank holds which (stage rank, replica, tensor
-// rank), and the rank lists of every group.
+// The process mesh of a hybrid-parallel job: P pipeline stages (PP) x D data-parallel replicas (DP) x C context-
+// parallel ranks (CP) x T tensor-parallel ranks (TP), with expert parallelism (EP) in groups of E among the
+// replicas of one stage, as in DeepSeek-V3 (E divides D). Layout only, no LibTorch: which global rank holds which
+// (stage rank, replica, context rank, tensor rank), and the rank lists of every group.
 //
-// Rank r = (d * P + p) * T + t. Tensor parallelism is innermost, as in Megatron: its all-reduces run inside
-// every block, twice per layer each way, so its T ranks are consecutive and share a machine. Then the P ranks of
+// Rank r = ((d * P + p) * C + c) * T + t. Tensor parallelism is innermost, as in Megatron: its all-reduces run
+// inside every block, twice per layer each way, so its T ranks are consecutive and share a machine. Context
+// parallelism next (its ring passes K/V blocks once per layer each way), as Megatron orders them. The C x T ranks
+// of one (stage rank, replica) are its "inner" ranks, numbered c * T + t; the group functions below that take an
+// inner rank give that inner rank's groups (with C = 1 it is the tensor rank). Then the P ranks of
 // one pipeline replica, so with `--nproc-per-node P x T` each machine holds whole pipelines and the pipeline's
 // point-to-point traffic stays on the machine, while the gradient all-reduce (DP) and the expert all-to-all (EP)
 // cross machines. (Megatron puts DP inside PP instead; the pipeline's traffic is the heavier here.) Each group
-// below is among the ranks of one tensor rank t. Example, P=2, D=4, E=2, T=1:
+// below but the tensor and context groups is among the ranks of one inner rank. Example, P=2, D=4, E=2, T=1:
 //
 //            replica d=0  d=1  d=2  d=3
 //   stage rank p=0  r=0   r=2  r=4  r=6      DP group of p=0: {0, 2, 4, 6}; EP groups: {0, 2}, {4, 6}
@@ -27,9 +30,11 @@ struct MeshShape {
   int dp = 1;  // data-parallel replicas D
   int ep = 1;  // expert-parallel group size E, dividing D
   int tp = 1;  // tensor-parallel ranks T of every stage
+  int cp = 1;  // context-parallel ranks C of every stage
 
-  int world_size() const { return pp * dp * tp; }
-  std::string to_string() const;  // "PP=2 x DP=4 (EP=2)", "PP=2 x DP=2 x TP=2"
+  int inner() const { return cp * tp; }
+  int world_size() const { return pp * dp * inner(); }
+  std::string to_string() const;  // "PP=2 x DP=4 (EP=2)", "PP=2 x DP=2 x TP=2", "PP=2 x DP=1 x CP=2"
 };
 
 // Where one rank stands.
@@ -38,6 +43,8 @@ struct MeshCoordinates {
   int replica = 0;        // d
   int expert_rank = 0;    // its place in its EP group: d mod E
   int tensor_rank = 0;    // t: its shard of every tensor-parallel layer
+  int context_rank = 0;   // c: its tokens of every sequence
+  int inner = 0;          // c * T + t
 };
 
 class ProcessMesh {
@@ -48,15 +55,18 @@ class ProcessMesh {
   const MeshShape& shape() const { return shape_; }
   int world_size() const { return shape_.world_size(); }
 
-  int rank_of(int pipeline_rank, int replica, int tensor_rank = 0) const;
+  // `inner_rank`: c * T + t (the tensor rank without context parallelism).
+  int rank_of(int pipeline_rank, int replica, int inner_rank = 0) const;
   MeshCoordinates coordinates(int rank) const;
 
   // The ranks of replica d's pipeline of tensor rank t, in pipeline order.
-  std::vector<int> pipeline_group(int replica, int tensor_rank = 0) const;
+  std::vector<int> pipeline_group(int replica, int inner_rank = 0) const;
   // The ranks holding pipeline rank p (tensor rank t) in every replica, by replica: they all-reduce p's gradients.
-  std::vector<int> data_parallel_group(int pipeline_rank, int tensor_rank = 0) const;
+  std::vector<int> data_parallel_group(int pipeline_rank, int inner_rank = 0) const;
   // The T ranks sharding the layers of `rank`'s stages, by tensor rank.
   std::vector<int> tensor_group(int rank) const;
+  // The C ranks sharing out the sequences of `rank`'s stages (with its tensor rank), by context rank.
+  std::vector<int> context_group(int rank) const;
   // The EP group of `rank`: the E replicas d - d mod E .. of its pipeline rank, by expert rank.
   std::vector<int> expert_group(int rank) const;
   // The ranks holding the same experts as `rank`: its pipeline rank, with its expert rank, in each of the D/E EP
@@ -66,17 +76,17 @@ class ProcessMesh {
   // A stage whose copies sit on several pipeline ranks (DualPipe and Chimera put stage s on p and P-1-p): the
   // ranks holding it in every replica, by replica then by `pipeline_ranks`' order. One all-reduce over them sums
   // the copies' gradients and the replicas' at once. data_parallel_group(p) is holders_group({p}).
-  std::vector<int> holders_group(const std::vector<int>& pipeline_ranks, int tensor_rank = 0) const;
+  std::vector<int> holders_group(const std::vector<int>& pipeline_ranks, int inner_rank = 0) const;
   // The same for the stage's experts of expert rank `expert_rank`: the holders in the replicas with that expert
   // rank. expert_data_parallel_group(rank) is expert_holders_group({p}, its expert rank).
   std::vector<int> expert_holders_group(const std::vector<int>& pipeline_ranks, int expert_rank,
-                                        int tensor_rank = 0) const;
+                                        int inner_rank = 0) const;
 
  private:
   void check_rank(int rank) const;
   // The ranks at `pipeline_ranks` in replicas first_replica, first_replica + stride, ...
   std::vector<int> holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride,
-                           int tensor_rank) const;
+                           int inner_rank) const;
   MeshShape shape_;
 };
 

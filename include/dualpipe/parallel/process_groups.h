@@ -42,6 +42,10 @@ struct MeshGroups {
   c10::intrusive_ptr<c10d::ProcessGroup> tensor;
   // The same ranks as `tensor`, for the collectives of backward passes (as `expert_backward`).
   c10::intrusive_ptr<c10d::ProcessGroup> tensor_backward;
+  // The C ranks sharing out this rank's sequences (ProcessMesh::context_group), and the same ranks for backward
+  // passes. Optional, as `tensor`.
+  c10::intrusive_ptr<c10d::ProcessGroup> context;
+  c10::intrusive_ptr<c10d::ProcessGroup> context_backward;
 };
 
 // How the groups are made: the backend (comm/backend.h), and for Gloo the network interface (empty: the host

@@ -27,6 +27,9 @@ struct TrainConfig {
   // Sequence parallelism beside TP (Korthikanti et al. 2022): LayerNorms and the residual stream sharded along the
   // sequence, all-gather and reduce-scatter in place of TP's all-reduces, stage boundaries of seq_len / T tokens.
   bool sp = false;
+  // Context-parallel ranks C of every stage: each sequence cut into 2C chunks, rank c holding chunks c and 2C-1-c,
+  // attention run as a ring over them (parallel/context_parallel.h): P x D x C x T processes in all.
+  int cp = 1;
   // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
   // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.
   bool fb_overlap = true;
@@ -97,12 +100,12 @@ struct TrainConfig {
   // The ZeRO stage in force: --zero, or 1 for --zero1.
   int zero_stage() const { return zero1 && zero < 1 ? 1 : zero; }
 
-  // The processes of the job: P x D x T.
-  int world_size() const { return ranks * dp * tp; }
-  // That product as options, for errors: "--pp 2 x --dp 2", with " x --tp T" when T > 1.
+  // The processes of the job: P x D x C x T.
+  int world_size() const { return ranks * dp * cp * tp; }
+  // That product as options, for errors: "--pp 2 x --dp 2", with " x --cp C" and " x --tp T" when above 1.
   std::string world_product() const {
     return "--pp " + std::to_string(ranks) + " x --dp " + std::to_string(dp) +
-           (tp > 1 ? " x --tp " + std::to_string(tp) : "");
+           (cp > 1 ? " x --cp " + std::to_string(cp) : "") + (tp > 1 ? " x --tp " + std::to_string(tp) : "");
   }
 
   // timeout_seconds as the wait limit every communicator takes.

@@ -1,0 +1,98 @@
+#include "stage_traffic.h"
+
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+namespace dualpipe::train {
+
+namespace {
+
+// The (stage, micro-batch) pairs of each stage that `pipeline_rank` runs.
+std::vector<int> microbatches_per_stage(const Schedule& schedule, int pipeline_rank) {
+  std::vector<int> counts(static_cast<size_t>(schedule.num_stages), 0);
+  for (int stage = 0; stage < schedule.num_stages; ++stage)
+    for (int m = 0; m < schedule.num_microbatches; ++m) counts[stage] += schedule.placement.rank(stage, m) == pipeline_rank;
+  return counts;
+}
+
+double predicted_tensor_bytes(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, int tensor_ranks) {
+  const double share = double(tensor_ranks - 1) / tensor_ranks, h = double(c.hidden), s = double(c.seq_len / c.cp);
+  const double n = double(c.batch) * s * h * 4;  // bytes of one micro-batch's hidden states (this rank's tokens)
+  const Schedule& schedule = plan.schedule;
+  const std::vector<int> runs = microbatches_per_stage(schedule, pipeline_rank);
+  double bytes = 0;
+  for (int stage = 0; stage < schedule.num_stages; ++stage) {
+    const int microbatches = runs[stage];
+    if (microbatches == 0) continue;
+    const bool first = stage == 0, last = stage == schedule.num_stages - 1;
+    const int layers = plan.cut.layers_per_stage[static_cast<size_t>(stage)];
+    const int split_parts = c.experts > 0 ? 1 : 2;  // attention, and a dense MLP (MoE layers are not split)
+    // Each split part's forward and backward each reduce a micro-batch's hidden states once; the embedding's
+    // forward once; the head's backward once, and the cross entropy's forward its max, sum and target logit.
+    const double forward = layers * split_parts * 2 * share * n + (first ? 2 * share * n : 0) +
+                           (last ? 2 * share * double(c.batch) * s * 3 * 4 : 0);
+    const double backward = layers * split_parts * 2 * share * n + (last ? 2 * share * n : 0);
+    // Recomputation runs the forward (and the loss) again before the backward.
+    bytes += microbatches * (forward * (c.recompute ? 2 : 1) + backward);
+    if (c.sp) {
+      const double whole_parameters = layers * 6 * h + (first ? double(c.seq_len) * h : 0) + (last ? 2 * h : 0);
+      bytes += 2 * share * whole_parameters * 4;
+    }
+  }
+  return bytes;
+}
+
+double predicted_context_bytes(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, int context_ranks) {
+  const double block = double(c.batch) * (c.seq_len / context_ranks) * 2.0 * (c.hidden / c.tp) * 4;  // K and V
+  const std::vector<int> runs = microbatches_per_stage(plan.schedule, pipeline_rank);
+  double bytes = 0;
+  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
+    bytes += runs[stage] * plan.cut.layers_per_stage[static_cast<size_t>(stage)] * (context_ranks - 1) * block *
+             (c.recompute ? 3 : 2);
+  return bytes;
+}
+
+std::string line(const char* what, double counted, double predicted) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%s traffic per training step, this rank: %.3f MiB sent (ring), predicted %.3f MiB",
+                what, counted / (1 << 20), predicted / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+StageTraffic::StageTraffic(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
+                           models::ContextGroup cp)
+    : tp_(std::move(tp)), cp_(std::move(cp)) {
+  if (tp_ && tp_->size() > 1) {
+    tensor_.sent = &tp_->ring_bytes_sent;
+    tensor_.predicted = predicted_tensor_bytes(c, plan, pipeline_rank, tp_->size());
+  }
+  if (parallel::splits_context(cp_)) {
+    context_.sent = &cp_->ring_bytes_sent;
+    context_.predicted = predicted_context_bytes(c, plan, pipeline_rank, cp_->size());
+  }
+}
+
+void StageTraffic::step_started() {
+  for (Counted* group : {&tensor_, &context_})
+    if (group->sent) group->at_step_start = *group->sent;
+}
+
+void StageTraffic::step_finished() {
+  for (Counted* group : {&tensor_, &context_})
+    if (group->sent) group->counted += *group->sent - group->at_step_start;
+  ++steps_;
+}
+
+std::string StageTraffic::describe() const {
+  if (steps_ == 0) return "";
+  std::string text;
+  if (tensor_.sent) text += line("tensor-parallel", double(tensor_.counted) / steps_, tensor_.predicted);
+  if (context_.sent)
+    text += (text.empty() ? "" : "\n") + line("context-parallel", double(context_.counted) / steps_, context_.predicted);
+  return text;
+}
+
+}  // namespace dualpipe::train
