@@ -53,7 +53,8 @@ class LayoutResume : public Train {
 };
 
 // PP 4 (DualPipe, 8 micro-batches) -> PP 2 x DP 2 (DualPipeV, 4 micro-batches each: the same 16 sequences a step),
-// and -> PP 4 with another stage cut under 1F1B: each new stage reads the tensors of the old stages it spans.
+// -> PP 2 x CP 2 (each sequence split over two ranks), and -> PP 4 with another stage cut under 1F1B: each new stage
+// reads the tensors of the old stages it spans.
 TEST_F(LayoutResume, APipelineCheckpointResumesOnAnotherCutAndWithDataParallelReplicas) {
   const MetricsFile pp4 = run_whole("pp4", "--schedule dualpipe --pp 4 -m 8");
   const nlohmann::json written = manifest("pp4", 2);
@@ -64,6 +65,8 @@ TEST_F(LayoutResume, APipelineCheckpointResumesOnAnotherCutAndWithDataParallelRe
 
   expect_continued(pp4, "pp4", "pp2-dp2", resume("pp4", "pp2-dp2", "--schedule dualpipev --pp 2 --dp 2 -m 4"),
                    "PP 4 -> PP 2 x DP 2");
+  expect_continued(pp4, "pp4", "pp2-cp2", resume("pp4", "pp2-cp2", "--schedule 1f1b --pp 2 --cp 2 -m 8"),
+                   "PP 4 -> PP 2 x CP 2");
   expect_continued(pp4, "pp4", "cut",
                    resume("pp4", "cut", "--schedule 1f1b --pp 4 -m 8 --layers-per-stage 1,3,2,2"),
                    "PP 4 -> PP 4 cut 1,3,2,2");

@@ -73,6 +73,29 @@ TEST(ProcessMesh, TensorParallelRanksAreConsecutiveAndEveryOtherGroupKeepsItsTen
   EXPECT_EQ(mesh.rank_of(1, 1, 1), 7);
 }
 
+// PP=2 x DP=1 x CP=2 x TP=2, rank ((d P + p) C + c) T + t:
+//                      c=0: t=0, t=1   c=1: t=0, t=1
+//   stage rank p=0          0,   1          2,   3     tensor groups {0, 1}, {2, 3}, ...; context groups {0, 2},
+//   stage rank p=1          4,   5          6,   7     {1, 3}, {4, 6}, {5, 7}; pipelines {0, 4}, {1, 5}, ...
+TEST(ProcessMesh, ContextParallelRanksSitBetweenTensorAndPipelineRanks) {
+  const ProcessMesh mesh({2, 1, 1, 2, 2});
+  EXPECT_EQ(mesh.world_size(), 8);
+  EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=1 x CP=2 x TP=2");
+  EXPECT_EQ(mesh.tensor_group(2), (Ranks{2, 3}));
+  EXPECT_EQ(mesh.tensor_group(7), (Ranks{6, 7}));
+  EXPECT_EQ(mesh.context_group(0), (Ranks{0, 2}));
+  EXPECT_EQ(mesh.context_group(3), (Ranks{1, 3}));
+  EXPECT_EQ(mesh.context_group(5), (Ranks{5, 7}));
+  EXPECT_EQ(mesh.pipeline_group(0, 0), (Ranks{0, 4}));
+  EXPECT_EQ(mesh.pipeline_group(0, 3), (Ranks{3, 7}));  // inner rank c T + t = 3: c = 1, t = 1
+  const MeshCoordinates c = mesh.coordinates(6);
+  EXPECT_EQ(c.pipeline_rank, 1);
+  EXPECT_EQ(c.context_rank, 1);
+  EXPECT_EQ(c.tensor_rank, 0);
+  EXPECT_EQ(c.inner, 2);
+  EXPECT_EQ(mesh.rank_of(1, 0, 3), 7);
+}
+
 TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
   for (int tp = 1; tp <= 3; ++tp)
   for (int pp = 1; pp <= 4; ++pp) {
