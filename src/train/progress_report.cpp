@@ -71,7 +71,12 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
   std::cout
             << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
             << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers"
-            << (c.tp > 1 ? ", each split over " + std::to_string(c.tp) + " tensor-parallel ranks" : "") << "; "
+            << (c.tp > 1 ? ", each split over " + std::to_string(c.tp) + " tensor-parallel ranks" : "")
+            << (c.cp > 1 ? ", each sequence over " + std::to_string(c.cp) + " context-parallel ranks (" +
+                               std::to_string(2 * c.cp) + " chunks of " + std::to_string(c.seq_len / (2 * c.cp)) +
+                               " tokens)"
+                         : "")
+            << "; "
             << (c.dp > 1 ? std::to_string(c.dp) + " data-parallel replicas x " : "") << c.microbatches
             << " micro-batches x " << c.batch << " sequences = " << tokens << " tokens per step"
             << (c.recompute ? "; activation recomputation on" : "") << "\n"
