@@ -124,7 +124,7 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   for (const auto& [s, state] : stages) {
     if (!role.writes() || plan.schedule.placement.rank_of(0, s) != role.pipeline_rank) continue;
     const SavedStage saved = state.save();
-    if (role.tensor_rank != 0) continue;  // tensor rank 0 has the same bytes
+    if (role.inner_rank != 0) continue;  // inner rank 0 has the same bytes
     const std::string file = shard_name(s, role.expert_rank());
     write_file_atomically((fs::path(dir) / file).string(), saved.bytes);
     ShardRecord record{s, role.expert_rank(), file, saved.bytes.size(), fnv1a64(saved.bytes), {}};

@@ -12,17 +12,17 @@
 
 namespace dualpipe::train {
 
-// Which shards a rank writes and reads. Without expert parallelism the ranks of data-parallel replica 0 write
-// the stages whose first (DualPipe, Chimera) copy they hold, and every replica reads them. With EP groups of E
-// replicas, each replica holds only its expert rank's 1/E of the experts: replicas 0 to E-1 write their stages
-// as their expert rank d holds them, and replica d reads those of expert rank d mod E. With tensor parallelism
-// every rank of a writing replica gathers its stages' whole tensors (StageState::save), tensor rank 0 writes them,
-// and every tensor rank reads them.
+// Which shards a rank writes. Without expert parallelism the ranks of data-parallel replica 0 write the stages
+// whose first (DualPipe, Chimera) copy they hold. With EP groups of E replicas, each replica holds only its expert
+// rank's 1/E of the experts: replicas 0 to E-1 write their stages as their expert rank d holds them. With tensor
+// parallelism every rank of a writing replica gathers its stages' whole tensors (StageState::save) and inner rank 0
+// writes them. Every rank reads each tensor it needs by name from the shard that holds it, whatever the layout that
+// wrote them (checkpoint.h).
 struct ShardRole {
   int pipeline_rank = 0;
   int replica = 0;
   int expert_parallel = 1;  // E
-  int tensor_rank = 0;
+  int inner_rank = 0;  // c x T + t (mesh.h): every inner rank holds the same whole tensors; 0 writes them
 
   bool writes() const { return replica < expert_parallel; }
   int expert_rank() const { return expert_parallel > 1 ? replica % expert_parallel : -1; }

@@ -6,7 +6,7 @@
 namespace dualpipe::train {
 
 ParameterSharding::ParameterSharding(const OptimizerSharding& owners, std::map<int, StageState>& stages)
-    : stages_(&stages) {
+    : on_(true) {
   for (const auto& [stage, shards] : owners.shards()) {
     auto parameters = stages.at(stage).module->named_parameters();
     for (const OptimizerSharding::Shard& shard : shards)

@@ -7,7 +7,7 @@
 // flat message per owner) before the stage's first action of a step and dropped after its last one; the gather is
 // started one compute action ahead (StepArgs::on_stage_needed_soon) so that it runs while that action computes. The
 // gathered tensors are views of the message buffer, kept out of the activation meter (UnmeteredMemory): they are
-// parameters, counted by parameter_bytes().
+// parameters, which state_bytes.h counts after the step.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -24,10 +24,11 @@ namespace dualpipe::train {
 class ParameterSharding {
  public:
   ParameterSharding() = default;  // off: every replica keeps its parameters
-  // `stages` must outlive this and hold whole parameters now; they stay whole until release() or release_all().
+  // `stages` must hold whole parameters now; they stay whole until release() or release_all(). The tensors of
+  // `stages` are kept: they must not be replaced (their storage is, by set_data).
   ParameterSharding(const OptimizerSharding& owners, std::map<int, StageState>& stages);
 
-  bool on() const { return stages_ != nullptr; }
+  bool on() const { return on_; }
   // Starts gathering `stage`'s parameters from their owners (collective over each sharing group; every member
   // calls it for the same stages in the same order). Nothing when they are here or on their way.
   void prefetch(int stage);
@@ -49,7 +50,7 @@ class ParameterSharding {
     torch::Tensor buffer;
     c10::intrusive_ptr<c10d::Work> work;
   };
-  std::map<int, StageState>* stages_ = nullptr;
+  bool on_ = false;
   std::map<int, std::vector<OwnerTensors>> tensors_;  // by stage
   std::set<int> gathering_, whole_;                   // stages with a gather in flight; stages held whole
 };
