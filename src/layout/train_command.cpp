@@ -30,12 +30,23 @@ std::string tensor_parallel_mismatch(const ModelSpec& m, const Layout& l) {
   return "";
 }
 
+// Why the trainer cannot split this model's sequences over l.cp ranks as the planner does, or "".
+std::string context_parallel_mismatch(const ModelSpec& m, const Layout& l) {
+  if (l.cp == 1) return "";
+  if (l.tp > 1) return "the trainer's context parallelism runs beside tensor parallelism without sequence parallelism, "
+                       "which the planner assumes with tp";
+  if (m.experts > 0) return "the trainer's context parallelism leaves out MoE models";
+  if (m.seq_len % (2 * l.cp) != 0)
+    return "the trainer cuts each sequence into 2 x cp = " + std::to_string(2 * l.cp) + " chunks, which " +
+           std::to_string(m.seq_len) + " tokens do not divide into";
+  return "";
+}
+
 // Why the trainer cannot run this layout, or "".
 std::string layout_mismatch(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
   if (cluster.gpus > cluster.gpus_per_node) return "the cluster has more than one node";
-  if (l.cp > 1) return "the trainer has no context parallelism yet";
   if (const std::string tp = tensor_parallel_mismatch(model, l); !tp.empty()) return tp;
-  if (l.zero > 1) return "the trainer shards the optimizer state only (ZeRO-1)";
+  if (const std::string cp = context_parallel_mismatch(model, l); !cp.empty()) return cp;
   if (l.recompute == Recompute::Selective) return "the trainer recomputes whole stages (full), not selectively";
   if (l.pp < 2) return "the trainer runs a pipeline of at least 2 ranks";
   return "";
@@ -55,8 +66,10 @@ TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, c
                           : "dualpipe train --pp " + std::to_string(l.pp);
   if (l.dp > 1) c += " --dp " + std::to_string(l.dp);
   if (l.tp > 1) c += " --tp " + std::to_string(l.tp) + " --sp";  // the planner's memory model assumes SP with TP
+  if (l.cp > 1) c += " --cp " + std::to_string(l.cp);
   if (l.ep > 1) c += " --ep " + std::to_string(l.ep);
   if (l.zero == 1 && l.dp > 1) c += " --zero1";
+  if (l.zero > 1 && l.dp > 1) c += " --zero " + std::to_string(l.zero);
   if (l.recompute == Recompute::Full) c += " --recompute";
   if (!planned) {
     c += " --schedule " + l.schedule;

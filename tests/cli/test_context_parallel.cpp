@@ -7,7 +7,6 @@
 // model's shape predicts.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
 #include "cli/train_fixture.h"
@@ -20,14 +19,7 @@ using namespace dualpipe::test;
 const std::string kLong = kSmall + "--seq-len 32 --steps 3 --eval-every 3 --sample-tokens 0 ";
 
 void expect_ring_traffic_as_predicted(const std::string& out, const std::string& label) {
-  const std::string key = "context-parallel traffic per training step, this rank: ";
-  const std::size_t at = out.find(key);
-  ASSERT_NE(at, std::string::npos) << label << "\n" << out;
-  double sent = 0, predicted = 0;
-  ASSERT_EQ(std::sscanf(out.c_str() + at + key.size(), "%lf MiB sent (ring), predicted %lf MiB", &sent, &predicted), 2)
-      << out.substr(at, 120);
-  EXPECT_GT(sent, 0) << label;
-  EXPECT_DOUBLE_EQ(sent, predicted) << label;
+  expect_traffic_as_predicted(out, label, "context-parallel");
 }
 
 // The validation losses of a run: before the first step and after the last.

@@ -82,10 +82,12 @@ inline void expect_same_training(const MetricsFile& got, const MetricsFile& expe
   }
 }
 
-// The tensor group's counters (each collective's tensor, valued at what a ring sends) against the count from the
-// model's shape (src/train/tensor_traffic.h): rank 0's line, to the printed precision.
-inline void expect_traffic_as_predicted(const std::string& out, const std::string& label) {
-  const std::string key = "tensor-parallel traffic per training step, this rank: ";
+// A group's counters (tensor parallelism's collectives, valued at what a ring sends, or the context ring's passes)
+// against the count from the model's shape (src/train/stage_traffic.h): rank 0's line of `group` ("tensor-parallel",
+// "context-parallel"), to the printed precision.
+inline void expect_traffic_as_predicted(const std::string& out, const std::string& label,
+                                        const std::string& group = "tensor-parallel") {
+  const std::string key = group + " traffic per training step, this rank: ";
   const std::size_t at = out.find(key);
   ASSERT_NE(at, std::string::npos) << label << "\n" << out;
   double sent = 0, predicted = 0;

@@ -45,6 +45,16 @@ TEST(TrainCommand, TensorParallelLayoutsRunWithSequenceParallelism) {
                         "--batch 1 --layers 8 --hidden 128 --heads 4 --seq-len 128");
 }
 
+TEST(TrainCommand, ContextParallelAndZeroThreeLayoutsRun) {
+  LayoutResult r = row(1, 2, 2);
+  r.layout.cp = 2;
+  r.layout.zero = 3;
+  const TrainCommand c = train_command(trainers_model(), one_machine(), r);
+  ASSERT_TRUE(c.command) << c.why_not;
+  EXPECT_EQ(*c.command, "dualpipe train --pp 2 --dp 2 --cp 2 --zero 3 --schedule dualpipe --microbatches 4 "
+                        "--batch 1 --layers 8 --hidden 128 --heads 4 --seq-len 128");
+}
+
 TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
   EXPECT_EQ(train_command(trainers_model(), one_machine(), row(8, 1, 1)).why_not,
             "the trainer splits attention by heads: tp 8 must divide 4 heads");
@@ -54,10 +64,15 @@ TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
   moe.expert_ffn_hidden = 512;
   EXPECT_EQ(train_command(moe, one_machine(), row(2, 2, 1)).why_not,
             "the trainer's tensor parallelism leaves MoE layers whole, without sequence parallelism");
-  LayoutResult context = row(1, 2, 1);
+  LayoutResult context = row(2, 2, 1);
   context.layout.cp = 2;
   EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,
-            "the trainer has no context parallelism yet");
+            "the trainer's context parallelism runs beside tensor parallelism without sequence parallelism, which "
+            "the planner assumes with tp");
+  context.layout.tp = 1;
+  context.layout.cp = 3;
+  EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,
+            "the trainer cuts each sequence into 2 x cp = 6 chunks, which 128 tokens do not divide into");
 }
 
 }  // namespace
