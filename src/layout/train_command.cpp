@@ -35,7 +35,6 @@ std::string context_parallel_mismatch(const ModelSpec& m, const Layout& l) {
   if (l.cp == 1) return "";
   if (l.tp > 1) return "the trainer's context parallelism runs beside tensor parallelism without sequence parallelism, "
                        "which the planner assumes with tp";
-  if (m.experts > 0) return "the trainer's context parallelism leaves out MoE models";
   if (m.seq_len % (2 * l.cp) != 0)
     return "the trainer cuts each sequence into 2 x cp = " + std::to_string(2 * l.cp) + " chunks, which " +
            std::to_string(m.seq_len) + " tokens do not divide into";

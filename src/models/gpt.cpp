@@ -48,7 +48,7 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, T
     fc1 = register_module("fc1", torch::nn::Linear(h, 4 * h));
     fc2 = register_module("fc2", torch::nn::Linear(4 * h, h));
   } else {
-    moe_ = register_module("moe", MoeLayer(c.moe, h, c.seed, layer, c.layers, std::move(experts)));
+    moe_ = register_module("moe", MoeLayer(c.moe, h, c.seed, layer, c.layers, std::move(experts), cp_));
   }
   torch::NoGradGuard no_grad;
   auto gen = generator(c.seed, kFirstBlockStream + static_cast<uint64_t>(layer));

@@ -56,8 +56,9 @@ void MoeStats::add(const MoeStats& other) {
 bool is_expert_parameter(const std::string& name) { return name.find(".moe.expert") != std::string::npos; }
 
 MoeLayerImpl::MoeLayerImpl(const MoeConfig& c, int64_t hidden, uint64_t seed, int layer, int layers,
-                           std::shared_ptr<const parallel::ExpertCommunication> communication)
-    : config_(c), communication_(std::move(communication)) {
+                           std::shared_ptr<const parallel::ExpertCommunication> communication,
+                           parallel::ContextGroup cp)
+    : config_(c), communication_(std::move(communication)), cp_(std::move(cp)) {
   c.check();
   DUALPIPE_REQUIRE(c.experts >= 1, "an MoE layer needs --experts >= 1");
   const int group = communication_ ? communication_->size() : 1;
@@ -90,28 +91,68 @@ struct MoeLayerImpl::Routing {
   torch::Tensor aux_loss;
 };
 
-MoeLayerImpl::Routing MoeLayerImpl::route(const torch::Tensor& x) {
+// The micro-batch whose expert queues this rank's choices join: with context parallelism, every rank's tokens.
+struct MoeLayerImpl::WholeMicrobatch {
+  torch::Tensor expert;     // [tokens, k]: every token's choices, in the micro-batch's token order
+  torch::Tensor probs_sum;  // [N]: the router probabilities summed over those tokens (no gradient)
+  torch::Tensor mine;       // [this rank's tokens]: their places in that order (undefined: all of them, in order)
+};
+
+MoeLayerImpl::WholeMicrobatch MoeLayerImpl::gather_context(int64_t rows, const torch::Tensor& expert,
+                                                           const torch::Tensor& probs) {
+  const int64_t local = expert.size(0), k = expert.size(1), N = config_.experts;
+  const int C = cp_->size();
+  const int64_t seq = local / rows * C;  // tokens per sequence
+  // One message per rank: its choices (exact as doubles) and its probability sums.
+  const torch::Tensor packed =
+      torch::cat({expert.reshape(-1).to(torch::kDouble), probs.detach().sum(0).to(torch::kDouble)});
+  const torch::Tensor all = parallel::gather_over_context_parallel(packed, cp_);  // [C, local * k + N]
+  // Rank c's token j of row r sits at r x seq + its position in the sequence.
+  const auto places = [&](int c) {
+    const torch::Tensor row_starts = torch::arange(rows, expert.options()) * seq;
+    return (row_starts.unsqueeze(1) + parallel::context_positions(seq, c, C, expert.device()).unsqueeze(0)).reshape(-1);
+  };
+  WholeMicrobatch whole;
+  whole.expert = torch::empty({rows * seq, k}, expert.options());
+  for (int c = 0; c < C; ++c)
+    whole.expert.index_copy_(0, places(c), all[c].narrow(0, 0, local * k).view({local, k}).to(torch::kLong));
+  whole.probs_sum = all.narrow(1, local * k, N).sum(0).to(probs.scalar_type());
+  whole.mine = places(cp_->rank());
+  return whole;
+}
+
+MoeLayerImpl::Routing MoeLayerImpl::route(const torch::Tensor& x, int64_t rows) {
   const int64_t T = x.size(0), N = config_.experts, k = config_.top_k;
   const torch::Tensor probs = torch::softmax(router(x), -1);  // [T, N]
   auto [gate, expert] = probs.topk(k, -1);                   // [T, k]
   if (k > 1) gate = gate / gate.sum(-1, true);
+  WholeMicrobatch whole{expert, probs.detach().sum(0), torch::Tensor()};
+  if (parallel::splits_context(cp_)) whole = gather_context(rows, expert, probs);
+  const int64_t W = whole.expert.size(0);  // the micro-batch's tokens
   Routing r;
-  r.capacity = static_cast<int64_t>(std::ceil(config_.capacity_factor * double(T * k) / double(N)));
-  // Choice-major order: assignment a = c * T + t is token t's c-th choice.
+  r.capacity = static_cast<int64_t>(std::ceil(config_.capacity_factor * double(W * k) / double(N)));
+  // Choice-major order: assignment a = c * W + t is token t's c-th choice.
+  const torch::Tensor all_chosen = whole.expert.t().reshape({-1});
+  const torch::Tensor one_hot = torch::one_hot(all_chosen, N);  // [kW, N]
+  const torch::Tensor all_positions = (one_hot.cumsum(0) - 1).gather(1, all_chosen.unsqueeze(1)).squeeze(1);
+  // This rank's assignments, in the same order: c * T + t for its token t's c-th choice.
+  const torch::Tensor position =
+      whole.mine.defined() ? all_positions.view({k, W}).index_select(1, whole.mine).reshape({-1}) : all_positions;
   const torch::Tensor chosen = expert.t().reshape({-1});
-  const torch::Tensor one_hot = torch::one_hot(chosen, N);  // [kT, N]
-  const torch::Tensor position = (one_hot.cumsum(0) - 1).gather(1, chosen.unsqueeze(1)).squeeze(1);
   const torch::Tensor kept = (position < r.capacity).nonzero().squeeze(1);
   r.token = kept.remainder(T);
   r.slot = chosen.index_select(0, kept) * r.capacity + position.index_select(0, kept);
   r.gate = gate.t().reshape({-1}).index_select(0, kept);
   // Switch Transformer's load-balancing loss: N * sum_e (fraction of choices to e) * (mean probability of e).
-  const torch::Tensor fraction = one_hot.sum(0).to(probs.scalar_type()) / double(T * k);
-  r.aux_loss = double(N) * (fraction * probs.mean(0)).sum();
+  // This rank's tokens' share of the mean carries the gradient; the shares' gradients add up over the context
+  // group as the language-model loss's do.
+  const torch::Tensor fraction = one_hot.sum(0).to(probs.scalar_type()) / double(W * k);
+  r.aux_loss = double(N) * (fraction * (probs.sum(0) / double(W))).sum();
 
-  stats_.choices += T * k;
-  stats_.dropped += T * k - kept.size(0);
-  stats_.aux_loss_sum += r.aux_loss.item<double>();
+  // The statistics are the micro-batch's, the same on every rank of a context-parallel group.
+  stats_.choices += W * k;
+  stats_.dropped += (all_positions >= r.capacity).sum().item<int64_t>();
+  stats_.aux_loss_sum += double(N) * (fraction * (whole.probs_sum / double(W))).sum().item<double>();
   stats_.aux_losses += 1;
   return r;
 }
@@ -137,7 +178,7 @@ torch::Tensor MoeLayerImpl::forward(const torch::Tensor& x) {
                             device.weight_grad_us / 2);
   };
   const torch::Tensor tokens = compute(x.reshape({-1, hidden}));
-  const Routing r = route(tokens);
+  const Routing r = route(tokens, x.size(0));
   const int64_t slots = config_.experts * r.capacity;
   const torch::Tensor dispatch =
       torch::zeros({slots, hidden}, tokens.options()).index_copy(0, r.slot, tokens.index_select(0, r.token));

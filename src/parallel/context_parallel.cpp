@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "finish_collective.h"
+
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::parallel {
@@ -134,12 +136,21 @@ torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, con
   return weighted / sum;
 }
 
+torch::Tensor gather_over_context_parallel(const torch::Tensor& x, const ContextGroup& cp) {
+  if (!splits_context(cp)) return x.detach().unsqueeze(0);
+  std::vector<torch::Tensor> input = {on_the_wire(x, *cp->group)};
+  std::vector<std::vector<torch::Tensor>> output(1);
+  for (int r = 0; r < cp->size(); ++r) output[0].push_back(wire_buffer(x, *cp->group));
+  detail::finish_collective(*cp->group, cp->group->allgather(output, input));
+  return torch::stack(output[0]).to(x.device());
+}
+
 torch::Tensor sum_over_context_parallel(const torch::Tensor& x, const ContextGroup& cp) {
   if (!splits_context(cp)) return x;
   std::vector<torch::Tensor> buffer = {on_the_wire(x, *cp->group).clone()};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
-  cp->group->allreduce(buffer, options)->wait();
+  detail::finish_collective(*cp->group, cp->group->allreduce(buffer, options));
   return buffer[0].to(x.device());
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "finish_collective.h"
+
 namespace dualpipe::parallel {
 namespace {
 
@@ -34,7 +36,7 @@ torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, 
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   tp.ring_bytes_sent += ring_bytes(tp, 2 * buffer[0].nbytes());
-  group.allreduce(buffer, options)->wait();
+  detail::finish_collective(group, group.allreduce(buffer, options));
   return buffer[0].to(x.device());
 }
 
@@ -46,7 +48,7 @@ std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const 
   std::vector<std::vector<torch::Tensor>> gathered(1);
   for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(mine[0]));
   tp.ring_bytes_sent += ring_bytes(tp, mine[0].nbytes() * static_cast<size_t>(tp.size()));
-  group.allgather(gathered, mine)->wait();
+  detail::finish_collective(group, group.allgather(gathered, mine));
   for (auto& part : gathered[0]) part = part.to(x.device());
   return gathered[0];
 }
@@ -63,7 +65,7 @@ torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallel
   for (const torch::Tensor& chunk : x.chunk(tp.size(), 1)) chunks[0].push_back(on_the_wire(chunk, group));
   std::vector<torch::Tensor> mine = {torch::empty_like(chunks[0][0])};
   tp.ring_bytes_sent += ring_bytes(tp, x.nbytes());
-  group.reduce_scatter(mine, chunks)->wait();
+  detail::finish_collective(group, group.reduce_scatter(mine, chunks));
   return mine[0].to(x.device());
 }
 

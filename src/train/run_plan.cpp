@@ -46,9 +46,6 @@ void check_context_parallel(const TrainConfig& c) {
   if (c.cp == 1) return;
   DUALPIPE_REQUIRE(c.seq_len % (2 * c.cp) == 0, "--seq-len ", c.seq_len, " does not divide into 2 x --cp ", c.cp,
                    " = ", 2 * c.cp, " chunks: each context-parallel rank holds two equal chunks of every sequence");
-  DUALPIPE_REQUIRE(c.experts == 0, "--cp with --experts ", c.experts,
-                   " is not supported: each rank would route its part of the sequence with a capacity of its own, "
-                   "dropping other tokens than one process");
   DUALPIPE_REQUIRE(!c.sp, "--cp with --sp is not supported yet: use --cp with --tp alone");
 }
 

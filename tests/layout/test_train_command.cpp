@@ -70,6 +70,10 @@ TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
             "the trainer's context parallelism runs beside tensor parallelism without sequence parallelism, which "
             "the planner assumes with tp");
   context.layout.tp = 1;
+  const TrainCommand moe_split = train_command(moe, one_machine(), context);
+  ASSERT_TRUE(moe_split.command) << moe_split.why_not;  // MoE routing under --cp is one process's
+  EXPECT_NE(moe_split.command->find(" --cp 2 "), std::string::npos) << *moe_split.command;
+  EXPECT_NE(moe_split.command->find(" --experts 4 "), std::string::npos) << *moe_split.command;
   context.layout.cp = 3;
   EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,
             "the trainer cuts each sequence into 2 x cp = 6 chunks, which 128 tokens do not divide into");

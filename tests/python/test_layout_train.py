@@ -21,8 +21,9 @@ def test_only_layouts_the_trainer_runs_get_a_command(dualpipe):
     with_command = [r for r in rows if r["train_command"]]
     assert with_command and len(with_command) < len(rows)
     for r in rows:
-        runnable = (r["tp"] == 1 and r["cp"] == 1 and r["zero"] <= 1 and r["recompute"] != "selective"
-                    and r["pp"] >= 2)
+        # The example model is MoE, whose layers the trainer leaves whole under --tp, so not with the --sp the planner
+        # assumes; its 128 tokens divide into 2 x cp chunks for every cp of this machine; every ZeRO stage runs.
+        runnable = r["tp"] == 1 and r["recompute"] != "selective" and r["pp"] >= 2
         assert (r["train_command"] is not None) == runnable, r
 
 

@@ -1,7 +1,8 @@
 // The mixture-of-experts layer against a reference written out token by token in double precision (routing,
 // capacity in choice-major order, gated sum of GELU experts, the Switch load-balancing loss and its gradient by
 // finite differences), and its experts sharded over an EP group of two ranks (threads over Gloo) against the
-// same layer holding every expert in one process.
+// same layer holding every expert in one process, and its micro-batches' sequences split over context-parallel
+// ranks against the whole micro-batch in one process.
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/models/moe.h"
+#include "dualpipe/parallel/context_parallel.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/util/error.h"
 
@@ -198,6 +200,75 @@ TEST(MoeLayer, ExpertsShardedOverTwoRanksComputeWhatOneProcessComputes) {
     ++compared;
   }
   EXPECT_EQ(compared, 16);
+}
+
+// Sequences split over C context-parallel ranks (threads over Gloo), zig-zag as the trainer splits them, with a
+// capacity that drops choices: each rank's tokens must take the places in the experts' queues they take in the
+// whole micro-batch, so the outputs, the dropped choices, the auxiliary loss and (summed over the ranks) the
+// gradients are one process's.
+void expect_context_split_routes_as_whole_microbatch(int ranks) {
+  const MoeConfig c = config(4, 2, 0.75, 0.5);
+  const int64_t rows = 2, length = 4 * ranks;
+  const torch::Tensor x = random_tokens(rows, length, 21), weights = random_tokens(rows, length, 22);
+  MoeLayer whole(c, kHidden, 13, 0, 1, nullptr);
+  const torch::Tensor whole_x = x.clone().requires_grad_();
+  const torch::Tensor whole_y = whole(whole_x);
+  (whole_y * weights).sum().backward();
+  ASSERT_GT(whole->stats().dropped, 0);
+
+  const parallel::ProcessMesh mesh({1, 1, 1, 1, ranks});
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  struct Rank {
+    torch::Tensor y, input_grad;
+    Params grads;
+    MoeStats stats;
+  };
+  std::vector<Rank> got(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      at::set_num_threads(1);
+      const parallel::MeshGroups groups = parallel::make_gloo_mesh_groups(store, mesh, r, std::chrono::seconds(30), "lo");
+      auto cp = std::make_shared<parallel::ContextParallelGroup>();
+      cp->group = groups.context;
+      cp->backward = groups.context_backward;
+      MoeLayer layer(c, kHidden, 13, 0, 1, nullptr, cp);
+      const torch::Tensor mine = parallel::context_positions(length, r, ranks);
+      const torch::Tensor xl = x.index_select(1, mine).clone().requires_grad_();
+      Rank& g = got[static_cast<size_t>(r)];
+      g.y = layer(xl);
+      (g.y * weights.index_select(1, mine)).sum().backward();
+      g.input_grad = xl.grad();
+      for (const auto& p : layer->named_parameters()) g.grads[p.key()] = p.value().grad();
+      g.stats = layer->stats();
+    });
+  for (auto& t : threads) t.join();
+
+  for (int r = 0; r < ranks; ++r) {
+    const torch::Tensor mine = parallel::context_positions(length, r, ranks);
+    const Rank& g = got[static_cast<size_t>(r)];
+    EXPECT_TRUE(torch::allclose(g.y, whole_y.detach().index_select(1, mine), 1e-6, 1e-7)) << "C=" << ranks << " rank " << r;
+    EXPECT_TRUE(torch::allclose(g.input_grad, whole_x.grad().index_select(1, mine), 1e-6, 1e-7))
+        << "C=" << ranks << " rank " << r;
+    EXPECT_EQ(g.stats.choices, whole->stats().choices) << "C=" << ranks << " rank " << r;
+    EXPECT_EQ(g.stats.dropped, whole->stats().dropped) << "C=" << ranks << " rank " << r;
+    EXPECT_NEAR(g.stats.mean_aux_loss(), whole->stats().mean_aux_loss(), 1e-6) << "C=" << ranks << " rank " << r;
+  }
+  // Each rank's gradients hold its tokens' part (the router's, with the auxiliary loss's share): their sum is the
+  // whole micro-batch's.
+  int compared = 0;
+  for (const auto& p : whole->named_parameters()) {
+    torch::Tensor sum = torch::zeros_like(p.value());
+    for (const Rank& g : got)
+      if (g.grads.at(p.key()).defined()) sum += g.grads.at(p.key());
+    EXPECT_TRUE(torch::allclose(sum, p.value().grad(), 1e-5, 1e-6)) << "C=" << ranks << " " << p.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 1 + 4 * 4);  // the router, and 4 experts x fc1, fc2 x weight, bias
+}
+
+TEST(MoeLayer, SequencesSplitOverContextRanksRouteAsTheWholeMicrobatch) {
+  for (int ranks : {2, 4}) expect_context_split_routes_as_whole_microbatch(ranks);
 }
 
 TEST(MoeConfig, BadValuesAreNamed) {

@@ -50,6 +50,10 @@ torch::Tensor context_slice(const torch::Tensor& x, const ContextGroup& cp);
 torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const ContextGroup& cp);
 
+// Every rank's `x` (the same shape on each), stacked in rank order: [C, ...], outside autograd. `x` unsqueezed
+// without context parallelism.
+torch::Tensor gather_over_context_parallel(const torch::Tensor& x, const ContextGroup& cp);
+
 // The elementwise sum over the group, outside autograd.
 torch::Tensor sum_over_context_parallel(const torch::Tensor& x, const ContextGroup& cp);
 
