@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "dualpipe/runtime/unmetered_memory.h"
 #include "finish_collective.h"
 
 namespace dualpipe::parallel {
@@ -61,12 +62,23 @@ torch::Tensor all_gather_tokens(const torch::Tensor& x, const TensorParallelGrou
 // This rank's tokens / T of the sum over the group of [rows, tokens, ...].
 torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallelGroup& tp, Pass pass) {
   c10d::ProcessGroup& group = group_for(tp, pass);
-  std::vector<std::vector<torch::Tensor>> chunks(1);
-  for (const torch::Tensor& chunk : x.chunk(tp.size(), 1)) chunks[0].push_back(on_the_wire(chunk, group));
-  std::vector<torch::Tensor> mine = {torch::empty_like(chunks[0][0])};
+  const std::vector<torch::Tensor> parts = x.chunk(tp.size(), 1);
+  const bool through_host = !x.is_cpu() && group.getBackendName() == "gloo";
+  const auto wire = x.options().device(through_host ? c10::Device(c10::kCPU) : x.device());
+  torch::Tensor result = torch::empty(parts[0].sizes(), wire);
   tp.ring_bytes_sent += ring_bytes(tp, x.nbytes());
-  detail::finish_collective(group, group.reduce_scatter(mine, chunks));
-  return mine[0].to(x.device());
+  {
+    // Gloo's reduce-scatter runs as collectives of its own, which hold our inputs and output and let go of them on
+    // their threads, where the activation meter does not hear the frees. So the messages are kept out of the meter
+    // from allocation to free, and the sum is copied into the result, which lives on (and is metered).
+    runtime::UnmeteredMemory unmetered;
+    std::vector<std::vector<torch::Tensor>> chunks(1);
+    for (const torch::Tensor& part : parts) chunks[0].push_back(on_the_wire(part, group));
+    std::vector<torch::Tensor> sum = {torch::empty(parts[0].sizes(), wire)};
+    detail::finish_collective(group, group.reduce_scatter(sum, chunks));
+    result.copy_(sum[0]);
+  }
+  return result.to(x.device());
 }
 
 // The group is kept by the stage's layers, which the graph's owner keeps: a raw pointer in the context is safe.

@@ -127,6 +127,39 @@ TEST_F(Train, TensorParallelCheckpointsResumeOnAnyTensorParallelLayout) {
                        "DP 2 -> DP 2 x TP 2 with SP");
 }
 
+// One block's activations for one micro-batch, measured by the executor's meter on rank 0 (the difference between
+// 8 and 4 layers: 2 more layers, 2 micro-batches alive under 1F1B), against what autograd keeps of this float32
+// model's block, counted by hand in docs/parallelism.md ("Memory, measured against the formulas"): with
+// s b h = 32768 and a s^2 b = 131072 elements, 4 s b h + 12 s b h / T + a s^2 b / T under TP, and
+// 2 s b h + 14 s b h / T + a s^2 b / T with SP. And the meter must read the same peak at every step: a collective
+// buffer freed on a thread the meter does not hear (Gloo's reduce-scatter lets go of its messages on its own
+// threads) grew the figures from step to step, by 6% a layer for TP 2 + SP.
+TEST_F(Train, TensorParallelActivationsPerLayerAreTheCountedOnes) {
+  const double sbh = 32768 * 4.0, as2b = 131072 * 4.0;  // bytes
+  const struct {
+    std::string options;
+    double layer_bytes;
+  } cases[] = {{"--tp 2", 4 * sbh + 12 * sbh / 2 + as2b / 2}, {"--tp 2 --sp", 2 * sbh + 14 * sbh / 2 + as2b / 2}};
+  for (const auto& c : cases) {
+    double peak[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+      const std::string layers = i == 0 ? "4" : "8";
+      const CommandResult run = dualpipe_cmd(
+          "train --layers " + layers + " --hidden 128 --heads 8 --seq-len 64 --batch 4 --pp 2 -m 4 --steps 3 "
+          "--schedule 1f1b --eval-every 0 --sample-tokens 0 --trace '' --metrics " + path("m.jsonl") + " " + c.options,
+          180);
+      ASSERT_EQ(run.status, 0) << c.options << "\n" << run.out;
+      const MetricsFile m = read_metrics(path("m.jsonl"));
+      ASSERT_EQ(m.steps.size(), 3u);
+      for (const auto& step : m.steps)
+        EXPECT_EQ(step["peak_activation_bytes"], m.steps[0]["peak_activation_bytes"]) << c.options << " " << layers;
+      peak[i] = m.steps[0]["peak_activation_bytes"][0].get<double>();
+    }
+    const double layer = (peak[1] - peak[0]) / 4;
+    EXPECT_NEAR(layer / c.layer_bytes, 1.0, 0.02) << c.options << ": " << layer << " bytes a layer";
+  }
+}
+
 TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
   const struct {
     std::string options, message;
