@@ -46,6 +46,8 @@ cmake --build "$dir" -j "${JOBS:-2}" --target "${targets[@]}"
 #   (the sample, the resume on PP 2 x CP 2) and the ring attention's unit test, C = 1, 2, 4;
 # - ZeRO-3 on three layouts: ZeroThreeCheckpoints... trains ZeRO-3 (gathers, releases, the checkpoint's gather)
 #   and AZeroOneCheckpointResumesUnderZeroThree loads into it;
+# - the data-parallel traffic of each ZeRO stage (six short runs, a measurement): the kept ZeRO tests run the same
+#   collectives and their counters;
 # - the planner's sweep of 960 requests and the layout command's calibration (four searches), about 2 minutes
 #   together here: the kept tests of test_planner and test_layout_cli run the same search code on fewer cases.
 skipped='^(viz_browser_render|Train\.DataParallelReplicasOfFourRanksTrainLikeOnePipelineOnTheWholeBatch'
@@ -58,7 +60,7 @@ skipped+='|Train\.DataParallelReplicasOfTwoRanksTrainLikeOnePipelineOnTheWholeBa
 skipped+='|Train\.ExpertParallelGroupsOfTwoTrainLikeOnePipelineHoldingEveryExpert'
 skipped+='|Schedules/EmulatedDevice\.StagesTrainLikeTheRealStagesBitForBit/(dualpipev|1f1b|zb_h1|zbv)'
 skipped+='|Train\.(TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule|FourTensorParallelRanksSample.*)'
-skipped+='|Train\.TensorParallelActivationsPerLayerAreTheCountedOnes'
+skipped+='|Train\.(TensorParallelActivationsPerLayerAreTheCountedOnes|DataParallelTrafficOfEachZeroStageIsThePapersVolume)'
 skipped+='|Train\.(ContextParallelStagesTrainLikeWholeSequencesUnderEverySchedule|ContextParallelComposesWith.*)'
 skipped+='|Train\.ZeroThreeShardsTheParametersAndTrainsBitForBitLikeZeroTwo'
 skipped+='|Planner\.NeverWorseThanAFamilyAndWithinTheLimit|LayoutCommand\.CalibratesOnACostStringAndRefusesBadOnes'

@@ -42,7 +42,10 @@ void DataParallel::start_bucket(std::vector<torch::Tensor> gradients,
   std::vector<torch::Tensor> views;
   for (const auto& g : bucket.gradients) views.push_back(g.reshape({-1}));
   bucket.flat = {torch::cat(views)};
-  if (group && group->getSize() > 1) bucket.work = group->allreduce(bucket.flat);
+  if (group && group->getSize() > 1) {
+    traffic_->all_reduce(bucket.flat[0].nbytes(), group->getSize());
+    bucket.work = group->allreduce(bucket.flat);
+  }
   buckets_.push_back(std::move(bucket));
 }
 

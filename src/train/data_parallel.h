@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "dualpipe/comm/communicator.h"
+#include "data_parallel_traffic.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "stage_state.h"
 
@@ -69,6 +70,8 @@ class DataParallel {
   const c10::intrusive_ptr<c10d::ProcessGroup>& gradient_group(const std::string& name) const {
     return is_sharded_expert(name) ? expert_data_parallel_ : group_;
   }
+  // What this rank's gradient and parameter collectives sent (shared with the ZeRO sharding built from this).
+  const std::shared_ptr<DataParallelTraffic>& traffic() const { return traffic_; }
   // Waits for every rank of the job (rank 0 hosts the rendezvous store: all leave together).
   void world_barrier() const;
   // Every rank of the job (given with more than one replica, or whenever the job is more than one pipeline).
@@ -86,6 +89,7 @@ class DataParallel {
   std::map<int, parallel::StageCopyGroups> copy_groups_;
   std::shared_ptr<comm::Communicator> world_;
   std::vector<Bucket> buckets_;  // started, not finished
+  std::shared_ptr<DataParallelTraffic> traffic_ = std::make_shared<DataParallelTraffic>();
 };
 
 }  // namespace dualpipe::train

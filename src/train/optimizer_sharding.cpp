@@ -36,7 +36,8 @@ void broadcast_parts(c10d::ProcessGroup& group, int root, std::vector<torch::Ten
 
 }  // namespace
 
-OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages) {
+OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages)
+    : traffic_(dp.traffic()) {
   // Elements dealt so far to each member of each group, over all this rank's stages: a rank holding two stages
   // (DualPipe, V placements) balances its whole share, not each stage's.
   std::map<const c10d::ProcessGroup*, std::vector<int64_t>> loads;
@@ -109,6 +110,7 @@ double OptimizerSharding::reduce_gradients_to_owners(std::map<int, StageState>& 
         std::vector<torch::Tensor> buffer = {torch::flatten_dense_tensors(gradients)};
         c10d::ReduceOptions options;
         options.rootRank = static_cast<int64_t>(owner);
+        traffic_->one_member(buffer[0].nbytes(), shard.group->getSize());
         r.work = shard.group->reduce(buffer, options);
         r.flat = buffer[0];
         reductions.push_back(std::move(r));
@@ -141,7 +143,12 @@ void OptimizerSharding::share_updates(std::map<int, StageState>& stages) const {
     for (const Shard& shard : shards)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
         std::vector<torch::Tensor> parts;
-        for (const auto& name : shard.names_by_owner[owner]) parts.push_back(parameters[name]);
+        size_t bytes = 0;
+        for (const auto& name : shard.names_by_owner[owner]) {
+          parts.push_back(parameters[name]);
+          bytes += parts.back().nbytes();
+        }
+        traffic_->one_member(bytes, shard.group->getSize());
         broadcast_parts(*shard.group, static_cast<int>(owner), parts);
       }
   }

@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,13 @@ class OptimizerSharding {
   };
   // By stage; a stage none of whose tensors is shared out has none.
   const std::map<int, std::vector<Shard>>& shards() const { return shards_; }
+  // The data-parallel group's counter of sent bytes (null when off), which the reductions and broadcasts add to.
+  const std::shared_ptr<DataParallelTraffic>& traffic() const { return traffic_; }
 
  private:
   std::map<int, std::vector<Shard>> shards_;  // by stage
   std::map<int, std::map<std::string, int>> sharing_ranks_;  // by stage and name: the sharded tensors' group sizes
+  std::shared_ptr<DataParallelTraffic> traffic_;
 };
 
 }  // namespace dualpipe::train

@@ -6,7 +6,7 @@
 namespace dualpipe::train {
 
 ParameterSharding::ParameterSharding(const OptimizerSharding& owners, std::map<int, StageState>& stages)
-    : on_(true) {
+    : on_(true), traffic_(owners.traffic()) {
   for (const auto& [stage, shards] : owners.shards()) {
     auto parameters = stages.at(stage).module->named_parameters();
     for (const OptimizerSharding::Shard& shard : shards)
@@ -40,6 +40,7 @@ void ParameterSharding::prefetch(int stage) {
       t.buffer = torch::empty({numel}, t.parameters.front().options().requires_grad(false));
     }
     std::vector<torch::Tensor> buffers = {t.buffer};
+    traffic_->one_member(t.buffer.nbytes(), t.group->getSize());
     c10d::BroadcastOptions options;
     options.rootRank = t.owner;
     t.work = t.group->broadcast(buffers, options);

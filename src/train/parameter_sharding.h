@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -51,6 +52,7 @@ class ParameterSharding {
     c10::intrusive_ptr<c10d::Work> work;
   };
   bool on_ = false;
+  std::shared_ptr<DataParallelTraffic> traffic_;
   std::map<int, std::vector<OwnerTensors>> tensors_;  // by stage
   std::set<int> gathering_, whole_;                   // stages with a gather in flight; stages held whole
 };

@@ -2,7 +2,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <set>
+#include <utility>
 #include <vector>
+
+#include "dualpipe/models/moe.h"
 
 namespace dualpipe::train {
 
@@ -53,6 +57,33 @@ double predicted_context_bytes(const TrainConfig& c, const RunPlan& plan, int pi
   return bytes;
 }
 
+// The distinct pipeline ranks holding `stage`: two for the stages DualPipe and Chimera keep a copy of.
+int holders(const Schedule& schedule, int stage) {
+  std::set<int> ranks;
+  for (int m = 0; m < schedule.num_microbatches; ++m) ranks.insert(schedule.placement.rank(stage, m));
+  return static_cast<int>(ranks.size());
+}
+
+// One step's data-parallel bytes for this rank's `stages` (stage_traffic.h).
+double predicted_data_parallel_bytes(const TrainConfig& c, const Schedule& schedule,
+                                     const std::map<int, StageState>& stages, bool copies_joined) {
+  const int zero = c.zero_stage();
+  double bytes = 0;
+  for (const auto& [stage, state] : stages) {
+    double dense = 0, experts = 0;  // Ψ of the data-parallel group, and of the expert-data-parallel group
+    for (const auto& p : state.module->named_parameters())
+      if (p.value().requires_grad())
+        (c.ep > 1 && models::is_expert_parameter(p.key()) ? experts : dense) += double(p.value().nbytes());
+    const int copies = copies_joined && zero <= 1 ? holders(schedule, stage) : 1;
+    for (const auto& [psi, members] : {std::pair{dense, c.dp}, std::pair{experts, c.dp / c.ep}}) {
+      const double share = double(members - 1) / members, reduced = copies * members;
+      const double all_reduce = 2 * (reduced - 1) / reduced * psi;
+      bytes += zero == 0 ? all_reduce : zero == 1 ? all_reduce + share * psi : 2 * share * psi;
+    }
+  }
+  return bytes;
+}
+
 std::string line(const char* what, double counted, double predicted) {
   char text[200];
   std::snprintf(text, sizeof text, "%s traffic per training step, this rank: %.3f MiB sent (ring), predicted %.3f MiB",
@@ -63,8 +94,12 @@ std::string line(const char* what, double counted, double predicted) {
 }  // namespace
 
 StageTraffic::StageTraffic(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
-                           models::ContextGroup cp)
-    : tp_(std::move(tp)), cp_(std::move(cp)) {
+                           models::ContextGroup cp, const std::map<int, StageState>& stages,
+                           std::shared_ptr<const DataParallelTraffic> data_parallel)
+    : tp_(std::move(tp)), cp_(std::move(cp)), data_parallel_(std::move(data_parallel)) {
+  for (bool joined : {false, true})
+    data_predicted_[joined] = predicted_data_parallel_bytes(c, plan.schedule, stages, joined);
+  if (data_parallel_ && (data_predicted_[0] > 0 || data_predicted_[1] > 0)) data_.sent = &data_parallel_->sent;
   if (tp_ && tp_->size() > 1) {
     tensor_.sent = &tp_->ring_bytes_sent;
     tensor_.predicted = predicted_tensor_bytes(c, plan, pipeline_rank, tp_->size());
@@ -76,8 +111,15 @@ StageTraffic::StageTraffic(const TrainConfig& c, const RunPlan& plan, int pipeli
 }
 
 void StageTraffic::step_started() {
-  for (Counted* group : {&tensor_, &context_})
+  for (Counted* group : {&tensor_, &context_, &data_})
     if (group->sent) group->at_step_start = *group->sent;
+}
+
+void StageTraffic::updates_finished(bool copies_joined) {
+  if (!data_.sent) return;
+  data_.counted += *data_.sent - data_.at_step_start;
+  data_predicted_sum_ += data_predicted_[copies_joined];
+  ++update_steps_;
 }
 
 void StageTraffic::step_finished() {
@@ -92,6 +134,9 @@ std::string StageTraffic::describe() const {
   if (tensor_.sent) text += line("tensor-parallel", double(tensor_.counted) / steps_, tensor_.predicted);
   if (context_.sent)
     text += (text.empty() ? "" : "\n") + line("context-parallel", double(context_.counted) / steps_, context_.predicted);
+  if (data_.sent && update_steps_ > 0)
+    text += (text.empty() ? "" : "\n") + line("data-parallel", double(data_.counted) / update_steps_,
+                                               data_predicted_sum_ / update_steps_);
   return text;
 }
 

@@ -18,27 +18,47 @@
 // Context parallelism: each block's attention passes C - 1 K/V blocks on around the ring forward and as many
 // gradients backward, each rows x tokens / C x 2 hidden / T x 4 bytes (twice the forward's with recomputation); the
 // once-a-step sum of the gradients over the group is not counted.
+//
+// Data parallelism (data_parallel_traffic.h), with Ψ the bytes of a stage's parameters reduced over G ranks (the
+// D replicas; the D / E holders of the same experts for sharded experts; with DualPipe's copies joined to the
+// reduction after step 1, both copies' holders) and each rank's part of a ring's traffic, as the ZeRO paper counts:
+// ZeRO-0 all-reduces the gradients, 2 (G-1)/G Ψ; ZeRO-1 also broadcasts the updated tensors from their owners,
+// 3 (G-1)/G Ψ (the paper's ZeRO-1 reduce-scatters instead: 2); ZeRO-2 reduces each gradient onto its owner and
+// broadcasts the update, 2 (G-1)/G Ψ; ZeRO-3 gathers each stage once a step (it stays whole from its first action
+// to its last) and reduces, 2 (G-1)/G Ψ (the paper's gathers twice, forward and backward: 3). The stage copies'
+// point-to-point sum when they are not joined is the pipeline's, not counted.
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "data_parallel_traffic.h"
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/train_config.h"
+#include "stage_state.h"
 
 namespace dualpipe::train {
 
 class StageTraffic {
  public:
   StageTraffic() = default;  // describe() is empty
+  // `stages` with whole parameters (before ZeRO-3 drops them); `data_parallel`: DataParallel::traffic().
   StageTraffic(const TrainConfig& config, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
-               models::ContextGroup cp);
+               models::ContextGroup cp, const std::map<int, StageState>& stages,
+               std::shared_ptr<const DataParallelTraffic> data_parallel);
 
   void step_started();
+  // After the step's stage work (the tensor- and context-parallel traffic's end).
   void step_finished();
+  // After the optimizer's step and the sharing of its updates (the data-parallel traffic's end); `copies_joined`:
+  // the stage copies joined this step's reduction.
+  void updates_finished(bool copies_joined);
   // "tensor-parallel traffic per training step, this rank: 1.23 MiB sent (ring), predicted 1.23 MiB", and the same
-  // line for the context-parallel ring, one per group this rank has; empty before a step.
+  // line for the context-parallel ring and the data-parallel collectives, one per kind this rank has; empty before
+  // a step.
   std::string describe() const;
 
  private:
@@ -50,8 +70,11 @@ class StageTraffic {
   };
   models::TensorGroup tp_;  // keeps the counters alive
   models::ContextGroup cp_;
-  Counted tensor_, context_;
-  int steps_ = 0;
+  std::shared_ptr<const DataParallelTraffic> data_parallel_;
+  Counted tensor_, context_, data_;
+  double data_predicted_[2] = {0, 0};  // per step, with the stage copies apart and joined
+  double data_predicted_sum_ = 0;
+  int steps_ = 0, update_steps_ = 0;
 };
 
 }  // namespace dualpipe::train

@@ -123,7 +123,7 @@ class Trainer {
     if (c.zero_stage() >= 1) sharding_ = OptimizerSharding(dp_, stages_);
     predicted_bytes_ = predicted_state_bytes(stages_, sharding_, c.zero_stage());
     if (c.zero_stage() >= 3) parameters_ = ParameterSharding(sharding_, stages_);
-    traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_);
+    traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
@@ -300,6 +300,7 @@ class Trainer {
       state.optimizer->step();
     }
     if (!parameters_.on()) sharding_.share_updates(stages_);  // ZeRO-3 gathers them when they are needed
+    traffic_.updates_finished(join_copies);
     step_ms += ms_since(update_start);
 
     RankStepStats mine;

@@ -144,6 +144,29 @@ TEST_F(Train, ZeroThreeCheckpointsResumeBitForBit) {
       EXPECT_EQ(rest.steps[i][field], whole.steps[i + 2][field]) << "step " << i + 3 << " " << field;
 }
 
+// The bytes each ZeRO stage's collectives send per step, counted where they start (rank 0 of PP 2 x DP 2), against
+// the ZeRO paper's volumes with Ψ the stage's parameter bytes and each rank's (G-1)/G part of a ring: the plain
+// all-reduce 2 (G-1)/G Ψ; ZeRO-2 (reduce to owners, broadcast of the updates) the same; ZeRO-3 (one gather a step,
+// the reduce) the same; ZeRO-1 here all-reduces and then broadcasts, 1.5 times that. Each run's own line must equal
+// its prediction, which also counts DualPipe's copies joined to the reduction after step 1.
+TEST_F(Train, DataParallelTrafficOfEachZeroStageIsThePapersVolume) {
+  auto traffic = [&](const std::string& options) {
+    const CommandResult run = dualpipe_cmd(kShort + "--pp 2 --dp 2 -m 4 " + options, 180);
+    EXPECT_EQ(run.status, 0) << options << "\n" << run.out;
+    expect_traffic_as_predicted(run.out, options, "data-parallel");
+    const std::string key = "data-parallel traffic per training step, this rank: ";
+    const std::size_t at = run.out.find(key);
+    return at == std::string::npos ? 0.0 : std::stod(run.out.substr(at + key.size()));
+  };
+  const double plain = traffic("--schedule 1f1b");
+  ASSERT_GT(plain, 0);
+  EXPECT_NEAR(traffic("--schedule 1f1b --zero 1"), 1.5 * plain, 0.002);
+  EXPECT_NEAR(traffic("--schedule 1f1b --zero 2"), plain, 0.001);
+  EXPECT_NEAR(traffic("--schedule 1f1b --zero 3"), plain, 0.001);
+  traffic("--schedule dualpipe");
+  traffic("--schedule dualpipev --zero 3");
+}
+
 TEST_F(Train, ZeroStagesBreakingTheRulesAreRefused) {
   const struct {
     std::string options, message;
