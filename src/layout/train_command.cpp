@@ -22,7 +22,8 @@ std::string model_mismatch(const ModelSpec& m) {
 std::string tensor_parallel_mismatch(const ModelSpec& m, const Layout& l) {
   if (l.tp == 1) return "";
   const std::string tp = std::to_string(l.tp);
-  if (m.experts > 0) return "the trainer's tensor parallelism leaves MoE layers whole, without sequence parallelism";
+  if (m.experts > 0 && l.ep > 1 && l.recompute == Recompute::Full)
+    return "the trainer recomputes beside tensor and expert parallelism only without the forward-backward overlap";
   if (m.heads % l.tp != 0)
     return "the trainer splits attention by heads: tp " + tp + " must divide " + std::to_string(m.heads) + " heads";
   if (m.seq_len % l.tp != 0) return "sequence parallelism needs the sequence divisible by tp " + tp;

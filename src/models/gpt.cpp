@@ -37,6 +37,29 @@ int64_t GptConfig::parameter_count() const {
   return vocab * h + seq_len * h + layers * block + 2 * h + h * vocab;
 }
 
+std::shared_ptr<const SequenceSplit> sequence_split(const TensorGroup& tp, const ContextGroup& cp) {
+  auto split = std::make_shared<SequenceSplit>();
+  if (parallel::splits_context(cp)) {
+    split->size = cp->size();
+    split->rank = cp->rank();
+    split->gather = [cp](const torch::Tensor& x) { return parallel::gather_over_context_parallel(x, cp); };
+    split->positions = [size = cp->size()](int64_t tokens, int r, c10::Device device) {
+      return parallel::context_positions(tokens, r, size, device);
+    };
+  } else if (parallel::splits_sequence(tp)) {
+    split->size = tp->size();
+    split->rank = tp->rank();
+    split->gather = [tp](const torch::Tensor& x) { return torch::stack(parallel::all_gather(x, tp)); };
+    split->positions = [size = tp->size()](int64_t tokens, int r, c10::Device device) {
+      const int64_t n = tokens / size;
+      return torch::arange(r * n, (r + 1) * n, torch::TensorOptions().dtype(torch::kLong).device(device));
+    };
+  } else {
+    return nullptr;
+  }
+  return split;
+}
+
 GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, TensorGroup tp, ContextGroup cp)
     : tp_(std::move(tp)), cp_(std::move(cp)), local_heads_(c.heads / (tp_ ? tp_->size() : 1)), head_dim_(c.hidden / c.heads) {
   const int64_t h = c.hidden;
@@ -48,7 +71,7 @@ GptBlockImpl::GptBlockImpl(const GptConfig& c, int layer, ExpertGroup experts, T
     fc1 = register_module("fc1", torch::nn::Linear(h, 4 * h));
     fc2 = register_module("fc2", torch::nn::Linear(4 * h, h));
   } else {
-    moe_ = register_module("moe", MoeLayer(c.moe, h, c.seed, layer, c.layers, std::move(experts), cp_));
+    moe_ = register_module("moe", MoeLayer(c.moe, h, c.seed, layer, c.layers, std::move(experts), sequence_split(tp_, cp_)));
   }
   torch::NoGradGuard no_grad;
   auto gen = generator(c.seed, kFirstBlockStream + static_cast<uint64_t>(layer));

@@ -57,8 +57,8 @@ bool is_expert_parameter(const std::string& name) { return name.find(".moe.exper
 
 MoeLayerImpl::MoeLayerImpl(const MoeConfig& c, int64_t hidden, uint64_t seed, int layer, int layers,
                            std::shared_ptr<const parallel::ExpertCommunication> communication,
-                           parallel::ContextGroup cp)
-    : config_(c), communication_(std::move(communication)), cp_(std::move(cp)) {
+                           std::shared_ptr<const SequenceSplit> split)
+    : config_(c), communication_(std::move(communication)), split_(std::move(split)) {
   c.check();
   DUALPIPE_REQUIRE(c.experts >= 1, "an MoE layer needs --experts >= 1");
   const int group = communication_ ? communication_->size() : 1;
@@ -91,33 +91,33 @@ struct MoeLayerImpl::Routing {
   torch::Tensor aux_loss;
 };
 
-// The micro-batch whose expert queues this rank's choices join: with context parallelism, every rank's tokens.
+// The micro-batch whose expert queues this rank's choices join: with its sequences split, every rank's tokens.
 struct MoeLayerImpl::WholeMicrobatch {
   torch::Tensor expert;     // [tokens, k]: every token's choices, in the micro-batch's token order
   torch::Tensor probs_sum;  // [N]: the router probabilities summed over those tokens (no gradient)
   torch::Tensor mine;       // [this rank's tokens]: their places in that order (undefined: all of them, in order)
 };
 
-MoeLayerImpl::WholeMicrobatch MoeLayerImpl::gather_context(int64_t rows, const torch::Tensor& expert,
-                                                           const torch::Tensor& probs) {
+MoeLayerImpl::WholeMicrobatch MoeLayerImpl::gather_split(int64_t rows, const torch::Tensor& expert,
+                                                         const torch::Tensor& probs) {
   const int64_t local = expert.size(0), k = expert.size(1), N = config_.experts;
-  const int C = cp_->size();
-  const int64_t seq = local / rows * C;  // tokens per sequence
+  const int ranks = split_->size;
+  const int64_t seq = local / rows * ranks;  // tokens per sequence
   // One message per rank: its choices (exact as doubles) and its probability sums.
   const torch::Tensor packed =
       torch::cat({expert.reshape(-1).to(torch::kDouble), probs.detach().sum(0).to(torch::kDouble)});
-  const torch::Tensor all = parallel::gather_over_context_parallel(packed, cp_);  // [C, local * k + N]
-  // Rank c's token j of row r sits at r x seq + its position in the sequence.
-  const auto places = [&](int c) {
+  const torch::Tensor all = split_->gather(packed);  // [ranks, local * k + N]
+  // Rank r's token j of row i sits at i x seq + its position in the sequence.
+  const auto places = [&](int r) {
     const torch::Tensor row_starts = torch::arange(rows, expert.options()) * seq;
-    return (row_starts.unsqueeze(1) + parallel::context_positions(seq, c, C, expert.device()).unsqueeze(0)).reshape(-1);
+    return (row_starts.unsqueeze(1) + split_->positions(seq, r, expert.device()).unsqueeze(0)).reshape(-1);
   };
   WholeMicrobatch whole;
   whole.expert = torch::empty({rows * seq, k}, expert.options());
-  for (int c = 0; c < C; ++c)
-    whole.expert.index_copy_(0, places(c), all[c].narrow(0, 0, local * k).view({local, k}).to(torch::kLong));
+  for (int r = 0; r < ranks; ++r)
+    whole.expert.index_copy_(0, places(r), all[r].narrow(0, 0, local * k).view({local, k}).to(torch::kLong));
   whole.probs_sum = all.narrow(1, local * k, N).sum(0).to(probs.scalar_type());
-  whole.mine = places(cp_->rank());
+  whole.mine = places(split_->rank);
   return whole;
 }
 
@@ -127,7 +127,7 @@ MoeLayerImpl::Routing MoeLayerImpl::route(const torch::Tensor& x, int64_t rows) 
   auto [gate, expert] = probs.topk(k, -1);                   // [T, k]
   if (k > 1) gate = gate / gate.sum(-1, true);
   WholeMicrobatch whole{expert, probs.detach().sum(0), torch::Tensor()};
-  if (parallel::splits_context(cp_)) whole = gather_context(rows, expert, probs);
+  if (split_ && split_->size > 1) whole = gather_split(rows, expert, probs);
   const int64_t W = whole.expert.size(0);  // the micro-batch's tokens
   Routing r;
   r.capacity = static_cast<int64_t>(std::ceil(config_.capacity_factor * double(W * k) / double(N)));
@@ -144,12 +144,12 @@ MoeLayerImpl::Routing MoeLayerImpl::route(const torch::Tensor& x, int64_t rows) 
   r.slot = chosen.index_select(0, kept) * r.capacity + position.index_select(0, kept);
   r.gate = gate.t().reshape({-1}).index_select(0, kept);
   // Switch Transformer's load-balancing loss: N * sum_e (fraction of choices to e) * (mean probability of e).
-  // This rank's tokens' share of the mean carries the gradient; the shares' gradients add up over the context
+  // This rank's tokens' share of the mean carries the gradient; the shares' gradients add up over the split's
   // group as the language-model loss's do.
   const torch::Tensor fraction = one_hot.sum(0).to(probs.scalar_type()) / double(W * k);
   r.aux_loss = double(N) * (fraction * (probs.sum(0) / double(W))).sum();
 
-  // The statistics are the micro-batch's, the same on every rank of a context-parallel group.
+  // The statistics are the micro-batch's, the same on every rank of the split's group.
   stats_.choices += W * k;
   stats_.dropped += (all_positions >= r.capacity).sum().item<int64_t>();
   stats_.aux_loss_sum += double(N) * (fraction * (whole.probs_sum / double(W))).sum().item<double>();

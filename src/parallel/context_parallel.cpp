@@ -5,9 +5,8 @@
 
 #include <cmath>
 
-#include "finish_collective.h"
-
 #include "dualpipe/util/error.h"
+#include "finish_collective.h"
 
 namespace dualpipe::parallel {
 namespace {
@@ -141,6 +140,7 @@ torch::Tensor gather_over_context_parallel(const torch::Tensor& x, const Context
   std::vector<torch::Tensor> input = {on_the_wire(x, *cp->group)};
   std::vector<std::vector<torch::Tensor>> output(1);
   for (int r = 0; r < cp->size(); ++r) output[0].push_back(wire_buffer(x, *cp->group));
+  cp->ring_bytes_sent += static_cast<int64_t>(x.nbytes()) * (cp->size() - 1);  // a ring's all-gather
   detail::finish_collective(*cp->group, cp->group->allgather(output, input));
   return torch::stack(output[0]).to(x.device());
 }

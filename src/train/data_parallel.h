@@ -22,8 +22,8 @@
 #include <map>
 #include <memory>
 
-#include "dualpipe/comm/communicator.h"
 #include "data_parallel_traffic.h"
+#include "dualpipe/comm/communicator.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "stage_state.h"
 

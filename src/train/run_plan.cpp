@@ -62,10 +62,6 @@ void check_tensor_parallel(const TrainConfig& c) {
   // --heads divides --hidden (GptConfig::check), so T divides the hidden size and the MLP's 4 x hidden too.
   DUALPIPE_REQUIRE(data::ByteTokenizer::kVocabSize % c.tp == 0, "--tp ", c.tp, " must divide the vocabulary of ",
                    data::ByteTokenizer::kVocabSize, " tokens: the embedding and the head are split by vocabulary");
-  // MoE layers are not split: every tensor rank routes the whole (replicated) input, the experts sharded by --ep.
-  DUALPIPE_REQUIRE(!c.sp || c.experts == 0, "--sp with --experts ", c.experts,
-                   " is not supported: each rank would route its part of the sequence with a capacity of its own, "
-                   "dropping other tokens than one process");
   DUALPIPE_REQUIRE(!c.recompute || c.ep == 1 || !c.fb_overlap, "--recompute with --tp ", c.tp, " and --ep ", c.ep,
                    " needs --no-fb-overlap: the overlapped backward would run a forward's tensor-parallel collectives "
                    "beside the other half's");

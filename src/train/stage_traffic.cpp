@@ -20,6 +20,14 @@ std::vector<int> microbatches_per_stage(const Schedule& schedule, int pipeline_r
   return counts;
 }
 
+// The MoE layers' all-gather of a micro-batch's expert choices and probability sums (8 bytes each) over the
+// `ranks` a sequence is split over, per forward of a stage of `layers` MoE blocks: each rank's part of a ring.
+double routing_gather_bytes(const TrainConfig& c, int ranks, int layers) {
+  if (c.experts == 0 || ranks == 1) return 0;
+  const double tokens = double(c.batch) * c.seq_len / (c.cp * (c.sp ? c.tp : 1));  // this rank's, per micro-batch
+  return layers * double(ranks - 1) * (tokens * c.top_k + c.experts) * 8;
+}
+
 double predicted_tensor_bytes(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, int tensor_ranks) {
   const double share = double(tensor_ranks - 1) / tensor_ranks, h = double(c.hidden), s = double(c.seq_len / c.cp);
   const double n = double(c.batch) * s * h * 4;  // bytes of one micro-batch's hidden states (this rank's tokens)
@@ -37,10 +45,15 @@ double predicted_tensor_bytes(const TrainConfig& c, const RunPlan& plan, int pip
     const double forward = layers * split_parts * 2 * share * n + (first ? 2 * share * n : 0) +
                            (last ? 2 * share * double(c.batch) * s * 3 * 4 : 0);
     const double backward = layers * split_parts * 2 * share * n + (last ? 2 * share * n : 0);
+    const double routing = c.sp ? routing_gather_bytes(c, tensor_ranks, layers) : 0;
     // Recomputation runs the forward (and the loss) again before the backward.
-    bytes += microbatches * (forward * (c.recompute ? 2 : 1) + backward);
+    bytes += microbatches * ((forward + routing) * (c.recompute ? 2 : 1) + backward);
     if (c.sp) {
-      const double whole_parameters = layers * 6 * h + (first ? double(c.seq_len) * h : 0) + (last ? 2 * h : 0);
+      // Per block the LayerNorms and the row-parallel biases; an MoE block's router and local experts instead of
+      // fc2's bias (each rank's tokens give them a part of their gradients).
+      const double local_experts = c.experts > 0 ? double(c.experts / c.ep) : 0;
+      const double block = c.experts > 0 ? 5 * h + h * c.experts + local_experts * (8 * h * h + 5 * h) : 6 * h;
+      const double whole_parameters = layers * block + (first ? double(c.seq_len) * h : 0) + (last ? 2 * h : 0);
       bytes += 2 * share * whole_parameters * 4;
     }
   }
@@ -51,9 +64,11 @@ double predicted_context_bytes(const TrainConfig& c, const RunPlan& plan, int pi
   const double block = double(c.batch) * (c.seq_len / context_ranks) * 2.0 * (c.hidden / c.tp) * 4;  // K and V
   const std::vector<int> runs = microbatches_per_stage(plan.schedule, pipeline_rank);
   double bytes = 0;
-  for (int stage = 0; stage < plan.schedule.num_stages; ++stage)
-    bytes += runs[stage] * plan.cut.layers_per_stage[static_cast<size_t>(stage)] * (context_ranks - 1) * block *
-             (c.recompute ? 3 : 2);
+  for (int stage = 0; stage < plan.schedule.num_stages; ++stage) {
+    const int layers = plan.cut.layers_per_stage[static_cast<size_t>(stage)];
+    bytes += runs[stage] * (layers * (context_ranks - 1) * block * (c.recompute ? 3 : 2) +
+                            routing_gather_bytes(c, context_ranks, layers) * (c.recompute ? 2 : 1));
+  }
   return bytes;
 }
 

@@ -12,12 +12,15 @@
 //   - the last stage's head: 2 (T-1)/T N (its f), and the cross entropy's two all-reduces of 1 and 2 values per
 //     token;
 // and with sequence parallelism, once a step, the all-reduce of the gradients of every whole parameter (per block
-// two LayerNorms and two biases, 6 x hidden; the position embedding on the first stage, the final LayerNorm on
-// the last). With recomputation the forward's collectives run twice.
+// two LayerNorms and two biases, 6 x hidden, or with MoE the LayerNorms, proj's bias, the router and the local
+// experts; the position embedding on the first stage, the final LayerNorm on the last). With recomputation the forward's collectives run twice.
 //
 // Context parallelism: each block's attention passes C - 1 K/V blocks on around the ring forward and as many
 // gradients backward, each rows x tokens / C x 2 hidden / T x 4 bytes (twice the forward's with recomputation); the
 // once-a-step sum of the gradients over the group is not counted.
+//
+// With MoE layers on a split sequence (--cp, or --sp), each layer's forward also all-gathers its tokens' expert
+// choices and probability sums over the group, (ranks - 1) x (tokens x k + N) x 8 bytes (models/moe.h).
 //
 // Data parallelism (data_parallel_traffic.h), with Ψ the bytes of a stage's parameters reduced over G ranks (the
 // D replicas; the D / E holders of the same experts for sharded experts; with DualPipe's copies joined to the

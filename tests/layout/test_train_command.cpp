@@ -62,8 +62,14 @@ TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
   moe.experts = 4;
   moe.top_k = 2;
   moe.expert_ffn_hidden = 512;
-  EXPECT_EQ(train_command(moe, one_machine(), row(2, 2, 1)).why_not,
-            "the trainer's tensor parallelism leaves MoE layers whole, without sequence parallelism");
+  const TrainCommand moe_tp = train_command(moe, one_machine(), row(2, 2, 1));
+  ASSERT_TRUE(moe_tp.command) << moe_tp.why_not;  // MoE layers route the sequence-parallel tokens as one process
+  EXPECT_NE(moe_tp.command->find(" --tp 2 --sp "), std::string::npos) << *moe_tp.command;
+  LayoutResult recomputed = row(2, 2, 2);
+  recomputed.layout.ep = 2;
+  recomputed.layout.recompute = Recompute::Full;
+  EXPECT_EQ(train_command(moe, one_machine(), recomputed).why_not,
+            "the trainer recomputes beside tensor and expert parallelism only without the forward-backward overlap");
   LayoutResult context = row(2, 2, 1);
   context.layout.cp = 2;
   EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,

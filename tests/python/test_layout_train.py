@@ -21,9 +21,11 @@ def test_only_layouts_the_trainer_runs_get_a_command(dualpipe):
     with_command = [r for r in rows if r["train_command"]]
     assert with_command and len(with_command) < len(rows)
     for r in rows:
-        # The example model is MoE, whose layers the trainer leaves whole under --tp, so not with the --sp the planner
-        # assumes; its 128 tokens divide into 2 x cp chunks for every cp of this machine; every ZeRO stage runs.
-        runnable = r["tp"] == 1 and r["recompute"] != "selective" and r["pp"] >= 2
+        # The example model is MoE: the trainer recomputes beside tensor and expert parallelism only without the
+        # forward-backward overlap, and splits no sequence over both tp (with --sp) and cp; its 4 heads, 128 tokens
+        # and 256 bytes divide by every tp and 2 x cp of this machine; every ZeRO stage runs.
+        runnable = (r["recompute"] != "selective" and r["pp"] >= 2 and (r["tp"] == 1 or r["cp"] == 1)
+                    and not (r["tp"] > 1 and r["ep"] > 1 and r["recompute"] == "full"))
         assert (r["train_command"] is not None) == runnable, r
 
 

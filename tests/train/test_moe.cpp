@@ -1,8 +1,8 @@
 // The mixture-of-experts layer against a reference written out token by token in double precision (routing,
 // capacity in choice-major order, gated sum of GELU experts, the Switch load-balancing loss and its gradient by
 // finite differences), and its experts sharded over an EP group of two ranks (threads over Gloo) against the
-// same layer holding every expert in one process, and its micro-batches' sequences split over context-parallel
-// ranks against the whole micro-batch in one process.
+// same layer holding every expert in one process, and its micro-batches' sequences split over context- or
+// sequence-parallel ranks against the whole micro-batch in one process.
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
@@ -15,7 +15,6 @@
 
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/models/moe.h"
-#include "dualpipe/parallel/context_parallel.h"
 #include "dualpipe/parallel/process_groups.h"
 #include "dualpipe/util/error.h"
 
@@ -202,11 +201,12 @@ TEST(MoeLayer, ExpertsShardedOverTwoRanksComputeWhatOneProcessComputes) {
   EXPECT_EQ(compared, 16);
 }
 
-// Sequences split over C context-parallel ranks (threads over Gloo), zig-zag as the trainer splits them, with a
-// capacity that drops choices: each rank's tokens must take the places in the experts' queues they take in the
-// whole micro-batch, so the outputs, the dropped choices, the auxiliary loss and (summed over the ranks) the
-// gradients are one process's.
-void expect_context_split_routes_as_whole_microbatch(int ranks) {
+// Sequences split over `ranks` ranks (threads over Gloo) as the trainer splits them, zig-zag over a context-parallel
+// group or in contiguous parts over a sequence-parallel tensor group, with a capacity that drops choices: each rank's
+// tokens must take the places in the experts' queues they take in the whole micro-batch, so the outputs, the
+// dropped choices, the auxiliary loss and (summed over the ranks) the gradients are one process's.
+void expect_split_routes_as_whole_microbatch(int ranks, bool zigzag) {
+  const std::string label = std::string(zigzag ? "CP " : "SP ") + std::to_string(ranks);
   const MoeConfig c = config(4, 2, 0.75, 0.5);
   const int64_t rows = 2, length = 4 * ranks;
   const torch::Tensor x = random_tokens(rows, length, 21), weights = random_tokens(rows, length, 22);
@@ -215,8 +215,15 @@ void expect_context_split_routes_as_whole_microbatch(int ranks) {
   const torch::Tensor whole_y = whole(whole_x);
   (whole_y * weights).sum().backward();
   ASSERT_GT(whole->stats().dropped, 0);
+  // Each rank's positions, written out: chunks r and 2C-1-r of 2C, or part r of C.
+  const auto positions = [&](int r) {
+    const int64_t n = length / (zigzag ? 2 * ranks : ranks);
+    const torch::Tensor first = torch::arange(r * n, (r + 1) * n, torch::kLong);
+    return zigzag ? torch::cat({first, torch::arange((2 * ranks - 1 - r) * n, (2 * ranks - r) * n, torch::kLong)})
+                  : first;
+  };
 
-  const parallel::ProcessMesh mesh({1, 1, 1, 1, ranks});
+  const parallel::ProcessMesh mesh(zigzag ? parallel::MeshShape{1, 1, 1, 1, ranks} : parallel::MeshShape{1, 1, 1, ranks, 1});
   auto store = c10::make_intrusive<c10d::HashStore>();
   struct Rank {
     torch::Tensor y, input_grad;
@@ -229,11 +236,20 @@ void expect_context_split_routes_as_whole_microbatch(int ranks) {
     threads.emplace_back([&, r] {
       at::set_num_threads(1);
       const parallel::MeshGroups groups = parallel::make_gloo_mesh_groups(store, mesh, r, std::chrono::seconds(30), "lo");
-      auto cp = std::make_shared<parallel::ContextParallelGroup>();
-      cp->group = groups.context;
-      cp->backward = groups.context_backward;
-      MoeLayer layer(c, kHidden, 13, 0, 1, nullptr, cp);
-      const torch::Tensor mine = parallel::context_positions(length, r, ranks);
+      std::shared_ptr<parallel::ContextParallelGroup> cp;
+      std::shared_ptr<parallel::TensorParallelGroup> tp;
+      if (zigzag) {
+        cp = std::make_shared<parallel::ContextParallelGroup>();
+        cp->group = groups.context;
+        cp->backward = groups.context_backward;
+      } else {
+        tp = std::make_shared<parallel::TensorParallelGroup>();
+        tp->group = groups.tensor;
+        tp->backward = groups.tensor_backward;
+        tp->sequence_parallel = true;
+      }
+      MoeLayer layer(c, kHidden, 13, 0, 1, nullptr, sequence_split(tp, cp));
+      const torch::Tensor mine = positions(r);
       const torch::Tensor xl = x.index_select(1, mine).clone().requires_grad_();
       Rank& g = got[static_cast<size_t>(r)];
       g.y = layer(xl);
@@ -245,14 +261,14 @@ void expect_context_split_routes_as_whole_microbatch(int ranks) {
   for (auto& t : threads) t.join();
 
   for (int r = 0; r < ranks; ++r) {
-    const torch::Tensor mine = parallel::context_positions(length, r, ranks);
+    const torch::Tensor mine = positions(r);
     const Rank& g = got[static_cast<size_t>(r)];
-    EXPECT_TRUE(torch::allclose(g.y, whole_y.detach().index_select(1, mine), 1e-6, 1e-7)) << "C=" << ranks << " rank " << r;
+    EXPECT_TRUE(torch::allclose(g.y, whole_y.detach().index_select(1, mine), 1e-6, 1e-7)) << label << " rank " << r;
     EXPECT_TRUE(torch::allclose(g.input_grad, whole_x.grad().index_select(1, mine), 1e-6, 1e-7))
-        << "C=" << ranks << " rank " << r;
-    EXPECT_EQ(g.stats.choices, whole->stats().choices) << "C=" << ranks << " rank " << r;
-    EXPECT_EQ(g.stats.dropped, whole->stats().dropped) << "C=" << ranks << " rank " << r;
-    EXPECT_NEAR(g.stats.mean_aux_loss(), whole->stats().mean_aux_loss(), 1e-6) << "C=" << ranks << " rank " << r;
+        << label << " rank " << r;
+    EXPECT_EQ(g.stats.choices, whole->stats().choices) << label << " rank " << r;
+    EXPECT_EQ(g.stats.dropped, whole->stats().dropped) << label << " rank " << r;
+    EXPECT_NEAR(g.stats.mean_aux_loss(), whole->stats().mean_aux_loss(), 1e-6) << label << " rank " << r;
   }
   // Each rank's gradients hold its tokens' part (the router's, with the auxiliary loss's share): their sum is the
   // whole micro-batch's.
@@ -261,14 +277,15 @@ void expect_context_split_routes_as_whole_microbatch(int ranks) {
     torch::Tensor sum = torch::zeros_like(p.value());
     for (const Rank& g : got)
       if (g.grads.at(p.key()).defined()) sum += g.grads.at(p.key());
-    EXPECT_TRUE(torch::allclose(sum, p.value().grad(), 1e-5, 1e-6)) << "C=" << ranks << " " << p.key();
+    EXPECT_TRUE(torch::allclose(sum, p.value().grad(), 1e-5, 1e-6)) << label << " " << p.key();
     ++compared;
   }
   EXPECT_EQ(compared, 1 + 4 * 4);  // the router, and 4 experts x fc1, fc2 x weight, bias
 }
 
-TEST(MoeLayer, SequencesSplitOverContextRanksRouteAsTheWholeMicrobatch) {
-  for (int ranks : {2, 4}) expect_context_split_routes_as_whole_microbatch(ranks);
+TEST(MoeLayer, SequencesSplitOverRanksRouteAsTheWholeMicrobatch) {
+  for (int ranks : {2, 4})
+    for (bool zigzag : {true, false}) expect_split_routes_as_whole_microbatch(ranks, zigzag);
 }
 
 TEST(MoeConfig, BadValuesAreNamed) {

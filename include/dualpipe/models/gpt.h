@@ -45,6 +45,11 @@ using ExpertGroup = std::shared_ptr<const parallel::ExpertCommunication>;
 using parallel::ContextGroup;
 using parallel::TensorGroup;
 
+// How a block's tokens are spread over ranks, for its MoE layer's routing (null: whole sequences on every rank):
+// context parallelism's zig-zag chunks over `cp`, or else sequence parallelism's contiguous ones over `tp` (the MoE
+// layer runs on the sequence-sharded residual stream, between the split layers).
+std::shared_ptr<const SequenceSplit> sequence_split(const TensorGroup& tp, const ContextGroup& cp);
+
 // One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)), the MLP dense or a mixture of experts.
 class GptBlockImpl : public torch::nn::Module {
  public:

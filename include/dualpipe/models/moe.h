@@ -3,10 +3,11 @@
 //
 // Routing, capacity and the auxiliary loss are computed per micro-batch from its own tokens only, so a token's
 // fate never depends on what other replicas or micro-batches hold: a run with experts sharded over an EP group
-// computes what one process holding every expert computes. Under context parallelism a micro-batch's tokens are
-// spread over the context-parallel group, so the ranks first share their tokens' choices (a small all-gather of
-// expert indices and probability sums) and each keeps its own tokens' places in the whole micro-batch's queues:
-// the capacity, the dropped choices, the slots and the auxiliary loss are one process's.
+// computes what one process holding every expert computes. Where a micro-batch's sequences are split over ranks
+// (SequenceSplit: context parallelism, or sequence parallelism beside tensor parallelism), the ranks first share
+// their tokens' choices (a small all-gather of expert indices and probability sums) and each keeps its own tokens'
+// places in the whole micro-batch's queues: the capacity, the dropped choices, the slots and the auxiliary loss are
+// one process's.
 //
 // Forward, for the T tokens of a micro-batch:
 //   1. router: softmax(x W_r) over the N experts, the top k per token, gates renormalised to sum to 1;
@@ -26,11 +27,11 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "dualpipe/parallel/context_parallel.h"
 #include "dualpipe/parallel/expert_all_to_all.h"
 
 namespace dualpipe::models {
@@ -61,6 +62,17 @@ struct MoeConfig {
   void check() const;
 };
 
+// A micro-batch's sequences split over a group of ranks, each holding some positions of every sequence: context
+// parallelism's zig-zag chunks over the context group, or sequence parallelism's contiguous ones over the tensor
+// group.
+struct SequenceSplit {
+  int size = 1, rank = 0;
+  // Every rank's `x` (one shape on each), stacked in rank order [size, ...], outside autograd.
+  std::function<torch::Tensor(const torch::Tensor& x)> gather;
+  // The positions rank `r`'s tokens take in a sequence of `tokens`, in the order the rank holds them.
+  std::function<torch::Tensor(int64_t tokens, int r, c10::Device device)> positions;
+};
+
 // What the layer saw since the last reset: routed choices, those dropped for capacity, the auxiliary losses.
 struct MoeStats {
   int64_t choices = 0;
@@ -81,11 +93,11 @@ class MoeLayerImpl : public torch::nn::Module {
  public:
   // The experts of rank r of an EP group of E are r*N/E .. (r+1)*N/E - 1, named by their global index and drawn
   // from (seed, layer, expert), so a shard holds exactly the weights of those experts in a one-process model.
-  // `communication`: the EP group; null or a group of one holds every expert. `cp`: the context-parallel group
-  // the micro-batch's sequences are split over (null: none).
+  // `communication`: the EP group; null or a group of one holds every expert. `split`: how the micro-batch's
+  // sequences are split over ranks (null: each rank holds whole sequences).
   MoeLayerImpl(const MoeConfig& config, int64_t hidden, uint64_t seed, int layer, int layers,
                std::shared_ptr<const parallel::ExpertCommunication> communication,
-               parallel::ContextGroup cp = nullptr);
+               std::shared_ptr<const SequenceSplit> split = nullptr);
   // x: [rows, tokens, hidden] -> the same shape.
   torch::Tensor forward(const torch::Tensor& x);
 
@@ -97,12 +109,12 @@ class MoeLayerImpl : public torch::nn::Module {
   // tokens: [rows x tokens, hidden], `rows` sequences' tokens (this rank's, under context parallelism).
   Routing route(const torch::Tensor& tokens, int64_t rows);
   struct WholeMicrobatch;
-  WholeMicrobatch gather_context(int64_t rows, const torch::Tensor& expert, const torch::Tensor& probs);
+  WholeMicrobatch gather_split(int64_t rows, const torch::Tensor& expert, const torch::Tensor& probs);
   torch::Tensor run_experts(const torch::Tensor& slots, int64_t capacity);
 
   MoeConfig config_;
   std::shared_ptr<const parallel::ExpertCommunication> communication_;
-  parallel::ContextGroup cp_;
+  std::shared_ptr<const SequenceSplit> split_;
   int64_t first_expert_ = 0;
   torch::nn::Linear router{nullptr};
   std::vector<torch::nn::Linear> fc1_, fc2_;  // the local experts'

@@ -26,7 +26,8 @@ namespace dualpipe::parallel {
 struct ContextParallelGroup {
   c10::intrusive_ptr<c10d::ProcessGroup> group;     // MeshGroups::context: forward passes, and outside a step
   c10::intrusive_ptr<c10d::ProcessGroup> backward;  // MeshGroups::context_backward (null: `group`)
-  // The bytes this rank sent around the ring: K/V blocks forward, their gradients backward.
+  // The bytes this rank sent around the ring: K/V blocks forward, their gradients backward; and what a ring sends
+  // of gather_over_context_parallel's all-gathers.
   mutable std::atomic<int64_t> ring_bytes_sent{0};
 
   int size() const { return group ? group->getSize() : 1; }
