@@ -3,12 +3,16 @@ DualPipeV (with --reference PATH, a checkout of deepseek-ai/DualPipe; its code i
 copied), and torch.distributed.pipelining's ScheduleDualPipeV. The same GPT-style blocks (pre-norm attention and
 MLP, one per stage, 2R stages on R Gloo processes), the same weights and data, the same micro-batches.
 
-Two cases:
+Three cases:
   host overhead   stages that compute next to nothing (x * w, width 8): the step time is the runtime's own cost;
   compute         GPT blocks of width 128, 64 positions, 4 sequences per micro-batch: step time and tokens/s at
-                  equal compute.
-Prints each runtime's median step time over --steps steps (after one warm-up), tokens/s, the first step's
-losses' largest difference to ours, and the ratio of our host overhead to the fastest peer's.
+                  equal compute;
+  costly W        stages whose weight gradient is costly: a custom autograd Function that sleeps 2 ms in its forward,
+                  2 ms for its input gradient and 4 ms for its weight gradient, which it puts aside in the running
+                  package's WeightGradStore (the reference's protocol) while that is enabled: ours and the reference
+                  defer it to W; PyTorch's runtime never enables it, so there it runs with the input gradient.
+Prints each runtime's median step time over --steps steps (after one warm-up) with its range, tokens/s, the first
+step's losses' largest difference to ours, and the ratio of our step to the fastest peer's.
 
     python bench/bench_python_pipelines.py [--reference ~/DualPipe] [--kind dualpipev|dualpipe] [--ranks 4]
                                            [--microbatches 8] [--steps 7]
@@ -30,7 +34,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 CASES = {"host overhead": dict(block="scale", width=8, heads=0, positions=4, sequences=1),
-         "compute": dict(block="gpt", width=128, heads=4, positions=64, sequences=4)}
+         "compute": dict(block="gpt", width=128, heads=4, positions=64, sequences=4),
+         "costly W": dict(block="sleep", width=8, heads=0, positions=4, sequences=1)}
+SLEEP_F, SLEEP_I, SLEEP_W = 0.002, 0.002, 0.004  # seconds, the "costly W" stage's forward, input and weight parts
 
 
 class Scale(nn.Module):
@@ -42,6 +48,41 @@ class Scale(nn.Module):
 
     def forward(self, x):
         return x * self.weight
+
+
+class SleepFunc(torch.autograd.Function):
+    """x * w that takes SLEEP_F, SLEEP_I and SLEEP_W seconds for its forward, input and weight gradients, sleeping
+    (so that 4 processes on 2 cores time the schedule, not the cores). The weight part is put aside in
+    WeightGradStore while that is enabled, as the reference's LinearFunc does."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        time.sleep(SLEEP_F)
+        return x * weight
+
+    @staticmethod
+    def backward(ctx, grad):
+        from dualpipe.utils import WeightGradStore  # the running package's: ours, or the reference's
+        x, weight = ctx.saved_tensors
+        if weight.grad is None:
+            weight.grad = torch.zeros_like(weight)
+
+        def grad_weight():
+            time.sleep(SLEEP_W)
+            weight.grad += (grad * x).flatten(0, -2).sum(0)
+
+        if WeightGradStore.enabled:
+            WeightGradStore.put(grad_weight)
+        else:
+            grad_weight()
+        time.sleep(SLEEP_I)
+        return grad * weight, None
+
+
+class Sleep(Scale):
+    def forward(self, x):
+        return SleepFunc.apply(x, self.weight)
 
 
 class Block(nn.Module):
@@ -66,7 +107,7 @@ def criterion(output, target):
 
 def make_case(case, ranks, microbatches):
     torch.manual_seed(0)
-    kind = Block if case["block"] == "gpt" else Scale
+    kind = {"gpt": Block, "scale": Scale, "sleep": Sleep}[case["block"]]
     blocks = [kind(case["width"], case["heads"]) for _ in range(2 * ranks)]
     shape = (microbatches * case["sequences"], case["positions"], case["width"])
     return blocks, torch.randn(*shape), torch.randn(*shape)
@@ -144,7 +185,8 @@ def run_rank(rank, ranks, kind, runtime, case_name, microbatches, steps, port, r
         for b in blocks:
             b.zero_grad(set_to_none=True)
     if rank == 0:
-        torch.save({"median_s": statistics.median(times), "loss": first_loss}, out)
+        torch.save({"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+                    "loss": first_loss}, out)
     dist.destroy_process_group()
 
 
@@ -184,11 +226,12 @@ def main():
         results = {r: measure(r, case_name, args) for r in runtimes}
         print(f"\n{case_name} ({case['block']} stages of width {case['width']}, {case['positions']} positions, "
               f"{case['sequences']} sequences per micro-batch):")
-        print(f"  {'runtime':<26}{'step ms':>10}{'tokens/s':>12}{'loss diff to ours':>20}")
+        print(f"  {'runtime':<26}{'step ms':>10}{'range ms':>18}{'tokens/s':>12}{'loss diff to ours':>20}")
         for r in runtimes:
             t = results[r]["median_s"]
+            spread = f"{results[r]['min_s'] * 1e3:.2f}-{results[r]['max_s'] * 1e3:.2f}"
             diff = (results[r]["loss"].double() - results["ours"]["loss"].double()).abs().max().item()
-            print(f"  {names[r]:<26}{t * 1e3:>10.2f}{tokens / t:>12.0f}{diff:>20.3g}")
+            print(f"  {names[r]:<26}{t * 1e3:>10.2f}{spread:>18}{tokens / t:>12.0f}{diff:>20.3g}")
         peers = [results[r]["median_s"] for r in runtimes if r != "ours"]
         if peers:
             print(f"  ours / fastest peer: {results['ours']['median_s'] / min(peers):.2f}")

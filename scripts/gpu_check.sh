@@ -102,7 +102,8 @@ run() {
 
 # dualpipe.DualPipe and DualPipeV from Python on the GPU: the package's extensions built against this machine's
 # Python and PyTorch into build-gpu-python/, then the reference's example checks (tests/python/deepseek_examples.py)
-# with 4 ranks sharing the GPU over Gloo. Skipped, saying why, where the Python has no headers to build against.
+# with 4 ranks sharing the GPU over Gloo and on a one-rank NCCL group, and the module recipes
+# (tests/python/module_recipes.py) on the GPU. Skipped, saying why, where the Python has no headers to build against.
 python_on_gpu() {
   local python=$1 jobs=$2 include
   echo "== dualpipe.DualPipe and DualPipeV on the GPU: the reference's example checks, 4 ranks sharing it over Gloo"
@@ -122,9 +123,17 @@ python_on_gpu() {
   rm -rf "$package" && mkdir -p "$package" && cp -r python/dualpipe "$package/"
   cp build-gpu-python/_core*.so build-gpu-python/_runtime*.so "$package/dualpipe/"
   echo "extensions built in $((SECONDS - start)) s"
-  local kind status=0
+  local kind case status=0
   for kind in dualpipev dualpipe; do
     CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONPATH="$package" "$python" tests/python/deepseek_examples.py "$kind" \
+      --device cuda || status=1
+  done
+  echo "== dualpipe.DualPipeV over a one-rank NCCL group (the channels made over NCCL; NCCL takes one rank per GPU)"
+  CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONPATH="$package" "$python" tests/python/deepseek_examples.py dualpipev \
+    --device cuda --backend nccl --ranks 1 || status=1
+  echo "== the modules people write on the GPU (tests/python/module_recipes.py), bf16 autocast included"
+  for case in linear checkpoint checkpoint-store compile autocast dp; do
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONPATH="$package" "$python" tests/python/module_recipes.py "$case" \
       --device cuda || status=1
   done
   return $status

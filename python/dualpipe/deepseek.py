@@ -10,18 +10,23 @@ R-1-r; summing their gradients is left to you, as there). The schedule is ours (
 executed by the C++ runtime with the GIL released while it communicates or waits; the modules, the criterion and
 an `overlapped_forward_backward` classmethod of the module class are called back under the GIL.
 
-Differences from the reference, all documented in docs/python.md: set_p2p_tensor_shapes is optional (without it
-shapes travel with the messages; with it, they are checked at every boundary); the hook is called with criterion0=None (the loss of a forward on the last
-stage is computed right after it returns); the whole backward runs at the input-gradient action (I), so
-parameter gradients are never deferred.
+Weight gradients are deferred to the schedule's W actions (defer_weight_grads, on by default): through the
+autograd graph for ordinary modules, and through the reference's `dualpipe.utils.WeightGradStore` for autograd
+Functions that use it. An NCCL group works: the pipeline's messages then travel over two directional channels that
+the group's ranks make from it. Differences from the reference, all documented in docs/python.md:
+set_p2p_tensor_shapes is optional (without it shapes travel with the messages; with it, they are checked at every
+boundary).
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from .utils import WeightGradStore
 
 try:
     from . import _runtime
@@ -57,6 +62,27 @@ def set_p2p_tensor_dtype(dtype: torch.dtype) -> None:
 Outputs = Optional[Union[torch.Tensor, Tuple[torch.Tensor, ...]]]
 
 
+# Directional channels made on each group so far in this process (every rank of a group makes them in the same
+# order, so the count names the same channels on all of them).
+_channels_made = {}
+
+
+def _channels(group: dist.ProcessGroup, backend: str) -> "_runtime.ChannelSpec":
+    """Where the pipeline's messages go. NCCL matches a pair's messages by issue order on one stream, so over NCCL
+    (and under its rules on Gloo, DUALPIPE_NCCL_RULES=1) they take two directional channels, groups that the
+    ranks make through the default store; otherwise the user's group carries them."""
+    nccl = "nccl" in backend
+    if not nccl and os.environ.get("DUALPIPE_NCCL_RULES") != "1":
+        return _runtime.ChannelSpec()
+    if nccl and not _runtime.nccl_compiled_in():
+        raise ValueError(f"a process group with backend '{backend}' needs dualpipe._runtime built against a "
+                         "LibTorch with NCCL; this one has none")
+    name = group.group_name
+    _channels_made[name] = _channels_made.get(name, 0) + 1
+    return _runtime.ChannelSpec(store=dist.distributed_c10d._get_default_store(),
+                                prefix=f"dualpipe/channels/{name}/{_channels_made[name]}", nccl=nccl)
+
+
 def _scatter(tensors, chunks: int, dim: int) -> List[Tuple[torch.Tensor, ...]]:
     """The reference's scatter: every tensor cut into `chunks` along `dim` (tensor_split), grouped per chunk."""
     if isinstance(tensors, torch.Tensor):
@@ -77,18 +103,23 @@ def _gather(outputs: List[List[torch.Tensor]], dim: int) -> Outputs:
 
 
 class DualPipe(nn.Module):
-    """DualPipe on `process_group` (default: the world): rank r runs modules[0] as stage r of the micro-batches
-    entering at rank 0 and modules[1] as stage R-1-r of those entering at rank R-1 (two copies of every stage).
+    """DualPipe on `process_group` (default: the world; Gloo or NCCL): rank r runs modules[0] as stage r of the
+    micro-batches entering at rank 0 and modules[1] as stage R-1-r of those entering at rank R-1 (two copies of
+    every stage).
 
     rank_mapping[i] is the pipeline rank of the group's rank i (default: the same). `timeout` (seconds) bounds
-    every wait: a stuck or dead peer raises RuntimeError naming its rank instead of hanging.
+    every wait: a stuck or dead peer raises RuntimeError naming its rank instead of hanging. `defer_weight_grads`
+    runs parameter gradients at the schedule's W actions (False: all at the input-gradient action). `dp_group`:
+    the ranks holding the same stages in the other data-parallel replicas of this pipeline, for reduce_gradients().
+    `record_actions`: keep each step's action times (last_step_actions()).
     """
 
     _kind = "dualpipe"
 
     def __init__(self, modules: Sequence[nn.Module], batch_dim: int = 0,
                  process_group: Optional[dist.ProcessGroup] = None, rank_mapping: Optional[List[int]] = None,
-                 timeout: float = 300.0) -> None:
+                 timeout: float = 300.0, defer_weight_grads: bool = True,
+                 dp_group: Optional[dist.ProcessGroup] = None, record_actions: bool = False) -> None:
         super().__init__()
         modules = list(modules)
         if len(modules) != 2 or not all(isinstance(m, nn.Module) for m in modules):
@@ -97,14 +128,7 @@ class DualPipe(nn.Module):
         self.module = nn.ModuleList(modules)
         self.batch_dim = batch_dim
         self.group = process_group or dist.distributed_c10d._get_default_group()
-        backend = str(dist.get_backend(self.group))
-        if "nccl" in backend:
-            # One NCCL stream per group: a receive posted ahead would hold back this rank's sends, and a pair's
-            # sends in both directions would wait on each other (docs/runtime.md, "NCCL's second rule").
-            raise ValueError(f"{type(self).__name__} over a process group with backend '{backend}' is not supported "
-                             "yet: NCCL runs a group's sends and receives on one stream in issue order, and the "
-                             "executor posts receives ahead; give a Gloo group (dist.new_group(backend='gloo')), "
-                             "which carries CUDA tensors through host memory")
+        self._backend = str(dist.get_backend(self.group))
         self.num_ranks = self.group.size()
         if rank_mapping is None:
             rank_mapping = list(range(self.num_ranks))
@@ -115,10 +139,14 @@ class DualPipe(nn.Module):
         # Ours maps the other way: pipeline rank -> rank in the group.
         self._group_ranks = [rank_mapping.index(r) for r in range(self.num_ranks)]
         self.timeout = timeout
+        self.defer_weight_grads = bool(defer_weight_grads)
+        self.dp_group = dp_group
+        self.record_actions = bool(record_actions)
         kind = type(modules[0])
         self._hook = (kind.overlapped_forward_backward
                       if kind is type(modules[1]) and hasattr(kind, "overlapped_forward_backward") else None)
         self._pipelines = {}  # num_chunks -> _runtime.Pipeline
+        self._last = None  # the pipeline of the last step
 
     def _module_rule(self) -> str:
         return "module 0 is stage r, module 1 is stage R-1-r"
@@ -130,10 +158,49 @@ class DualPipe(nn.Module):
         if num_chunks not in self._pipelines:
             stages = dict(zip(self._stages(), self.module))
             device = next(iter(self.parameters()), torch.empty(0)).device
-            self._pipelines[num_chunks] = _runtime.Pipeline(self._kind, num_chunks, stages, self._hook, self.group,
-                                                            self._group_ranks, float(self.timeout), _p2p["shapes"],
-                                                            _p2p["dtype"], device)
+            if "nccl" in self._backend and device.type != "cuda":
+                raise ValueError(f"{type(self).__name__} over an NCCL group needs its modules on a CUDA device, "
+                                 f"found them on {device}: move them (module.cuda()) or give a Gloo group")
+            self._pipelines[num_chunks] = _runtime.Pipeline(
+                self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
+                _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
+                WeightGradStore if self.defer_weight_grads else None, self.record_actions)
         return self._pipelines[num_chunks]
+
+    def last_step_actions(self) -> List[Tuple[str, float, float]]:
+        """This rank's actions of the last step, as (action, start, end) in time.monotonic() seconds, in the order
+        they ran (with record_actions=True; else empty)."""
+        return self._last.last_step_actions() if self._last is not None else []
+
+    def reduce_gradients(self) -> None:
+        """Sums the parameter gradients that belong together, in place: under DualPipe the two copies of every
+        stage (stage r's on ranks r and R-1-r), then, with a dp_group, the data-parallel replicas. Afterwards every
+        copy holds the gradient of the whole batch, as one process running it would. Call after step()."""
+        params = [[p for p in m.parameters() if p.requires_grad] for m in self.module]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params[0] + params[1]]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        flat = self._sum_stage_copies(flat, sum(p.numel() for p in params[0]))
+        if self.dp_group is not None:
+            dist.all_reduce(flat, group=self.dp_group)
+        for p, g in zip(params[0] + params[1], flat.split([p.numel() for p in params[0] + params[1]])):
+            if p.grad is None:
+                p.grad = g.view_as(p).clone()
+            else:
+                p.grad.copy_(g.view_as(p))
+
+    def _sum_stage_copies(self, flat: torch.Tensor, first: int) -> torch.Tensor:
+        """DualPipe: module 0 here (the first `first` values of `flat`) is module 1 on rank R-1-r, and the other way
+        round: add the peer's gradients of the same stages."""
+        peer = dist.get_global_rank(self.group, self._group_ranks[self.num_ranks - 1 - self.rank])
+        theirs = torch.empty_like(flat)
+        for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, flat, peer, self.group),
+                                            dist.P2POp(dist.irecv, theirs, peer, self.group)]):
+            work.wait()
+        their_first = flat.numel() - first  # their module 0 is our module 1
+        return torch.cat([flat[:first] + theirs[their_first:], flat[first:] + theirs[:their_first]])
+
 
     def step(self, *inputs: Optional[torch.Tensor], num_chunks: int = 0, criterion: Optional[Callable] = None,
              labels: Sequence[Optional[torch.Tensor]] = (), return_outputs: bool = False
@@ -156,7 +223,13 @@ class DualPipe(nn.Module):
                              f"criterion there when training")
         chunks = _scatter(inputs, len(entering), self.batch_dim) if entering else []
         chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
-        losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs)
+        WeightGradStore.clear()
+        try:
+            losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs)
+        finally:
+            # A failed step leaves no deferred work behind; a complete one has run all of it.
+            WeightGradStore.clear()
+        self._last = pipeline
         if not owned:
             return None, None
         loss = torch.stack(losses) if criterion is not None else None
@@ -175,3 +248,6 @@ class DualPipeV(DualPipe):
 
     def _stages(self) -> Tuple[int, int]:
         return self.rank, 2 * self.num_ranks - 1 - self.rank
+
+    def _sum_stage_copies(self, flat: torch.Tensor, first: int) -> torch.Tensor:
+        return flat  # one copy of every stage

@@ -1,10 +1,12 @@
 #include "dualpipe/comm/directional_communicator.h"
 
 #include <ATen/ops/zeros.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <utility>
 
+#include "dualpipe/comm/process_group_communicator.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::comm {
@@ -54,6 +56,29 @@ void DirectionalCommunicator::connect(std::vector<int> peers, const at::TensorOp
       downward_->irecv(in, peer, 0)->wait(timeout());
     }
   }
+}
+
+DirectionalGroups make_directional_groups(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
+                                          int rank, int size, ProcessGroupSpec spec) {
+  spec.bind_device = false;
+  DirectionalGroups groups;
+  groups.upward = make_process_group(c10::make_intrusive<c10d::PrefixStore>(prefix + "/upward", store), rank, size, spec);
+  groups.downward =
+      make_process_group(c10::make_intrusive<c10d::PrefixStore>(prefix + "/downward", store), rank, size, spec);
+  return groups;
+}
+
+std::shared_ptr<DirectionalCommunicator> connect_directional_channels(c10::intrusive_ptr<c10d::ProcessGroup> upward,
+                                                                     c10::intrusive_ptr<c10d::ProcessGroup> downward,
+                                                                     const std::vector<int>& peers, c10::Device device,
+                                                                     std::chrono::milliseconds timeout) {
+  ProcessGroupCommunicatorOptions options;
+  options.timeout = timeout;
+  auto channels = std::make_shared<DirectionalCommunicator>(
+      std::make_shared<ProcessGroupCommunicator>(std::move(upward), options),
+      std::make_shared<ProcessGroupCommunicator>(std::move(downward), options));
+  channels->connect(peers, at::TensorOptions().device(device));
+  return channels;
 }
 
 }  // namespace dualpipe::comm

@@ -1,6 +1,10 @@
 #include "python_stage.h"
 
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/python_variable.h>
+
+#include <cstring>
+#include <typeinfo>
 #include <torch/csrc/utils/pybind.h>
 
 #include "dualpipe/util/error.h"
@@ -39,10 +43,21 @@ Tensors to_tensors(const py::handle& result, int stage) {
   return out;
 }
 
+// A loss as the reference stacks them: a one-element tensor. `what` names who returned it.
+at::Tensor checked_loss(const py::handle& loss, const char* what) {
+  DUALPIPE_REQUIRE(THPVariable_Check(loss.ptr()), what, " returned ", std::string(py::str(py::type::of(loss))),
+                   "; it must return the loss as a one-element tensor");
+  at::Tensor t = py::cast<at::Tensor>(loss);
+  DUALPIPE_REQUIRE(t.numel() == 1, what, " returned a tensor of shape ", t.sizes(),
+                   "; it must return the loss as a one-element tensor (a scalar), as the reference stacks them");
+  return t;
+}
+
 }  // namespace
 
-PythonStage::PythonStage(int stage, std::shared_ptr<const StageModules> modules, SharedObject hook)
-    : stage_(stage), modules_(std::move(modules)), hook_(std::move(hook)),
+PythonStage::PythonStage(int stage, std::shared_ptr<const StageModules> modules, SharedObject hook,
+                         std::shared_ptr<const StepCallables> step)
+    : stage_(stage), modules_(std::move(modules)), hook_(std::move(hook)), step_(std::move(step)),
       parameters_(std::make_shared<torch::nn::Module>("PythonStage")) {
   py::gil_scoped_acquire gil;
   int i = 0;
@@ -58,16 +73,21 @@ Tensors PythonStage::forward(const Tensors& inputs) {
 }
 
 // As the reference calls it: hook(module0, inputs0, criterion0, labels0, module1, loss1, outputs1, output_grads1)
-// returns (outputs0, loss0). The executor computes the forward's loss after the hook, so criterion0 is None and
-// labels0 empty; the hook's backward accumulates into .grad, from which `collect` takes the input gradients.
-Tensors PythonStage::overlapped_forward_backward(const Tensors& inputs, const runtime::BackwardHalf& backward) {
+// returns (outputs0, loss0). criterion0 and labels0 are given where the forward's stage is the last one (else None
+// and []), and loss0 is then the forward's loss; the hook's backward accumulates into .grad, from which `collect`
+// takes the input gradients.
+Tensors PythonStage::overlapped_pair(const Tensors& inputs, const runtime::BackwardHalf& backward,
+                                     runtime::ForwardLoss& loss) {
   if (!hook_ || !backward.collect || backward.roots.empty()) return Stage::overlapped_forward_backward(inputs, backward);
   Tensors outputs;
   {
     py::gil_scoped_acquire gil;
     const bool from_loss = backward.roots.size() == 1 && !backward.root_grads[0].defined();
+    const bool computes_loss = loss.labels != nullptr && step_->criterion;
     py::object none = py::none();
-    py::object result = (*hook_)(*modules_->at(stage_), py::list(to_tuple(inputs)), none, py::list(),
+    py::object result = (*hook_)(*modules_->at(stage_), py::list(to_tuple(inputs)),
+                                 computes_loss ? *step_->criterion : none,
+                                 computes_loss ? py::list(to_tuple(*loss.labels)) : py::list(),
                                  *modules_->at(backward.stage), from_loss ? py::cast(backward.roots[0]) : none,
                                  from_loss ? py::tuple() : to_tuple(backward.roots),
                                  from_loss ? py::tuple() : to_tuple(backward.root_grads));
@@ -75,6 +95,8 @@ Tensors PythonStage::overlapped_forward_backward(const Tensors& inputs, const ru
                      "overlapped_forward_backward returns (outputs0, loss0), got ",
                      std::string(py::str(py::type::of(result))));
     outputs = to_tensors(result[py::int_(0)], stage_);
+    py::object loss0 = result[py::int_(1)];
+    if (computes_loss && !loss0.is_none()) loss.loss = checked_loss(loss0, "overlapped_forward_backward's loss0");
   }
   backward.collect();
   return outputs;
@@ -85,14 +107,15 @@ runtime::Criterion python_criterion(SharedObject criterion) {
     py::gil_scoped_acquire gil;
     Tensors args = outputs;
     args.insert(args.end(), labels.begin(), labels.end());
-    py::object loss = (*criterion)(*to_tuple(args));
-    DUALPIPE_REQUIRE(THPVariable_Check(loss.ptr()), "the criterion returned ",
-                     std::string(py::str(py::type::of(loss))), "; it must return the loss as a one-element tensor");
-    at::Tensor t = py::cast<at::Tensor>(loss);
-    DUALPIPE_REQUIRE(t.numel() == 1, "the criterion returned a tensor of shape ", t.sizes(),
-                     "; it must return the loss as a one-element tensor (a scalar), as the reference stacks them");
-    return t;
+    return checked_loss((*criterion)(*to_tuple(args)), "the criterion");
   };
+}
+
+bool is_python_function(const torch::autograd::Node& node) {
+  // By its dynamic type's name: libtorch_python exports no typeinfo for PyNode, so neither dynamic_cast nor
+  // typeid(PyNode) links against it. (A wrong answer double-counts the reference's example's gradients, which its
+  // test checks.)
+  return std::strcmp(typeid(node).name(), "N5torch8autograd6PyNodeE") == 0;
 }
 
 }  // namespace dualpipe::python_runtime

@@ -24,25 +24,36 @@ SharedObject share(py::object object);
 // This rank's modules by stage index, shared by its stages (the hook is handed the module of the backward's stage).
 using StageModules = std::map<int, SharedObject>;
 
+// What a step hands the hook besides the tensors: the criterion of step() (None outside a step or without one).
+struct StepCallables {
+  SharedObject criterion;
+};
+
 class PythonStage : public runtime::Stage {
  public:
   // `hook`: the module class's overlapped_forward_backward, or None.
-  PythonStage(int stage, std::shared_ptr<const StageModules> modules, SharedObject hook);
+  PythonStage(int stage, std::shared_ptr<const StageModules> modules, SharedObject hook,
+              std::shared_ptr<const StepCallables> step);
 
   runtime::Tensors forward(const runtime::Tensors& inputs) override;
   std::shared_ptr<torch::nn::Module> module() const override { return parameters_; }
-  runtime::Tensors overlapped_forward_backward(const runtime::Tensors& inputs,
-                                               const runtime::BackwardHalf& backward) override;
+  runtime::Tensors overlapped_pair(const runtime::Tensors& inputs, const runtime::BackwardHalf& backward,
+                                   runtime::ForwardLoss& loss) override;
 
  private:
   int stage_;
   std::shared_ptr<const StageModules> modules_;
   SharedObject hook_;
+  std::shared_ptr<const StepCallables> step_;
   // The Python module's parameters, the very tensors, registered in a C++ module for the executor's bookkeeping.
   std::shared_ptr<torch::nn::Module> parameters_;
 };
 
 // criterion(*outputs, *labels), checked to return a one-element tensor.
 runtime::Criterion python_criterion(SharedObject criterion);
+
+// Whether an autograd node is a Python autograd Function's (a user's, or a compiled region's): its backward must run
+// exactly once (runtime::ExecutorOptions::runs_once).
+bool is_python_function(const torch::autograd::Node& node);
 
 }  // namespace dualpipe::python_runtime

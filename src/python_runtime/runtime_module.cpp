@@ -3,6 +3,10 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <optional>
+
+#include "dualpipe/comm/backend.h"
+#include "dualpipe/comm/directional_communicator.h"
 #include "dualpipe/comm/process_group_communicator.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
@@ -14,14 +18,45 @@ namespace {
 
 using runtime::Tensors;
 
+// Where the pipeline's messages go: the user's group itself, or (NCCL, or Gloo under NCCL's rules) two directional
+// channels that the group's ranks make through `store` under `prefix` (comm/directional_communicator.h).
+struct ChannelSpec {
+  std::optional<c10::intrusive_ptr<c10d::Store>> store;
+  std::string prefix;
+  bool nccl = false;
+};
+
+// The user's WeightGradStore protocol (python/dualpipe/utils.py): `_begin()` before an I action's backward,
+// `_end()` after it returns the batch it flushed, `_run(batch)` at the W action.
+runtime::UserWeightDeferral python_deferral(SharedObject store) {
+  runtime::UserWeightDeferral deferral;
+  deferral.begin = [store] {
+    py::gil_scoped_acquire gil;
+    store->attr("_begin")();
+  };
+  deferral.end = [store]() -> runtime::WeightGradStore::Task {
+    py::gil_scoped_acquire gil;
+    SharedObject batch = share(store->attr("_end")());
+    return [store, batch] {
+      py::gil_scoped_acquire gil;
+      store->attr("_run")(*batch);
+    };
+  };
+  return deferral;
+}
+
 // One schedule on this rank's modules: built once per (kind, micro-batch count) and reused every step.
 class Pipeline {
  public:
   // `shapes` (with `dtype`, `device`): what crosses every stage boundary, as the reference's set_p2p_tensor_shapes
   // declares it; receives are then posted ahead with no shapes travelling. Empty: every message carries its shapes.
+  // `weight_store`: the WeightGradStore whose protocol defers weight gradients to W, with the generic split of
+  // every other weight gradient; None: the whole backward runs at I.
   Pipeline(const std::string& kind, int num_microbatches, const std::map<int, py::object>& modules, py::object hook,
            c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping, double timeout_s,
-           const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype, at::Device device) {
+           const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype, at::Device device,
+           const ChannelSpec& channels, py::object weight_store, bool record_actions)
+      : step_callables_(std::make_shared<StepCallables>()) {
     ScheduleOptions options;
     options.num_ranks = group->getSize();
     options.num_microbatches = num_microbatches;
@@ -30,20 +65,30 @@ class Pipeline {
     for (const auto& [s, m] : modules) (*shared)[s] = share(m);
     SharedObject shared_hook = hook.is_none() ? nullptr : share(std::move(hook));
     std::map<int, std::shared_ptr<runtime::Stage>> stages;
-    for (const auto& [s, m] : *shared) stages[s] = std::make_shared<PythonStage>(s, shared, shared_hook);
-    comm::ProcessGroupCommunicatorOptions comm_options;
-    comm_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    for (const auto& [s, m] : *shared)
+      stages[s] = std::make_shared<PythonStage>(s, shared, shared_hook, step_callables_);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     runtime::ExecutorOptions executor_options;
-    executor_options.rank_mapping = std::move(rank_mapping);
-    // Python modules may compute parameter gradients as side effects of their own autograd Functions (the
-    // reference's example does), which the generic split would run twice: the whole backward runs at I.
-    executor_options.weight_split = runtime::WeightSplit::SplitAwareLayers;
+    executor_options.rank_mapping = rank_mapping;
+    executor_options.record_trace = record_actions;
+    if (weight_store.is_none()) {
+      // No split-aware layers in Python: the whole backward runs at I, and W has nothing to do.
+      executor_options.weight_split = runtime::WeightSplit::SplitAwareLayers;
+    } else {
+      executor_options.weight_split = runtime::WeightSplit::Generic;
+      executor_options.runs_once = is_python_function;
+      executor_options.user_deferral = python_deferral(share(std::move(weight_store)));
+    }
     if (!shapes.empty()) {
       runtime::BoundarySpec spec;
       for (const auto& shape : shapes) spec.push_back({shape, dtype, device, /*requires_grad=*/true});
       executor_options.boundaries = runtime::ExecutorOptions::uniform(spec, schedule.num_stages);
     }
-    auto communicator = std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), comm_options);
+    std::shared_ptr<comm::Communicator> communicator;
+    {
+      py::gil_scoped_release release;  // the channels' rendezvous waits for the other ranks
+      communicator = make_communicator(std::move(group), channels, schedule, rank_mapping, device, timeout);
+    }
     executor_ = std::make_unique<runtime::Executor>(schedule, std::move(stages), std::move(communicator),
                                                     executor_options);
   }
@@ -53,14 +98,19 @@ class Pipeline {
     runtime::StepArgs args;
     args.microbatch_inputs = std::move(inputs);
     args.microbatch_labels = std::move(labels);
-    if (!criterion.is_none()) args.criterion = python_criterion(share(std::move(criterion)));
+    step_callables_->criterion = criterion.is_none() ? nullptr : share(std::move(criterion));
+    if (step_callables_->criterion) args.criterion = python_criterion(step_callables_->criterion);
     args.num_microbatches = executor_->lowered_schedule().num_microbatches;
     args.return_outputs = return_outputs;
     runtime::StepResult result;
-    {
+    try {
       py::gil_scoped_release release;  // held again only inside the modules, the criterion and the hook
       result = executor_->step(args);
+    } catch (...) {
+      step_callables_->criterion = nullptr;
+      throw;
     }
+    step_callables_->criterion = nullptr;
     Tensors losses;
     std::vector<Tensors> outputs;
     for (int m : executor_->loss_microbatches()) {
@@ -70,10 +120,48 @@ class Pipeline {
     return py::make_tuple(losses, outputs);
   }
 
+  // The last step's actions as (action, start, end), times in seconds of the monotonic clock (time.monotonic()),
+  // in the order they ran; empty unless built with record_actions.
+  std::vector<std::tuple<std::string, double, double>> last_step_actions() const {
+    std::vector<std::tuple<std::string, double, double>> out;
+    const auto seconds = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(t.time_since_epoch()).count();
+    };
+    const auto& actions = executor_->lowered_schedule().actions[executor_->pipeline_rank()];
+    for (const runtime::ActionRecord& r : executor_->recorded_actions())
+      if (r.step == executor_->steps_run() - 1)
+        out.emplace_back(to_string(actions[r.index]), seconds(r.start), seconds(r.end));
+    return out;
+  }
+
   const std::vector<int>& entering() const { return executor_->entering_microbatches(); }
   const std::vector<int>& loss_owned() const { return executor_->loss_microbatches(); }
 
  private:
+  static std::shared_ptr<comm::Communicator> make_communicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                               const ChannelSpec& channels, const Schedule& schedule,
+                                                               const std::vector<int>& rank_mapping,
+                                                               at::Device device, std::chrono::milliseconds timeout) {
+    if (!channels.store) {
+      comm::ProcessGroupCommunicatorOptions options;
+      options.timeout = timeout;
+      return std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), options);
+    }
+    comm::ProcessGroupSpec spec;
+    spec.backend = channels.nccl ? comm::BackendKind::nccl : comm::BackendKind::gloo;
+    spec.timeout = timeout;
+    spec.cuda_device = device.is_cuda() ? device.index() : 0;
+    const comm::DirectionalGroups groups = comm::make_directional_groups(
+        *channels.store, channels.prefix, group->getRank(), group->getSize(), spec);
+    // The peers in the group's ranks: rank_mapping[p] is pipeline rank p's.
+    int pipeline_rank = 0;
+    while (rank_mapping[pipeline_rank] != group->getRank()) ++pipeline_rank;
+    std::vector<int> peers;
+    for (int p : pipeline_peers(schedule, pipeline_rank)) peers.push_back(rank_mapping[p]);
+    return comm::connect_directional_channels(groups.upward, groups.downward, peers, device, timeout);
+  }
+
+  std::shared_ptr<StepCallables> step_callables_;
   std::unique_ptr<runtime::Executor> executor_;
 };
 
@@ -82,6 +170,7 @@ class Pipeline {
 
 PYBIND11_MODULE(_runtime, m) {
   using namespace dualpipe;
+  using dualpipe::python_runtime::ChannelSpec;
   using dualpipe::python_runtime::Pipeline;
   m.doc() = "dualpipe's executor on Python modules (internal to dualpipe.DualPipe and dualpipe.DualPipeV)";
   py::register_exception_translator([](std::exception_ptr error) {
@@ -93,14 +182,23 @@ PYBIND11_MODULE(_runtime, m) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     }
   });
+  m.def("nccl_compiled_in", &comm::nccl_compiled_in, "whether this LibTorch has NCCL");
+  py::class_<ChannelSpec>(m, "ChannelSpec")
+      .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix, bool nccl) {
+             return ChannelSpec{std::move(store), std::move(prefix), nccl};
+           }),
+           py::arg("store") = py::none(), py::arg("prefix") = "", py::arg("nccl") = false);
   py::class_<Pipeline>(m, "Pipeline")
       .def(py::init<const std::string&, int, const std::map<int, py::object>&, py::object,
                     c10::intrusive_ptr<c10d::ProcessGroup>, std::vector<int>, double,
-                    const std::vector<std::vector<int64_t>>&, at::ScalarType, at::Device>(),
+                    const std::vector<std::vector<int64_t>>&, at::ScalarType, at::Device, const ChannelSpec&,
+                    py::object, bool>(),
            py::arg("kind"), py::arg("num_microbatches"), py::arg("modules"), py::arg("hook"), py::arg("group"),
-           py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"), py::arg("dtype"), py::arg("device"))
+           py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"), py::arg("dtype"), py::arg("device"),
+           py::arg("channels"), py::arg("weight_store"), py::arg("record_actions"))
       .def("step", &Pipeline::step, py::arg("inputs"), py::arg("labels"), py::arg("criterion"),
            py::arg("return_outputs"))
+      .def("last_step_actions", &Pipeline::last_step_actions)
       .def_property_readonly("entering_microbatches", &Pipeline::entering)
       .def_property_readonly("loss_microbatches", &Pipeline::loss_owned);
 }

@@ -73,7 +73,8 @@ Closure closure_of(const edge_list& roots, const std::unordered_set<Node*>& targ
 
 std::vector<torch::Tensor> backward_input(const std::vector<torch::Tensor>& roots,
                                           const std::vector<torch::Tensor>& root_grads,
-                                          const std::vector<torch::Tensor>& inputs, DeferredWeightGrad& weight) {
+                                          const std::vector<torch::Tensor>& inputs, DeferredWeightGrad& weight,
+                                          const NodeFilter& runs_once) {
   Seeds seed = seeds(roots, root_grads);
   edge_list input_edges;
   std::unordered_set<Node*> targets;
@@ -84,20 +85,32 @@ std::vector<torch::Tensor> backward_input(const std::vector<torch::Tensor>& root
   }
   const Closure closure = closure_of(seed.roots, targets);
 
+  // Weight nodes: in the closure, with an edge leaving it. Their incoming gradients are captured.
+  auto leaves_closure = [&](const Node* n) {
+    const auto& edges = n->next_edges();
+    return std::any_of(edges.begin(), edges.end(),
+                       [&](const Edge& e) { return e.function && !closure.contains(e.function.get()); });
+  };
+  std::vector<Node*> weight_node_list;
+  for (Node* n : closure.in_order)
+    if (leaves_closure(n)) weight_node_list.push_back(n);
+  // A weight node that must not run twice: no split, the whole backward now (W finds nothing).
+  if (runs_once && std::any_of(weight_node_list.begin(), weight_node_list.end(),
+                               [&](const Node* n) { return runs_once(*n); })) {
+    torch::autograd::Engine::get_default_engine().execute(seed.roots, seed.grads, /*keep_graph=*/false,
+                                                          /*create_graph=*/false, /*accumulate_grad=*/true);
+    return accumulated_input_grads(inputs);
+  }
+
   // Roots outside the closure (an output that does not depend on any input) belong to W whole.
   for (size_t i = 0; i < seed.roots.size(); ++i) {
     if (closure.contains(seed.roots[i].function.get())) continue;
     weight.roots_.push_back(seed.roots[i]);
     weight.grads_.push_back(seed.grads[i]);
   }
-  // Weight nodes: in the closure, with an edge leaving it. Their incoming gradients are captured.
   std::vector<std::shared_ptr<Node>> weight_nodes;
   edge_list outputs = input_edges;
-  for (Node* n : closure.in_order) {
-    const auto& edges = n->next_edges();
-    if (std::none_of(edges.begin(), edges.end(),
-                     [&](const Edge& e) { return e.function && !closure.contains(e.function.get()); }))
-      continue;
+  for (Node* n : weight_node_list) {
     weight_nodes.push_back(n->shared_from_this());
     for (uint32_t slot = 0; slot < n->num_inputs(); ++slot) outputs.emplace_back(weight_nodes.back(), slot);
   }

@@ -17,11 +17,15 @@
 #include <torch/csrc/autograd/edge.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <vector>
 
 namespace dualpipe::runtime::detail {
 
 // The weight half of one (stage, micro-batch) backward whose input half ran.
+// Nodes whose backward must run exactly once (ExecutorOptions::runs_once); empty: none.
+using NodeFilter = std::function<bool(const torch::autograd::Node&)>;
+
 class DeferredWeightGrad {
  public:
   bool empty() const { return roots_.empty(); }
@@ -31,17 +35,20 @@ class DeferredWeightGrad {
  private:
   friend std::vector<torch::Tensor> backward_input(const std::vector<torch::Tensor>&,
                                                    const std::vector<torch::Tensor>&,
-                                                   const std::vector<torch::Tensor>&, DeferredWeightGrad&);
+                                                   const std::vector<torch::Tensor>&, DeferredWeightGrad&,
+                                                   const NodeFilter&);
   std::vector<torch::autograd::Edge> roots_;
   std::vector<torch::Tensor> grads_;
 };
 
 // Gradients of `inputs` (undefined for an input that needs none or that the roots do not depend on) from
 // `roots` seeded with `root_grads` (undefined: ones, for a scalar loss). Parameter gradients are left to
-// `weight`.
+// `weight`, unless a weight node is one of `runs_once`: then the whole backward runs now, the parameter gradients
+// accumulated, and `weight` stays empty.
 std::vector<torch::Tensor> backward_input(const std::vector<torch::Tensor>& roots,
                                           const std::vector<torch::Tensor>& root_grads,
-                                          const std::vector<torch::Tensor>& inputs, DeferredWeightGrad& weight);
+                                          const std::vector<torch::Tensor>& inputs, DeferredWeightGrad& weight,
+                                          const NodeFilter& runs_once = {});
 
 // The unsplit backward: gradients of `inputs`, parameter gradients accumulated now.
 std::vector<torch::Tensor> backward_full(const std::vector<torch::Tensor>& roots,

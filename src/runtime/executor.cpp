@@ -140,7 +140,9 @@ const StepStats& Executor::last_step_stats() const { return impl_->stats; }
 int Executor::Impl::live_activations() const {
   // A slot keeps its stage outputs only while a backward still needs them (finish_backward clears them), so
   // counting defined outputs counts held graphs; after I the slot's pending W holds what W needs.
-  int live = static_cast<int>(store.pending_groups());
+  // The store's groups are SplitLinear's (WeightSplit::SplitAwareLayers); under the generic split it holds only
+  // user-deferred work, of slots already counted by their pending W.
+  int live = options.weight_split == WeightSplit::Generic ? 0 : static_cast<int>(store.pending_groups());
   if (!training) return live;
   for (const Slot& sl : slots) live += (!sl.outputs.empty() || sl.weight_pending) ? 1 : 0;
   return live;

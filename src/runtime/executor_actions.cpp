@@ -20,6 +20,24 @@ class Deferral {
   WeightGradStore& store_;
 };
 
+// Runs an I action's backward with the user's own deferral on (UserWeightDeferral), and files what it deferred
+// under (s, m) for the W action.
+template <typename Backward>
+void with_user_deferral(const UserWeightDeferral& user, WeightGradStore& store, int s, int m, Backward&& backward) {
+  if (!user) {
+    backward();
+    return;
+  }
+  user.begin();
+  try {
+    backward();
+  } catch (...) {
+    user.end();  // the step fails: what was put aside is dropped with it
+    throw;
+  }
+  if (WeightGradStore::Task deferred = user.end()) store.add(s, m, std::move(deferred));
+}
+
 // A stage input as the stage sees it: a fresh leaf where it carries a gradient back, so the backward stops
 // here and leaves that gradient to send.
 torch::Tensor as_input(const torch::Tensor& t, bool requires_grad, c10::Device device) {
@@ -39,7 +57,7 @@ Tensors Executor::Impl::forward_inputs(int s, int m) {
   return sl.inputs;
 }
 
-void Executor::Impl::finish_forward(int s, int m, Tensors outputs) {
+void Executor::Impl::finish_forward(int s, int m, Tensors outputs, torch::Tensor loss) {
   check_output(s, m, outputs);
   Slot& sl = slot(s, m);
   if (s + 1 < S()) {
@@ -55,7 +73,7 @@ void Executor::Impl::finish_forward(int s, int m, Tensors outputs) {
     return;
   }
   if (!label_chunks[m].empty() && args->criterion) {
-    sl.loss = args->criterion(outputs, label_chunks[m]);
+    sl.loss = loss.defined() ? std::move(loss) : args->criterion(outputs, label_chunks[m]);
     result.losses[m] = sl.loss.detach();
   }
   if (args->return_outputs) {
@@ -116,11 +134,14 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
     if (roots.empty()) {  // no output carries a gradient: nothing to do but owe zeros
       sl.input_grads.assign(sl.inputs.size(), torch::Tensor());
     } else if (generic) {
-      sl.input_grads = detail::backward_input(roots, grads, sl.inputs, sl.weight);
+      with_user_deferral(options.user_deferral, store, s, m, [&] {
+        sl.input_grads = detail::backward_input(roots, grads, sl.inputs, sl.weight, options.runs_once);
+      });
       sl.weight_pending = true;
     } else if (split) {
       Deferral deferral(store, s, m);
-      sl.input_grads = detail::backward_full(roots, grads, sl.inputs);
+      with_user_deferral(options.user_deferral, store, s, m,
+                         [&] { sl.input_grads = detail::backward_full(roots, grads, sl.inputs); });
     } else {
       sl.input_grads = detail::backward_full(roots, grads, sl.inputs);
     }
@@ -201,8 +222,11 @@ void Executor::Impl::on_overlapped(const Action& a) {
   BackwardHalf half = backward_half(a.bwd_stage, a.bwd_microbatch, weights_last);
   if (weights_last)
     half.weight = [this, s = a.bwd_stage, m = a.bwd_microbatch] { backward_weight(s, m); };
-  Tensors outputs = stage(a.stage).overlapped_forward_backward(inputs, half);
-  finish_forward(a.stage, a.microbatch, std::move(outputs));
+  ForwardLoss loss;
+  if (a.stage == S() - 1 && args->criterion && !label_chunks[a.microbatch].empty())
+    loss.labels = &label_chunks[a.microbatch];
+  Tensors outputs = stage(a.stage).overlapped_pair(inputs, half, loss);
+  finish_forward(a.stage, a.microbatch, std::move(outputs), loss.loss);
   if (options.recompute) drop_graph(a.stage, a.microbatch);
   finish_backward(a.bwd_stage, a.bwd_microbatch, slot(a.bwd_stage, a.bwd_microbatch).input_grads);
 }

@@ -80,7 +80,8 @@ struct Executor::Impl {
 
   // The halves shared by F, B, I and the overlapped pair.
   Tensors forward_inputs(int s, int m);
-  void finish_forward(int s, int m, Tensors outputs);
+  // `loss`: the last stage's loss when the stage computed it (ForwardLoss); else the criterion computes it here.
+  void finish_forward(int s, int m, Tensors outputs, torch::Tensor loss = {});
   void drop_graph(int s, int m);
   void recompute_forward(int s, int m);
   BackwardHalf backward_half(int s, int m, bool split);

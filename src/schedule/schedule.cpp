@@ -1,5 +1,8 @@
 #include "dualpipe/schedule/schedule.h"
 
+#include <algorithm>
+#include <set>
+
 namespace dualpipe {
 
 std::size_t Schedule::num_actions() const {
@@ -15,6 +18,22 @@ bool Schedule::has_communication() const {
     }
   }
   return false;
+}
+
+std::vector<int> pipeline_peers(const Schedule& schedule, int rank) {
+  std::set<int> peers;
+  for (int stage = 0; stage < schedule.num_stages; ++stage) {
+    const std::vector<int> holders = schedule.placement.ranks_holding(stage);
+    if (std::find(holders.begin(), holders.end(), rank) == holders.end()) continue;
+    peers.insert(holders.begin(), holders.end());
+    for (int m = 0; m < schedule.num_microbatches; ++m) {
+      if (schedule.placement.rank(stage, m) != rank) continue;
+      if (stage > 0) peers.insert(schedule.placement.rank(stage - 1, m));
+      if (stage + 1 < schedule.num_stages) peers.insert(schedule.placement.rank(stage + 1, m));
+    }
+  }
+  peers.erase(rank);
+  return {peers.begin(), peers.end()};
 }
 
 }  // namespace dualpipe

@@ -30,11 +30,7 @@ bool uses_mesh_groups(const TrainConfig& config);
 // Throws InvalidArgument naming the group whose size does not fit the config, before any work.
 void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups);
 
-// The pipeline ranks that `pipeline_rank` exchanges stage tensors with: the holders of the stages next to each
-// (stage, micro-batch) it holds, and the other holders of its stages (their copies are summed by an exchange).
-std::vector<int> tensor_peers(const Schedule& schedule, int pipeline_rank);
-
-// The channels as one communicator, connected to tensor_peers over `device` before it is returned.
+// The channels as one communicator, connected to pipeline_peers over `device` before it is returned.
 std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::PipelineChannels& channels,
                                                              const Schedule& schedule, c10::Device device,
                                                              std::chrono::milliseconds timeout);

@@ -1,16 +1,22 @@
 """The checks of deepseek-ai/DualPipe's examples (example_dualpipe.py, example_dualpipev.py), rewritten for
 dualpipe.DualPipe and dualpipe.DualPipeV on CPU over Gloo, with the reference's model and sizes: every stage is
-Linear(512, 2048) -> GELU -> Linear(2048, 512) without bias through a custom autograd Function, 20 micro-batches
-of 3 sequences of 256 positions, float32, and the module class defines overlapped_forward_backward.
+Linear(512, 2048) -> GELU -> Linear(2048, 512) without bias through the reference's custom autograd Function, which
+defers its weight gradients through dualpipe.utils.WeightGradStore, 20 micro-batches of 3 sequences of 256
+positions, float32, and the module class defines overlapped_forward_backward.
 
-    python deepseek_examples.py dualpipe|dualpipev [--ranks 4] [--device cpu|cuda]
+    python deepseek_examples.py dualpipe|dualpipev [--ranks 4] [--device cpu|cuda] [--nccl-rules]
+                               [--hidden 512] [--seq-len 256]
                                                                  each rank checks its losses, outputs and gradients
-                                                                 against one process running the whole model
+                                                                 against one process running the whole model, and
+                                                                 that every deferred weight gradient ran once, at
+                                                                 its W action
     python deepseek_examples.py errors                           the errors of bad input, on one process
     python deepseek_examples.py failure                          a module raising on one of two ranks
-Prints one line per check and exits 0 when every rank passed."""
+Prints one line per check and exits 0 when every rank passed. --nccl-rules runs the pipeline under NCCL's rules on
+Gloo (DUALPIPE_NCCL_RULES=1: two directional channels, every message matched by order alone)."""
 import argparse
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -23,13 +29,19 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dualpipe
+from dualpipe.utils import WeightGradStore, run_backward
 
-NUM_CHUNKS, MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE = 20, 3, 256, 512
+NUM_CHUNKS, MICRO_BATCH_SIZE = 20, 3
+SEQ_LEN, HIDDEN_SIZE = 256, 512  # the reference's; --seq-len and --hidden shrink them for 8 ranks on 2 cores
 hook_calls = 0  # overlapped_forward_backward calls in this process
+hook_losses = 0  # ... of which computed the forward's loss (criterion0 given)
+# Every weight-gradient computation: [time put aside (None: run where computed), times run]; checked against the
+# training step's action times.
+weight_grads = []
 
 
 class LinearFunc(torch.autograd.Function):
-    """As the reference's: the weight gradient is accumulated into weight.grad by the backward itself."""
+    """The reference's: while WeightGradStore is enabled (an I action), the weight gradient is put aside for W."""
 
     @staticmethod
     def forward(ctx, input, weight):
@@ -41,7 +53,17 @@ class LinearFunc(torch.autograd.Function):
         input, weight = ctx.saved_tensors
         if weight.grad is None:
             weight.grad = torch.zeros_like(weight)
-        weight.grad += grad_output.flatten(0, -2).T @ input.flatten(0, -2)
+        record = [time.monotonic() if WeightGradStore.enabled else None, []]
+        weight_grads.append(record)
+
+        def grad_weight_fn():
+            record[1].append(time.monotonic())
+            weight.grad += grad_output.flatten(0, -2).T @ input.flatten(0, -2)
+
+        if WeightGradStore.enabled:
+            WeightGradStore.put(grad_weight_fn)
+        else:
+            grad_weight_fn()
         return grad_output @ weight, None
 
 
@@ -62,16 +84,20 @@ class PipelineStage(nn.Module):
     @classmethod
     def overlapped_forward_backward(cls, module0, inputs0, criterion0, labels0, module1, loss1, outputs1,
                                     output_grads1):
-        global hook_calls
+        global hook_calls, hook_losses
         hook_calls += 1
         outputs0 = module0(*inputs0)
         outputs0 = [outputs0] if isinstance(outputs0, torch.Tensor) else outputs0
-        loss0 = criterion0(*outputs0, *labels0) if criterion0 is not None else None
+        if criterion0 is not None:
+            hook_losses += 1
+            loss0 = criterion0(*outputs0, *labels0)
+        else:
+            loss0 = None
         if loss1 is not None:
             loss1.backward()
             loss1.detach_()
         else:
-            torch.autograd.backward(outputs1, grad_tensors=output_grads1)
+            run_backward(outputs1, output_grads1)
         return outputs0, loss0
 
 
@@ -100,19 +126,66 @@ def check(condition, what):
         raise AssertionError(what)
 
 
-def run_rank(rank, pp_size, kind, port, device):
+def run_rank(rank, pp_size, kind, port, device, sizes, backend):
+    global SEQ_LEN, HIDDEN_SIZE
+    SEQ_LEN, HIDDEN_SIZE = sizes
     torch.set_num_threads(1)
     # Every tensor and module of the check, the single-process reference's included, on `device`. On a GPU the
-    # ranks share it; Gloo carries the stage boundaries through host memory.
+    # ranks share it; Gloo carries the stage boundaries through host memory (NCCL takes one rank per GPU).
     torch.set_default_device(device)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=pp_size, rank=rank)
+    if device == "cuda":
+        torch.cuda.set_device(0)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", world_size=pp_size, rank=rank)
     try:
-        (check_dualpipe if kind == "dualpipe" else check_dualpipev)(rank, pp_size)
+        actions = (check_dualpipe if kind == "dualpipe" else check_dualpipev)(rank, pp_size)
         check(hook_calls > 0, f"rank {rank}: overlapped_forward_backward was never called")
+        computes_losses = rank == 0 or (kind == "dualpipe" and rank == pp_size - 1)
+        check(hook_losses > 0 if computes_losses else hook_losses == 0,
+              f"rank {rank}: overlapped_forward_backward got criterion0 {hook_losses} times")
+        at_w, put_aside = check_deferred_at_w(rank, actions)
         print(f"rank {rank}: {kind} losses equal, outputs equal, gradients within cosine distance 1e-13, "
-              f"overlapped_forward_backward called {hook_calls} times", flush=True)
+              f"overlapped_forward_backward called {hook_calls} times ({hook_losses} with criterion0), "
+              f"{at_w} weight gradients computed at W actions ({put_aside} put aside in WeightGradStore at their I), "
+              f"none at an I", flush=True)
     finally:
         dist.destroy_process_group()
+
+
+ACTION = re.compile(r"^(\d+)([IW])(\d+)$")
+
+
+def check_deferred_at_w(rank, actions):
+    """By the action times the executor recorded, in the training step: every weight gradient put aside ran exactly
+    once, inside the W action of the I action it was put aside in (the same stage and micro-batch); none was
+    computed inside an I action; and every W action computed some (what it deferred, or, on a first stage whose
+    inputs need no gradient, its whole backward). Returns (weight gradients computed at W, of which put aside)."""
+    def action_at(t):
+        found = [a for a, start, end in actions if start <= t <= end]
+        return found[0] if found else None
+
+    step_start, step_end = actions[0][1], actions[-1][2]
+    training = [(put, runs) for put, runs in weight_grads if runs and step_start <= runs[0] <= step_end]
+    at_w, put_aside = {}, 0
+    for put, runs in training:
+        check(len(runs) == 1, f"rank {rank}: a weight gradient ran {len(runs)} times")
+        ran_in = action_at(runs[0])
+        match = ACTION.match(ran_in or "")
+        check(ran_in is not None and not (match and match.group(2) == "I"),
+              f"rank {rank}: a weight gradient was computed in {ran_in}")
+        if match and match.group(2) == "W":
+            at_w[ran_in] = at_w.get(ran_in, 0) + 1
+        if put is None:
+            continue
+        put_aside += 1
+        at_i = ACTION.match(action_at(put) or "")
+        check(at_i and at_i.group(2) == "I", f"rank {rank}: a weight gradient was put aside in {action_at(put)}")
+        check(match and match.group(2) == "W" and match.group(1, 3) == at_i.group(1, 3),
+              f"rank {rank}: the weight gradient put aside in {at_i.group(0)} ran in {ran_in}")
+    w_actions = [a for a, _, _ in actions if ACTION.match(a) and ACTION.match(a).group(2) == "W"]
+    check(w_actions, f"rank {rank}: the schedule ran no W action")
+    idle = [a for a in w_actions if a not in at_w]
+    check(not idle, f"rank {rank}: W actions that computed no weight gradient: {idle}")
+    return sum(at_w.values()), put_aside
 
 
 def local_copies(full_modules, stages):
@@ -150,7 +223,7 @@ def check_dualpipe(rank, pp_size):
     # Declared as the reference requires (optional here: the DualPipeV check lets the shapes travel).
     dualpipe.set_p2p_tensor_shapes([(MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)])
     dualpipe.set_p2p_tensor_dtype(torch.float32)
-    model = dualpipe.DualPipe(local_modules)
+    model = dualpipe.DualPipe(local_modules, record_actions=True)
     x = full_x.chunk(2)[0] if first else full_x.chunk(2)[1] if last else None
     l = full_l.chunk(2)[1] if first else full_l.chunk(2)[0] if last else None
     # Rank 0 computes the losses of what entered at rank R-1, and the other way round.
@@ -174,8 +247,10 @@ def check_dualpipe(rank, pp_size):
         p1.grad += p0all[pp_size - 1 - rank]
     check_gradients(rank, local_modules, local_full_modules)
     model.zero_grad()
+    actions = model.last_step_actions()  # of the training step
 
     check_inference(rank, model, x, l, (loss_ref.chunk(2)[mine], output_ref.chunk(2)[mine]) if first or last else None)
+    return actions
 
 
 def check_dualpipev(rank, pp_size):
@@ -186,7 +261,7 @@ def check_dualpipev(rank, pp_size):
     l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
     loss_ref, output_ref = ref_step(x, l, full_modules, NUM_CHUNKS)
     local_full_modules, local_modules = local_copies(full_modules, [rank, pp_size * 2 - 1 - rank])
-    model = dualpipe.DualPipeV(local_modules)
+    model = dualpipe.DualPipeV(local_modules, record_actions=True)
     if not first:
         x = l = None
 
@@ -198,8 +273,10 @@ def check_dualpipev(rank, pp_size):
     check(outputs is None, f"rank {rank}: outputs given without return_outputs")
     check_gradients(rank, local_modules, local_full_modules)
     model.zero_grad()
+    actions = model.last_step_actions()  # of the training step
 
     check_inference(rank, model, x, l, (loss_ref, output_ref) if first else None)
+    return actions
 
 
 def expect_error(what, call, kind, *words):
@@ -232,14 +309,17 @@ def check_errors(port):
             x, num_chunks=2, criterion=lambda y, t: (y - t) ** 2, labels=(x,)), ValueError, "shape [2, 2, 8]",
             "one-element")
         expect_error("no criterion", lambda: model.step(x, num_chunks=2, labels=(x,)), ValueError, "criterion")
-        # An NCCL group (none can be made without GPUs: the backend's name is what is checked, so it is faked).
+        # An NCCL group (none can be made without GPUs: the backend's name is what is checked, so it is faked) is
+        # taken; modules it cannot carry are refused at the first step.
         real_get_backend = dualpipe.deepseek.dist.get_backend
         dualpipe.deepseek.dist.get_backend = lambda group=None: "nccl"
         try:
-            expect_error("NCCL group", lambda: dualpipe.DualPipeV((stage, stage)), ValueError, "backend 'nccl'",
-                         "Gloo group")
+            on_nccl = dualpipe.DualPipeV((PipelineStage(8), PipelineStage(8)))
         finally:
             dualpipe.deepseek.dist.get_backend = real_get_backend
+        expect_error("NCCL group, modules on the CPU", lambda: on_nccl.step(
+            x, num_chunks=2, criterion=criterion, labels=(x,)), ValueError, "NCCL group", "CUDA device", "cpu")
+        expect_error("pop without a flush", WeightGradStore.pop, RuntimeError, "no flushed batch")
         # After the errors, a step still works.
         loss, _ = model.step(x, num_chunks=2, criterion=criterion, labels=(x,))
         check(loss.shape == (2,), f"loss of shape {tuple(loss.shape)} after the errors")
@@ -303,15 +383,27 @@ def main():
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where every rank computes (cuda: the ranks share GPU 0, scripts/gpu_check.sh)")
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
+                        help="the process group's (nccl: one rank per GPU, so --ranks 1 with one GPU)")
+    parser.add_argument("--nccl-rules", action="store_true",
+                        help="NCCL's rules on Gloo: directional channels, messages matched by order alone")
+    parser.add_argument("--hidden", type=int, default=HIDDEN_SIZE, help="the stages' width (the reference's: 512)")
+    parser.add_argument("--seq-len", type=int, default=SEQ_LEN, help="positions per sequence (the reference's: 256)")
     args = parser.parse_args()
+    if args.nccl_rules:
+        os.environ["DUALPIPE_NCCL_RULES"] = "1"
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: this machine has no CUDA GPU")
+    if args.backend == "nccl" and (args.device != "cuda" or args.ranks > torch.cuda.device_count()):
+        parser.error(f"--backend nccl needs --device cuda and a GPU per rank ({args.ranks} ranks, "
+                     f"{torch.cuda.device_count()} GPUs)")
     if args.check == "errors":
         check_errors(free_port())
     elif args.check == "failure":
         check_failure(free_port())
     else:
-        mp.spawn(run_rank, args=(args.ranks, args.check, free_port(), args.device), nprocs=args.ranks, join=True)
+        mp.spawn(run_rank, args=(args.ranks, args.check, free_port(), args.device, (args.seq_len, args.hidden),
+                                 args.backend), nprocs=args.ranks, join=True)
     print(f"{args.check}: every check passed")
 
 

@@ -1,7 +1,9 @@
 """dualpipe.DualPipe and dualpipe.DualPipeV against deepseek-ai/DualPipe's own example checks (rewritten in
-deepseek_examples.py): 4 Gloo processes, the reference's model and sizes, losses and inference outputs equal to one
-process running the whole model, gradients within cosine distance 1e-13, the module's overlapped_forward_backward
-used; and the errors of bad input."""
+deepseek_examples.py): losses and inference outputs equal to one process running the whole model, gradients within
+cosine distance 1e-13, the module's overlapped_forward_backward used (with criterion0 where the reference gives it),
+every weight gradient that the reference's LinearFunc put aside in WeightGradStore run once at its W action; over
+Gloo and under NCCL's rules on Gloo (DUALPIPE_NCCL_RULES=1: directional channels, messages matched by order alone),
+at 2, 4 and 8 processes; and the errors of bad input."""
 import os
 import subprocess
 import sys
@@ -10,6 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 EXAMPLES = os.path.join(os.path.dirname(__file__), "deepseek_examples.py")
+# The reference's sizes at 4 ranks; 2 and 8 ranks narrower, so that 8 processes fit 2 cores.
+SMALL = ("--hidden", "64", "--seq-len", "16")
 
 
 def run(*args):
@@ -18,18 +22,35 @@ def run(*args):
     return done.stdout
 
 
+def expect_every_rank_passed(out, kind, ranks):
+    assert f"{kind}: every check passed" in out
+    for rank in range(ranks):
+        assert f"rank {rank}: {kind} losses equal" in out, out
+        assert "none at an I" in out
+
+
 @pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
 def test_reference_example_checks_pass_on_four_processes(kind):
-    out = run(kind, "--ranks", "4")
-    assert f"{kind}: every check passed" in out
-    for rank in range(4):
-        assert f"rank {rank}: {kind} losses equal" in out
+    expect_every_rank_passed(run(kind, "--ranks", "4"), kind, 4)
+
+
+@pytest.mark.parametrize("ranks", [2, 8])
+@pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
+def test_reference_example_checks_pass_on_two_and_eight_processes(kind, ranks):
+    expect_every_rank_passed(run(kind, "--ranks", str(ranks), *SMALL), kind, ranks)
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
+def test_reference_example_checks_pass_under_nccl_rules(kind, ranks):
+    expect_every_rank_passed(run(kind, "--ranks", str(ranks), "--nccl-rules", *SMALL), kind, ranks)
 
 
 def test_bad_input_raises_naming_the_rule():
     out = run("errors")
     for what in ("three modules", "one module", "num_chunks=1", "num_chunks=0", "DualPipe with one rank",
-                 "non-scalar criterion", "no criterion", "a step after the errors"):
+                 "non-scalar criterion", "no criterion", "NCCL group, modules on the CPU", "pop without a flush",
+                 "a step after the errors"):
         assert what in out, out
 
 

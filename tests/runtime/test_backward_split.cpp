@@ -126,5 +126,59 @@ TEST(GenericSplit, GeluMlpWithResidual) {
   });
 }
 
+// A custom autograd Function computing x W^T, counting its backward calls: a node the generic split would run twice
+// (at I for the input, at W for the weight), as it does every weight node.
+struct CountedLinear : torch::autograd::Function<CountedLinear> {
+  static inline int backward_calls = 0;
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, torch::Tensor w) {
+    ctx->save_for_backward({x, w});
+    return x.matmul(w.t());
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    ++backward_calls;
+    const auto saved = ctx->get_saved_variables();
+    return {grads[0].matmul(saved[1]), grads[0].flatten(0, -2).t().matmul(saved[0].flatten(0, -2))};
+  }
+};
+
+TEST(GenericSplit, NodesThatMustRunOnceRunTheWholeBackwardAtI) {
+  at::set_num_threads(1);
+  torch::nn::Linear linear(6, 6);  // an ordinary weight node before the custom one
+  randomize(*linear, 13);
+  torch::Tensor w = torch::randn({5, 6}).requires_grad_(true);
+  auto forward = [&](const torch::Tensor& x) { return CountedLinear::apply(linear(x), w); };
+  auto runs_once = [](const torch::autograd::Node& n) {
+    return dynamic_cast<const torch::autograd::CppNode<CountedLinear>*>(&n) != nullptr;
+  };
+
+  torch::Tensor x_ref = floats({3, 4, 6}, 14), x = floats({3, 4, 6}, 14);
+  torch::Tensor y_ref = forward(x_ref), grad = torch::randn_like(y_ref);
+  const auto ref_in = detail::backward_full({y_ref}, {grad}, {x_ref});
+  const torch::Tensor w_ref = w.grad().clone(), linear_ref = linear->weight.grad().clone();
+  w.mutable_grad() = torch::Tensor();
+  linear->zero_grad(true);
+
+  CountedLinear::backward_calls = 0;
+  detail::DeferredWeightGrad weight;
+  const auto in = detail::backward_input({forward(x)}, {grad}, {x}, weight, runs_once);
+  EXPECT_EQ(CountedLinear::backward_calls, 1) << "the custom node ran more than once";
+  EXPECT_TRUE(weight.empty()) << "a backward holding a node that runs once was split";
+  EXPECT_TRUE(torch::equal(in[0], ref_in[0]));
+  EXPECT_TRUE(torch::equal(w.grad(), w_ref));
+  EXPECT_TRUE(torch::equal(linear->weight.grad(), linear_ref));
+
+  // Without the filter the split runs it twice (what the filter is for), with the same gradients.
+  CountedLinear::backward_calls = 0;
+  w.mutable_grad() = torch::Tensor();
+  linear->zero_grad(true);
+  torch::Tensor x2 = floats({3, 4, 6}, 14);
+  detail::DeferredWeightGrad split;
+  detail::backward_input({forward(x2)}, {grad}, {x2}, split);
+  split.run();
+  EXPECT_EQ(CountedLinear::backward_calls, 2);
+  EXPECT_TRUE(torch::equal(w.grad(), w_ref));
+}
+
 }  // namespace
 }  // namespace dualpipe::runtime

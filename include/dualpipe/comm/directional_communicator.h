@@ -12,9 +12,14 @@
 // channels with every message on tag 0.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/communicator.h"
 
 namespace dualpipe::comm {
@@ -43,5 +48,21 @@ class DirectionalCommunicator : public Communicator {
 
   std::shared_ptr<Communicator> upward_, downward_;
 };
+
+// The two channels' groups for the `size` ranks that rendezvous through `store` under `prefix`, as `rank`: two groups
+// of `spec`'s backend, never bound to a device (spec.bind_device is ignored), so that NCCL gives each pair of each
+// channel its own communicator and stream.
+struct DirectionalGroups {
+  c10::intrusive_ptr<c10d::ProcessGroup> upward, downward;
+};
+DirectionalGroups make_directional_groups(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
+                                          int rank, int size, ProcessGroupSpec spec);
+
+// The channels as one communicator whose waits end after `timeout`, connected (connect()) to `peers` over `device`
+// before it is returned.
+std::shared_ptr<DirectionalCommunicator> connect_directional_channels(c10::intrusive_ptr<c10d::ProcessGroup> upward,
+                                                                     c10::intrusive_ptr<c10d::ProcessGroup> downward,
+                                                                     const std::vector<int>& peers, c10::Device device,
+                                                                     std::chrono::milliseconds timeout);
 
 }  // namespace dualpipe::comm

@@ -21,7 +21,12 @@
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/runtime/boundary.h"
 #include "dualpipe/runtime/stage.h"
+#include "dualpipe/runtime/weight_grad_store.h"
 #include "dualpipe/schedule/schedule.h"
+
+namespace torch::autograd {
+struct Node;
+}
 
 namespace dualpipe::runtime {
 
@@ -50,6 +55,14 @@ struct ExecutorOptions {
   // Wait limit for every receive and send; 0 takes the communicator's.
   std::chrono::milliseconds timeout{0};
   WeightSplit weight_split = WeightSplit::Generic;
+  // Autograd nodes whose backward must run exactly once: user autograd Functions, which may add to .grad themselves
+  // (DeepSeek's example does) or defer through UserWeightDeferral, and compiled regions, whose backward is one
+  // opaque node. WeightSplit::Generic runs a weight node's backward twice (at I for the inputs, at W for the
+  // parameters); a backward that holds such a node leading to parameters is not split and runs whole at its I.
+  // Empty: every node may run twice.
+  std::function<bool(const torch::autograd::Node&)> runs_once;
+  // Weight-gradient work the stages' own code defers at every I action, run at its W (weight_grad_store.h).
+  UserWeightDeferral user_deferral;
   // Measure activation bytes (StepStats::peak_activation_bytes). Off by default: every allocation then goes
   // through c10's reporting hook and its global lock, which costs about 1-4 ms per step of
   // bench_runtime_overhead's R=4 M=20 case (docs/benchmarks.md).

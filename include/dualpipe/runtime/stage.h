@@ -49,6 +49,15 @@ struct BackwardHalf {
   }
 };
 
+// The loss of an overlapped pair's forward half, for a stage that computes it inside the pair (DeepSeek's hook takes
+// criterion0 and labels0): `labels` are the forward's micro-batch's labels when its stage is the last one and the
+// step has a criterion (else null). A stage that computes the loss leaves it in `loss`; when it leaves none, the
+// executor computes it after the pair.
+struct ForwardLoss {
+  const Tensors* labels = nullptr;
+  torch::Tensor loss;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -62,6 +71,11 @@ class Stage {
   // Forward of `inputs` on this stage and `backward` (of another stage or micro-batch on this rank) as one
   // unit. Returns the forward outputs. Must leave the same results as forward() followed by backward.run().
   virtual Tensors overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward);
+  // What the executor calls for a pair: overlapped_forward_backward(), unless the stage computes the forward's
+  // loss inside the pair too (see ForwardLoss).
+  virtual Tensors overlapped_pair(const Tensors& inputs, const BackwardHalf& backward, ForwardLoss& /*loss*/) {
+    return overlapped_forward_backward(inputs, backward);
+  }
 
   std::vector<torch::Tensor> parameters() const { return module()->parameters(); }
 };

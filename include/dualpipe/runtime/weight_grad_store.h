@@ -29,6 +29,8 @@ class WeightGradStore {
 
   // Adds work to the group being deferred; only valid while deferring().
   void defer(Task task);
+  // Adds work to the group (stage, microbatch), deferring or not (UserWeightDeferral's work).
+  void add(int stage, int microbatch, Task task);
   // Runs (in the order deferred) and forgets the group (stage, microbatch); nothing to do if it is empty.
   void run(int stage, int microbatch);
 
@@ -54,6 +56,17 @@ class WeightGradStore {
   bool deferring_ = false;
   std::pair<int, int> key_{-1, -1};
   std::map<std::pair<int, int>, std::vector<Task>> groups_;
+};
+
+// Weight-gradient work that a stage's own code defers by a protocol of its own while an I action runs: DeepSeek's
+// WeightGradStore in Python, whose autograd Functions put their weight-gradient closures aside while it is enabled.
+// The executor calls `begin` before the input-gradient backward of every I action and `end` after it (also when the
+// backward throws); `end` returns what was put aside since `begin` (empty: nothing), and the matching W action runs
+// it, after the W's own work.
+struct UserWeightDeferral {
+  std::function<void()> begin;
+  std::function<WeightGradStore::Task()> end;
+  explicit operator bool() const { return begin && end; }
 };
 
 }  // namespace dualpipe::runtime

@@ -25,4 +25,9 @@ struct Schedule {
   bool has_communication() const;
 };
 
+// The ranks that `rank` exchanges stage tensors with under `schedule`'s placement: the holders of the stages next to
+// each (stage, micro-batch) it holds, and the other holders of its stages (their copies' gradients are summed by an
+// exchange). Sorted, without `rank`. NCCL's channels are connected to these, pair by pair, before the first step.
+std::vector<int> pipeline_peers(const Schedule& schedule, int rank);
+
 }  // namespace dualpipe
