@@ -51,14 +51,15 @@ class Scale(nn.Module):
 
 
 class SleepFunc(torch.autograd.Function):
-    """x * w that takes SLEEP_F, SLEEP_I and SLEEP_W seconds for its forward, input and weight gradients, sleeping
-    (so that 4 processes on 2 cores time the schedule, not the cores). The weight part is put aside in
-    WeightGradStore while that is enabled, as the reference's LinearFunc does."""
+    """x * w that takes `sleeps` = (forward, input gradient, weight gradient) seconds, sleeping (so that 4 processes
+    on 2 cores time the schedule, not the cores). The weight part is put aside in WeightGradStore while that is
+    enabled, as the reference's LinearFunc does."""
 
     @staticmethod
-    def forward(ctx, x, weight):
+    def forward(ctx, x, weight, sleeps):
         ctx.save_for_backward(x, weight)
-        time.sleep(SLEEP_F)
+        ctx.sleeps = sleeps
+        time.sleep(sleeps[0])
         return x * weight
 
     @staticmethod
@@ -69,20 +70,24 @@ class SleepFunc(torch.autograd.Function):
             weight.grad = torch.zeros_like(weight)
 
         def grad_weight():
-            time.sleep(SLEEP_W)
+            time.sleep(ctx.sleeps[2])
             weight.grad += (grad * x).flatten(0, -2).sum(0)
 
         if WeightGradStore.enabled:
             WeightGradStore.put(grad_weight)
         else:
             grad_weight()
-        time.sleep(SLEEP_I)
-        return grad * weight, None
+        time.sleep(ctx.sleeps[1])
+        return grad * weight, None, None
 
 
 class Sleep(Scale):
+    def __init__(self, width, heads, sleeps=(SLEEP_F, SLEEP_I, SLEEP_W)):
+        super().__init__(width, heads)
+        self.sleeps = tuple(sleeps)
+
     def forward(self, x):
-        return SleepFunc.apply(x, self.weight)
+        return SleepFunc.apply(x, self.weight, self.sleeps)
 
 
 class Block(nn.Module):
@@ -197,10 +202,15 @@ def free_port():
 
 
 def measure(runtime, case_name, args):
+    """The runtime's result, or None when it failed (its error's last line is printed)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "result.pt")
-        mp.spawn(run_rank, args=(args.ranks, args.kind, runtime, case_name, args.microbatches, args.steps, free_port(),
-                                 args.reference, out), nprocs=args.ranks, join=True)
+        try:
+            mp.spawn(run_rank, args=(args.ranks, args.kind, runtime, case_name, args.microbatches, args.steps,
+                                     free_port(), args.reference, out), nprocs=args.ranks, join=True)
+        except mp.ProcessRaisedException as error:
+            print(f"  ({runtime} failed on {case_name}: {str(error).strip().splitlines()[-1][:200]})")
+            return None
         return torch.load(out)
 
 
@@ -224,15 +234,16 @@ def main():
     for case_name, case in CASES.items():
         tokens = args.microbatches * case["sequences"] * case["positions"]
         results = {r: measure(r, case_name, args) for r in runtimes}
+        results = {r: result for r, result in results.items() if result is not None}
         print(f"\n{case_name} ({case['block']} stages of width {case['width']}, {case['positions']} positions, "
               f"{case['sequences']} sequences per micro-batch):")
         print(f"  {'runtime':<26}{'step ms':>10}{'range ms':>18}{'tokens/s':>12}{'loss diff to ours':>20}")
-        for r in runtimes:
+        for r in results:
             t = results[r]["median_s"]
             spread = f"{results[r]['min_s'] * 1e3:.2f}-{results[r]['max_s'] * 1e3:.2f}"
             diff = (results[r]["loss"].double() - results["ours"]["loss"].double()).abs().max().item()
             print(f"  {names[r]:<26}{t * 1e3:>10.2f}{spread:>18}{tokens / t:>12.0f}{diff:>20.3g}")
-        peers = [results[r]["median_s"] for r in runtimes if r != "ours"]
+        peers = [results[r]["median_s"] for r in results if r != "ours"]
         if peers:
             print(f"  ours / fastest peer: {results['ours']['median_s'] / min(peers):.2f}")
 

@@ -1,13 +1,17 @@
 """Weight gradients at W, measured against the simulator: dualpipe.DualPipeV (or DualPipe) on stages whose weight
-gradient is costly (bench_python_pipelines.py's "costly W" stage: sleeps of F = 2 ms, I = 2 ms and W = 4 ms, the
-W part put aside through dualpipe.utils.WeightGradStore), run with defer_weight_grads on and off.
+gradient is costly (bench_python_pipelines.py's "costly W" stage: sleeps of F = 2 ms, I = 2 ms and W = 4 ms by
+default, the W part put aside through dualpipe.utils.WeightGradStore), run with defer_weight_grads on and off.
 
-For each mode it prints the median step time and its range over --steps steps (after one warm-up), the measured
-median duration of each action kind on every rank (from last_step_actions()), and `dualpipe.simulate` of the same
-schedule with those measured F, B (= I + W), W and F&B costs: the simulated makespan and its ratio to the measured
-step. The goal: within 10% with deferral on.
+For each mode it prints, over --steps steps (after one warm-up): the median step time (barrier to barrier on rank
+0) and the median makespan of the recorded actions (first start to last end over all ranks: one clock, the
+processes share the machine's monotonic clock), each with its range; the measured median duration of each action
+kind on every rank (last_step_actions()); the median latency of a message (a receive that was already waiting ends
+that long after its send started); and `dualpipe.simulate` of the same schedule with those measured F, B (= I + W),
+W, F&B and comm costs: the simulated makespan and its ratio to the measured makespan. The goal: within 10% with
+deferral on.
 
     python bench/bench_weight_deferral.py [--kind dualpipev|dualpipe] [--ranks 4] [--microbatches 16] [--steps 7]
+                                          [--sleep-ms 2,2,4]
 """
 import argparse
 import os
@@ -28,13 +32,13 @@ from bench_python_pipelines import Sleep, criterion  # noqa: E402  (the "costly 
 WIDTH = 8
 
 
-def run_rank(rank, ranks, kind, microbatches, steps, defer, port, out):
+def run_rank(rank, ranks, kind, microbatches, steps, defer, port, out, sleeps):
     import dualpipe
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
     torch.manual_seed(0)
     stages = 2 * ranks if kind == "dualpipev" else ranks
-    blocks = [Sleep(WIDTH, 0) for _ in range(stages)]
+    blocks = [Sleep(WIDTH, 0, sleeps) for _ in range(stages)]
     x, l = torch.randn(microbatches, 4, WIDTH), torch.randn(microbatches, 4, WIDTH)
     if kind == "dualpipev":
         model = dualpipe.DualPipeV((blocks[rank], blocks[2 * ranks - 1 - rank]), defer_weight_grads=defer,
@@ -53,7 +57,7 @@ def run_rank(rank, ranks, kind, microbatches, steps, defer, port, out):
         dist.barrier()
         if i > 0:
             times.append(time.perf_counter() - start)
-            actions.extend(model.last_step_actions())
+            actions.append(model.last_step_actions())
         model.zero_grad(set_to_none=True)
     torch.save({"times": times, "actions": actions}, f"{out}.{rank}")
     dist.destroy_process_group()
@@ -69,17 +73,46 @@ def measure(args, defer):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        mp.spawn(run_rank, args=(args.ranks, args.kind, args.microbatches, args.steps, defer, port, out),
+        sleeps = tuple(ms / 1e3 for ms in args.sleep_ms)
+        mp.spawn(run_rank, args=(args.ranks, args.kind, args.microbatches, args.steps, defer, port, out, sleeps),
                  nprocs=args.ranks, join=True)
-        results = [torch.load(f"{out}.{r}") for r in range(args.ranks)]
+        results = [torch.load(f"{out}.{r}", weights_only=False) for r in range(args.ranks)]
     durations = {k: [] for k, _ in KINDS}
     for result in results:
-        for action, start, end in result["actions"]:
-            for k, pattern in KINDS:
-                if pattern.match(action):
-                    durations[k].append(end - start)
-    steps = results[0]["times"]
-    return steps, {k: statistics.median(v) if v else 0.0 for k, v in durations.items()}
+        for step in result["actions"]:
+            for action, start, end in step:
+                for k, pattern in KINDS:
+                    if pattern.match(action):
+                        durations[k].append(end - start)
+    steps = [[a for result in results for a in result["actions"][i]] for i in range(args.steps)]
+    makespans = [max(end for _, _, end in step) - min(start for _, start, _ in step) for step in steps]
+    latencies = [latency for step in steps for latency in message_latencies(step)]
+    costs = {k: statistics.median(v) if v else 0.0 for k, v in durations.items()}
+    costs["comm"] = statistics.median(latencies) if latencies else 0.0
+    return results[0]["times"], makespans, costs
+
+
+SEND, RECV = re.compile(r"^(\d+)SEND_([FB])(\d+)$"), re.compile(r"^(\d+)RECV_([FB])(\d+)$")
+
+
+def message_latencies(actions):
+    """For each receive that started before its message's send did (so it waited for it): its end minus the send's
+    start. SEND_F of stage s pairs with RECV_F of stage s+1, SEND_B of stage s with RECV_B of stage s-1."""
+    sends = {}
+    for action, start, _ in actions:
+        m = SEND.match(action)
+        if m:
+            sends[(m.group(2), int(m.group(1)), int(m.group(3)))] = start
+    out = []
+    for action, start, end in actions:
+        m = RECV.match(action)
+        if not m:
+            continue
+        kind, stage, microbatch = m.group(2), int(m.group(1)), int(m.group(3))
+        sent = sends.get((kind, stage - 1 if kind == "F" else stage + 1, microbatch))
+        if sent is not None and start <= sent:
+            out.append(end - sent)
+    return out
 
 
 def main():
@@ -89,23 +122,33 @@ def main():
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--microbatches", type=int, default=16)
     parser.add_argument("--steps", type=int, default=7, help="timed steps, after one warm-up step")
+    parser.add_argument("--sleep-ms", type=lambda v: [float(x) for x in v.split(",")], default=[2, 2, 4],
+                        help="the stage's forward, input-gradient and weight-gradient sleeps in ms (default 2,2,4)")
     args = parser.parse_args()
+    if len(args.sleep_ms) != 3 or min(args.sleep_ms) < 0:
+        parser.error(f"--sleep-ms {args.sleep_ms}: three durations in ms, none negative")
     schedule = dualpipe.schedule(args.kind, args.ranks, args.microbatches)
+    f, i, w = args.sleep_ms
     print(f"{args.kind}, {args.ranks} Gloo processes, {args.microbatches} micro-batches, median of {args.steps} "
-          f"steps; stages sleep F 2 ms, I 2 ms, W 4 ms")
-    print(f"  {'weight gradients':<18}{'step ms':>10}{'range ms':>18}   measured action medians (ms)"
-          f"{'':<22}{'simulated ms':>14}{'sim/step':>10}")
+          f"steps; stages sleep F {f:g} ms, I {i:g} ms, W {w:g} ms")
+    print(f"  {'weight gradients':<16}{'step ms':>9}{'range':>15}{'makespan ms':>13}{'range':>15}   "
+          f"{'measured medians (ms)':<50}{'simulated ms':>13}{'sim/makespan':>14}")
+
+    def spread(values):
+        return f"{min(values) * 1e3:.1f}-{max(values) * 1e3:.1f}"
+
     for defer in (True, False):
-        steps, cost = measure(args, defer)
+        steps, makespans, cost = measure(args, defer)
         ms = {k: v * 1e3 for k, v in cost.items()}
         whole_backward = ms["I"] + ms["W"] if ms["I"] else ms["B"]
-        costs = dualpipe.Costs(F=ms["F"], B=whole_backward, W=ms["W"], FB=ms["FB"] or ms["F"] + whole_backward)
+        costs = dualpipe.Costs(F=ms["F"], B=whole_backward, W=ms["W"], FB=ms["FB"] or ms["F"] + whole_backward,
+                               comm=ms["comm"])
         simulated = dualpipe.simulate(schedule, costs).makespan
-        step = statistics.median(steps) * 1e3
-        measured = " ".join(f"{k} {ms[k]:.2f}" for k, _ in KINDS)
-        spread = f"{min(steps) * 1e3:.1f}-{max(steps) * 1e3:.1f}"
-        print(f"  {'deferred to W' if defer else 'all at I':<18}{step:>10.1f}{spread:>18}   {measured:<50}"
-              f"{simulated:>14.1f}{simulated / step:>10.2f}")
+        makespan = statistics.median(makespans) * 1e3
+        measured = " ".join(f"{k} {ms[k]:.2f}" for k in [k for k, _ in KINDS] + ["comm"])
+        print(f"  {'deferred to W' if defer else 'all at I':<16}{statistics.median(steps) * 1e3:>9.1f}"
+              f"{spread(steps):>15}{makespan:>13.1f}{spread(makespans):>15}   {measured:<50}{simulated:>13.1f}"
+              f"{simulated / makespan:>14.2f}")
 
 
 if __name__ == "__main__":

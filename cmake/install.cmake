@@ -103,5 +103,6 @@ install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dualpipeConfig.cmake"
 if(DUALPIPE_BUILD_TESTS AND DUALPIPE_WITH_TORCH AND NOT DUALPIPE_SANITIZE)
   add_test(NAME install_and_build_example
            COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_install.sh" "${CMAKE_CURRENT_BINARY_DIR}")
-  set_tests_properties(install_and_build_example PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  set_tests_properties(install_and_build_example PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                       LABELS "docs;processes;slow")
 endif()
