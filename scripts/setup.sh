@@ -7,7 +7,8 @@
 #     (scripts/env.sh: $DUALPIPE_VENV, default ~/.local/share/dualpipe/venv). An environment that already holds
 #     every pin is reused as it is.
 #   - The Python package `dualpipe` of this checkout (pyproject.toml, docs/python.md), built and installed into
-#     $DUALPIPE_PYTHON's environment every time, so it always matches the sources (scripts/install_python_package.sh).
+#     $DUALPIPE_PYTHON's environment every time, so it always matches the sources (scripts/install_python_package.sh):
+#     the planner here; scripts/build.sh adds dualpipe.DualPipe's extension from the main build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -69,4 +70,6 @@ if [[ -n $unmet ]]; then
   echo "setup.sh: PyTorch $("$DUALPIPE_VENV/bin/python" -c 'import torch; print(torch.__version__)') ready"
 fi
 
-scripts/install_python_package.sh
+# Before the first build, the planner's part only: scripts/build.sh adds dualpipe._runtime from its own build (one
+# compile of the executor).
+DUALPIPE_PACKAGE_RUNTIME=OFF scripts/install_python_package.sh
