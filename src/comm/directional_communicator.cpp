@@ -62,9 +62,11 @@ DirectionalGroups make_directional_groups(const c10::intrusive_ptr<c10d::Store>&
                                           int rank, int size, ProcessGroupSpec spec) {
   spec.bind_device = false;
   DirectionalGroups groups;
-  groups.upward = make_process_group(c10::make_intrusive<c10d::PrefixStore>(prefix + "/upward", store), rank, size, spec);
-  groups.downward =
-      make_process_group(c10::make_intrusive<c10d::PrefixStore>(prefix + "/downward", store), rank, size, spec);
+  auto group = [&](const char* direction) {
+    return make_process_group(c10::make_intrusive<c10d::PrefixStore>(prefix + direction, store), rank, size, spec);
+  };
+  groups.upward = group("/upward");
+  groups.downward = group("/downward");
   return groups;
 }
 

@@ -2,10 +2,10 @@
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
 #include <typeinfo>
-#include <torch/csrc/utils/pybind.h>
 
 #include "dualpipe/util/error.h"
 

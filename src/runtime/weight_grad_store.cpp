@@ -23,7 +23,9 @@ void WeightGradStore::defer(Task task) {
   groups_[key_].push_back(std::move(task));
 }
 
-void WeightGradStore::add(int stage, int microbatch, Task task) { groups_[{stage, microbatch}].push_back(std::move(task)); }
+void WeightGradStore::add(int stage, int microbatch, Task task) {
+  groups_[{stage, microbatch}].push_back(std::move(task));
+}
 
 void WeightGradStore::run(int stage, int microbatch) {
   auto it = groups_.find({stage, microbatch});

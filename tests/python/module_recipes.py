@@ -6,13 +6,15 @@ whole model on the same micro-batches (losses torch.equal, gradients within cosi
                                                none at an I
     python module_recipes.py checkpoint        torch.utils.checkpoint (non-reentrant) inside a stage, automatic split
                                                (W accumulates, as for linear)
-    python module_recipes.py checkpoint-store  the same around the reference's LinearFunc (dualpipe.utils.WeightGradStore)
+    python module_recipes.py checkpoint-store  the same around the reference's LinearFunc
+                                               (dualpipe.utils.WeightGradStore)
     python module_recipes.py compile           torch.compile'd stages (aot_eager backend)
     python module_recipes.py autocast          torch.autocast(bfloat16) around the step
     python module_recipes.py dp                DualPipe at PP 2 x DP 2: reduce_gradients() sums the two copies of every
                                                stage and the data-parallel replicas (dp_group)
 
-Two ranks (four for dp) over Gloo, one thread each, on the CPU or (--device cuda) sharing a GPU. Prints one line per rank and exits 0 when every check passed."""
+Two ranks (four for dp) over Gloo, one thread each, on the CPU or (--device cuda) sharing a GPU. Prints one line
+per rank and exits 0 when every check passed."""
 import argparse
 import os
 import socket
