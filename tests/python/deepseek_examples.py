@@ -7,9 +7,9 @@ positions, float32, and the module class defines overlapped_forward_backward.
     python deepseek_examples.py dualpipe|dualpipev [--ranks 4] [--device cpu|cuda] [--nccl-rules]
                                [--hidden 512] [--seq-len 256]
                                                                  each rank checks its losses, outputs and gradients
-                                                                 against one process running the whole model, and
-                                                                 that every deferred weight gradient ran once, at
-                                                                 its W action
+                                                                 against one process running the whole model (run
+                                                                 once, before the ranks start), and that every
+                                                                 deferred weight gradient ran once, at its W action
     python deepseek_examples.py errors                           the errors of bad input, on one process
     python deepseek_examples.py failure                          a module raising on one of two ranks
 Prints one line per check and exits 0 when every rank passed. --nccl-rules runs the pipeline under NCCL's rules on
@@ -116,6 +116,24 @@ def ref_step(x, l, model, chunks):
     return torch.stack(losses), torch.cat(ys, 0)
 
 
+def whole_model_step(kind, pp_size, path):
+    """The single-process reference, run once for every rank (the reference's example runs it on each): the seeded
+    stages, inputs and labels, and one training step of the whole model over the micro-batches, saved to `path`
+    with its losses, outputs and every stage's weight gradients. Same sizes, seed and thread count as the ranks, so
+    that the losses can be compared with torch.equal."""
+    torch.set_num_threads(1)
+    torch.manual_seed(233)
+    stages = pp_size if kind == "dualpipe" else pp_size * 2
+    full_modules = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in range(stages)])
+    x = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
+    l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
+    loss, outputs = ref_step(x, l, full_modules, NUM_CHUNKS)
+    torch.save({"weights": [m.state_dict() for m in full_modules],
+                "grads": [[p.grad for p in m.parameters()] for m in full_modules],
+                "x": x, "l": l, "loss": loss.detach(), "outputs": outputs.detach()}, path)
+    weight_grads.clear()  # the reference's own, run where computed: not the ranks' to check
+
+
 def cal_diff(x, y):
     x, y = x.double(), y.double()
     return 1 - 2 * (x * y).sum().item() / (x * x + y * y).sum().item()
@@ -126,7 +144,7 @@ def check(condition, what):
         raise AssertionError(what)
 
 
-def run_rank(rank, pp_size, kind, port, device, sizes, backend):
+def run_rank(rank, pp_size, kind, port, device, sizes, backend, reference_path):
     global SEQ_LEN, HIDDEN_SIZE
     SEQ_LEN, HIDDEN_SIZE = sizes
     torch.set_num_threads(1)
@@ -137,7 +155,8 @@ def run_rank(rank, pp_size, kind, port, device, sizes, backend):
         torch.cuda.set_device(0)
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", world_size=pp_size, rank=rank)
     try:
-        actions = (check_dualpipe if kind == "dualpipe" else check_dualpipev)(rank, pp_size)
+        ref = torch.load(reference_path, map_location=device)
+        actions = (check_dualpipe if kind == "dualpipe" else check_dualpipev)(rank, pp_size, ref)
         check(hook_calls > 0, f"rank {rank}: overlapped_forward_backward was never called")
         computes_losses = rank == 0 or (kind == "dualpipe" and rank == pp_size - 1)
         check(hook_losses > 0 if computes_losses else hook_losses == 0,
@@ -188,16 +207,17 @@ def check_deferred_at_w(rank, actions):
     return sum(at_w.values()), put_aside
 
 
-def local_copies(full_modules, stages):
+def local_copies(ref, stages):
+    """This rank's stages with the reference's weights, and the reference's gradients of their parameters."""
     local = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in stages])
     for module, s in zip(local, stages):
-        module.load_state_dict(full_modules[s].state_dict())
-    return nn.Sequential(*[full_modules[s] for s in stages]), local
+        module.load_state_dict(ref["weights"][s])
+    return local, [g for s in stages for g in ref["grads"][s]]
 
 
-def check_gradients(rank, local_modules, local_full_modules):
-    for (n, p), p_ref in zip(local_modules.named_parameters(), local_full_modules.parameters()):
-        diff = cal_diff(p.grad, p_ref.grad)
+def check_gradients(rank, local_modules, ref_grads):
+    for (n, p), p_ref_grad in zip(local_modules.named_parameters(), ref_grads):
+        diff = cal_diff(p.grad, p_ref_grad)
         check(diff < 1e-13, f"rank {rank}: gradient of {n}: cosine distance {diff} to one process")
 
 
@@ -212,14 +232,10 @@ def check_inference(rank, model, x, l, expected):
         check(loss is None and outputs is None, f"rank {rank}: inference gave a loss or outputs")
 
 
-def check_dualpipe(rank, pp_size):
+def check_dualpipe(rank, pp_size, ref):
     first, last = rank == 0, rank == pp_size - 1
-    torch.manual_seed(233)
-    full_modules = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in range(pp_size)])
-    full_x = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
-    full_l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
-    loss_ref, output_ref = ref_step(full_x, full_l, full_modules, NUM_CHUNKS)
-    local_full_modules, local_modules = local_copies(full_modules, [rank, pp_size - 1 - rank])
+    full_x, full_l, loss_ref, output_ref = ref["x"], ref["l"], ref["loss"], ref["outputs"]
+    local_modules, ref_grads = local_copies(ref, [rank, pp_size - 1 - rank])
     # Declared as the reference requires (optional here: the DualPipeV check lets the shapes travel).
     dualpipe.set_p2p_tensor_shapes([(MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)])
     dualpipe.set_p2p_tensor_dtype(torch.float32)
@@ -245,7 +261,7 @@ def check_dualpipe(rank, pp_size):
         dist.all_gather(p1all, p1.grad)
         p0.grad += p1all[pp_size - 1 - rank]
         p1.grad += p0all[pp_size - 1 - rank]
-    check_gradients(rank, local_modules, local_full_modules)
+    check_gradients(rank, local_modules, ref_grads)
     model.zero_grad()
     actions = model.last_step_actions()  # of the training step
 
@@ -253,14 +269,10 @@ def check_dualpipe(rank, pp_size):
     return actions
 
 
-def check_dualpipev(rank, pp_size):
+def check_dualpipev(rank, pp_size, ref):
     first = rank == 0
-    torch.manual_seed(233)
-    full_modules = nn.Sequential(*[PipelineStage(HIDDEN_SIZE) for _ in range(pp_size * 2)])
-    x = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
-    l = torch.randn(NUM_CHUNKS * MICRO_BATCH_SIZE, SEQ_LEN, HIDDEN_SIZE)
-    loss_ref, output_ref = ref_step(x, l, full_modules, NUM_CHUNKS)
-    local_full_modules, local_modules = local_copies(full_modules, [rank, pp_size * 2 - 1 - rank])
+    x, l, loss_ref, output_ref = ref["x"], ref["l"], ref["loss"], ref["outputs"]
+    local_modules, ref_grads = local_copies(ref, [rank, pp_size * 2 - 1 - rank])
     model = dualpipe.DualPipeV(local_modules, record_actions=True)
     if not first:
         x = l = None
@@ -271,7 +283,7 @@ def check_dualpipev(rank, pp_size):
     else:
         check(loss is None, f"rank {rank}: loss {loss}, expected None")
     check(outputs is None, f"rank {rank}: outputs given without return_outputs")
-    check_gradients(rank, local_modules, local_full_modules)
+    check_gradients(rank, local_modules, ref_grads)
     model.zero_grad()
     actions = model.last_step_actions()  # of the training step
 
@@ -378,6 +390,7 @@ def free_port():
 
 
 def main():
+    global SEQ_LEN, HIDDEN_SIZE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("check", choices=["dualpipe", "dualpipev", "errors", "failure"])
     parser.add_argument("--ranks", type=int, default=4)
@@ -402,8 +415,13 @@ def main():
     elif args.check == "failure":
         check_failure(free_port())
     else:
-        mp.spawn(run_rank, args=(args.ranks, args.check, free_port(), args.device, (args.seq_len, args.hidden),
-                                 args.backend), nprocs=args.ranks, join=True)
+        SEQ_LEN, HIDDEN_SIZE = args.seq_len, args.hidden
+        torch.set_default_device(args.device)
+        with tempfile.TemporaryDirectory() as tmp:
+            reference_path = os.path.join(tmp, "whole_model.pt")
+            whole_model_step(args.check, args.ranks, reference_path)
+            mp.spawn(run_rank, args=(args.ranks, args.check, free_port(), args.device, (args.seq_len, args.hidden),
+                                     args.backend, reference_path), nprocs=args.ranks, join=True)
     print(f"{args.check}: every check passed")
 
 
