@@ -27,11 +27,10 @@ export ASAN_OPTIONS=detect_leaks=0
 # A UBSan finding prints its stack and fails the test (the code is also built with -fno-sanitize-recover).
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-# Any race report fails the test that caused it (exit code 66); the second stack of a lock-order report is kept.
-export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
-
 if (( thread )); then
   dir=${TSAN_BUILD_DIR:-build-tsan} sanitizers=thread
+  # Any race report fails the test that caused it (exit code 66); the second stack of a lock-order report is kept.
+  export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 else
   dir=${ASAN_BUILD_DIR:-build-asan} sanitizers=address,undefined
 fi
