@@ -155,6 +155,9 @@ TEST(MoeLayer, TheAuxiliaryLossAddsItsWeightedGradientWithoutChangingTheOutput) 
 }
 
 TEST(MoeLayer, ExpertsShardedOverTwoRanksComputeWhatOneProcessComputes) {
+  // The ranks' thread count for the whole layer too, whatever the tests before this one in the process ran with: a
+  // sum split over threads rounds otherwise.
+  at::set_num_threads(1);
   const MoeConfig c = config(4, 2, 1.0, 0.01);
   const parallel::ProcessMesh mesh({1, 2, 2});
   auto store = c10::make_intrusive<c10d::HashStore>();
@@ -207,6 +210,7 @@ TEST(MoeLayer, ExpertsShardedOverTwoRanksComputeWhatOneProcessComputes) {
 // dropped choices, the auxiliary loss and (summed over the ranks) the gradients are one process's.
 void expect_split_routes_as_whole_microbatch(int ranks, bool zigzag) {
   const std::string label = std::string(zigzag ? "CP " : "SP ") + std::to_string(ranks);
+  at::set_num_threads(1);  // the ranks' count, as in ExpertsShardedOverTwoRanksComputeWhatOneProcessComputes
   const MoeConfig c = config(4, 2, 0.75, 0.5);
   const int64_t rows = 2, length = 4 * ranks;
   const torch::Tensor x = random_tokens(rows, length, 21), weights = random_tokens(rows, length, 22);
