@@ -17,19 +17,19 @@ Gloo (DUALPIPE_NCCL_RULES=1: two directional channels, every message matched by 
 import argparse
 import os
 import re
-import socket
 import sys
 import tempfile
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
 import dualpipe
 from dualpipe.utils import WeightGradStore, run_backward
+
+from ranks import free_port, start_ranks
 
 NUM_CHUNKS, MICRO_BATCH_SIZE = 20, 3
 SEQ_LEN, HIDDEN_SIZE = 256, 512  # the reference's; --seq-len and --hidden shrink them for 8 ranks on 2 cores
@@ -372,7 +372,7 @@ def check_failure(port):
     """Rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 within the timeout."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank")
-        mp.spawn(failing_rank, args=(port, out), nprocs=2, join=True)
+        start_ranks(failing_rank, (port, out), 2)
         results = [open(f"{out}.{r}").read().split("\n", 1) for r in range(2)]
     for rank, (seconds, message) in enumerate(results):
         print(f"rank {rank} after {seconds} s: {message.splitlines()[0]}")
@@ -380,12 +380,6 @@ def check_failure(port):
     check(results[0][1].startswith("RuntimeError") and "rank 1" in results[0][1],
           f"rank 0's error does not name rank 1: {results[0][1]}")
     check(float(results[0][0]) < 60, "rank 0 waited past the timeout")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -419,8 +413,8 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             reference_path = os.path.join(tmp, "whole_model.pt")
             whole_model_step(args.check, args.ranks, reference_path)
-            mp.spawn(run_rank, args=(args.ranks, args.check, free_port(), args.device, (args.seq_len, args.hidden),
-                                     args.backend, reference_path), nprocs=args.ranks, join=True)
+            start_ranks(run_rank, (args.ranks, args.check, free_port(), args.device, (args.seq_len, args.hidden),
+                                   args.backend, reference_path), args.ranks)
     print(f"{args.check}: every check passed")
 
 

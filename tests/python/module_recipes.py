@@ -17,19 +17,19 @@ Two ranks (four for dp) over Gloo, one thread each, on the CPU or (--device cuda
 per rank and exits 0 when every check passed."""
 import argparse
 import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 import dualpipe
 from dualpipe.utils import WeightGradStore
+
+from ranks import free_port, start_ranks
 
 CHUNKS, ROWS, POSITIONS, WIDTH = 8, 2, 4, 16
 store_counts = {"put aside": 0, "ran later": 0}  # StoreLinearFunc's weight gradients in this process
@@ -223,12 +223,6 @@ def check_case(rank, world, case, device):
     return line
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("case", choices=sorted(STAGES))
@@ -238,7 +232,7 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: this machine has no CUDA GPU")
     world = 4 if args.case == "dp" else 2
-    mp.spawn(run_rank, args=(world, args.case, free_port(), args.device), nprocs=world, join=True)
+    start_ranks(run_rank, (world, args.case, free_port(), args.device), world)
     print(f"{args.case}: every check passed")
 
 

@@ -6,14 +6,14 @@ The schedule reaches PyTorch's runtime one of two ways: a compute-only CSV file 
 (`_load_csv`, as torchtitan does), or a dualpipe schedule file that the package `dualpipe` reads and hands over as
 PyTorch's action objects (`dualpipe.pytorch.load`)."""
 import os
-import socket
 import tempfile
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.distributed.pipelining.schedules as schedules
 from torch.distributed.pipelining import PipelineStage
+
+from ranks import free_port, start_ranks
 
 WIDTH, SEQUENCE, SEQUENCES_PER_MICROBATCH = 16, 8, 2
 
@@ -92,19 +92,12 @@ def _rank(rank, world, path, loader, microbatches, port, out_dir):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def pipeline_gradients(path, microbatches, loader="csv"):
     """Each stage's gradients after one step of PyTorch's runtime over the schedule's ranks. loader: "csv" for a
     compute-only CSV that PyTorch loads, "dualpipe" for a schedule file (text or CSV) that dualpipe hands over."""
     actions = schedule_actions(path, loader)
     out_dir = tempfile.mkdtemp()
-    mp.spawn(_rank, args=(len(actions), path, loader, microbatches, free_port(), out_dir), nprocs=len(actions),
-             join=True)
+    start_ranks(_rank, (len(actions), path, loader, microbatches, free_port(), out_dir), len(actions))
     return [torch.load(os.path.join(out_dir, f"stage{s}.pt")) for s in range(len(stage_owners(actions)))]
 
 
