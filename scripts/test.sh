@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (after scripts/build.sh), then our threaded and parsing code again under
 # AddressSanitizer and UndefinedBehaviorSanitizer (scripts/test_sanitized.sh, its own build in build-asan/;
-# SANITIZE=0 skips it), then every fuzz target for FUZZ_SECONDS (default 45: a smoke run inside CI's time; the long
-# runs are in docs/fuzzing.md) each, JOBS (default 2) at a time (scripts/fuzz.sh, its own build in build-fuzz/;
-# FUZZ=0 skips it).
+# SANITIZE=0 skips it), then every fuzz target for FUZZ_SECONDS (default 20: a smoke run from the seeds inside
+# CI's time; the long runs are in docs/fuzzing.md) each, JOBS (default 2) at a time (scripts/fuzz.sh, its own build
+# in build-fuzz/; FUZZ=0 skips it).
 #   scripts/test.sh --quick     only the tests labelled quick (tests/labels.cmake): every layer's core behaviour,
 #                               about two minutes after a build; no sanitizers, no fuzzing
 set -euo pipefail
@@ -29,6 +29,6 @@ if [[ "${SANITIZE:-1}" != 0 ]]; then
 fi
 if [[ "${FUZZ:-1}" != 0 ]]; then
   echo
-  echo "==== the fuzz targets, ${FUZZ_SECONDS:-45} s each (scripts/fuzz.sh) ===="
-  SECONDS_PER_TARGET="${FUZZ_SECONDS:-45}" JOBS="${JOBS:-2}" scripts/fuzz.sh
+  echo "==== the fuzz targets, ${FUZZ_SECONDS:-20} s each (scripts/fuzz.sh) ===="
+  SECONDS_PER_TARGET="${FUZZ_SECONDS:-20}" JOBS="${JOBS:-2}" scripts/fuzz.sh
 fi
