@@ -6,9 +6,8 @@
 #   - From PyPI: the pinned PyTorch 2 (requirements.txt) into a virtual environment outside the source tree
 #     (scripts/env.sh: $DUALPIPE_VENV, default ~/.local/share/dualpipe/venv). An environment that already holds
 #     every pin is reused as it is.
-#   - The Python package `dualpipe` of this checkout (pyproject.toml, docs/python.md), built and installed into
-#     $DUALPIPE_PYTHON's environment every time, so it always matches the sources (scripts/install_python_package.sh):
-#     the planner here; scripts/build.sh adds dualpipe.DualPipe's extension from the main build.
+#   The Python package `dualpipe` of this checkout (pyproject.toml, docs/python.md) is installed by scripts/build.sh,
+#   from the main build's extensions (scripts/install_python_package.sh), so that each source is compiled once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -69,7 +68,3 @@ if [[ -n $unmet ]]; then
   [[ -z $unmet ]] || { echo "setup.sh: after pip install, $DUALPIPE_VENV still lacks: $unmet" >&2; exit 1; }
   echo "setup.sh: PyTorch $("$DUALPIPE_VENV/bin/python" -c 'import torch; print(torch.__version__)') ready"
 fi
-
-# Before the first build, the planner's part only: scripts/build.sh adds dualpipe._runtime from its own build (one
-# compile of the executor).
-DUALPIPE_PACKAGE_RUNTIME=OFF scripts/install_python_package.sh
