@@ -10,6 +10,7 @@
 #include <set>
 
 #include "dualpipe/util/error.h"
+#include "ranks_text.h"
 
 namespace dualpipe::launch {
 namespace {
@@ -18,8 +19,6 @@ std::string signal_text(int signo) {
   const char* name = signal_name(signo);
   return detail::concat("signal ", signo, name ? detail::concat(" (", name, ")") : std::string());
 }
-
-std::string ranks_text(int n) { return detail::concat(n, n == 1 ? " rank" : " ranks"); }
 
 std::string list_text(const std::vector<int>& ranks) {
   std::string text;

@@ -18,13 +18,12 @@
 #include "dualpipe/launch/signal_pipe.h"
 #include "dualpipe/launch/supervisor.h"
 #include "dualpipe/util/error.h"
+#include "ranks_text.h"
 
 namespace dualpipe::launch {
 namespace {
 
 void say(const std::string& text) { std::cerr << "dualpipe launch: " << text << std::endl; }
-
-std::string ranks_text(int n) { return detail::concat(n, n == 1 ? " rank" : " ranks"); }
 
 // "4 ranks" on one node; "node 1 of 2: ranks 2-3 of 4" on several.
 std::string layout_text(const NodeLayout& l) {

@@ -25,6 +25,7 @@
 #include "dualpipe/launch/line_relay.h"
 #include "dualpipe/launch/signal_pipe.h"
 #include "dualpipe/util/error.h"
+#include "ranks_text.h"
 
 extern char** environ;
 
@@ -41,8 +42,6 @@ constexpr auto kLinger = std::chrono::seconds(1);
 constexpr auto kAfterKill = std::chrono::seconds(2);
 // While waiting for group members that are not the launcher's children (no SIGCHLD for them): re-check period.
 constexpr int kGroupPollMs = 100;
-
-std::string ranks_text(int n) { return detail::concat(n, n == 1 ? " rank" : " ranks"); }
 
 // ---- starting a rank -----------------------------------------------------------------------------------------
 

@@ -7,15 +7,10 @@
 
 #include "dualpipe/util/error.h"
 #include "finish_collective.h"
+#include "wire_tensor.h"
 
 namespace dualpipe::parallel {
 namespace {
-
-// What goes on the wire for `x`: contiguous, through host memory for a device tensor on Gloo.
-torch::Tensor on_the_wire(const torch::Tensor& x, const c10d::ProcessGroup& group) {
-  if (!x.is_cpu() && group.getBackendName() == "gloo") return x.detach().to(torch::kCPU).contiguous();
-  return x.detach().contiguous();
-}
 
 // A buffer to receive a tensor like `like` into, on the wire's side.
 torch::Tensor wire_buffer(const torch::Tensor& like, const c10d::ProcessGroup& group) {
@@ -41,7 +36,7 @@ struct PendingPass {
 };
 
 // The group is kept by the stage's layers, which the graph's owner keeps: a raw pointer in the context is safe.
-const ContextParallelGroup& group_of(torch::autograd::AutogradContext* ctx) {
+const ContextParallelGroup& context_group_of(torch::autograd::AutogradContext* ctx) {
   return *reinterpret_cast<const ContextParallelGroup*>(ctx->saved_data["group"].toInt());
 }
 
@@ -56,7 +51,7 @@ struct RingPass : torch::autograd::Function<RingPass> {
     const int size = cp->size(), rank = cp->rank();
     torch::Tensor out = torch::empty(x.sizes(), x.options());
     pending->out = out;
-    pending->sent = on_the_wire(x, group);
+    pending->sent = detail::on_the_wire(x, group);
     pending->received = x.is_cpu() || group.getBackendName() != "gloo" ? out : wire_buffer(x, group);
     std::vector<torch::Tensor> received = {pending->received}, sent = {pending->sent};
     pending->recv = group.recv(received, (rank + size - 1) % size, 0);
@@ -67,10 +62,10 @@ struct RingPass : torch::autograd::Function<RingPass> {
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const ContextParallelGroup& cp = group_of(ctx);
+    const ContextParallelGroup& cp = context_group_of(ctx);
     c10d::ProcessGroup& group = cp.backward ? *cp.backward : *cp.group;
     const int size = cp.size(), rank = cp.rank();
-    std::vector<torch::Tensor> sent = {on_the_wire(grads[0], group)}, received = {wire_buffer(grads[0], group)};
+    std::vector<torch::Tensor> sent = {detail::on_the_wire(grads[0], group)}, received = {wire_buffer(grads[0], group)};
     auto recv = group.recv(received, (rank + 1) % size, 0);
     auto send = group.send(sent, (rank + size - 1) % size, 0);
     cp.ring_bytes_sent += static_cast<int64_t>(grads[0].nbytes());
@@ -137,7 +132,7 @@ torch::Tensor ring_attention(const torch::Tensor& q, const torch::Tensor& k, con
 
 torch::Tensor gather_over_context_parallel(const torch::Tensor& x, const ContextGroup& cp) {
   if (!splits_context(cp)) return x.detach().unsqueeze(0);
-  std::vector<torch::Tensor> input = {on_the_wire(x, *cp->group)};
+  std::vector<torch::Tensor> input = {detail::on_the_wire(x, *cp->group)};
   std::vector<std::vector<torch::Tensor>> output(1);
   for (int r = 0; r < cp->size(); ++r) output[0].push_back(wire_buffer(x, *cp->group));
   cp->ring_bytes_sent += static_cast<int64_t>(x.nbytes()) * (cp->size() - 1);  // a ring's all-gather
@@ -147,7 +142,7 @@ torch::Tensor gather_over_context_parallel(const torch::Tensor& x, const Context
 
 torch::Tensor sum_over_context_parallel(const torch::Tensor& x, const ContextGroup& cp) {
   if (!splits_context(cp)) return x;
-  std::vector<torch::Tensor> buffer = {on_the_wire(x, *cp->group).clone()};
+  std::vector<torch::Tensor> buffer = {detail::on_the_wire(x, *cp->group, /*writable=*/true)};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
   detail::finish_collective(*cp->group, cp->group->allreduce(buffer, options));

@@ -8,6 +8,7 @@
 
 #include "dualpipe/runtime/unmetered_memory.h"
 #include "finish_collective.h"
+#include "wire_tensor.h"
 
 namespace dualpipe::parallel {
 namespace {
@@ -23,17 +24,10 @@ c10d::ProcessGroup& group_for(const TensorParallelGroup& tp, Pass pass) {
   return pass == Pass::backward && tp.backward ? *tp.backward : *tp.group;
 }
 
-// What goes on the wire for `x`: its values, contiguous, through host memory for a device tensor on Gloo (as the
-// expert all-to-all does: Gloo's collectives do not all take device tensors); a copy of its own when `writable`.
-torch::Tensor on_the_wire(const torch::Tensor& x, const c10d::ProcessGroup& group, bool writable = false) {
-  if (!x.is_cpu() && group.getBackendName() == "gloo") return x.detach().to(torch::kCPU).contiguous();
-  return writable ? x.detach().clone(at::MemoryFormat::Contiguous) : x.detach().contiguous();
-}
-
 torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, c10d::ReduceOp op,
                          Pass pass = Pass::forward) {
   c10d::ProcessGroup& group = group_for(tp, pass);
-  std::vector<torch::Tensor> buffer = {on_the_wire(x, group, /*writable=*/true)};
+  std::vector<torch::Tensor> buffer = {detail::on_the_wire(x, group, /*writable=*/true)};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   tp.ring_bytes_sent += ring_bytes(tp, 2 * buffer[0].nbytes());
@@ -45,7 +39,7 @@ torch::Tensor all_reduce(const torch::Tensor& x, const TensorParallelGroup& tp, 
 std::vector<torch::Tensor> gather_from_every_rank(const torch::Tensor& x, const TensorParallelGroup& tp,
                                                   Pass pass = Pass::forward) {
   c10d::ProcessGroup& group = group_for(tp, pass);
-  std::vector<torch::Tensor> mine = {on_the_wire(x, group)};
+  std::vector<torch::Tensor> mine = {detail::on_the_wire(x, group)};
   std::vector<std::vector<torch::Tensor>> gathered(1);
   for (int i = 0; i < tp.size(); ++i) gathered[0].push_back(torch::empty_like(mine[0]));
   tp.ring_bytes_sent += ring_bytes(tp, mine[0].nbytes() * static_cast<size_t>(tp.size()));
@@ -73,7 +67,7 @@ torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallel
     // from allocation to free, and the sum is copied into the result, which lives on (and is metered).
     runtime::UnmeteredMemory unmetered;
     std::vector<std::vector<torch::Tensor>> chunks(1);
-    for (const torch::Tensor& part : parts) chunks[0].push_back(on_the_wire(part, group));
+    for (const torch::Tensor& part : parts) chunks[0].push_back(detail::on_the_wire(part, group));
     std::vector<torch::Tensor> sum = {torch::empty(parts[0].sizes(), wire)};
     detail::finish_collective(group, group.reduce_scatter(sum, chunks));
     result.copy_(sum[0]);
@@ -82,7 +76,7 @@ torch::Tensor reduce_scatter_tokens(const torch::Tensor& x, const TensorParallel
 }
 
 // The group is kept by the stage's layers, which the graph's owner keeps: a raw pointer in the context is safe.
-const TensorParallelGroup& group_of(torch::autograd::AutogradContext* ctx) {
+const TensorParallelGroup& tensor_group_of(torch::autograd::AutogradContext* ctx) {
   return *reinterpret_cast<const TensorParallelGroup*>(ctx->saved_data["group"].toInt());
 }
 
@@ -94,7 +88,7 @@ struct CopyToTensorParallel : torch::autograd::Function<CopyToTensorParallel> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {all_reduce(grads[0], group_of(ctx), c10d::ReduceOp::SUM, Pass::backward), torch::Tensor()};
+    return {all_reduce(grads[0], tensor_group_of(ctx), c10d::ReduceOp::SUM, Pass::backward), torch::Tensor()};
   }
 };
 
@@ -117,7 +111,7 @@ struct GatherSequence : torch::autograd::Function<GatherSequence> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {reduce_scatter_tokens(grads[0], group_of(ctx), Pass::backward), torch::Tensor()};
+    return {reduce_scatter_tokens(grads[0], tensor_group_of(ctx), Pass::backward), torch::Tensor()};
   }
 };
 
@@ -129,7 +123,7 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    return {all_gather_tokens(grads[0], group_of(ctx), Pass::backward), torch::Tensor()};
+    return {all_gather_tokens(grads[0], tensor_group_of(ctx), Pass::backward), torch::Tensor()};
   }
 };
 

@@ -49,8 +49,10 @@ void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
       e.recv->wait(timeout);
       e.send->wait(timeout);
     } catch (const comm::CommError& error) {
-      throw comm::CommError(detail::concat("rank ", communicator.rank(), ": exchanging stage ", e.stage,
-                                           "'s gradients with rank ", e.other, ": ", error.reason()),
+      // dualpipe::detail, not the runtime's own detail namespace (src/runtime/*.h), which a unity build may
+      // have declared before this file.
+      throw comm::CommError(dualpipe::detail::concat("rank ", communicator.rank(), ": exchanging stage ", e.stage,
+                                                     "'s gradients with rank ", e.other, ": ", error.reason()),
                             error.rank(), error.reason());
     }
     // IEEE addition is commutative, so both replicas compute the same bits.

@@ -5,14 +5,15 @@
 
 #include "dualpipe/sim/activation_memory.h"
 #include "dualpipe/util/error.h"
+#include "time_tolerance.h"
 
 namespace dualpipe {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kEps = 1e-9;
+using detail::kEps;
+using detail::kInf;
 
-struct Lane {
+struct SearchLane {
   int rank = 0;
   int stage = 0;
   std::vector<int> microbatches;
@@ -63,7 +64,7 @@ class Solver {
     s.inputs = s.weights = s.forwards;
     s.memory.assign(R, ActivationCounter(req_.costs));
     s.orders.resize(R);
-    for (const Lane& lane : lanes_) {
+    for (const SearchLane& lane : lanes_) {
       for (int m : lane.microbatches) {
         s.remaining[lane.rank] += req_.costs.duration(Action::forward(lane.stage, m)) +
                                   req_.costs.duration(Action::backward_input(lane.stage, m)) +
@@ -165,7 +166,7 @@ class Solver {
     }
     if (r < 0) return;  // every rank with work waits for another: deadlock
     for (int lane_index : lanes_of_rank_[r]) {
-      const Lane& lane = lanes_[lane_index];
+      const SearchLane& lane = lanes_[lane_index];
       const int f = s.forwards[lane_index], i = s.inputs[lane_index], w = s.weights[lane_index];
       const int n = static_cast<int>(lane.microbatches.size());
       if (f < n) branch(s, r, lane_index, Action::forward(lane.stage, lane.microbatches[f]));
@@ -198,7 +199,7 @@ class Solver {
   const ExactRequest& req_;
   int S_;
   int M_;
-  std::vector<Lane> lanes_;
+  std::vector<SearchLane> lanes_;
   std::vector<std::vector<int>> lanes_of_rank_;
   double best_ = kInf;
   bool found_ = false;

@@ -10,12 +10,13 @@
 
 #include "dualpipe/sim/activation_memory.h"
 #include "dualpipe/util/error.h"
+#include "time_tolerance.h"
 
 namespace dualpipe {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kEps = 1e-9;
+using detail::kEps;
+using detail::kInf;
 
 // The micro-batches of one replica that pass one stage held by a rank, in order.
 struct Lane {

@@ -13,11 +13,12 @@
 #include "dualpipe/sim/list_scheduler.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
+#include "time_tolerance.h"
 
 namespace dualpipe {
 namespace {
 
-constexpr double kEps = 1e-9;
+using detail::kEps;
 
 struct PlacementChoice {
   std::string name;  // "linear", "V", "two directions"

@@ -18,8 +18,8 @@ using viz::exact;
 using viz::kFontFamily;
 using viz::xml_escape;
 
-constexpr double kMarginLeft = 78;
-constexpr double kMarginRight = 30;
+constexpr double kPlotMarginLeft = 78;
+constexpr double kPlotMarginRight = 30;
 constexpr double kLossTop = 112, kLossBottom = 362;        // panel (a)
 constexpr double kRateTop = 402, kRateBottom = 530;        // panel (b)
 constexpr const char* kLossStroke = "#2f6ca8";
@@ -221,7 +221,7 @@ std::string render_metrics_svg(const MetricsLog& log, const MetricsPlotOptions& 
                    options.width);
   DUALPIPE_REQUIRE(!log.steps.empty(), "metrics '", log.source, "': no step records: nothing to plot");
   const double width = options.width, height = kMetricsPlotHeight;
-  const double x0 = kMarginLeft, x1 = width - kMarginRight;
+  const double x0 = kPlotMarginLeft, x1 = width - kPlotMarginRight;
 
   std::vector<Point> loss, val, rate;
   double loss_lo = log.steps[0].loss, loss_hi = loss_lo, rate_hi = 0;

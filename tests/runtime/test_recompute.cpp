@@ -22,8 +22,8 @@ namespace {
 
 using runtime::Tensors;
 
-const TransformerShape kShape;
-constexpr uint64_t kStageSeed = 900;
+const TransformerShape kRecomputeShape;
+constexpr uint64_t kRecomputeSeed = 900;
 
 struct RankOutcome {
   std::vector<torch::Tensor> losses;                // by micro-batch, where this rank computed it
@@ -36,8 +36,8 @@ std::vector<RankOutcome> train_step(const Schedule& schedule, bool recompute) {
   const int M = schedule.num_microbatches, S = schedule.num_stages;
   std::vector<Tensors> inputs, labels;
   for (int m = 0; m < M; ++m) {
-    inputs.push_back(transformer_inputs(kShape, 2, kShape.max_tokens, 10 + m));
-    labels.push_back({transformer_targets(kShape, 2, kShape.max_tokens, 100 + m)});
+    inputs.push_back(transformer_inputs(kRecomputeShape, 2, kRecomputeShape.max_tokens, 10 + m));
+    labels.push_back({transformer_targets(kRecomputeShape, 2, kRecomputeShape.max_tokens, 100 + m)});
   }
   std::vector<RankOutcome> outcomes(schedule.num_ranks);
   std::mutex lock;
@@ -51,7 +51,7 @@ std::vector<RankOutcome> train_step(const Schedule& schedule, bool recompute) {
         for (int m = 0; m < M; ++m)
           for (int s = 0; s < S; ++s)
             if (schedule.placement.rank(s, m) == rank && !modules.count(s)) {
-              modules.emplace(s, TransformerStage(kShape, s == 0, kStageSeed + s));
+              modules.emplace(s, TransformerStage(kRecomputeShape, s == 0, kRecomputeSeed + s));
               stages.emplace(s, runtime::make_list_stage(modules.at(s)));
             }
         runtime::ExecutorOptions options;

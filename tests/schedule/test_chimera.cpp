@@ -20,7 +20,9 @@ namespace {
 
 using test::options;
 
-void expect_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_chimera, o, rule); }
+void expect_chimera_invalid(const ScheduleOptions& o, const std::string& rule) {
+  test::expect_invalid(&make_chimera, o, rule);
+}
 
 double bubble(int R, int M, const char* costs) {
   return simulate(make_chimera(options(R, M)), CostModel::parse(costs)).metrics.bubble;
@@ -228,13 +230,13 @@ TEST(Chimera, PeakActivationsInPaperRange) {
 }
 
 TEST(Chimera, RejectsWhatItCannotServe) {
-  expect_invalid(options(3, 6), "even number of ranks");
-  expect_invalid(options(3, 6), "R=3");
-  expect_invalid(options(4, 6), "multiple of R");
-  expect_invalid(options(4, 6), "M=6 for R=4");
-  expect_invalid(options(4, 2), "multiple of R");
-  expect_invalid(options(4, 8, 1), "2 stage(s) on each rank");
-  expect_invalid(options(4, 0), "at least 1 micro-batch");
+  expect_chimera_invalid(options(3, 6), "even number of ranks");
+  expect_chimera_invalid(options(3, 6), "R=3");
+  expect_chimera_invalid(options(4, 6), "multiple of R");
+  expect_chimera_invalid(options(4, 6), "M=6 for R=4");
+  expect_chimera_invalid(options(4, 2), "multiple of R");
+  expect_chimera_invalid(options(4, 8, 1), "2 stage(s) on each rank");
+  expect_chimera_invalid(options(4, 0), "at least 1 micro-batch");
   EXPECT_NO_THROW(make_chimera(options(4, 8, 2)));
 }
 

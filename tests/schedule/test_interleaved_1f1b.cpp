@@ -17,7 +17,9 @@ namespace {
 
 using test::options;
 
-void expect_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_interleaved_1f1b, o, rule); }
+void expect_interleaved_invalid(const ScheduleOptions& o, const std::string& rule) {
+  test::expect_invalid(&make_interleaved_1f1b, o, rule);
+}
 
 // Worked by hand. R=2, v=2, M=4: 8 virtual micro-batches per rank in groups of R*v = 4.
 // Forward k -> (chunk, mb): 0:(0,0) 1:(0,1) 2:(1,0) 3:(1,1) 4:(0,2) 5:(0,3) 6:(1,2) 7:(1,3);
@@ -110,12 +112,12 @@ TEST(Interleaved1F1B, PeakActivationsFollowWarmup) {
 }
 
 TEST(Interleaved1F1B, RejectsWhatItCannotServe) {
-  expect_invalid(options(4, 6, 2), "multiple of R");
-  expect_invalid(options(4, 6, 2), "M=6 for R=4");
-  expect_invalid(options(4, 2, 3), "multiple of R");
-  expect_invalid(options(4, 8, -1), "stages per rank");
-  expect_invalid(options(0, 8, 2), "at least 1 rank");
-  expect_invalid(options(4, 0, 2), "at least 1 micro-batch");
+  expect_interleaved_invalid(options(4, 6, 2), "multiple of R");
+  expect_interleaved_invalid(options(4, 6, 2), "M=6 for R=4");
+  expect_interleaved_invalid(options(4, 2, 3), "multiple of R");
+  expect_interleaved_invalid(options(4, 8, -1), "stages per rank");
+  expect_interleaved_invalid(options(0, 8, 2), "at least 1 rank");
+  expect_interleaved_invalid(options(4, 0, 2), "at least 1 micro-batch");
   EXPECT_NO_THROW(make_interleaved_1f1b(options(4, 6, 1)));  // plain 1F1B takes any M
 }
 

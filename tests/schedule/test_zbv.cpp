@@ -18,7 +18,7 @@ namespace {
 
 using test::options;
 
-void expect_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_zbv, o, rule); }
+void expect_zbv_invalid(const ScheduleOptions& o, const std::string& rule) { test::expect_invalid(&make_zbv, o, rule); }
 
 // Worked by hand from the PyTorch construction. R=2, M=4; rank 0 holds stages 0 and 3, rank 1 stages 1 and 2.
 // Rank 0: 3 F0; no F1,F0 pairs; 2 x (F1 I1 W1); steady F0 I0 W0 F1 I1 W1 (the second without F0, which has
@@ -103,11 +103,11 @@ TEST(Zbv, PeakActivationsNoHigherThan1F1B) {
 }
 
 TEST(Zbv, RejectsWhatItCannotServe) {
-  expect_invalid(options(4, 6), "M >= 2R-1");
-  expect_invalid(options(4, 6), "M=6 for R=4");
-  expect_invalid(options(2, 2), "M >= 2R-1");
-  expect_invalid(options(4, 8, 3), "2 stage(s) on each rank");
-  expect_invalid(options(0, 8), "at least 1 rank");
+  expect_zbv_invalid(options(4, 6), "M >= 2R-1");
+  expect_zbv_invalid(options(4, 6), "M=6 for R=4");
+  expect_zbv_invalid(options(2, 2), "M >= 2R-1");
+  expect_zbv_invalid(options(4, 8, 3), "2 stage(s) on each rank");
+  expect_zbv_invalid(options(0, 8), "at least 1 rank");
   EXPECT_NO_THROW(make_zbv(options(4, 7)));
   EXPECT_NO_THROW(make_zbv(options(4, 8, 2)));
 }

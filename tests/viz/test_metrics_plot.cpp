@@ -16,7 +16,8 @@
 #include "viz/xml_reader.h"
 
 namespace dualpipe::test {
-namespace {
+// Named, not anonymous: in a unity build (cmake/unity_build.cmake) test_trace.cpp has its own expect_error.
+namespace metrics_plot_tests {
 
 // A run of 12 steps with evaluations before the first step, after step 6 and after step 12, a record type and
 // fields the reader does not know, a blank line and a Windows line end.
@@ -475,5 +476,5 @@ TEST(MetricsPlot, LongRunsAreThinnedKeepingTheExtremes) {
   }
 }
 
-}  // namespace
+}  // namespace metrics_plot_tests
 }  // namespace dualpipe::test
