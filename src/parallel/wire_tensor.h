@@ -1,5 +1,5 @@
-// What a c10d collective of dualpipe_parallel sends and receives into (internal to dualpipe_parallel): contiguous
-// tensors, staged through host memory for a device tensor on Gloo, whose collectives do not all take device tensors.
+// What a c10d collective of dualpipe_parallel sends (internal to dualpipe_parallel): contiguous tensors, staged
+// through host memory for a device tensor on Gloo, whose collectives do not all take device tensors.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
