@@ -6,6 +6,7 @@
 # s each (-O3) on CLI11's and nlohmann::json's headers.
 # So file-local names must differ between the files of a target: a batch is one translation unit, and its files'
 # anonymous namespaces are one.
+# CMake's batch files include the sources by absolute path: ccache finds a batch again only in the same folder.
 # -DDUALPIPE_UNITY_BUILD=OFF compiles file by file: an edit then recompiles one file instead of its batch.
 option(DUALPIPE_UNITY_BUILD "Compile each target's sources in batches (a cold build's time)" ON)
 # Eight files a batch: a batch of our files spends most of its time on their own code again, and the runtime's 24

@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 torch_prefix=$(torch_cmake_prefix)
-# ccache: share hits between checkouts in different folders (CI clones afresh).
+# ccache: share hits between checkouts in different folders (CI clones afresh); a unity batch (cmake/unity_build.cmake)
+# names its files by absolute path, so it is found again only in the same folder.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # The configure output but the summary line ("dualpipe: LibTorch 2.11.0 (...); CUDA ON; NCCL ON").
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" -DDUALPIPE_PYTHON="$DUALPIPE_PYTHON" |

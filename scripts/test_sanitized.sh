@@ -19,7 +19,8 @@ for arg in "$@"; do
   esac
 done
 torch_prefix=$(torch_cmake_prefix)
-# ccache: share hits between checkouts in different folders (CI clones afresh).
+# ccache: share hits between checkouts in different folders (CI clones afresh); a unity batch (cmake/unity_build.cmake)
+# names its files by absolute path, so it is found again only in the same folder.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # LibTorch keeps allocations alive until exit by design (operator registries, thread pools): leak reports
 # would be about LibTorch, not us. Set before building: gtest_discover_tests runs the tests to list them.
