@@ -4,6 +4,7 @@
 // TORCHELASTIC_RESTART_COUNT > 0), not in the launcher. On several nodes each launcher restarts its own ranks;
 // a failure on one node makes the ranks of every other node fail too, so all restart and meet again at the
 // rendezvous, which waits for late nodes up to the ranks' timeout.
+#include <dirent.h>
 #include <sys/resource.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include "dualpipe/launch/launch.h"
@@ -49,13 +51,45 @@ rlimit raise_open_file_limit(int local_ranks) {
   return original;
 }
 
+// The threads of this process; 0 where /proc cannot tell.
+int thread_count() {
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) return 0;
+  int n = 0;
+  while (const dirent* e = readdir(tasks)) n += e->d_name[0] != '.';
+  closedir(tasks);
+  return n;
+}
+
+// The options' ranges, named by their flags in `dualpipe launch` and `dualpipe train`.
+void check_options(const LaunchOptions& o) {
+  DUALPIPE_CHECK(o.layout.local_ranks() >= 1);
+  if (o.rank_entry) {
+    // A fork has only the thread that forked: one whose other threads held locks (malloc's, a pool's) or had work
+    // half done would inherit them held forever.
+    const int threads = thread_count();
+    DUALPIPE_CHECK(threads <= 1, "the launcher forks its ranks, so it must have one thread, not ", threads);
+  }
+  DUALPIPE_REQUIRE(!o.command.empty() && !o.command[0].empty(),
+                   "launch needs a PROGRAM to run: dualpipe launch --nproc N [options] -- PROGRAM ARGS...");
+  DUALPIPE_REQUIRE(!o.master_addr.empty(), "--master-addr must not be empty");
+  DUALPIPE_REQUIRE(o.master_port >= 0 && o.master_port <= 65535,
+                   "--master-port must be a TCP port between 1 and 65535 (or 0 to pick a free one), got ",
+                   o.master_port);
+  DUALPIPE_REQUIRE(std::isfinite(o.grace_seconds) && o.grace_seconds >= 0 && o.grace_seconds <= 3600,
+                   "--timeout-grace must be between 0 and 3600 seconds, got ", o.grace_seconds);
+  DUALPIPE_REQUIRE(o.max_restarts >= 0 && o.max_restarts <= 1000, "--max-restarts must be between 0 and 1000, got ",
+                   o.max_restarts);
+}
+
 }  // namespace
 
-int run(const LaunchOptions& options) {
+int run(const LaunchOptions& given) {
+  check_options(given);
+  LaunchOptions options = given;
+  // Several nodes must agree on a port, so it cannot be picked here: torchrun's default.
+  if (options.layout.nnodes > 1 && options.master_port == 0) options.master_port = 29500;
   const NodeLayout& layout = options.layout;
-  DUALPIPE_CHECK(layout.local_ranks() >= 1 && !options.command.empty());
-  DUALPIPE_REQUIRE(options.master_port != 0 || layout.nnodes == 1,
-                   "--master-port is needed with --nnodes ", layout.nnodes, ": every node must use the same one");
   const bool runs_rank0 = layout.node_rank == 0;
   if (options.master_port != 0) check_master_address(options.master_addr, options.master_port, runs_rank0);
 
@@ -75,6 +109,7 @@ int run(const LaunchOptions& options) {
     attempt.restart_count = restart;
     attempt.max_restarts = options.max_restarts;
     attempt.command = options.command;
+    attempt.rank_entry = options.rank_entry;
     if (restart == 0 || options.master_port == 0) {
       say(detail::concat(layout_text(layout), ", MASTER_ADDR=", attempt.master_addr,
                          ", MASTER_PORT=", attempt.master_port));

@@ -4,6 +4,7 @@
 // after another (line_relay.h), never interleaved.
 #include "dualpipe/launch/supervisor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,7 +18,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iostream>
 #include <optional>
 
 #include "dualpipe/launch/exit_record.h"
@@ -53,10 +58,28 @@ struct ExecPlan {
   sigset_t mask;
   rlimit files;
   pid_t launcher = -1;
+  const std::function<int()>* entry = nullptr;  // a rank that is a fork: called instead of exec
 };
 
+// For a rank that is a fork, what exec would have done to its descriptors: closes the close-on-exec ones (the
+// launcher's pipes of other ranks, its signal pipe), so that it holds what a program started by exec would.
+void close_on_exec_descriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return;
+  std::vector<int> marked;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::atoi(e->d_name);
+    const int flags = fcntl(fd, F_GETFD);
+    if (fd != dirfd(dir) && flags >= 0 && (flags & FD_CLOEXEC)) marked.push_back(fd);
+  }
+  closedir(dir);
+  for (int fd : marked) close(fd);
+}
+
 // In the forked child. Never returns: execs the program, or reports errno through the CLOEXEC pipe (which a
-// successful exec closes, so the parent reads EOF) and exits.
+// successful exec closes, so the parent reads EOF) and exits; or, for a rank that is a fork, exits with what its
+// entry returns.
 [[noreturn]] void exec_child(const ExecPlan& plan) {
   setpgid(0, 0);  // its own group, so the launcher can stop it and everything it starts with one kill()
   // A rank never outlives its launcher, also when the launcher is SIGKILLed (or OOM-killed) and cannot stop it.
@@ -70,6 +93,11 @@ struct ExecPlan {
   sigprocmask(SIG_SETMASK, &plan.mask, nullptr);
   setrlimit(RLIMIT_NOFILE, &plan.files);
   environ = const_cast<char**>(plan.envp.data());
+  if (plan.entry) {
+    close(plan.report_fd);  // the launcher reads EOF, as after a successful exec
+    close_on_exec_descriptors();
+    std::exit((*plan.entry)());
+  }
   execvp(plan.argv[0], plan.argv.data());
   const int error = errno;
   if (write(plan.report_fd, &error, sizeof error) < 0) {
@@ -156,6 +184,12 @@ Supervisor::Supervisor(const Attempt& attempt, const SignalPipe& signals, const 
 }
 
 void Supervisor::start_all() {
+  if (attempt_.rank_entry) {
+    // Whatever is still buffered would be written once by the launcher and again by every rank.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+  }
   const int local_ranks = attempt_.layout.local_ranks();
   ranks_.reserve(static_cast<std::size_t>(local_ranks));
   for (int local = 0; local < local_ranks; ++local) {
@@ -184,6 +218,7 @@ int Supervisor::start(int local) {
   plan.envp.push_back(nullptr);
   plan.files = original_files_;
   plan.launcher = getpid();
+  if (a.rank_entry) plan.entry = &a.rank_entry;
 
   int out[2], err[2], report[2];
   DUALPIPE_CHECK(pipe2(out, O_CLOEXEC) == 0, std::strerror(errno));

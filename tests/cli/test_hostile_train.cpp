@@ -165,11 +165,12 @@ TEST_F(HostileTrain, TheLauncherBlamesTheRankTheExitRecordNames) {
   EXPECT_FALSE(contains(r.out, "dualpipe-exit-record")) << r.out;  // read by the launcher, not relayed
 }
 
-// Finding 1: a `kill -TERM` of dualpipe train during its option check left `dualpipe-train-worker --check` behind.
+// Finding 1: a `kill -TERM` of dualpipe train during its option check left the checker behind (now a fork named
+// dualpipe-check: launch_training.cpp).
 TEST_F(HostileTrain, KillingTrainDuringItsCheckLeavesNoCheckerBehind) {
   const CommandResult r = run_command(
       "cd '" + dir_ + "'; " + DUALPIPE_BIN + " " + kT + "--steps 1 > /dev/null 2>&1 & p=$!; c=; " +
-      "for i in $(seq 1000); do c=$(pgrep -P $p -f -- 'train-worker --check '); [ -n \"$c\" ] && break; " +
+      "for i in $(seq 1000); do c=$(pgrep -P $p -x dualpipe-check); [ -n \"$c\" ] && break; " +
       "sleep 0.005; done; " +
       "kill -TERM $p; wait $p; sleep 0.1; " +  // the check itself runs for about a second
       // A zombie is dead (killed, waiting for a reaper that a container's init may never be).

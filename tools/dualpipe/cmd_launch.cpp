@@ -1,6 +1,5 @@
 // `dualpipe launch`: run this machine's ranks of a job as local processes, like torchrun (the launcher itself is
 // in launch/: launch.h).
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -22,19 +21,6 @@ void run(LaunchCommand& c) {
                    "launch needs --nproc-per-node N (or --nproc N): the number of ranks to start on this machine");
   o.layout = c.world_size == 0 ? launch::layout_per_node(c.nnodes, c.node_rank, c.nproc_per_node)
                                : launch::layout_for_world(c.world_size, c.nnodes, c.node_rank, c.nproc_per_node);
-  DUALPIPE_REQUIRE(!o.command.empty() && !o.command[0].empty(),
-                   "launch needs a PROGRAM to run: dualpipe launch --nproc N [options] -- PROGRAM ARGS...");
-  DUALPIPE_REQUIRE(!o.master_addr.empty(), "--master-addr must not be empty");
-  DUALPIPE_REQUIRE(o.master_port >= 0 && o.master_port <= 65535,
-                   "--master-port must be a TCP port between 1 and 65535 (or 0 to pick a free one), got ",
-                   o.master_port);
-  DUALPIPE_REQUIRE(std::isfinite(o.grace_seconds) && o.grace_seconds >= 0 && o.grace_seconds <= 3600,
-                   "--timeout-grace must be between 0 and 3600 seconds, got ", o.grace_seconds);
-  DUALPIPE_REQUIRE(o.max_restarts >= 0 && o.max_restarts <= 1000, "--max-restarts must be between 0 and 1000, got ",
-                   o.max_restarts);
-  // Several nodes must agree on a port, so it cannot be picked here: torchrun's default.
-  if (c.nnodes > 1 && o.master_port == 0) o.master_port = 29500;
-
   const int status = launch::run(o);
   if (status != 0) {
     // main() maps exceptions to status 2 (bad arguments) and 1; a launch that ran but failed has its own status

@@ -1,14 +1,13 @@
 // `dualpipe train`: train a small real model with a pipeline schedule on local processes (the README's first
 // command). The ranks run `dualpipe-train-worker` (tools/dualpipe/train/, built next to this program when LibTorch
 // is available), so `dualpipe` itself never loads LibTorch. Without --worker this process becomes
-// `dualpipe launch --nproc R -- dualpipe-train-worker OPTIONS` (free port, rank-prefixed output, every rank
-// stopped when one fails) and the launcher's exit status is the job's; with --worker it becomes one rank.
-#include <sys/prctl.h>
-#include <sys/wait.h>
+// `dualpipe-train-worker --launch LAUNCH OPTIONS`, which checks the options once, then starts this machine's ranks
+// as forks of itself (LibTorch loaded once, not once per rank: train/launch_training.h) under `dualpipe launch`'s
+// supervisor (free port, rank-prefixed output, every rank stopped when one fails), and whose exit status is the
+// job's; with --worker it becomes one rank.
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <climits>
 #include <cstring>
 #include <iostream>
@@ -16,9 +15,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "dualpipe/launch/node_layout.h"
 #include "dualpipe/train/train_options.h"
-#include "dualpipe/util/directory_lock.h"
 #include "dualpipe/util/error.h"
 #include "train_options.h"
 
@@ -29,28 +26,9 @@ constexpr const char* kWorkerName = "dualpipe-train-worker";
 
 struct TrainCommand {
   train::TrainConfig options;
+  TrainLaunch launch;
   bool worker = false;
-  // Where this machine's ranks stand in the job (launch/launch.h): torchrun's multi-node flags.
-  int nnodes = 1, node_rank = 0, nproc_per_node = 0;  // 0: the world split evenly over the nodes
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: a free port (one node), 29500 (several)
-  int max_restarts = 0;
 };
-
-// `dualpipe launch` arguments for this machine's share of the world.
-std::vector<std::string> launch_arguments(const TrainCommand& c, int world_size) {
-  const launch::NodeLayout layout = launch::layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node);
-  std::vector<std::string> args = {"dualpipe", "launch", "--nnodes", std::to_string(c.nnodes), "--node-rank",
-                                   std::to_string(c.node_rank), "--nproc-per-node",
-                                   std::to_string(layout.nproc_per_node), "--world-size", std::to_string(world_size),
-                                   "--master-addr", c.master_addr, "--max-restarts", std::to_string(c.max_restarts)};
-  if (c.master_port != 0) {
-    args.push_back("--master-port");
-    args.push_back(std::to_string(c.master_port));
-  }
-  args.push_back("--");
-  return args;
-}
 
 std::string self_executable() {
   char buffer[PATH_MAX];
@@ -76,66 +54,16 @@ std::string worker_executable(const std::string& self) {
   throw Error(detail::concat("cannot run '", program, "': ", std::strerror(errno)));
 }
 
-// The ranks this machine will run, as the launcher splits the world; 1 where the options cannot make a world (the
-// check then names the option, before the launcher's own error about the world).
-int local_ranks(const TrainCommand& c, int world_size) {
-  try {
-    return launch::layout_for_world(world_size, c.nnodes, c.node_rank, c.nproc_per_node).local_ranks();
-  } catch (const InvalidArgument&) {
-    return 1;
-  }
-}
-
-// `worker --check OPTIONS`: the options and the files checked once, with one clear error, before any rank
-// starts, with this machine's count of ranks in LOCAL_WORLD_SIZE as the ranks will have it (NCCL needs a GPU for
-// each). Its exit status 2 (bad input) becomes ours.
-void check_options(const std::string& worker, const train::TrainConfig& options, int local_ranks) {
-  std::vector<std::string> args = {worker, "--check"};
-  for (std::string& a : train_arguments(options)) args.push_back(std::move(a));
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::cout.flush();
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  DUALPIPE_REQUIRE(pid >= 0, "cannot start '", worker, "' to check the options: ", std::strerror(errno));
-  if (pid == 0) {
-    // The check dies with us: a `kill` of dualpipe train during the check leaves no worker behind.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);  // we died before prctl took effect
-    setenv("LOCAL_WORLD_SIZE", std::to_string(local_ranks).c_str(), 1);
-    execv(worker.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  // The worker printed the reason.
-  std::exit(WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1);
-}
-
 void run(TrainCommand c) {
   train::resolve_schedule_file(c.options);  // the ranks to start
-  const std::string self = self_executable();
-  const std::string worker = worker_executable(self);
-  std::vector<std::string> args;
+  const std::string worker = worker_executable(self_executable());
+  std::vector<std::string> args = {worker};
   if (!c.worker) {
-    const int world_size = c.options.world_size();
-    check_options(worker, c.options, local_ranks(c, world_size));
-    // Refused here, with exit 2, when another job holds the directory; world rank 0 (on node 0) takes the lock
-    // for the job's life. Other nodes would only find their own job's lock.
-    if (c.node_rank == 0 && !c.options.checkpoint_dir.empty()) {
-      const DirectoryLock probe(c.options.checkpoint_dir, "--checkpoint-dir", "dualpipe train (checking the options)");
-    }
-    args = launch_arguments(c, world_size);
-    if (c.max_restarts > 0 && c.options.checkpoint_dir.empty())
-      std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
-                   "step 1\n";
+    args.push_back("--launch");
+    for (std::string& a : train_launch_arguments(c.launch)) args.push_back(std::move(a));
   }
-  args.push_back(worker);
   for (std::string& a : train_arguments(c.options)) args.push_back(std::move(a));
-  become(c.worker ? worker : self, std::move(args));
+  become(worker, std::move(args));
 }
 
 }  // namespace
@@ -156,25 +84,7 @@ void add_train_command(CLI::App& app) {
       "  dualpipe train --checkpoint-dir ckpt --resume --steps 200\n"
       "  dualpipe train --schedule 1f1b --layers 14 --layers-per-stage 3,4,4,3 --recompute");
   add_train_options(*sub, command->options);
-  const char* launch_group = "Launch (several machines: run it on each; docs/launch.md)";
-  sub->add_option("--nnodes", command->nnodes, "Machines in the job")->capture_default_str()->group(launch_group);
-  sub->add_option("--node-rank", command->node_rank, "This machine's index, 0 to --nnodes minus 1")
-      ->capture_default_str()
-      ->group(launch_group);
-  sub->add_option("--nproc-per-node", command->nproc_per_node,
-                  "Ranks on each machine (default: --ranks split evenly; node K runs ranks K*N to K*N+N-1)")
-      ->group(launch_group);
-  sub->add_option("--master-addr", command->master_addr, "Address of node 0, where rank 0 hosts the rendezvous")
-      ->capture_default_str()
-      ->group(launch_group);
-  sub->add_option("--master-port", command->master_port,
-                  "Port of the rendezvous (default: a free one on one machine, 29500 on several)")
-      ->group(launch_group);
-  sub->add_option("--max-restarts", command->max_restarts,
-                  "When a rank fails, restart every rank from the newest complete checkpoint in --checkpoint-dir, "
-                  "up to this many times")
-      ->capture_default_str()
-      ->group(launch_group);
+  add_train_launch_options(*sub, command->launch);
   sub->add_flag("--worker", command->worker,
                 "Run as one rank of a job started elsewhere, found through MASTER_ADDR, MASTER_PORT, RANK and "
                 "WORLD_SIZE (to start the ranks yourself, e.g. on several machines; give every rank the same "

@@ -12,6 +12,7 @@
 // torchrun, SLURM or mpirun (comm/launch_environment.h), or started by hand; see docs/launch.md.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,16 +23,22 @@ namespace dualpipe::launch {
 struct LaunchOptions {
   NodeLayout layout;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;         // 0: a free port on master_addr, picked anew for each attempt (one node only)
+  int master_port = 0;  // 0: on one node a free port on master_addr, picked anew for each attempt; on several, 29500
   double grace_seconds = 5.0;  // between SIGTERM and SIGKILL when stopping ranks
   int max_restarts = 0;        // after a rank failure, stop the rest and start them all again, up to this often
   std::vector<std::string> command;  // PROGRAM ARGS...; PROGRAM without '/' is searched in PATH
+  // When set, the ranks are forks of this process that return their exit status from rank_entry instead of
+  // executing `command` (which then only names them), each with its environment, output pipes, process group and
+  // signals set up as for `command`. For a launcher that is itself the ranks' program: what it loaded at its start
+  // (LibTorch: about 0.8 s of CPU and 50,000 page faults per process) is not loaded again by every rank. The
+  // launcher must not have started a thread (run() checks).
+  std::function<int()> rank_entry;
 };
 
 // Runs the job's attempts on this node (supervisor.h) and returns the launcher's exit status: 0 when every rank
 // exited 0, 1 when a rank failed (after the last restart), 128+N when the launcher got signal N (never
-// restarted). Logs each restart with its cause on stderr. Throws InvalidArgument for a PROGRAM that cannot be
-// executed, a taken port or an address that is not this machine's (rendezvous.h).
+// restarted). Logs each restart with its cause on stderr. Throws InvalidArgument for an option out of range, a
+// PROGRAM that cannot be executed, a taken port or an address that is not this machine's (rendezvous.h).
 int run(const LaunchOptions& options);
 
 }  // namespace dualpipe::launch

@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct Attempt {
   int restart_count = 0;       // TORCHELASTIC_RESTART_COUNT: 0 for the first attempt
   int max_restarts = 0;
   std::vector<std::string> command;  // PROGRAM ARGS...; PROGRAM without '/' is searched in PATH
+  std::function<int()> rank_entry;   // set: the ranks are forks of this process (LaunchOptions::rank_entry)
 };
 
 struct AttemptResult {

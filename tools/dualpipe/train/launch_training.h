@@ -1,0 +1,25 @@
+// `dualpipe-train-worker --launch`: what `dualpipe train` becomes (cmd_train.cpp). It checks the options once,
+// then starts this machine's ranks under `dualpipe launch`'s supervisor (launch/launch.h) as forks of itself:
+// LibTorch, loaded once by this process, is not loaded again by every rank.
+#pragma once
+
+#include <functional>
+
+#include "../train_options.h"
+#include "dualpipe/train/train_config.h"
+
+namespace dualpipe::cli {
+
+// A run of the worker in a fork of this process: with `check_only`, the check of the options and the files, else
+// one rank (its place in the job from the environment). Its exit status, 0, 1 (failed) or 2 (bad input), having
+// said why on stderr, is returned or ends the process at once.
+using WorkerRun = std::function<int(bool check_only)>;
+
+// Checks `config` in a forked child (a GPU check initialises CUDA, which the ranks' parent must not have done),
+// exiting with its status if it fails; takes the checkpoint directory's lock for a moment (another job holding it
+// is refused before any rank starts); then supervises this machine's ranks of the job, each a fork calling
+// `worker(false)`. Returns the launcher's exit status (launch.h). Throws InvalidArgument for a layout that does not
+// fit the world.
+int launch_training(const train::TrainConfig& config, const TrainLaunch& launch, const WorkerRun& worker);
+
+}  // namespace dualpipe::cli
