@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "test_helpers.h"
+
 namespace dualpipe::test {
 
 struct CommandResult {
@@ -26,6 +28,9 @@ inline CommandResult run_command(const std::string& command_line) {
   run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return run;
 }
+
+// `dualpipe ARGS`, the program this build made.
+inline CommandResult dualpipe(const std::string& args) { return run_command(std::string(DUALPIPE_BIN) + " " + args); }
 
 }  // namespace dualpipe::test
 

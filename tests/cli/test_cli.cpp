@@ -10,9 +10,7 @@ namespace {
 
 using dualpipe::test::CommandResult;
 
-CommandResult dualpipe(const std::string& args) {
-  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
-}
+using dualpipe::test::dualpipe;
 
 std::string line_starting(const std::string& text, const std::string& prefix) {
   std::size_t pos = 0;

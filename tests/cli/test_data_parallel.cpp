@@ -15,12 +15,12 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kShort = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
+const std::string kDataParallelJob = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
 
 void expect_same_training(const std::string& schedule, int pp, int dp, int m, const std::string& dir) {
-  const std::string job = kShort + "--schedule " + schedule + " --pp " + std::to_string(pp) + " --dp " +
+  const std::string job = kDataParallelJob + "--schedule " + schedule + " --pp " + std::to_string(pp) + " --dp " +
                           std::to_string(dp) + " -m " + std::to_string(m);
-  const std::string reference = kShort + "--schedule " + schedule + " --ranks " + std::to_string(pp) + " -m " +
+  const std::string reference = kDataParallelJob + "--schedule " + schedule + " --ranks " + std::to_string(pp) + " -m " +
                                 std::to_string(m * dp);
   const MetricsPair runs = run_beside_one_pipeline(job, reference, dp, 3, dir, 180);
   EXPECT_TRUE(contains(runs.output, "data-parallel replicas identical: all ")) << runs.output;
@@ -44,7 +44,7 @@ TEST_F(Train, DataParallelReplicasOfFourRanksTrainLikeOnePipelineOnTheWholeBatch
 // Chimera it is the joined reduction in both modes: one all-reduce over both copies of a stage in every replica.
 TEST_F(Train, GradientReductionOverlappedWithTheStepGivesTheSameTraining) {
   for (const char* schedule : {"1f1b", "zb-h1", "dualpipev", "dualpipe", "chimera"}) {
-    const std::string job = kShort + "--schedule " + schedule + " --pp 2 --dp 2 -m 4 --steps 4 --metrics ";
+    const std::string job = kDataParallelJob + "--schedule " + schedule + " --pp 2 --dp 2 -m 4 --steps 4 --metrics ";
     const CommandResult overlapped = dualpipe_cmd(job + path("on.jsonl"), 120);
     ASSERT_EQ(overlapped.status, 0) << overlapped.out;
     const CommandResult after = dualpipe_cmd(job + path("off.jsonl") + " --no-dp-overlap", 120);
@@ -70,7 +70,7 @@ TEST_F(Train, GroupsHandedInByALibraryUserTrainLikeTheDefaultLayout) {
   EXPECT_TRUE(contains(own.out, "step matches the single-process reference")) << own.out;
   EXPECT_TRUE(contains(own.out, "bit-identical in all 2 replicas")) << own.out;
   const CommandResult standard =
-      dualpipe_cmd(kShort + "--schedule dualpipe --pp 2 --dp 2 -m 4 --metrics " + path("default.jsonl"), 180);
+      dualpipe_cmd(kDataParallelJob + "--schedule dualpipe --pp 2 --dp 2 -m 4 --metrics " + path("default.jsonl"), 180);
   ASSERT_EQ(standard.status, 0) << standard.out;
   const MetricsFile got = read_metrics(path("own.jsonl")), expected = read_metrics(path("default.jsonl"));
   ASSERT_EQ(got.steps.size(), 3u);
@@ -82,12 +82,12 @@ TEST_F(Train, GroupsHandedInByALibraryUserTrainLikeTheDefaultLayout) {
 #endif
 
 TEST_F(Train, DataParallelBadInputIsNamed) {
-  const CommandResult zero = dualpipe_cmd(kShort + "--dp 0");
+  const CommandResult zero = dualpipe_cmd(kDataParallelJob + "--dp 0");
   EXPECT_EQ(zero.status, 2) << zero.out;
   EXPECT_TRUE(contains(zero.out, "--dp must be between 1 and 1024, got 0")) << zero.out;
   const CommandResult mismatch = run_command(
       "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + a_free_port(1) +
-      " RANK=0 WORLD_SIZE=4 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kShort + "--worker --pp 2 --dp 3");
+      " RANK=0 WORLD_SIZE=4 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kDataParallelJob + "--worker --pp 2 --dp 3");
   EXPECT_EQ(mismatch.status, 2) << mismatch.out;
   EXPECT_TRUE(contains(mismatch.out, "WORLD_SIZE is 4 but --pp 2 x --dp 3 is 6")) << mismatch.out;
 }

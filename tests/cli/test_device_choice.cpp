@@ -8,7 +8,7 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kJob = kSmall + "--schedule 1f1b --ranks 2 --steps 1 ";
+const std::string kDeviceJob = kSmall + "--schedule 1f1b --ranks 2 --steps 1 ";
 
 // Refused before the launcher starts: no rank ever printed its banner.
 void expect_refused(const CommandResult& run, const std::string& rule) {
@@ -18,24 +18,24 @@ void expect_refused(const CommandResult& run, const std::string& rule) {
 }
 
 TEST_F(Train, NcclWithCpuStagesIsRefusedBeforeAnyRankStarts) {
-  expect_refused(dualpipe_cmd(kJob + "--backend nccl"),
+  expect_refused(dualpipe_cmd(kDeviceJob + "--backend nccl"),
                  "--backend nccl needs --device cuda: NCCL carries only CUDA tensors");
-  expect_refused(dualpipe_cmd(kJob + "--device cpu --backend nccl"), "--backend nccl needs --device cuda");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--device cpu --backend nccl"), "--backend nccl needs --device cuda");
 }
 
 TEST_F(Train, CudaWithoutAGpuIsRefusedBeforeAnyRankStarts) {
   if (exists("/dev/nvidiactl")) GTEST_SKIP() << "this machine has a GPU";
-  expect_refused(dualpipe_cmd(kJob + "--device cuda"), "--device cuda needs a CUDA GPU, and this machine has none");
-  expect_refused(dualpipe_cmd(kJob + "--device cuda --backend gloo"), "--device cuda needs a CUDA GPU");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--device cuda"), "--device cuda needs a CUDA GPU, and this machine has none");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--device cuda --backend gloo"), "--device cuda needs a CUDA GPU");
 }
 
 TEST_F(Train, UnknownDevicesAndBackendsAreNamed) {
-  expect_refused(dualpipe_cmd(kJob + "--device tpu"), "--device 'tpu' is not one of cpu, cuda");
-  expect_refused(dualpipe_cmd(kJob + "--backend mpi"), "--backend 'mpi' is not one of gloo, nccl");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--device tpu"), "--device 'tpu' is not one of cpu, cuda");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--backend mpi"), "--backend 'mpi' is not one of gloo, nccl");
 }
 
 TEST_F(Train, GlooOnCpuStagesIsTheDefaultAndTrains) {
-  const CommandResult run = dualpipe_cmd(kJob + "--device cpu --backend gloo");
+  const CommandResult run = dualpipe_cmd(kDeviceJob + "--device cpu --backend gloo");
   ASSERT_EQ(run.status, 0) << run.out;
   EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << run.out;
 }

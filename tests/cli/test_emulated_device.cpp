@@ -12,7 +12,7 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kMoe =
+const std::string kEmulatedMoe =
     kSmall + "--steps 2 --eval-every 0 --sample-tokens 0 --experts 4 --top-k 2 --dp 2 --ep 2 -m 4 --pp 2 ";
 // Per stage: F 4 ms, I 4 ms, W 2 ms; a2a 4 ms, at 100 Mbit/s 50,000 bytes per stage's forward.
 const std::string kEmulation = " --emulate-device F=4,B=6,W=2,a2a=4 --emulate-link-rate 100mbit";
@@ -22,7 +22,7 @@ class EmulatedDevice : public Train, public ::testing::WithParamInterface<const 
 
 TEST_P(EmulatedDevice, StagesTrainLikeTheRealStagesBitForBit) {
   const std::string schedule = GetParam();
-  const std::string job = kMoe + "--schedule " + schedule + " --metrics ";
+  const std::string job = kEmulatedMoe + "--schedule " + schedule + " --metrics ";
   const CommandResult real = dualpipe_cmd(job + path("real.jsonl"), 120);
   ASSERT_EQ(real.status, 0) << real.out;
   const CommandResult emulated = dualpipe_cmd(job + path("emulated.jsonl") + kEmulation, 120);
@@ -56,11 +56,11 @@ TEST_F(Train, EmulatedDeviceOptionsAreCheckedWithTheRule) {
     std::string args, rule;
   } bad[] = {
       {kSmall + "--steps 1 --pp 2 -m 4 --emulate-device F=1", "--emulate-device emulates the compute of MoE layers"},
-      {kMoe + "--emulate-device F=1,FB=2", "sets FB or comm, which the run measures"},
-      {kMoe + "--emulate-device F=1,B=2,W=3", "W <= B"},
-      {kMoe + "--emulate-device F=1,a2a=2", "a2a needs --emulate-link-rate"},
-      {kMoe + "--emulate-device F=1,a2a=2 --emulate-link-rate 100mb", "must be a rate written like 100mbit"},
-      {kMoe + "--emulate-link-rate 100mbit", "--emulate-link-rate needs --emulate-device"},
+      {kEmulatedMoe + "--emulate-device F=1,FB=2", "sets FB or comm, which the run measures"},
+      {kEmulatedMoe + "--emulate-device F=1,B=2,W=3", "W <= B"},
+      {kEmulatedMoe + "--emulate-device F=1,a2a=2", "a2a needs --emulate-link-rate"},
+      {kEmulatedMoe + "--emulate-device F=1,a2a=2 --emulate-link-rate 100mb", "must be a rate written like 100mbit"},
+      {kEmulatedMoe + "--emulate-link-rate 100mbit", "--emulate-link-rate needs --emulate-device"},
       {kSmall + "--steps 1 --pp 2 -m 4 --experts 4 --emulate-device a2a=2 --emulate-link-rate 1gbit",
        "a2a needs expert parallelism (--ep above 1)"},
   };

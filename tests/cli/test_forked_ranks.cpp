@@ -18,17 +18,18 @@
 
 #include "dualpipe/launch/launch.h"
 #include "dualpipe/launch/node_layout.h"
+#include "test_helpers.h"
 
 namespace {
 
-struct Launched {
+struct ForkedLaunch {
   int status = -1;  // the launcher's exit status
   std::string out;  // what it and its ranks wrote to stdout and stderr
 };
 
 // Runs launch::run with `ranks` forked ranks calling `entry`, in a child whose stdout and stderr go to a file, so
 // that the launcher's own process is a fresh single-threaded one, as in `dualpipe train`.
-Launched launch_forks(int ranks, const std::function<int()>& entry) {
+ForkedLaunch launch_forks(int ranks, const std::function<int()>& entry) {
   char path[] = "/tmp/dualpipe-forked-ranks-XXXXXX";
   const int fd = mkstemp(path);
   EXPECT_GE(fd, 0);
@@ -51,7 +52,7 @@ Launched launch_forks(int ranks, const std::function<int()>& entry) {
     }
   }
   close(fd);
-  Launched result;
+  ForkedLaunch result;
   int status = 0;
   waitpid(pid, &status, 0);
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -84,12 +85,12 @@ std::string descriptors_above_stderr(bool exec_keeps = false) {
   return listed;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using dualpipe::test::contains;
 
 TEST(Launch, ForkedRanksGetTheirEnvironmentAndPrefixAndNoneOfTheLaunchersDescriptors) {
   // What this test inherited from whoever started it, which an executed rank would inherit too.
   const std::string inherited = descriptors_above_stderr(true);
-  const Launched run = launch_forks(3, [] {
+  const ForkedLaunch run = launch_forks(3, [] {
     std::printf("rank %s of %s, local %s of %s, restart %s, master %s:%s\n", env("RANK").c_str(),
                 env("WORLD_SIZE").c_str(), env("LOCAL_RANK").c_str(), env("LOCAL_WORLD_SIZE").c_str(),
                 env("TORCHELASTIC_RESTART_COUNT").c_str(), env("MASTER_ADDR").c_str(), env("MASTER_PORT").c_str());
@@ -109,7 +110,7 @@ TEST(Launch, ForkedRanksGetTheirEnvironmentAndPrefixAndNoneOfTheLaunchersDescrip
 }
 
 TEST(Launch, AFailingForkedRankStopsTheOthersAndIsNamed) {
-  const Launched run = launch_forks(3, [] {
+  const ForkedLaunch run = launch_forks(3, [] {
     if (env("RANK") == "1") return 3;
     pause();  // until the launcher stops it
     return 0;

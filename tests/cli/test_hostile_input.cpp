@@ -65,7 +65,7 @@ class HostileInput : public ::testing::Test {
   std::string bin_, dir_;
 };
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using dualpipe::test::contains;
 
 // A small 1F1B run of two ranks and two micro-batches as the runtime records it (hand-written).
 std::string trace_json(const std::string& events, int microbatches = 2) {

@@ -19,9 +19,9 @@ namespace {
 
 using dualpipe::test::run_command;
 
-std::string dualpipe_cmd() { return std::string("'") + DUALPIPE_BIN + "'"; }
+std::string quoted_dualpipe() { return std::string("'") + DUALPIPE_BIN + "'"; }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using dualpipe::test::contains;
 
 // A socket listening on a free loopback port, held for the test's duration.
 struct HeldPort {
@@ -48,7 +48,7 @@ const char* kPrintEnvironment =
 
 TEST(LaunchNodes, EachNodeRunsItsShareOfTheRanksWithTorchrunsVariables) {
   // torchrun --nnodes 2 --nproc-per-node 2: node 1 runs global ranks 2 and 3, as local ranks 0 and 1, in group 1.
-  const auto node1 = run_command(dualpipe_cmd() + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 "
+  const auto node1 = run_command(quoted_dualpipe() + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 "
                                  "--master-addr 127.0.0.1 --master-port 29517 -- sh -c '" + kPrintEnvironment + "'");
   ASSERT_EQ(node1.status, 0) << node1.out;
   EXPECT_TRUE(contains(node1.out, "dualpipe launch: node 1 of 2: ranks 2-3 of 4, MASTER_ADDR=127.0.0.1, "
@@ -62,7 +62,7 @@ TEST(LaunchNodes, EachNodeRunsItsShareOfTheRanksWithTorchrunsVariables) {
 }
 
 TEST(LaunchNodes, AWorldThatDoesNotDivideLeavesTheLastNodeFewerRanks) {
-  const auto last = run_command(dualpipe_cmd() + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 --world-size 3 "
+  const auto last = run_command(quoted_dualpipe() + " launch --nnodes 2 --node-rank 1 --nproc-per-node 2 --world-size 3 "
                                 "--master-addr 127.0.0.1 -- sh -c '" + kPrintEnvironment + "'");
   ASSERT_EQ(last.status, 0) << last.out;
   EXPECT_TRUE(contains(last.out, "node 1 of 2: rank 2 of 3, MASTER_ADDR=127.0.0.1, MASTER_PORT=29500")) << last.out;
@@ -73,7 +73,7 @@ TEST(LaunchNodes, AWorldThatDoesNotDivideLeavesTheLastNodeFewerRanks) {
 TEST(LaunchNodes, ATakenMasterPortIsRefusedBeforeAnyRankStarts) {
   HeldPort held;
   ASSERT_NE(held.port, 0);
-  const auto run = run_command(dualpipe_cmd() + " launch --nproc 2 --master-port " + std::to_string(held.port) +
+  const auto run = run_command(quoted_dualpipe() + " launch --nproc 2 --master-port " + std::to_string(held.port) +
                                " -- sh -c 'echo started'");
   EXPECT_EQ(run.status, 2) << run.out;
   EXPECT_TRUE(contains(run.out, "dualpipe: --master-port " + std::to_string(held.port) +
@@ -86,7 +86,7 @@ TEST(LaunchNodes, AFailedRankRestartsEveryRankUntilAnAttemptSucceeds) {
   const std::string program =
       "case $TORCHELASTIC_RESTART_COUNT.$RANK in 0.1) exit 3;; 1.0) kill -9 $$;; 2.*) echo done $RANK;; "
       "*) sleep 30;; esac";
-  const auto run = run_command(dualpipe_cmd() + " launch --nproc 3 --max-restarts 3 -- sh -c '" + program + "'");
+  const auto run = run_command(quoted_dualpipe() + " launch --nproc 3 --max-restarts 3 -- sh -c '" + program + "'");
   EXPECT_EQ(run.status, 0) << run.out;
   EXPECT_TRUE(contains(run.out, "dualpipe launch: restart 1 of 3: rank 1 exited with status 3; starting all 3 ranks "
                                 "again")) << run.out;
@@ -97,7 +97,7 @@ TEST(LaunchNodes, AFailedRankRestartsEveryRankUntilAnAttemptSucceeds) {
 }
 
 TEST(LaunchNodes, TheLauncherGivesUpWhenTheRestartsAreUsed) {
-  const auto run = run_command(dualpipe_cmd() + " launch --nproc 2 --max-restarts 2 -- sh -c "
+  const auto run = run_command(quoted_dualpipe() + " launch --nproc 2 --max-restarts 2 -- sh -c "
                                "'echo attempt $TORCHELASTIC_RESTART_COUNT; [ $RANK = 1 ] && exit 4; sleep 30'");
   EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_TRUE(contains(run.out, "[rank 1] attempt 2")) << run.out;
@@ -107,7 +107,7 @@ TEST(LaunchNodes, TheLauncherGivesUpWhenTheRestartsAreUsed) {
 }
 
 TEST(LaunchNodes, AStopRequestIsNeverRestarted) {
-  const std::string command = dualpipe_cmd() + " launch --nproc 2 --max-restarts 5 -- sh -c " +
+  const std::string command = quoted_dualpipe() + " launch --nproc 2 --max-restarts 5 -- sh -c " +
                               "'echo attempt $TORCHELASTIC_RESTART_COUNT; sleep 30' & pid=$!; sleep 1; " +
                               "kill -TERM $pid; wait $pid; echo status=$?";
   const auto run = run_command("{ " + command + "; }");

@@ -13,9 +13,7 @@ namespace {
 
 using dualpipe::test::CommandResult;
 
-CommandResult dualpipe(const std::string& args) {
-  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
-}
+using dualpipe::test::dualpipe;
 
 TEST(LayoutCommand, JsonRowsCarryEveryDocumentedField) {
   const CommandResult run =

@@ -12,14 +12,14 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kJob = kSmall + "--steps 4 --eval-every 0 --sample-tokens 0 --save-every 2 ";
+const std::string kResumeJob = kSmall + "--steps 4 --eval-every 0 --sample-tokens 0 --save-every 2 ";
 
 class LayoutResume : public Train {
  protected:
   // Runs `layout` from scratch into checkpoint directory `name`: 4 steps, saved at steps 2 and 4.
   MetricsFile run_whole(const std::string& name, const std::string& layout) {
     const CommandResult run =
-        dualpipe_cmd(kJob + layout + " --checkpoint-dir " + path(name) + " --metrics " + path(name + ".jsonl"), 240);
+        dualpipe_cmd(kResumeJob + layout + " --checkpoint-dir " + path(name) + " --metrics " + path(name + ".jsonl"), 240);
     EXPECT_EQ(run.status, 0) << layout << "\n" << run.out;
     return read_metrics(path(name + ".jsonl"));
   }
@@ -29,7 +29,7 @@ class LayoutResume : public Train {
     const std::string dir = path(name);
     EXPECT_EQ(run_command("mkdir -p '" + dir + "' && cp -r '" + path(source) + "/step-2' '" + dir + "/'").status, 0);
     const CommandResult run =
-        dualpipe_cmd(kJob + layout + " --checkpoint-dir " + dir + " --resume --metrics " + dir + ".jsonl", 240);
+        dualpipe_cmd(kResumeJob + layout + " --checkpoint-dir " + dir + " --resume --metrics " + dir + ".jsonl", 240);
     EXPECT_EQ(run.status, 0) << layout << "\n" << run.out;
     EXPECT_TRUE(contains(run.out, "after step 2")) << run.out;
     return read_metrics(dir + ".jsonl");
@@ -93,7 +93,7 @@ TEST_F(LayoutResume, AZeroOneCheckpointResumesUnderZeroThree) {
 TEST_F(LayoutResume, AnotherNumberOfSequencesPerStepIsRefusedBeforeAnyRankStarts) {
   run_whole("pp2", "--schedule 1f1b --pp 2 -m 4");
   expect_refused_before_any_rank_starts(
-      kJob + "--schedule 1f1b --pp 2 --dp 2 -m 4 --checkpoint-dir " + path("pp2") + " --resume",
+      kResumeJob + "--schedule 1f1b --pp 2 --dp 2 -m 4 --checkpoint-dir " + path("pp2") + " --resume",
       "was written with 8 sequences per step (--dp 1 x --microbatches 4 x --batch 2), this run has 16 sequences per "
       "step (--dp 2 x --microbatches 4 x --batch 2)");
 }

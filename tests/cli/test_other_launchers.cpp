@@ -16,10 +16,10 @@ using namespace dualpipe::test;
 
 // Two ranks, with whatever the test's own environment has of the launch variables removed.
 const std::string kClean = "env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u LOCAL_RANK ";
-const std::string kJob = kSmall + "--worker --schedule 1f1b --ranks 2 --steps 1 --timeout 20 ";
+const std::string kWorkerJob = kSmall + "--worker --schedule 1f1b --ranks 2 --steps 1 --timeout 20 ";
 
 std::string worker(const std::string& env) {
-  return kClean + env + " timeout -k 5 60 " + std::string(DUALPIPE_BIN) + " " + kJob;
+  return kClean + env + " timeout -k 5 60 " + std::string(DUALPIPE_BIN) + " " + kWorkerJob;
 }
 
 void expect_both_trained(const CommandResult& run) {

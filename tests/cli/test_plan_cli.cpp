@@ -17,9 +17,7 @@ namespace {
 
 using dualpipe::test::CommandResult;
 
-CommandResult dualpipe(const std::string& args) {
-  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
-}
+using dualpipe::test::dualpipe;
 
 // The json object a command printed, without the notes it wrote to stderr after it.
 nlohmann::json json_object_of(const CommandResult& run) {

@@ -22,13 +22,13 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kShort = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
+const std::string kTensorParallelJob = kSmall + "--steps 3 --eval-every 0 --sample-tokens 0 ";
 
 // The four schedule kinds of the hybrid tests, PP 2 x TP 2 (with and without sequence parallelism) against PP 2
 // with whole stages.
 TEST_F(Train, TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule) {
   for (const std::string schedule : {"1f1b", "zb-h1", "dualpipe", "dualpipev"}) {
-    const std::string layout = kShort + "--schedule " + schedule + " --pp 2 -m 4 --metrics ";
+    const std::string layout = kTensorParallelJob + "--schedule " + schedule + " --pp 2 -m 4 --metrics ";
     const CommandResult whole = dualpipe_cmd(layout + path("whole.jsonl"), 180);
     ASSERT_EQ(whole.status, 0) << schedule << "\n" << whole.out;
     const MetricsFile expected = read_metrics(path("whole.jsonl"));
@@ -53,8 +53,8 @@ TEST_F(Train, TensorParallelStagesTrainLikeWholeStagesUnderEverySchedule) {
 // `dualpipe train --pp 2 --tp 2 --dp 2 --sp`, smaller: 8 processes against one whole-stage pipeline of 2 ranks on
 // the whole batch.
 TEST_F(Train, TensorAndSequenceParallelComposeWithDataParallelReplicas) {
-  const MetricsPair runs = run_beside_one_pipeline(kShort + "--schedule dualpipe --pp 2 --dp 2 --tp 2 --sp -m 4",
-                                                   kShort + "--schedule dualpipe --pp 2 -m 8", 2, 3, dir_, 300);
+  const MetricsPair runs = run_beside_one_pipeline(kTensorParallelJob + "--schedule dualpipe --pp 2 --dp 2 --tp 2 --sp -m 4",
+                                                   kTensorParallelJob + "--schedule dualpipe --pp 2 -m 8", 2, 3, dir_, 300);
   EXPECT_TRUE(contains(runs.output, "data-parallel replicas identical: all ")) << runs.output;
   expect_same_training(runs.got, runs.expected, "PP 2 x DP 2 x TP 2");
 }
@@ -65,7 +65,7 @@ TEST_F(Train, TensorAndSequenceParallelComposeWithDataParallelReplicas) {
 // layers whole; with it each routes its part of the sequence, in the places its tokens take in the whole
 // micro-batch's expert queues, so step 1 drops the same choices as whole stages.
 TEST_F(Train, TensorParallelAttentionBesideExpertParallelMoeLayers) {
-  const std::string layout = kShort + "--schedule dualpipe --pp 2 --dp 2 --ep 2 --experts 4 -m 4 --metrics ";
+  const std::string layout = kTensorParallelJob + "--schedule dualpipe --pp 2 --dp 2 --ep 2 --experts 4 -m 4 --metrics ";
   const CommandResult whole = dualpipe_cmd(layout + path("whole.jsonl"), 300);
   ASSERT_EQ(whole.status, 0) << whole.out;
   const MetricsFile expected = read_metrics(path("whole.jsonl"));
@@ -180,10 +180,10 @@ TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
       {"--tp 2 --sp --seq-len 15", "--seq-len 15 must be divisible by --tp 2 with --sp"},
       {"--tp 2 --dp 2 --ep 2 --experts 4 --recompute", "--recompute with --tp 2 and --ep 2 needs --no-fb-overlap"},
   };
-  for (const auto& c : cases) expect_refused_before_any_rank_starts(kShort + "--pp 2 " + c.options, c.message);
+  for (const auto& c : cases) expect_refused_before_any_rank_starts(kTensorParallelJob + "--pp 2 " + c.options, c.message);
   const CommandResult mismatch = run_command(
       "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + a_free_port(1) +
-      " RANK=0 WORLD_SIZE=2 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kShort + "--worker --pp 2 --tp 2");
+      " RANK=0 WORLD_SIZE=2 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kTensorParallelJob + "--worker --pp 2 --tp 2");
   EXPECT_EQ(mismatch.status, 2) << mismatch.out;
   EXPECT_TRUE(contains(mismatch.out, "WORLD_SIZE is 2 but --pp 2 x --dp 1 x --tp 2 is 4")) << mismatch.out;
 }

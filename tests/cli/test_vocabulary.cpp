@@ -22,9 +22,7 @@ namespace {
 
 using dualpipe::test::CommandResult;
 
-CommandResult dualpipe(const std::string& args) {
-  return dualpipe::test::run_command(std::string(DUALPIPE_BIN) + " " + args);
-}
+using dualpipe::test::dualpipe;
 
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + "dualpipe_vocabulary_" + name; }
 
@@ -35,7 +33,7 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using dualpipe::test::contains;
 
 // A 1F1B trace of R=2, M=4 that went as simulated (F=1, B=2, W=1 at 1000 us a unit), as step `step`.
 std::string write_simulated_trace(const std::string& name, const std::string& kind, int step) {

@@ -14,15 +14,15 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kShort = kSmall + "--eval-every 0 --sample-tokens 0 --steps 4 ";
+const std::string kZeroOneJob = kSmall + "--eval-every 0 --sample-tokens 0 --steps 4 ";
 
 // Runs `layout` with and without --zero1 and compares them; `replicas` is the number the state is sharded over.
 void expect_zero1_like_unsharded(const std::string& layout, int replicas, const std::string& dir) {
-  const CommandResult sharded = dualpipe_cmd(kShort + layout + " --zero1 --metrics " + dir + "/zero1.jsonl", 240);
+  const CommandResult sharded = dualpipe_cmd(kZeroOneJob + layout + " --zero1 --metrics " + dir + "/zero1.jsonl", 240);
   ASSERT_EQ(sharded.status, 0) << layout << "\n" << sharded.out;
   EXPECT_TRUE(contains(sharded.out, "(ZeRO-1: sharded over the ")) << sharded.out;
   EXPECT_TRUE(contains(sharded.out, "bit-identical in all ")) << sharded.out;  // the replicas' parameters
-  const CommandResult whole = dualpipe_cmd(kShort + layout + " --metrics " + dir + "/whole.jsonl", 240);
+  const CommandResult whole = dualpipe_cmd(kZeroOneJob + layout + " --metrics " + dir + "/whole.jsonl", 240);
   ASSERT_EQ(whole.status, 0) << layout << "\n" << whole.out;
   const MetricsFile got = read_metrics(dir + "/zero1.jsonl"), expected = read_metrics(dir + "/whole.jsonl");
   ASSERT_EQ(got.steps.size(), 4u);
@@ -50,7 +50,7 @@ TEST_F(Train, ZeroOneShardsTheOptimizerStateAndTrainsBitForBitLikeTheWholeState)
 }
 
 TEST_F(Train, ZeroOneCheckpointsHoldTheWholeStateAndResumeBitForBitShardedOrNot) {
-  const std::string job = kShort + "--schedule dualpipe --pp 2 --dp 2 -m 4 ";
+  const std::string job = kZeroOneJob + "--schedule dualpipe --pp 2 --dp 2 -m 4 ";
   const CommandResult first =
       dualpipe_cmd(job + "--zero1 --checkpoint-dir " + path("a") + " --save-every 2 --metrics " + path("a.jsonl"), 180);
   ASSERT_EQ(first.status, 0) << first.out;
@@ -73,7 +73,7 @@ TEST_F(Train, ZeroOneCheckpointsHoldTheWholeStateAndResumeBitForBitShardedOrNot)
 }
 
 TEST_F(Train, ZeroOneWithoutDataParallelReplicasIsRefused) {
-  const CommandResult run = dualpipe_cmd(kShort + "--zero1");
+  const CommandResult run = dualpipe_cmd(kZeroOneJob + "--zero1");
   EXPECT_EQ(run.status, 2) << run.out;
   EXPECT_TRUE(contains(run.out, "--zero1 needs --dp above 1, got --dp 1")) << run.out;
   EXPECT_FALSE(contains(run.out, "dualpipe launch:")) << "started ranks\n" << run.out;

@@ -23,7 +23,7 @@ namespace {
 
 using namespace dualpipe::test;
 
-const std::string kShort = kSmall + "--eval-every 0 --sample-tokens 0 --steps 3 ";
+const std::string kZeroJob = kSmall + "--eval-every 0 --sample-tokens 0 --steps 3 ";
 const std::string kGradientLine = "gradient MiB per rank after the reduction:";
 const std::string kParameterLine = "parameter MiB per rank after the step:";
 
@@ -52,12 +52,12 @@ std::pair<std::vector<double>, std::vector<double>> megabytes_per_rank(const std
 }
 
 void expect_zero2_like_unsharded(const std::string& layout, int pipeline_ranks, const std::string& dir) {
-  const CommandResult sharded = dualpipe_cmd(kShort + layout + " --zero 2 --metrics " + dir + "/zero2.jsonl", 300);
+  const CommandResult sharded = dualpipe_cmd(kZeroJob + layout + " --zero 2 --metrics " + dir + "/zero2.jsonl", 300);
   ASSERT_EQ(sharded.status, 0) << layout << "\n" << sharded.out;
   EXPECT_TRUE(contains(sharded.out, "step matches the single-process reference")) << sharded.out;
   EXPECT_TRUE(contains(sharded.out, "data-parallel replicas identical")) << sharded.out;
   EXPECT_TRUE(contains(sharded.out, "(ZeRO-2: sharded over the")) << sharded.out;
-  const CommandResult whole = dualpipe_cmd(kShort + layout + " --metrics " + dir + "/whole.jsonl", 300);
+  const CommandResult whole = dualpipe_cmd(kZeroJob + layout + " --metrics " + dir + "/whole.jsonl", 300);
   ASSERT_EQ(whole.status, 0) << layout << "\n" << whole.out;
   expect_steps_close(read_metrics(dir + "/zero2.jsonl"), read_metrics(dir + "/whole.jsonl"), {"loss", "grad_norm"},
                      1e-6, layout);
@@ -100,11 +100,11 @@ TEST_F(Train, ZeroThreeShardsTheParametersAndTrainsBitForBitLikeZeroTwo) {
   for (const std::string layout : {"--schedule dualpipe --pp 2 --dp 2 -m 4",
                                    "--schedule dualpipev --pp 2 --dp 4 --ep 2 --experts 4 -m 4",
                                    "--schedule zb-h1 --pp 2 --dp 2 --tp 2 --recompute -m 4"}) {
-    const CommandResult zero3 = dualpipe_cmd(kShort + layout + " --zero 3 --metrics " + path("zero3.jsonl"), 300);
+    const CommandResult zero3 = dualpipe_cmd(kZeroJob + layout + " --zero 3 --metrics " + path("zero3.jsonl"), 300);
     ASSERT_EQ(zero3.status, 0) << layout << "\n" << zero3.out;
     EXPECT_TRUE(contains(zero3.out, "step matches the single-process reference")) << zero3.out;
     EXPECT_TRUE(contains(zero3.out, "data-parallel replicas identical")) << zero3.out;
-    const CommandResult zero2 = dualpipe_cmd(kShort + layout + " --zero 2 --metrics " + path("zero2.jsonl"), 300);
+    const CommandResult zero2 = dualpipe_cmd(kZeroJob + layout + " --zero 2 --metrics " + path("zero2.jsonl"), 300);
     ASSERT_EQ(zero2.status, 0) << layout << "\n" << zero2.out;
     const MetricsFile three = read_metrics(path("zero3.jsonl")), two = read_metrics(path("zero2.jsonl"));
     ASSERT_EQ(three.steps.size(), 3u) << layout;
@@ -151,7 +151,7 @@ TEST_F(Train, ZeroThreeCheckpointsResumeBitForBit) {
 // its prediction, which also counts DualPipe's copies joined to the reduction after step 1.
 TEST_F(Train, DataParallelTrafficOfEachZeroStageIsThePapersVolume) {
   auto traffic = [&](const std::string& options) {
-    const CommandResult run = dualpipe_cmd(kShort + "--pp 2 --dp 2 -m 4 " + options, 180);
+    const CommandResult run = dualpipe_cmd(kZeroJob + "--pp 2 --dp 2 -m 4 " + options, 180);
     EXPECT_EQ(run.status, 0) << options << "\n" << run.out;
     expect_traffic_as_predicted(run.out, options, "data-parallel");
     const std::string key = "data-parallel traffic per training step, this rank: ";
@@ -175,7 +175,7 @@ TEST_F(Train, ZeroStagesBreakingTheRulesAreRefused) {
       {"--dp 2 --zero 4", "--zero must be 0, 1, 2 or 3, got 4"},
       {"--zero 2", "--zero 2 needs --dp above 1, got --dp 1"},
   };
-  for (const auto& c : cases) expect_refused_before_any_rank_starts(kShort + "--pp 2 " + c.options, c.message);
+  for (const auto& c : cases) expect_refused_before_any_rank_starts(kZeroJob + "--pp 2 " + c.options, c.message);
 }
 
 }  // namespace

@@ -24,8 +24,6 @@ inline CommandResult dualpipe_cmd(const std::string& args, int limit_seconds = 6
   return run_command("timeout -k 5 " + std::to_string(limit_seconds) + " " + std::string(DUALPIPE_BIN) + " " + args);
 }
 
-inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 // `dualpipe ARGS` exits 2 naming `message`, before the launcher starts any rank.
 inline void expect_refused_before_any_rank_starts(const std::string& args, const std::string& message) {
   const CommandResult run = dualpipe_cmd(args);
