@@ -5,7 +5,7 @@
 # CI's time; the long runs are in docs/fuzzing.md) each, JOBS (default 2) at a time (scripts/fuzz.sh, its own build
 # in build-fuzz/; FUZZ=0 skips it).
 #   scripts/test.sh --quick     only the tests labelled quick (tests/labels.cmake): every layer's core behaviour,
-#                               about 1.5 minutes after a build; no sanitizers, no fuzzing
+#                               about a minute after a build; no sanitizers, no fuzzing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh

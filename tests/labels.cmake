@@ -2,7 +2,7 @@
 # adds this file after each program's discovered tests). docs/CONTRIBUTING.md, "Test labels", says which label a
 # new test gets. Every test carries its layer (schedule, sim, layout, viz, data, parallel, runtime, train, cli) and
 # any of:
-#   quick      in scripts/test.sh --quick: every layer's core behaviour in about 1.5 minutes after a build
+#   quick      in scripts/test.sh --quick: every layer's core behaviour in about a minute after a build
 #   sanitize   run again under AddressSanitizer and UndefinedBehaviorSanitizer (scripts/test_sanitized.sh): our
 #              code that runs threads or parses input, without LibTorch's training library or processes
 #   processes  starts processes: `dualpipe` commands, ranks as processes, launchers
