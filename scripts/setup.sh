@@ -8,9 +8,20 @@
 #     every pin is reused as it is.
 #   The Python package `dualpipe` of this checkout (pyproject.toml, docs/python.md) is installed by scripts/build.sh,
 #   from the main build's extensions (scripts/install_python_package.sh), so that each source is compiled once.
+#     scripts/setup.sh              both
+#     scripts/setup.sh --packages   only Debian's packages; --python: only the environment (scripts/ci.sh builds the
+#                                   fuzz targets between the two)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
+packages_step=1 python_step=1
+for arg in "$@"; do
+  case $arg in
+    --packages) python_step=0 ;;
+    --python) packages_step=0 ;;
+    *) echo "setup.sh: unknown argument '$arg' (the options are --packages and --python)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   g++ make cmake ccache git python3 python3-venv
@@ -25,6 +36,7 @@ packages=(
 )
 
 missing=()
+(( packages_step )) || packages=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
@@ -40,6 +52,8 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   "${as_root[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
   echo "setup.sh: Debian packages done"
 fi
+
+(( python_step )) || exit 0
 
 # The pins of requirements.txt that the environment lacks (all of them when there is no environment).
 unmet_pins() {

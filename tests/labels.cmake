@@ -54,5 +54,11 @@ function(dualpipe_apply_labels layer)
       endif()
     endif()
     set_tests_properties("${test}" PROPERTIES LABELS "${labels}")
+    # A fresh clone's ctest has no timings and would start tests in their order, so that a slow one might come
+    # last, beside an idle core: the slow start first, after the Python runs (COST 1000, CMakeLists.txt).
+    list(FIND labels slow slow_index)
+    if(slow_index GREATER -1)
+      set_tests_properties("${test}" PROPERTIES COST 100)
+    endif()
   endforeach()
 endfunction()
