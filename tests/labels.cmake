@@ -19,7 +19,7 @@ set(dualpipe_runtime_quick_processes "^GlooProcesses\\.")
 # test_cli: everything runs `dualpipe`. Quick: the commands that plan, draw and check input, the parsers' hostile
 # cases, and one training run per schedule family against the single-process reference.
 set(dualpipe_cli_quick "^(Cli|PlanCli|SimulateCli|DrawCommand|PlotCommand|Compare|ProfileCommand|LayoutCommand|\
-HostileInput|Launch|LaunchNodes|Vocabulary)\\.|^Train\\.EveryScheduleTrainsOneStepMatchingTheReference$")
+HostileInput|HostileRoundThree|Launch|LaunchNodes|Vocabulary)\\.|^Train\\.EveryScheduleTrainsOneStepMatchingTheReference$")
 set(dualpipe_cli_testbed "^TwoNodes\\.")
 set(dualpipe_cli_slow "^Train\\.(ContextParallel|DataParallel|ExpertParallel|ForwardBackwardOverlapOfMoe|\
 GradientReduction|PipelineDataAndExpert|TensorParallel|Zero(One|Two|Three)Shards|EverySchedule)")

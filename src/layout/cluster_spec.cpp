@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/printable.h"
 #include "layout/spec_json.h"
 
 namespace dualpipe::layout {
@@ -32,25 +33,32 @@ std::vector<std::string> cluster_preset_names() { return {"a100-80g", "h100-sxm"
 double ClusterSpec::memory_bytes() const { return (memory_gib - reserved_gib) * kBytesPerGiB; }
 
 void ClusterSpec::check() const {
-  DUALPIPE_REQUIRE(gpus > 0, "cluster '", name, "': gpus must be positive, got ", gpus);
-  DUALPIPE_REQUIRE(gpus_per_node > 0, "cluster '", name, "': gpus_per_node must be positive, got ", gpus_per_node);
-  DUALPIPE_REQUIRE(gpus <= gpus_per_node || gpus % gpus_per_node == 0, "cluster '", name, "': gpus=", gpus,
+  // Every field within a documented range (docs/layout.md, "Cluster files"): beyond it the figures stop meaning
+  // anything (1e-300 TFLOP/s gives step times of 300 digits) or overflow.
+  const std::string what = "cluster '" + printable_line(name) + "': ";
+  const auto within = [&](const char* field, auto value, decltype(value) low, decltype(value) high,
+                          const char* note = "") {
+    DUALPIPE_REQUIRE(value >= low && value <= high, what, field, "=", value, " must be between ", low, " and ", high,
+                     note);
+  };
+  within("gpus", gpus, 1, kMaxClusterGpus);
+  within("gpus_per_node", gpus_per_node, 1, 1024);
+  DUALPIPE_REQUIRE(gpus <= gpus_per_node || gpus % gpus_per_node == 0, what, "gpus=", gpus,
                    " must be a multiple of gpus_per_node=", gpus_per_node, " (whole nodes)");
-  DUALPIPE_REQUIRE(memory_gib > reserved_gib, "cluster '", name, "': memory_gib=", memory_gib,
-                   " must be above reserved_gib=", reserved_gib);
-  DUALPIPE_REQUIRE(peak_tflops > 0, "cluster '", name, "': peak_tflops must be positive, got ", peak_tflops);
-  DUALPIPE_REQUIRE(intra_node_gbps > 0 && inter_node_gbps > 0, "cluster '", name,
-                   "': intra_node_gbps and inter_node_gbps must be positive, got ", intra_node_gbps, " and ",
-                   inter_node_gbps);
+  within("reserved_gib", reserved_gib, 0.0, 65536.0);
+  within("memory_gib", memory_gib, 1e-3, 65536.0);
+  DUALPIPE_REQUIRE(memory_gib > reserved_gib, what, "memory_gib=", memory_gib, " must be above reserved_gib=",
+                   reserved_gib);
+  within("peak_tflops", peak_tflops, 1e-3, 1e6, " (1 GFLOP/s to 1 EFLOP/s)");
+  // Up to 1 EB/s: a link that costs nothing, as a model of one machine's shared memory.
+  within("intra_node_gbps", intra_node_gbps, 1e-3, 1e9, " (1 MB/s to 1 EB/s)");
+  within("inter_node_gbps", inter_node_gbps, 1e-3, 1e9, " (1 MB/s to 1 EB/s)");
   DUALPIPE_REQUIRE(matmul_efficiency > 0 && matmul_efficiency <= 1 && link_efficiency > 0 && link_efficiency <= 1,
-                   "cluster '", name, "': matmul_efficiency and link_efficiency must be in (0, 1], got ",
-                   matmul_efficiency, " and ", link_efficiency);
-  DUALPIPE_REQUIRE(host_cores >= 0, "cluster '", name, "': host_cores must be >= 0 (0: each GPU computes on its own), got ",
-                   host_cores);
-  DUALPIPE_REQUIRE(update_ns_per_parameter >= 0, "cluster '", name, "': update_ns_per_parameter must be >= 0, got ",
-                   update_ns_per_parameter);
-  DUALPIPE_REQUIRE(step_time_factor > 0, "cluster '", name, "': step_time_factor must be positive, got ",
-                   step_time_factor);
+                   what, "matmul_efficiency and link_efficiency must be in (0, 1], got ", matmul_efficiency, " and ",
+                   link_efficiency);
+  within("host_cores", host_cores, 0, 1 << 16, " (0: each GPU computes on its own)");
+  within("update_ns_per_parameter", update_ns_per_parameter, 0.0, 1e6, " (0: not modelled)");
+  within("step_time_factor", step_time_factor, 1e-2, 1e2, " (1: nothing added)");
 }
 
 ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& source) {
@@ -64,6 +72,7 @@ ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& 
   object.read("reserved_gib", c.reserved_gib), object.read("host_cores", c.host_cores);
   object.read("update_ns_per_parameter", c.update_ns_per_parameter), object.read("step_time_factor", c.step_time_factor);
   object.refuse_unknown();
+  object.require({"gpus", "memory_gib", "peak_tflops", "intra_node_gbps", "inter_node_gbps"});
   c.check();
   return c;
 }
@@ -76,9 +85,9 @@ ClusterSpec cluster_spec(const std::string& preset_or_path) {
     char* end = nullptr;
     const long gpus = std::strtol(count.c_str(), &end, 10);
     DUALPIPE_REQUIRE(*end == '\0' && count.find_first_not_of("0123456789") == std::string::npos && gpus > 0 &&
-                         gpus <= (1 << 20),
+                         gpus <= kMaxClusterGpus,
                      "--cluster '", preset_or_path, "': the GPU count after 'x' must be a whole number from 1 to ",
-                     1 << 20, ", got '", count, "'");
+                     kMaxClusterGpus, ", got '", count, "'");
     c.name = preset_or_path;
     c.gpus = int(gpus);
     c.check();

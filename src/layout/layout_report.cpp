@@ -1,20 +1,14 @@
 #include "dualpipe/layout/layout_report.h"
 
-#include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/layout/train_command.h"
+#include "dualpipe/util/number_format.h"
+#include "dualpipe/util/printable.h"
 
 namespace dualpipe::layout {
 
 namespace {
-
-std::string printf_string(const char* spec, double a = 0, double b = 0, double c = 0, double d = 0) {
-  char buffer[256];
-  std::snprintf(buffer, sizeof buffer, spec, a, b, c, d);
-  return buffer;
-}
 
 std::string layout_name(const Layout& l) {
   std::string text = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
@@ -26,7 +20,7 @@ std::string layout_name(const Layout& l) {
 
 std::string calibration_line(const Calibration& c) {
   const Layout& l = c.layout;
-  std::string text = "calibrated on '" + c.source + "' (";
+  std::string text = "calibrated on '" + printable_line(c.source) + "' (";
   if (c.steps > 0) {
     text += "pp" + std::to_string(l.pp) + (l.vpp > 1 ? "x" + std::to_string(l.vpp) : "") + " " + l.schedule + ", " +
             std::to_string(c.steps) + " steps, ";
@@ -34,13 +28,13 @@ std::string calibration_line(const Calibration& c) {
     text += std::to_string(l.pp) + (l.pp > 1 ? " stages, " : " stage, ");
   }
   text += "micro-batches of " + std::to_string(l.micro_batch_size) + "): ";
-  text += printf_string("F+B of a micro-batch %.2f ms measured, %.2f ms modelled at %.1f%%, so %.2f%% of peak\n",
+  text += formatted("F+B of a micro-batch %.2f ms measured, %.2f ms modelled at %.1f%%, so %.2f%% of peak\n",
                         1e3 * c.measured_seconds, 1e3 * c.modelled_seconds, 100 * c.stated_efficiency,
                         100 * c.matmul_efficiency);
   if (c.step_seconds > 0)
-    text += printf_string("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates; ",
+    text += formatted("  %.1f ms between steps measured, so %.1f ns per parameter a rank updates; ",
                           1e3 * c.between_steps_seconds, c.update_ns_per_parameter) +
-            printf_string("step %.1f ms measured, %.1f ms modelled, so x%.3f for the rest\n", 1e3 * c.step_seconds,
+            formatted("step %.1f ms measured, %.1f ms modelled, so x%.3f for the rest\n", 1e3 * c.step_seconds,
                           1e3 * c.modelled_step_seconds, c.step_time_factor);
   return text;
 }
@@ -51,19 +45,19 @@ std::string header(const LayoutRequest& request, const LayoutSearch& search, con
   // Billions for the presets, millions for a model small enough to train here.
   const bool billions = m.total_parameters() >= 1e9;
   const double unit = billions ? 1e9 : 1e6;
-  std::string text = "model " + m.name + ": " +
-                     printf_string(billions ? "%.1fB parameters, %.1fB active per token"
+  std::string text = "model " + printable_line(m.name) + ": " +
+                     formatted(billions ? "%.1fB parameters, %.1fB active per token"
                                             : "%.2fM parameters, %.2fM active per token",
                                    m.total_parameters() / unit, m.active_parameters() / unit);
   text += ", " + std::to_string(m.layers) + " layers, sequence " + std::to_string(m.seq_len) + "\n";
-  text += "cluster " + c.name + ": " + std::to_string(c.gpus) + " GPUs, " + std::to_string(c.gpus_per_node) +
+  text += "cluster " + printable_line(c.name) + ": " + std::to_string(c.gpus) + " GPUs, " + std::to_string(c.gpus_per_node) +
           " per node, " +
-          printf_string("%g GiB (%g GiB reserved), %g TFLOP/s, links %g GB/s", c.memory_gib, c.reserved_gib,
+          formatted("%g GiB (%g GiB reserved), %g TFLOP/s, links %g GB/s", c.memory_gib, c.reserved_gib,
                         c.peak_tflops, c.intra_node_gbps) +
-          printf_string(" in a node and %g GB/s between nodes\n", c.inter_node_gbps);
+          formatted(" in a node and %g GB/s between nodes\n", c.inter_node_gbps);
   if (c.host_cores > 0) text += "ranks share " + std::to_string(c.host_cores) + " host cores\n";
   if (calibration) text += calibration_line(*calibration);
-  text += printf_string("assumed: matrix products at %.3g%% of peak, collectives at %.0f%% of link bandwidth; ",
+  text += formatted("assumed: matrix products at %.3g%% of peak, collectives at %.0f%% of link bandwidth; ",
                         100 * c.matmul_efficiency, 100 * c.link_efficiency);
   text += "global batch " + std::to_string(request.global_batch) + " sequences\n";
   text += "searched " + std::to_string(search.layouts) + " layouts that divide, " +
@@ -101,13 +95,13 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
   for (const LayoutResult& r : search.ranked) {
     const TrainCommand train = train_command(request.model, request.cluster, r);
     ++rank;
-    if (train.command) commands += printf_string("%3.0f  ", rank) + *train.command + "\n";
+    if (train.command) commands += formatted("%3d  ", rank) + *train.command + "\n";
     else if (why_not.empty()) why_not = train.why_not;
   }
   if (!commands.empty()) text += "\nto run a layout on this machine's processes:\n" + commands;
   else if (request.cluster.gpus <= request.cluster.gpus_per_node && !why_not.empty())
     text += "\nno dualpipe train command: " + why_not + "\n";
-  text += "\nmemory per GPU against " + printf_string("%.1f", request.cluster.memory_bytes() / kBytesPerGiB) +
+  text += "\nmemory per GPU against " + formatted("%.1f", request.cluster.memory_bytes() / kBytesPerGiB) +
           " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, exposed "
           "tp/cp/ep/dp communication,\nbubble (idle, pipeline messages included); MFU counts model FLOPs "
           "(6 x active parameters + 12 x layers x hidden x sequence per token)\n";

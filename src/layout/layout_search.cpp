@@ -242,17 +242,18 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   return r;
 }
 
+// (Counted in long long: doubling past 2^30 would overflow an int to 0, and n % 0 is a crash.)
 std::vector<int> powers_of_two_dividing(int n, int cap) {
   std::vector<int> out;
-  for (int v = 1; v <= cap && v <= n; v *= 2)
-    if (n % v == 0) out.push_back(v);
+  for (long long v = 1; v <= cap && v <= n; v *= 2)
+    if (n % v == 0) out.push_back(int(v));
   return out;
 }
 
 std::vector<int> divisors(int n, int cap) {
   std::vector<int> out;
-  for (int v = 1; v <= cap && v <= n; ++v)
-    if (n % v == 0) out.push_back(v);
+  for (long long v = 1; v <= cap && v <= n; ++v)
+    if (n % v == 0) out.push_back(int(v));
   return out;
 }
 
@@ -346,7 +347,7 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
     }
     ++search.simulated;
     std::optional<LayoutResult> best = best_zero_stage(request, e, zeros);
-    if (!best) continue;
+    if (!best || !request.fix.holds(best->layout)) continue;  // its vpp is the plan's
     best->plan_command = "dualpipe plan --ranks " + std::to_string(base.pp) + " --microbatches " +
                          std::to_string(base.microbatches) + " --cost " + plan_request.costs.to_string() +
                          " --memory-limit " + detail::concat(*plan_request.memory_limit) +
@@ -383,6 +384,7 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
   cluster.check();
   DUALPIPE_REQUIRE(request.global_batch >= 1, "--global-batch must be >= 1, got ", request.global_batch);
   DUALPIPE_REQUIRE(request.top >= 1, "--top must be >= 1, got ", request.top);
+  fix.check_can_hold(model);
 
   std::vector<std::pair<std::string, int>> schedules;  // (kind, vpp) for pp > 1
   for (const GeneratorInfo& g : generators()) {
@@ -416,6 +418,7 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
                 Layout l;
                 l.tp = tp, l.cp = cp, l.pp = pp, l.dp = dp, l.ep = ep, l.micro_batch_size = mbs;
                 l.recompute = recompute, l.schedule = kind, l.vpp = vpp, l.zero = zeros.front();
+                if (!fix.holds(l)) continue;  // pp=1 ("none", vpp 1) against a fixed schedule or vpp
                 try {
                   check_divides(model, cluster, request.global_batch, l);
                   l.microbatches = request.global_batch / (dp * mbs);
@@ -431,8 +434,9 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
                 }
               }
       }
+  const std::string fixed = fix.to_string();
   DUALPIPE_REQUIRE(search.layouts > 0, "no layout of ", model.name, " on ", cluster.name, " divides with global batch ",
-                   request.global_batch, fix.tp || fix.pp || fix.cp || fix.dp || fix.ep ? " and the --fix sizes" : "",
+                   request.global_batch, fixed.empty() ? "" : " and --fix " + fixed,
                    ": the GPUs must factor into tp x cp x pp x dp and the batch into dp x micro-batch size");
 
   // Cheapest bound first; a pipeline is simulated only while its bound could still make the top.
@@ -450,49 +454,6 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
   std::vector<std::unique_ptr<ScheduleFacts>> planned;
   if (request.planner && !fix.schedule) add_planner_schedules(request, zeros, cache, planned, search, 1);
   return search;
-}
-
-LayoutFix LayoutFix::parse(const std::string& text) {
-  LayoutFix fix;
-  size_t start = 0;
-  while (start <= text.size() && !text.empty()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    const size_t eq = item.find('=');
-    DUALPIPE_REQUIRE(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--fix item '", item,
-                     "' must be KEY=VALUE (keys: tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule)");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    const auto number = [&](std::optional<int>& slot, int low, int high) {
-      DUALPIPE_REQUIRE(!slot, "--fix names '", key, "' twice");
-      DUALPIPE_REQUIRE(value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 7,
-                       "--fix ", key, "='", value, "' must be a whole number");
-      const int n = std::stoi(value);
-      DUALPIPE_REQUIRE(n >= low && n <= high, "--fix ", key, "=", n, " must be between ", low, " and ", high);
-      slot = n;
-    };
-    if (key == "tp") number(fix.tp, 1, 1 << 20);
-    else if (key == "cp") number(fix.cp, 1, 1 << 20);
-    else if (key == "pp") number(fix.pp, 1, 1 << 20);
-    else if (key == "vpp") number(fix.vpp, 1, 64);
-    else if (key == "dp") number(fix.dp, 1, 1 << 20);
-    else if (key == "ep") number(fix.ep, 1, 1 << 20);
-    else if (key == "zero") number(fix.zero, 0, 3);
-    else if (key == "mbs") number(fix.mbs, 1, 1 << 16);
-    else if (key == "recompute") {
-      DUALPIPE_REQUIRE(!fix.recompute, "--fix names 'recompute' twice");
-      fix.recompute = parse_recompute(value);
-    } else if (key == "schedule") {
-      DUALPIPE_REQUIRE(!fix.schedule, "--fix names 'schedule' twice");
-      DUALPIPE_REQUIRE(value == "none" || find_generator(value), "--fix schedule='", value,
-                       "' is not a schedule (dualpipe schedule --help lists them) nor none");
-      fix.schedule = value == "none" ? value : std::string(find_generator(value)->name);
-    } else {
-      throw InvalidArgument("--fix key '" + key + "' is not one of tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule");
-    }
-    start = comma + 1;
-    if (comma == text.size()) break;
-  }
-  return fix;
 }
 
 }  // namespace dualpipe::layout

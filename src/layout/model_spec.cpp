@@ -1,8 +1,10 @@
 #include "dualpipe/layout/model_spec.h"
 
+#include <algorithm>
 #include <map>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/printable.h"
 #include "layout/spec_json.h"
 
 namespace dualpipe::layout {
@@ -41,11 +43,17 @@ bool ModelSpec::is_moe_layer(int layer) const {
   return experts > 0 && layer >= dense_layers && (layer - dense_layers) % moe_layer_freq == 0;
 }
 
-int ModelSpec::moe_layer_count() const {
-  int count = 0;
-  for (int layer = 0; layer < layers; ++layer) count += is_moe_layer(layer);
-  return count;
+int ModelSpec::moe_layers_in(int begin, int end) const {
+  // The MoE layers are dense_layers + k x moe_layer_freq: counted, not looped (a model may have 100000 layers).
+  if (experts <= 0 || moe_layer_freq < 1) return 0;
+  begin = std::max(begin, dense_layers);
+  if (begin >= end) return 0;
+  const long long first = (begin - dense_layers + moe_layer_freq - 1) / moe_layer_freq;  // the first k at or after
+  const long long last = (end - 1 - dense_layers) / moe_layer_freq;                        // the last k before end
+  return int(std::max(0LL, last - first + 1));
 }
+
+int ModelSpec::moe_layer_count() const { return moe_layers_in(0, layers); }
 
 double ModelSpec::attention_parameters() const {
   const double h = hidden, kv_width = h * (kv_heads > 0 ? kv_heads : heads) / heads;
@@ -73,24 +81,33 @@ double ModelSpec::active_parameters() const {
 }
 
 void ModelSpec::check() const {
-  const auto positive = [&](const char* field, int value) {
-    DUALPIPE_REQUIRE(value > 0, "model '", name, "': ", field, " must be positive, got ", value);
+  // Every field within a documented range (docs/layout.md, "Model files"): beyond it a number would drive the
+  // search's time or overflow the sums, and no model comes near it (DeepSeek-V3: 61 layers, 256 experts).
+  const auto within = [&](const char* field, long long value, long long low, long long high, const char* note = "") {
+    DUALPIPE_REQUIRE(value >= low && value <= high, "model '", printable_line(name), "': ", field, "=", value,
+                     " must be between ", low, " and ", high, note);
   };
-  positive("layers", layers), positive("hidden", hidden), positive("heads", heads), positive("vocab", vocab);
-  positive("seq_len", seq_len), positive("ffn_hidden", ffn_hidden), positive("dtype_bytes", dtype_bytes);
-  DUALPIPE_REQUIRE(hidden % heads == 0, "model '", name, "': heads=", heads, " must divide hidden=", hidden);
-  DUALPIPE_REQUIRE(kv_heads >= 0 && (kv_heads == 0 || heads % kv_heads == 0), "model '", name, "': kv_heads=",
-                   kv_heads, " must divide heads=", heads);
+  within("layers", layers, 1, kMaxModelLayers);
+  within("hidden", hidden, 1, 1 << 18);
+  within("heads", heads, 1, hidden, " (hidden)");
+  DUALPIPE_REQUIRE(hidden % heads == 0, "model '", printable_line(name), "': heads=", heads, " must divide hidden=",
+                   hidden);
+  within("kv_heads", kv_heads, 0, heads, " (heads; 0: as many as heads)");
+  DUALPIPE_REQUIRE(kv_heads == 0 || heads % kv_heads == 0, "model '", printable_line(name), "': kv_heads=", kv_heads,
+                   " must divide heads=", heads);
+  within("ffn_hidden", ffn_hidden, 1, 1 << 20);
+  within("vocab", vocab, 1, 1 << 24);
+  within("seq_len", seq_len, 1, 1 << 24);
+  DUALPIPE_REQUIRE(dtype_bytes == 1 || dtype_bytes == 2 || dtype_bytes == 4 || dtype_bytes == 8, "model '",
+                   printable_line(name), "': dtype_bytes=", dtype_bytes, " must be 1, 2, 4 or 8");
+  within("experts", experts, 0, kMaxModelExperts, " (0: dense)");
   if (experts == 0) return;
-  DUALPIPE_REQUIRE(experts > 0, "model '", name, "': experts must be 0 (dense) or positive, got ", experts);
-  DUALPIPE_REQUIRE(top_k >= 1 && top_k <= experts, "model '", name, "': top_k=", top_k,
-                   " must be between 1 and experts=", experts);
-  positive("expert_ffn_hidden", expert_ffn_hidden), positive("moe_layer_freq", moe_layer_freq);
-  DUALPIPE_REQUIRE(max_nodes_per_token >= 0, "model '", name, "': max_nodes_per_token must be >= 0 (0: no limit), got ",
-                   max_nodes_per_token);
-  DUALPIPE_REQUIRE(shared_experts >= 0, "model '", name, "': shared_experts must be >= 0, got ", shared_experts);
-  DUALPIPE_REQUIRE(dense_layers >= 0 && dense_layers < layers, "model '", name, "': dense_layers=", dense_layers,
-                   " must be in [0, layers=", layers, ")");
+  within("top_k", top_k, 1, experts, " (experts)");
+  within("expert_ffn_hidden", expert_ffn_hidden, 1, 1 << 20);
+  within("shared_experts", shared_experts, 0, 1024);
+  within("dense_layers", dense_layers, 0, layers - 1, " (layers - 1: at least one MoE layer)");
+  within("moe_layer_freq", moe_layer_freq, 1, layers);
+  within("max_nodes_per_token", max_nodes_per_token, 0, 1 << 20, " (0: no limit)");
 }
 
 ModelSpec parse_model_spec(const std::string& json_text, const std::string& source) {
@@ -106,6 +123,7 @@ ModelSpec parse_model_spec(const std::string& json_text, const std::string& sour
   object.read("moe_layer_freq", m.moe_layer_freq), object.read("dtype_bytes", m.dtype_bytes);
   object.read("tied_embeddings", m.tied_embeddings), object.read("max_nodes_per_token", m.max_nodes_per_token);
   object.refuse_unknown();
+  object.require({"layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len"});
   m.check();
   return m;
 }

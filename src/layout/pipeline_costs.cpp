@@ -57,6 +57,33 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
           ? 2 * all_to_all_seconds(cluster, layout.ep, act_bytes / t, model.top_k, model.max_nodes_per_token)
           : 0;
 
+  // What one layer adds to its stage, dense or MoE; a stage adds each kind once per layer of it. Counted rather
+  // than looped, so that the time does not grow with the layers (a model may have 100000).
+  struct LayerCosts {
+    double f_compute = 0, b_compute = 0, w = 0, cp_f = 0, cp_b = 0, exposed_tp = 0, all_to_all = 0;
+    double dense_parameters = 0, expert_parameters = 0;
+  };
+  const auto layer_costs = [&](bool moe) {
+    LayerCosts l;
+    const double ffn = moe ? (model.top_k + model.shared_experts) * model.expert_parameters() + model.router_parameters()
+                           : model.dense_ffn_parameters();
+    const double attention_core = tokens * 4 * h * seq / rate;  // QK^T and AV, forward
+    const double fc = tokens * 2 * (model.attention_parameters() + ffn) / rate + attention_core;
+    double bc = 2 * fc;
+    if (layout.recompute == Recompute::Full) bc += fc;
+    if (layout.recompute == Recompute::Selective) bc += attention_core;
+    l.f_compute = fc, l.b_compute = bc, l.w = fc;
+    l.cp_f = std::max(0.0, cp_forward - attention_core), l.cp_b = std::max(0.0, 2 * (cp_forward - attention_core));
+    l.exposed_tp = 2 * tp_each_way;
+    l.all_to_all = moe ? 2 * ep_each_way : 0;
+    l.dense_parameters = (model.attention_parameters() +
+                          (moe ? model.shared_experts * model.expert_parameters() + model.router_parameters()
+                               : model.dense_ffn_parameters())) / t;
+    l.expert_parameters = moe ? model.experts * model.expert_parameters() / layout.ep : 0;
+    return l;
+  };
+  const LayerCosts dense_layer = layer_costs(false), moe_layer = layer_costs(true);
+
   std::vector<double> forward, backward, weight;
   double pair_sum = 0, separate_sum = 0;
   int layer = 0;
@@ -64,23 +91,14 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
     double w = 0, f_compute = 0, b_compute = 0, all_to_all = 0, exposed_tp = 0, cp_f = 0, cp_b = 0;
     StageParameters params;
     if (s == 0) params.dense += double(model.vocab) * h / t;
-    for (int i = 0; i < out.layers_per_stage[s]; ++i, ++layer) {
-      const bool moe = model.is_moe_layer(layer);
-      const double ffn = moe ? (model.top_k + model.shared_experts) * model.expert_parameters() + model.router_parameters()
-                             : model.dense_ffn_parameters();
-      const double attention_core = tokens * 4 * h * seq / rate;  // QK^T and AV, forward
-      const double fc = tokens * 2 * (model.attention_parameters() + ffn) / rate + attention_core;
-      double bc = 2 * fc;
-      if (layout.recompute == Recompute::Full) bc += fc;
-      if (layout.recompute == Recompute::Selective) bc += attention_core;
-      f_compute += fc, b_compute += bc, w += fc;
-      cp_f += std::max(0.0, cp_forward - attention_core), cp_b += std::max(0.0, 2 * (cp_forward - attention_core));
-      exposed_tp += 2 * tp_each_way;
-      if (moe) all_to_all += 2 * ep_each_way;
-      params.dense += (model.attention_parameters() +
-                       (moe ? model.shared_experts * model.expert_parameters() + model.router_parameters()
-                            : model.dense_ffn_parameters())) / t;
-      if (moe) params.experts += model.experts * model.expert_parameters() / layout.ep;
+    const int moe_layers = model.moe_layers_in(layer, layer + out.layers_per_stage[s]);
+    layer += out.layers_per_stage[s];
+    for (const auto& [l, count] : {std::pair{dense_layer, out.layers_per_stage[s] - moe_layers},
+                                   std::pair{moe_layer, moe_layers}}) {
+      f_compute += count * l.f_compute, b_compute += count * l.b_compute, w += count * l.w;
+      cp_f += count * l.cp_f, cp_b += count * l.cp_b, exposed_tp += count * l.exposed_tp;
+      all_to_all += count * l.all_to_all;
+      params.dense += count * l.dense_parameters, params.experts += count * l.expert_parameters;
     }
     if (s == stages - 1) {
       const double logits = tokens * 2 * double(model.vocab) * h / rate;

@@ -1,6 +1,7 @@
 // Reading the planner's model and cluster files: one JSON object of known fields, each of its type, strictly.
 #pragma once
 
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -19,6 +20,8 @@ class SpecObject {
   void read(const char* key, std::string& value);
   // Throws InvalidArgument naming the first key that no read() asked for.
   void refuse_unknown() const;
+  // Throws InvalidArgument naming the first of `keys` that the object lacks (and listing them all).
+  void require(std::initializer_list<const char*> keys) const;
 
  private:
   const nlohmann::json* find(const char* key);

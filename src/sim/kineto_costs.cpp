@@ -1,5 +1,6 @@
 #include "dualpipe/sim/kineto_costs.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "dualpipe/util/error.h"
@@ -15,9 +16,13 @@ const KinetoRegion* find_region(const KinetoSummary& summary, const std::string&
   return nullptr;
 }
 
+// The first 20 names, then how many more: a trace may hold thousands (an error listed 148 KB of them).
 std::string region_list(const KinetoSummary& summary) {
+  constexpr size_t kListed = 20;
   std::string names;
-  for (const KinetoRegion& r : summary.regions) names += (names.empty() ? "" : ", ") + r.name;
+  for (size_t i = 0; i < std::min(kListed, summary.regions.size()); ++i)
+    names += (i ? ", " : "") + summary.regions[i].name;
+  if (summary.regions.size() > kListed) names += " and " + std::to_string(summary.regions.size() - kListed) + " more";
   return names.empty() ? "none" : names;
 }
 

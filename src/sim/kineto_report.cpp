@@ -1,19 +1,13 @@
 #include "dualpipe/sim/kineto_report.h"
 
-#include <cstdio>
-
 #include <nlohmann/json.hpp>
+
+#include "dualpipe/util/number_format.h"
+#include "dualpipe/util/printable.h"
 
 namespace dualpipe {
 
 namespace {
-
-std::string line(const char* spec, const std::string& name, int count, double a, double b, double c, double d,
-                 double e) {
-  char buffer[512];
-  std::snprintf(buffer, sizeof buffer, spec, name.c_str(), count, a, b, c, d, e);
-  return buffer;
-}
 
 double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
 
@@ -25,16 +19,16 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
                      (summary.processes == 1 ? " process" : " processes") +
                      (trace.has_gpu_kernels ? ", GPU kernels (the GPU's timeline is measured)"
                                             : ", CPU operators only (no GPU kernels)") + "\n";
-  char whole[256];
-  std::snprintf(whole, sizeof whole,
-                "whole trace: compute %.3f ms, communication %.3f ms, of which %.3f ms (%.0f%%) overlapped compute\n\n",
-                summary.compute / 1e3, summary.communication / 1e3, summary.overlapped / 1e3,
-                100 * share(summary.overlapped, summary.communication));
-  text += whole;
+  text += formatted(
+      "whole trace: compute %.3f ms, communication %.3f ms, of which %.3f ms (%.0f%%) overlapped compute\n\n",
+      summary.compute / 1e3, summary.communication / 1e3, summary.overlapped / 1e3,
+      100 * share(summary.overlapped, summary.communication));
   text += "region                            count   median ms    mean ms  compute ms  comm ms  comm overlapped\n";
   for (const KinetoRegion& r : summary.regions) {
-    const std::string name = r.name.size() > 32 ? r.name.substr(0, 29) + "..." : r.name;
-    text += line("%-32s %6d %11.3f %10.3f %11.3f %8.3f %15.0f%%\n", name, r.count, r.median_duration / 1e3,
+    // A region's name is the traced program's: escaped (a terminal would act on its control characters), then cut.
+    std::string name = printable_line(r.name);
+    if (name.size() > 32) name = name.substr(0, 29) + "...";
+    text += formatted("%-32s %6d %11.3f %10.3f %11.3f %8.3f %15.0f%%\n", name.c_str(), r.count, r.median_duration / 1e3,
                  r.mean_duration / 1e3, r.mean_compute / 1e3, r.mean_communication / 1e3,
                  100 * share(r.mean_overlapped, r.mean_communication));
   }

@@ -35,14 +35,30 @@ std::vector<Interval> intersection(const std::vector<Interval>& a, const std::ve
   return out;
 }
 
-// The time of sorted disjoint `intervals` inside [start, end].
-double covered(const std::vector<Interval>& intervals, double start, double end) {
-  double total = 0;
-  auto it = std::lower_bound(intervals.begin(), intervals.end(), start,
-                             [](const Interval& i, double t) { return i.end < t; });
-  for (; it != intervals.end() && it->start < end; ++it) total += std::max(0.0, std::min(end, it->end) - std::max(start, it->start));
-  return total;
-}
+// Sorted disjoint intervals, with the time they cover before each: the time inside any [start, end] in two binary
+// searches, however many intervals it spans (a region over a whole step spans all of that step's operators).
+class CoveredTime {
+ public:
+  explicit CoveredTime(std::vector<Interval> intervals) : intervals_(std::move(intervals)) {
+    before_.reserve(intervals_.size() + 1);
+    before_.push_back(0);
+    for (const Interval& i : intervals_) before_.push_back(before_.back() + (i.end - i.start));
+  }
+  const std::vector<Interval>& intervals() const { return intervals_; }
+  double total() const { return before_.back(); }
+  double inside(double start, double end) const { return end > start ? up_to(end) - up_to(start) : 0; }
+
+ private:
+  // The time covered before t: every interval that ends by t, and the part of the next one before t.
+  double up_to(double t) const {
+    const auto next = std::upper_bound(intervals_.begin(), intervals_.end(), t,
+                                       [](double time, const Interval& i) { return time < i.end; });
+    const size_t k = size_t(next - intervals_.begin());
+    return before_[k] + (k < intervals_.size() ? std::max(0.0, t - next->start) : 0.0);
+  }
+  std::vector<Interval> intervals_;
+  std::vector<double> before_;
+};
 
 // On the CPU an operator's children are operators too: only the outermost of each thread counts, and nothing
 // inside a communication operator counts as compute.
@@ -116,11 +132,11 @@ KinetoSummary summarize_kineto(const KinetoTrace& trace) {
     std::vector<Interval> compute, communication;
     for (const KinetoEvent* op : trace.has_gpu_kernels ? ops : outermost(ops))
       (op->kind == KinetoKind::Communication ? communication : compute).push_back({op->start, op->start + op->duration});
-    compute = merged(compute), communication = merged(communication);
-    const std::vector<Interval> overlap = intersection(compute, communication);
-    for (const Interval& i : compute) summary.compute += i.end - i.start;
-    for (const Interval& i : communication) summary.communication += i.end - i.start;
-    for (const Interval& i : overlap) summary.overlapped += i.end - i.start;
+    const CoveredTime computing(merged(compute)), communicating(merged(communication));
+    const CoveredTime overlap(intersection(computing.intervals(), communicating.intervals()));
+    summary.compute += computing.total();
+    summary.communication += communicating.total();
+    summary.overlapped += overlap.total();
     std::vector<KinetoEvent> occurrences_here;
     if (trace.has_gpu_kernels) {
       occurrences_here = joined_gpu_ranges(regions);
@@ -136,9 +152,9 @@ KinetoSummary summarize_kineto(const KinetoTrace& trace) {
       if (inserted) order.push_back(name);
       const double end = r->start + r->duration;
       it->second.durations.push_back(r->duration);
-      it->second.compute += covered(compute, r->start, end);
-      it->second.communication += covered(communication, r->start, end);
-      it->second.overlapped += covered(overlap, r->start, end);
+      it->second.compute += computing.inside(r->start, end);
+      it->second.communication += communicating.inside(r->start, end);
+      it->second.overlapped += overlap.inside(r->start, end);
     }
   }
   for (const std::string& name : order) {

@@ -91,7 +91,7 @@ RunPlan make_run_plan(const TrainConfig& c) {
   DUALPIPE_REQUIRE(std::isfinite(c.act_bytes) && c.act_bytes >= 0, "--act-bytes must be a number of bytes >= 0, got ",
                    c.act_bytes);
   DUALPIPE_REQUIRE(c.timeout_seconds > 0 && c.timeout_seconds <= 86400,
-                   "--timeout must be between 0 and 86400 seconds, got ", c.timeout_seconds);
+                   "--timeout must be above 0 and at most 86400 seconds, got ", c.timeout_seconds);
   DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);

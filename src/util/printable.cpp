@@ -30,12 +30,23 @@ size_t utf8_length(std::string_view text, size_t i) {
     if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
   // C1 controls (U+0080..U+009F) act like controls on some terminals.
   if (lead == 0xC2 && byte(i + 1) <= 0x9F) return 0;
+  // The bidirectional embeddings and overrides (U+202A..U+202E: E2 80 AA..AE) and isolates (U+2066..U+2069:
+  // E2 81 A6..A9) make a terminal show text in another order than it is.
+  if (lead == 0xE2 && ((byte(i + 1) == 0x80 && byte(i + 2) >= 0xAA && byte(i + 2) <= 0xAE) ||
+                       (byte(i + 1) == 0x81 && byte(i + 2) >= 0xA6 && byte(i + 2) <= 0xA9)))
+    return 0;
   return length;
 }
 
-}  // namespace
+// The length of the character at text[i] that is printed as it is (0: escape its first byte).
+size_t kept_length(std::string_view text, size_t i, bool multiline) {
+  const unsigned char c = static_cast<unsigned char>(text[i]);
+  if (c >= 0x20 && c < 0x7F) return 1;
+  if (c == '\n' || c == '\t') return multiline ? 1 : 0;
+  return c >= 0x80 ? utf8_length(text, i) : 0;
+}
 
-std::string printable(std::string_view text) {
+std::string escaped(std::string_view text, bool multiline) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
@@ -43,20 +54,36 @@ std::string printable(std::string_view text) {
     if (c == '\\') {
       out += "\\\\";
       ++i;
-    } else if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7F)) {
-      out += static_cast<char>(c);
-      ++i;
-    } else if (const size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
+    } else if (const size_t n = kept_length(text, i, multiline); n > 0) {
       out.append(text.substr(i, n));
       i += n;
     } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02X", c);
-      out += escaped;
+      char code[5];
+      std::snprintf(code, sizeof code, "\\x%02X", c);
+      out += code;
       ++i;
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) { return escaped(text, true); }
+std::string printable_line(std::string_view text) { return escaped(text, false); }
+
+std::string printable_message(std::string_view text, size_t limit) {
+  if (text.size() <= limit) return printable(text);
+  return printable(text.substr(0, limit)) + "... (" + std::to_string(text.size() - limit) + " more bytes)";
+}
+
+size_t first_unprintable(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = kept_length(text, i, false);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace dualpipe

@@ -61,7 +61,7 @@ TEST(LayoutCommand, BadInputIsRefusedNamingTheValue) {
   EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800 --global-batch 8"),
                  "a preset needs its GPU count, as in 'h800x64'");
   EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800x8 --global-batch 8 --fix tp=3"),
-                 "no layout of llama3-8b on h800x8 divides with global batch 8 and the --fix sizes");
+                 "no layout of llama3-8b on h800x8 divides with global batch 8 and --fix tp=3");
   EXPECT_REFUSED(dualpipe("layout --model llama3-8b --cluster h800x8 --global-batch 8 --fix zero=5"),
                  "--fix zero=5 must be between 0 and 3");
   EXPECT_EQ(dualpipe("layout --model llama3-8b --cluster h800x8").status, 2);  // --global-batch is required

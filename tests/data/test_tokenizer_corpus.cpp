@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpipe/util/number_format.h"
 #include "dualpipe/util/printable.h"
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/data/corpus.h"
@@ -272,4 +273,34 @@ TEST(Printable, ControlBytesAndBrokenUtf8AreEscapedTextIsKept) {
   EXPECT_EQ(printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");
   EXPECT_EQ(printable("\xC2\x9B"), "\\xC2\\x9B");
   EXPECT_EQ(printable("a\\x41"), "a\\\\x41");
+}
+
+// Unicode's bidirectional overrides and isolates (the "Trojan Source" characters) reorder what a terminal shows:
+// escaped like controls. The one-line form escapes newlines and tabs too; the message form is bounded.
+TEST(Printable, BidiOverridesAreEscapedAndOneLineTextEscapesNewlines) {
+  using dualpipe::first_unprintable;
+  using dualpipe::printable;
+  using dualpipe::printable_line;
+  EXPECT_EQ(printable("a\xE2\x80\xAE" "b"), "a\\xE2\\x80\\xAE" "b");   // U+202E RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(printable("\xE2\x81\xA6x"), "\\xE2\\x81\\xA6x");      // U+2066 LEFT-TO-RIGHT ISOLATE
+  EXPECT_EQ(printable("\xE2\x80\x94"), "\xE2\x80\x94");            // U+2014 EM DASH is text
+  EXPECT_EQ(printable_line("two\nlines\tand a tab"), "two\\x0Alines\\x09and a tab");
+  EXPECT_EQ(first_unprintable("name"), std::string::npos);
+  EXPECT_EQ(first_unprintable("caf\xC3\xA9 \\ ok"), std::string::npos);
+  EXPECT_EQ(first_unprintable("ab\x1B[2J"), 2u);
+  EXPECT_EQ(first_unprintable("x\xE2\x80\xAE"), 1u);
+  EXPECT_EQ(first_unprintable("tab\there"), 3u);
+  const std::string long_text(10000, 'a');
+  EXPECT_EQ(dualpipe::printable_message(long_text, 100), std::string(100, 'a') + "... (9900 more bytes)");
+  EXPECT_EQ(dualpipe::printable_message("\x07short", 100), "\\x07short");
+}
+
+// printf into a string of any length: 1e308 in %f is 309 digits, which a fixed buffer cut short.
+TEST(Formatted, WritesWhateverLengthTheValuesNeed) {
+  const std::string huge = dualpipe::formatted("%.3f|%s", 1e308, "end");
+  EXPECT_EQ(huge.size(), 309u + 4 + 4);
+  EXPECT_EQ(huge.substr(0, 3), "100");
+  EXPECT_EQ(huge.substr(huge.size() - 8), ".000|end");
+  EXPECT_EQ(dualpipe::formatted("%d-%s", 7, ""), "7-");
+  EXPECT_EQ(dualpipe::fixed(1e308, 1).size(), 311u);
 }

@@ -1,6 +1,8 @@
 // Model and cluster specs: the presets' parameter counts against the published ones, and strict reading of files.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "dualpipe/layout/cluster_spec.h"
 #include "dualpipe/layout/model_spec.h"
 #include "dualpipe/util/error.h"
@@ -77,6 +79,88 @@ TEST(ClusterSpec, PresetsTakeTheirGpuCountAfterX) {
                                  "c.json");
             }).find("matmul_efficiency and link_efficiency must be in (0, 1]"),
             std::string::npos);
+}
+
+// Every field within its documented range (docs/layout.md): the issue's reproducers and variants.
+TEST(ModelSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
+  // A valid model with the fields of `changes` ("experts": 8, ...) added or replaced.
+  const auto model_error = [](const std::string& changes) {
+    nlohmann::json model = nlohmann::json::parse(R"({"name": "m", "layers": 4, "hidden": 64, "heads": 4,
+                                                     "ffn_hidden": 256, "vocab": 256, "seq_len": 32})");
+    model.update(nlohmann::json::parse("{" + changes + "}"));
+    return error_of([&] { parse_model_spec(model.dump(), "m.json"); });
+  };
+  EXPECT_EQ(model_error(""), "(no error)");
+  // A loop over expert-parallel sizes once doubled past 2^30 into 0 and divided by it (SIGFPE).
+  EXPECT_NE(model_error(R"("experts": 1073741824, "top_k": 1, "expert_ffn_hidden": 64)")
+                .find("model 'm': experts=1073741824 must be between 0 and 65536"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"("experts": 65537, "top_k": 1, "expert_ffn_hidden": 64)").find("experts=65537"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"("experts": 8, "top_k": 2, "expert_ffn_hidden": 64, "shared_experts": 2147483647)")
+                .find("shared_experts=2147483647 must be between 0 and 1024"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_model_spec(R"({"layers": 1000000000, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 256,
+                                   "seq_len": 32})",
+                               "m.json");
+            }).find("layers=1000000000 must be between 1 and 100000"),
+            std::string::npos);
+  EXPECT_NE(model_error(R"("dtype_bytes": 3)").find("dtype_bytes=3 must be 1, 2, 4 or 8"), std::string::npos);
+  EXPECT_NE(model_error(R"("kv_heads": 8)").find("kv_heads=8 must be between 0 and 4"), std::string::npos);
+  // A missing field is named as missing, not as a zero; a field given twice is refused.
+  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256,
+                                                "seq_len": 32})", "m.json"); })
+                .find("m.json: missing field 'vocab'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": 4, "hidden": 64, "layers": 8})", "m.json"); })
+                .find("m.json: field 'layers' is given twice"),
+            std::string::npos);
+  // Names are printed in headers: ESC, BEL and U+202E (which reverses what follows) are refused, at their byte.
+  EXPECT_NE(model_error("\"name\": \"\\u001b[2Jpwn\"").find("'name' holds a control character at byte 0 (0x1B)"),
+            std::string::npos);
+  EXPECT_NE(model_error("\"name\": \"ok\\u0007\"").find("at byte 2"), std::string::npos);
+  EXPECT_NE(model_error("\"name\": \"abc\\u202Efdp\"").find("at byte 3"), std::string::npos);
+}
+
+TEST(ClusterSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
+  const auto cluster_error = [](const std::string& changes) {
+    nlohmann::json cluster = nlohmann::json::parse(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100,
+                                                       "intra_node_gbps": 100, "inter_node_gbps": 10})");
+    cluster.update(nlohmann::json::parse("{" + changes + "}"));
+    return error_of([&] { parse_cluster_spec(cluster.dump(), "c.json"); });
+  };
+  EXPECT_EQ(cluster_error(""), "(no error)");
+  EXPECT_NE(cluster_error(R"("peak_tflops": 1e-300)").find("peak_tflops=1e-300 must be between 0.001 and 1e+06"),
+            std::string::npos);
+  EXPECT_NE(cluster_error(R"("update_ns_per_parameter": 1e300)").find("update_ns_per_parameter=1e+300"),
+            std::string::npos);
+  EXPECT_NE(cluster_error(R"("memory_gib": 1e308)").find("memory_gib=1e+308 must be between"), std::string::npos);
+  EXPECT_NE(cluster_error(R"("inter_node_gbps": 1e12)").find("inter_node_gbps=1e+12"), std::string::npos);
+  EXPECT_NE(cluster_error(R"("step_time_factor": 1000)").find("step_time_factor=1000"), std::string::npos);
+  EXPECT_NE(cluster_error(R"("gpus_per_node": 4096)").find("gpus_per_node=4096 must be between 1 and 1024"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_cluster_spec(R"({"gpus": 8, "peak_tflops": 100, "intra_node_gbps": 100,
+                                                  "inter_node_gbps": 10})", "c.json"); })
+                .find("c.json: missing field 'memory_gib'"),
+            std::string::npos);
+}
+
+// The MoE layers of a range, counted in closed form, against asking every layer.
+TEST(ModelSpec, MoeLayersOfARangeAreThoseItsLayersSayTheyAre) {
+  ModelSpec m = model_spec("deepseek-v3");
+  for (const int dense : {0, 1, 3, 7})
+    for (const int freq : {1, 2, 3, 5}) {
+      m.layers = 23, m.dense_layers = dense, m.moe_layer_freq = freq;
+      for (int begin = 0; begin <= m.layers; ++begin)
+        for (int end = begin; end <= m.layers; ++end) {
+          int expected = 0;
+          for (int layer = begin; layer < end; ++layer) expected += m.is_moe_layer(layer);
+          ASSERT_EQ(m.moe_layers_in(begin, end), expected) << dense << " " << freq << " [" << begin << ", " << end << ")";
+        }
+    }
+  m.experts = 0;
+  EXPECT_EQ(m.moe_layers_in(0, 23), 0);
 }
 
 }  // namespace

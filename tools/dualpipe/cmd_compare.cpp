@@ -61,15 +61,15 @@ nlohmann::ordered_json to_json(const Figures& f) {
   return {{"makespan", f.makespan}, {"bubble", f.bubble}, {"bubble_rate", f.bubble_rate}, {"per_rank", ranks}};
 }
 
-std::string us(double v) { return format("%.1f", v); }
+std::string us(double v) { return formatted("%.1f", v); }
 
 std::string ratio(double measured, double planned) {
   if (planned <= 0) return "-";
-  return format("%.2fx", measured / planned);
+  return formatted("%.2fx", measured / planned);
 }
 
 // "+0.0%" never "-0.0%": a rate of zero printed with the sign of a rounding error reads as a finding.
-std::string percent(double rate) { return format("%.1f%%", 100 * rate + 0.0); }
+std::string percent(double rate) { return formatted("%.1f%%", 100 * rate + 0.0); }
 
 // The plan's costs: --cost as given, or fitted to the step with the fit's residual and warnings.
 struct PlanCosts {
@@ -88,7 +88,7 @@ std::string describe_costs(const PlanCosts& p) {
                      p.costs.to_string() + "\n";
   std::string out = "plan: the trace's schedule simulated with each stage's mean F, B, W and F&B durations in the "
                     "step (microseconds):\n  " + p.costs.to_string() + "\n" +
-                    format("fit residual: %.1f%% (root mean square of each action's deviation from its stage's "
+                    formatted("fit residual: %.1f%% (root mean square of each action's deviation from its stage's "
                            "mean)\n", 100 * p.fit->residual);
   for (const std::string& w : p.fit->warnings) out += "warning: " + w + "\n";
   return out;
@@ -134,20 +134,20 @@ void run(const CompareCommand& c) {
                     std::to_string(plan.num_stages) + " stages, M=" + std::to_string(plan.num_microbatches) +
                     " micro-batches; step " + std::to_string(step) + " of '" + c.trace + "'\n" +
                     describe_costs(costs) + "\n";
-  out += format("%4s  %10s %10s  %10s %10s  %10s %10s\n", "", "busy us", "", "idle us", "", "span us", "");
-  out += format("%4s  %10s %10s  %10s %10s  %10s %10s\n", "rank", "measured", "plan", "measured", "plan",
+  out += formatted("%4s  %10s %10s  %10s %10s  %10s %10s\n", "", "busy us", "", "idle us", "", "span us", "");
+  out += formatted("%4s  %10s %10s  %10s %10s  %10s %10s\n", "rank", "measured", "plan", "measured", "plan",
                 "measured", "plan");
   for (size_t r = 0; r < measured.per_rank.size(); ++r) {
     const RankFigures &m = measured.per_rank[r], &p = planned.per_rank[r];
-    out += format("%4zu  %10s %10s  %10s %10s  %10s %10s\n", r, us(m.busy).c_str(), us(p.busy).c_str(),
+    out += formatted("%4zu  %10s %10s  %10s %10s  %10s %10s\n", r, us(m.busy).c_str(), us(p.busy).c_str(),
                   us(m.idle).c_str(), us(p.idle).c_str(), us(m.span).c_str(), us(p.span).c_str());
   }
-  out += format("\n%-12s %12s %12s %15s\n", "", "measured", "plan", "measured/plan");
-  out += format("%-12s %12s %12s %15s\n", "makespan us", us(measured.makespan).c_str(),
+  out += formatted("\n%-12s %12s %12s %15s\n", "", "measured", "plan", "measured/plan");
+  out += formatted("%-12s %12s %12s %15s\n", "makespan us", us(measured.makespan).c_str(),
                 us(planned.makespan).c_str(), ratio(measured.makespan, planned.makespan).c_str());
-  out += format("%-12s %12s %12s %15s\n", "bubble us", us(measured.bubble).c_str(), us(planned.bubble).c_str(),
+  out += formatted("%-12s %12s %12s %15s\n", "bubble us", us(measured.bubble).c_str(), us(planned.bubble).c_str(),
                 ratio(measured.bubble, planned.bubble).c_str());
-  out += format("%-12s %12s %12s %15s\n", "bubble rate", percent(measured.bubble_rate).c_str(),
+  out += formatted("%-12s %12s %12s %15s\n", "bubble rate", percent(measured.bubble_rate).c_str(),
                 percent(planned.bubble_rate).c_str(), ratio(measured.bubble_rate, planned.bubble_rate).c_str());
   out += "\nbusy = sum of compute durations, idle = makespan - busy, span = last end - first start on the rank;\n"
          "bubble = max idle, bubble rate = (max span - max busy) / max span (docs/schedules.md, \"Metrics\")\n";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dualpipe/util/printable.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/validate.h"
@@ -99,7 +100,7 @@ Picture draw_comparison(const DrawCommand& c) {
     } catch (const InvalidArgument& e) {
       if (!all) throw InvalidArgument(detail::concat("--compare: ", kind, ": ", e.what()));
       skipped.push_back(detail::concat(kind, " (", e.what(), ")"));
-      std::cerr << "dualpipe draw: skipped " << kind << ": " << e.what() << "\n";
+      std::cerr << "dualpipe draw: skipped " << kind << ": " << printable_message(e.what()) << "\n";
       continue;
     }
     std::size_t drawn = 0;

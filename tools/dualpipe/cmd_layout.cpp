@@ -70,6 +70,16 @@ void add_layout_command(CLI::App& app) {
               "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json\n"
               "  dualpipe layout --model small.json --cluster this_machine.json --global-batch 16 --calibrate run.json "
               "--calibrate-mbs 2");
+  // Printed as soon as it is parsed, so that the options a search requires are not asked for.
+  sub->add_flag_callback(
+         "--list-presets",
+         [] {
+           write_stdout("models: " + joined(layout::model_preset_names()) + "\nclusters: " +
+                 joined(layout::cluster_preset_names()) + " (each with its GPU count after 'x': h100-sxmx64)\n");
+           throw CLI::Success();
+         },
+         "List the model and cluster presets (docs/layout.md has their figures and sources), then stop")
+      ->trigger_on_parse();
   sub->add_option("--model", command->model, "A model preset or a model JSON file (docs/layout.md)")->required();
   sub->add_option("--cluster", command->cluster, "A cluster preset with its GPU count (h100-sxmx64) or a JSON file")
       ->required();

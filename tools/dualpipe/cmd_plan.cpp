@@ -87,12 +87,12 @@ std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest
            format_cut(plan.best.layers_per_stage) + ")\n";
   }
   out += "\nbest of each kind within the limit (peak act in 1/R slice activations):\n";
-  out += format("%-28s %3s %12s %12s %10s %10s %9s %6s\n", "schedule", "S", "step time", "max span", "span rate",
+  out += formatted("%-28s %3s %12s %12s %10s %10s %9s %6s\n", "schedule", "S", "step time", "max span", "span rate",
                 "step rate", "peak act", "params");
   for (const PlanCandidate& k : plan.candidates) {
     double span = 0;
     for (const RankMetrics& r : k.metrics.per_rank) span = std::max(span, r.span);
-    out += format("%-28s %3d %12s %12s %9s%% %9s%% %9s %5sx\n", k.name.c_str(), k.schedule.num_stages,
+    out += formatted("%-28s %3d %12s %12s %9s%% %9s%% %9s %5sx\n", k.name.c_str(), k.schedule.num_stages,
                   fixed(k.metrics.makespan, 2).c_str(), fixed(span, 2).c_str(),
                   fixed(100 * k.metrics.bubble_rate, 2).c_str(), fixed(100 * k.metrics.step_bubble_rate, 2).c_str(),
                   shortest_fixed(k.peak).c_str(), shortest_fixed(parameter_copies(k), 2).c_str());

@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "dualpipe/sim/kineto_report.h"
+#include "dualpipe/util/printable.h"
 #include "dualpipe/util/error.h"
 #include "output.h"
 
@@ -31,7 +32,8 @@ void run(const ProfileCommand& c) {
   }
   write_output(c.output, c.format == "json" ? kineto_json(c.kineto, trace, summary, costs ? &*costs : nullptr)
                                             : kineto_table(c.kineto, trace, summary, costs ? &*costs : nullptr));
-  if (!missing.empty()) std::fprintf(stderr, "dualpipe profile: no costs: %s\n", missing.c_str());
+  // The message lists region names from the trace: escaped and bounded like an error.
+  if (!missing.empty()) std::fprintf(stderr, "dualpipe profile: no costs: %s\n", printable_message(missing).c_str());
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 
 #include "commands.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/printable.h"
 #include "output.h"
 
 namespace {
+
+using dualpipe::printable_message;  // errors quote inputs: escaped and bounded
 
 // CLI11 prints a switch's negated name with the value it sets ("--dp-overlap,--no-dp-overlap{false}"), which
 // reads as the default; the switch shows its real default as its option text instead (train_options.cpp).
@@ -54,17 +57,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::Success&) {  // an option that did its work while parsing (layout --list-presets)
+    dualpipe::cli::finish_stdout();
+    return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "dualpipe: " << e.what() << "\nRun with --help for usage.\n";
+    std::cerr << "dualpipe: " << printable_message(e.what()) << "\nRun with --help for usage.\n";
     return 2;
   } catch (const dualpipe::InternalError& e) {
-    std::cerr << "dualpipe: internal error (please report): " << e.what() << "\n";
+    std::cerr << "dualpipe: internal error (please report): " << printable_message(e.what()) << "\n";
     return 1;
   } catch (const dualpipe::Error& e) {
-    std::cerr << "dualpipe: " << e.what() << "\n";
+    std::cerr << "dualpipe: " << printable_message(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "dualpipe: " << e.what() << "\n";
+    std::cerr << "dualpipe: " << printable_message(e.what()) << "\n";
     return 1;
   }
   return 0;

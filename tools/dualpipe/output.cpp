@@ -1,7 +1,6 @@
 #include "output.h"
 
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -31,19 +30,6 @@ void finish_stdout() {
   std::cout.flush();
   if (!std::cout) fail(errno);
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) fail(errno);
-}
-
-std::string format(const char* spec, ...) {
-  va_list args;
-  va_start(args, spec);
-  va_list again;
-  va_copy(again, args);
-  const int length = std::vsnprintf(nullptr, 0, spec, args);
-  va_end(args);
-  std::string out(length > 0 ? static_cast<size_t>(length) : 0, '\0');
-  if (length > 0) std::vsnprintf(out.data(), out.size() + 1, spec, again);
-  va_end(again);
-  return out;
 }
 
 CLI::Option* add_output_option(CLI::App& command, std::string& path) {

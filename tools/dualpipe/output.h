@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dualpipe/util/number_format.h"  // formatted(): printf into a string, for the tables
 #include "dualpipe/util/output_paths.h"
 
 namespace dualpipe::cli {
@@ -19,8 +20,6 @@ void write_stdout(std::string_view text);
 // it after every command, so output printed piecewise is checked too.
 void finish_stdout();
 
-// printf into a string, for the commands' tables (which go to stdout or to -o alike).
-std::string format(const char* spec, ...) __attribute__((format(printf, 1, 2)));
 
 // Adds -o,--output: the file that takes what the command would print (any --format), written whole or not at all.
 CLI::Option* add_output_option(CLI::App& command, std::string& path);

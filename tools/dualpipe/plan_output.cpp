@@ -41,15 +41,15 @@ std::string simulated_table(const SimulatedSchedule& r) {
                     percent(m.bubble_rate) + "  step bubble rate " + percent(m.step_bubble_rate) +
                     "  peak activations " + shortest_fixed(m.peak_activations()) + " stage activations\n\n";
   const bool bytes = costs.activation_bytes > 0;
-  out += format("%4s  %12s  %12s  %12s  %24s  %6s  %6s%s\n", "rank", "busy", "idle", "span",
+  out += formatted("%4s  %12s  %12s  %12s  %24s  %6s  %6s%s\n", "rank", "busy", "idle", "span",
                 "peak act (stage, model)", "chunks", "params", bytes ? "  peak act bytes" : "");
   for (const RankMetrics& rm : m.per_rank) {
     const std::string peak = shortest_fixed(rm.peak_activations) + " (" + fixed(rm.peak_activation_fraction, 2) +
                              " model)";
-    out += format("%4d  %12s  %12s  %12s  %24s  %6d  %5sx", rm.rank, fixed(rm.busy, 2).c_str(),
+    out += formatted("%4d  %12s  %12s  %12s  %24s  %6d  %5sx", rm.rank, fixed(rm.busy, 2).c_str(),
                   fixed(rm.idle, 2).c_str(), fixed(rm.span, 2).c_str(), peak.c_str(), rm.stages_held,
                   shortest_fixed(rm.parameter_copies, 2).c_str());
-    if (bytes) out += "  " + format("%14s", describe_bytes(rm.peak_activation_bytes).c_str());
+    if (bytes) out += "  " + formatted("%14s", describe_bytes(rm.peak_activation_bytes).c_str());
     out += "\n";
   }
   return out;
@@ -59,7 +59,7 @@ std::string comparison_table(const std::vector<SimulatedSchedule>& results, cons
   const bool bytes = !results.empty() && results.front().costs.activation_bytes > 0;
   // step time: the makespan; largest idle: the DualPipe paper's bubble; span rate: the Zero Bubble paper's
   // (max span - max busy) / max span; step rate: 1 - busy / (R x step time).
-  std::string out = format("%-17s %3s %10s %12s %10s %10s %9s %9s %6s %6s%s\n", "schedule", "S", "step time",
+  std::string out = formatted("%-17s %3s %10s %12s %10s %10s %9s %9s %6s %6s%s\n", "schedule", "S", "step time",
                            "largest idle", "span rate", "step rate", "peak act", "act/model", "chunks", "params",
                            bytes ? "  peak act bytes" : "");
   for (const SimulatedSchedule& r : results) {
@@ -68,12 +68,12 @@ std::string comparison_table(const std::vector<SimulatedSchedule>& results, cons
     double copies = 0;
     for (const RankMetrics& rm : r.metrics.per_rank)
       held = std::max(held, rm.stages_held), copies = std::max(copies, rm.parameter_copies);
-    out += format("%-17s %3d %10s %12s %10s %10s %9s %9s %6d %5sx", r.schedule.kind.c_str(), r.schedule.num_stages,
+    out += formatted("%-17s %3d %10s %12s %10s %10s %9s %9s %6d %5sx", r.schedule.kind.c_str(), r.schedule.num_stages,
                   fixed(r.metrics.makespan, 2).c_str(), fixed(r.metrics.bubble, 2).c_str(),
                   percent(r.metrics.bubble_rate).c_str(), percent(r.metrics.step_bubble_rate).c_str(),
                   shortest_fixed(worst.peak_activations).c_str(), fixed(worst.peak_activation_fraction, 2).c_str(),
                   held, shortest_fixed(copies, 2).c_str());
-    if (bytes) out += "  " + format("%14s", describe_bytes(worst.peak_activation_bytes).c_str());
+    if (bytes) out += "  " + formatted("%14s", describe_bytes(worst.peak_activation_bytes).c_str());
     out += "\n";
   }
   if (!skipped.empty()) {

@@ -8,6 +8,7 @@
 namespace dualpipe::layout {
 
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;  // memory_gib's unit
+constexpr int kMaxClusterGpus = 1 << 20;
 
 struct ClusterSpec {
   std::string name;

@@ -62,6 +62,11 @@ struct LayoutFix {
   std::optional<Recompute> recompute;
   std::optional<std::string> schedule;
   static LayoutFix parse(const std::string& text);  // throws InvalidArgument naming the item and the rule
+  std::string to_string() const;                    // as parse() reads it
+  bool holds(const Layout& layout) const;           // every fixed value is the layout's
+  // Throws InvalidArgument when no layout of `model` could hold the values together, naming the ones in conflict
+  // and the rule (ep on a dense model, vpp against the fixed schedule's stages per rank, pp=1 with a schedule).
+  void check_can_hold(const ModelSpec& model) const;
 };
 
 struct LayoutRequest {

@@ -7,6 +7,10 @@
 
 namespace dualpipe::layout {
 
+// The largest models the planner takes: as `dualpipe train --layers` (models/gpt.cpp), and 2^16 experts.
+constexpr int kMaxModelLayers = 100000;
+constexpr int kMaxModelExperts = 1 << 16;
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -33,6 +37,7 @@ struct ModelSpec {
 
   bool is_moe_layer(int layer) const;
   int moe_layer_count() const;
+  int moe_layers_in(int begin, int end) const;  // of layers [begin, end)
   // Parameters of one layer's attention (q, k, v, o and the two norms), of a dense layer's feed-forward block,
   // of one expert, and of an MoE layer's router.
   double attention_parameters() const;
@@ -43,8 +48,8 @@ struct ModelSpec {
   double total_parameters() const;
   // Parameters one token passes through: the dense ones, and top_k routed plus the shared experts of MoE layers.
   double active_parameters() const;
-  // Throws InvalidArgument naming the field and the rule (sizes positive, heads dividing hidden, kv_heads dividing
-  // heads, MoE fields consistent).
+  // Throws InvalidArgument naming the field and the rule: every field within its range (docs/layout.md), heads
+  // dividing hidden, kv_heads dividing heads, MoE fields consistent.
   void check() const;
 };
 

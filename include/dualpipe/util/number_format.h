@@ -5,6 +5,10 @@
 
 namespace dualpipe {
 
+// printf into a string of whatever length the values need (1e308 in %f is 309 digits): no fixed buffer to cut
+// a row short.
+std::string formatted(const char* spec, ...) __attribute__((format(printf, 1, 2)));
+
 // Exactly `decimals` decimals ("%.*f"): 2.50, 0.125, columns that line up.
 std::string fixed(double value, int decimals);
 

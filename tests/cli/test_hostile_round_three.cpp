@@ -1,0 +1,167 @@
+// Issue 52's hostile inputs to the newer commands (layout, profile, schedule --from), each with a variant: refused
+// with exit 2 naming the value and the rule, or answered whole; never a crash, and no control character from an
+// input echoed raw to the terminal. Each run is held to 1 GiB of address space, and 20 s as a guard against hangs.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/run_command.h"
+
+namespace dualpipe::test {
+namespace {
+
+class HostileRoundThree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "dualpipe_round_three_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str()), 0);
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  CommandResult bounded(const std::string& args) {
+    return run_command("cd '" + dir_ + "' && " + kAddressLimit + "timeout 20 '" + DUALPIPE_BIN + "' " + args);
+  }
+  void write(const std::string& name, const std::string& contents) {
+    std::ofstream(dir_ + "/" + name, std::ios::binary) << contents;
+  }
+  // The sanitizers reserve terabytes of address space at start-up: the limit is for the normal build.
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr const char* kAddressLimit = "";
+#else
+  static constexpr const char* kAddressLimit = "ulimit -v 1048576 && ";
+#endif
+  std::string dir_;
+};
+
+bool has_raw_control(const std::string& text) {
+  for (const char c : text)
+    if (c == '\x1b' || c == '\x07') return true;
+  return text.find("\xE2\x80\xAE") != std::string::npos;
+}
+
+std::string model_json(const std::string& changes) {
+  nlohmann::json model = nlohmann::json::parse(R"({"name": "m", "layers": 8, "hidden": 1024, "heads": 16,
+                                                   "ffn_hidden": 4096, "vocab": 32000, "seq_len": 2048})");
+  model.update(nlohmann::json::parse("{" + changes + "}"));
+  return model.dump();
+}
+
+TEST_F(HostileRoundThree, NumbersThatWouldDriveTheLayoutSearchAreRefusedNamingTheField) {
+  const std::string layout = "layout --cluster h100-sxmx64 --global-batch 512 --model ";
+  write("layers.json", model_json(R"("layers": 1000000000)"));
+  EXPECT_REFUSED(bounded(layout + "layers.json"), "layers=1000000000 must be between 1 and 100000");
+  // Once a SIGFPE (exit 136, no message): a loop over expert-parallel sizes doubled past 2^30 into 0.
+  write("experts.json", model_json(R"("experts": 1073741824, "top_k": 8, "expert_ffn_hidden": 256)"));
+  EXPECT_REFUSED(bounded(layout + "experts.json"), "experts=1073741824 must be between 0 and 65536");
+  write("shared.json", model_json(R"("experts": 8, "top_k": 2, "expert_ffn_hidden": 256, "shared_experts": 2147483647)"));
+  EXPECT_REFUSED(bounded(layout + "shared.json"), "shared_experts=2147483647 must be between 0 and 1024");
+  write("cluster.json", R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 1e-300, "intra_node_gbps": 100,
+                            "inter_node_gbps": 10})");
+  EXPECT_REFUSED(bounded("layout --model llama3-8b --global-batch 8 --cluster cluster.json"),
+                 "peak_tflops=1e-300 must be between 0.001 and 1e+06");
+  // The largest of each is searched (a model of 100000 layers took 7.5 s per 10^6 layers before).
+  write("deep.json", model_json(R"("layers": 100000)"));
+  const CommandResult deep = bounded(layout + "deep.json");
+  EXPECT_EQ(deep.status, 0) << deep.out;
+  write("wide.json", model_json(R"("experts": 65536, "top_k": 8, "expert_ffn_hidden": 256)"));
+  const CommandResult wide = bounded(layout + "wide.json");
+  EXPECT_EQ(wide.status, 0) << wide.out;
+}
+
+// --fix schedule=1f1b once ranked pp1 rows (schedule none) first; every row must hold every fixed value.
+TEST_F(HostileRoundThree, EveryLayoutRowHoldsTheFixedValues) {
+  const std::string layout = "layout --model llama3-8b --cluster h100-sxmx16 --global-batch 64 --format json ";
+  for (const std::string fix : {"schedule=1f1b", "vpp=2", "schedule=dualpipev,zero=1"}) {
+    const CommandResult run = bounded(layout + "--fix " + fix);
+    ASSERT_EQ(run.status, 0) << run.out;
+    const nlohmann::json rows = nlohmann::json::parse(run.out)["rows"];
+    ASSERT_FALSE(rows.empty()) << fix;
+    for (const nlohmann::json& row : rows) {
+      if (fix.find("1f1b") != std::string::npos) {
+        EXPECT_EQ(row["schedule"], "1f1b") << fix;
+      }
+      if (fix.find("dualpipev") != std::string::npos) {
+        EXPECT_EQ(row["schedule"], "dualpipev") << fix;
+        EXPECT_EQ(row["zero"], 1) << fix;
+      }
+      if (fix.find("vpp") != std::string::npos) {
+        EXPECT_EQ(row["vpp"], 2) << fix;
+      }
+      EXPECT_GT(row["pp"].get<int>(), 1) << fix;
+    }
+  }
+  EXPECT_REFUSED(bounded(layout + "--fix ep=2"), "ep=2 needs a model with experts; llama3-8b is dense");
+  EXPECT_REFUSED(bounded(layout + "--fix vpp=3,schedule=1f1b"), "1f1b runs 1 stage per rank, not vpp=3");
+}
+
+TEST_F(HostileRoundThree, ControlCharactersFromInputsAreNeverEchoedRaw) {
+  write("name.json", model_json("\"name\": \"\\u001b[2Jpwn\""));
+  const CommandResult name = bounded("layout --cluster h100-sxmx8 --global-batch 8 --model name.json");
+  EXPECT_REFUSED(name, "'name' holds a control character at byte 0 (0x1B)");
+  EXPECT_FALSE(has_raw_control(name.out)) << name.out;
+  write("bidi.json", model_json("\"name\": \"abc\\u202Efdp\""));
+  EXPECT_REFUSED(bounded("layout --cluster h100-sxmx8 --global-batch 8 --model bidi.json"), "at byte 3 (0xE2)");
+  // A schedule file starting with ESC [ 2 J: its error quotes the line, escaped.
+  write("clear.txt", "\x1b[2J\x07rank 0: 0F0 0B0\n");
+  const CommandResult schedule = bounded("schedule --from clear.txt");
+  EXPECT_EQ(schedule.status, 2) << schedule.out;
+  EXPECT_FALSE(has_raw_control(schedule.out)) << schedule.out;
+  // Profiler regions named with ESC and BEL: the table shows them escaped.
+  write("trace.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "\u001b[2Jwipe", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+      {"ph": "X", "cat": "user_annotation", "name": "bell\u0007", "pid": 1, "tid": 1, "ts": 20, "dur": 10},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]})");
+  const CommandResult profile = bounded("profile --kineto trace.json");
+  ASSERT_EQ(profile.status, 0) << profile.out;
+  EXPECT_FALSE(has_raw_control(profile.out)) << profile.out;
+  EXPECT_TRUE(contains(profile.out, "\\x1B[2Jwipe")) << profile.out;
+  EXPECT_TRUE(contains(profile.out, "bell\\x07")) << profile.out;
+}
+
+// A region of 1e308 us prints numbers of 300 digits: every row whole, on its own line (rows were cut at 511
+// characters, and two merged into one line).
+TEST_F(HostileRoundThree, ProfileRowsOfHugeDurationsAreWhole) {
+  write("trace.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "first", "pid": 1, "tid": 1, "ts": 0, "dur": 1e308},
+      {"ph": "X", "cat": "user_annotation", "name": "second", "pid": 1, "tid": 1, "ts": 0, "dur": 1e307},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]})");
+  const CommandResult run = bounded("profile --kineto trace.json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  int rows = 0;
+  std::size_t start = 0;
+  for (std::size_t end; (end = run.out.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string line = run.out.substr(start, end - start);
+    if (line.rfind("first ", 0) == 0 || line.rfind("second ", 0) == 0) {
+      ++rows;
+      EXPECT_EQ(line.back(), '%') << line;  // the row's last column, "comm overlapped"
+      EXPECT_GT(line.size(), 300u) << line;
+    }
+  }
+  EXPECT_EQ(rows, 2) << run.out;
+}
+
+// An unknown preset's error points to --list-presets: it exists, and lists docs/layout.md's presets.
+TEST_F(HostileRoundThree, UnknownPresetsPointToAListThatExistsAndLoopsAreNamed) {
+  const CommandResult unknown = bounded("layout --model gpt5 --cluster h800x8 --global-batch 8");
+  EXPECT_REFUSED(unknown, "(the presets: dualpipe layout --list-presets)");
+  const CommandResult list = bounded("layout --list-presets");
+  ASSERT_EQ(list.status, 0) << list.out;
+  for (const char* preset : {"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "deepseek-v3", "a100-80g",
+                             "h100-sxm", "h800"})
+    EXPECT_TRUE(contains(list.out, preset)) << list.out;
+  ASSERT_EQ(run_command("cd '" + dir_ + "' && ln -s b.json a.json && ln -s a.json b.json").status, 0);
+  EXPECT_REFUSED(bounded("layout --model a.json --cluster h800x8 --global-batch 8"),
+                 "--model 'a.json' is a loop of symbolic links");
+  EXPECT_REFUSED(bounded("layout --model llama3-8b --cluster b.json --global-batch 8"),
+                 "--cluster 'b.json' is a loop of symbolic links");
+}
+
+}  // namespace
+}  // namespace dualpipe::test
