@@ -1,3 +1,5 @@
+// --fix: the sizes a layout search is held to, read from KEY=VALUE items, checked for values that cannot hold
+// together, and matched against every row (layout.h).
 #include <algorithm>
 
 #include "dualpipe/layout/layout.h"
@@ -48,7 +50,6 @@ LayoutFix LayoutFix::parse(const std::string& text) {
   }
   return fix;
 }
-
 
 std::string LayoutFix::to_string() const {
   std::string text;
