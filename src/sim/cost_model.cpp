@@ -150,6 +150,10 @@ CostModel CostModel::parse(std::string_view spec) {
           detail::concat("unknown cost key '", item.substr(0, eq), "' (known keys: ", kKnownKeys, ")"));
     }
   }
+  // W was not given: its default of 1 is the user's only through the defaults, so say so.
+  DUALPIPE_REQUIRE(seen.count("w") || costs.weight <= costs.backward, "cost W (not given: ", costs.weight,
+                   " by default) is part of B, so W <= B; with B=", costs.backward, " in '", whole,
+                   "', give W as well");
   costs.check();
   return costs;
 }

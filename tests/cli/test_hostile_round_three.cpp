@@ -98,6 +98,9 @@ TEST_F(HostileRoundThree, EveryLayoutRowHoldsTheFixedValues) {
     }
   }
   EXPECT_REFUSED(bounded(layout + "--fix ep=2"), "ep=2 needs a model with experts; llama3-8b is dense");
+  // A W the user never gave is named as the default it is.
+  EXPECT_REFUSED(bounded(layout + "--calibrate F=1e-300,B=1e-300 --calibrate-mbs 1"),
+                 "cost W (not given: 1 by default) is part of B");
   EXPECT_REFUSED(bounded(layout + "--fix vpp=3,schedule=1f1b"), "1f1b runs 1 stage per rank, not vpp=3");
 }
 
