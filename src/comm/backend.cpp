@@ -1,5 +1,8 @@
 #include "dualpipe/comm/backend.h"
 
+#include <cstdlib>
+#include <mutex>
+
 // The wheel has no Gloo headers; Debian's libgloo-dev provides them (scripts/setup.sh). Only pointers to Gloo's
 // types cross into this file, and every Gloo object is made inside LibTorch, so the older headers' class
 // layouts are never used here.
@@ -26,9 +29,24 @@ bool nccl_compiled_in() {
 #endif
 }
 
+namespace {
+
+// LibTorch 2.11's flight recorder, which Gloo groups now feed, is one object per process whose map of groups is
+// updated without a lock: groups used from several threads at once (ranks as threads, or the gradient reduction
+// beside the pipeline) crashed in it (a SIGSEGV in FlightRecorder::recordWithResetEnabled, once in 31 to 40 runs of
+// MeshGroups). It reads TORCH_FR_BUFFER_SIZE once, when first used: 0 turns it off. Set once, before the first
+// group, unless the user set it.
+void turn_off_flight_recorder() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0); });
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                          int size, const ProcessGroupSpec& spec) {
   DUALPIPE_REQUIRE(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " is outside a group of ", size);
+  turn_off_flight_recorder();
   DUALPIPE_REQUIRE(spec.backend == BackendKind::gloo || nccl_compiled_in(),
                    "backend 'nccl' needs a LibTorch built with NCCL; this one has none (use --backend gloo)");
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
