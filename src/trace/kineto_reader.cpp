@@ -64,8 +64,8 @@ namespace {
 
 // One element of traceEvents: appended to `trace` when it is a complete event of a category used.
 void add_event(const json& e, const std::string& source, std::size_t index, KinetoTrace& trace) {
-  const auto path = [&] { return detail::concat("traceEvents[", index, "]"); };
-  if (!e.is_object()) fail(source, path(), "expected an object");
+  const std::string path = detail::concat("traceEvents[", index, "]");
+  if (!e.is_object()) fail(source, path, "expected an object");
   const auto ph = e.find("ph"), cat = e.find("cat");
   if (ph == e.end() || !ph->is_string() || *ph != "X" || cat == e.end() || !cat->is_string()) return;
   const std::string& category = cat->get_ref<const std::string&>();
@@ -73,18 +73,18 @@ void add_event(const json& e, const std::string& source, std::size_t index, Kine
   if (!region && category != "cpu_op" && category != "kernel") return;
   KinetoEvent event;
   const auto name = e.find("name");
-  if (name == e.end() || !name->is_string()) fail(source, path() + ".name", "expected a string");
+  if (name == e.end() || !name->is_string()) fail(source, path + ".name", "expected a string");
   event.name = name->get<std::string>();
-  if (event.name.size() > 4096) fail(source, path() + ".name", "longer than 4096 characters");
+  if (event.name.size() > 4096) fail(source, path + ".name", "longer than 4096 characters");
   event.gpu = category == "kernel" || category == "gpu_user_annotation";
   // A program's own region may be called "allreduce"; the libraries' annotations carry their prefix.
   const bool communication = region ? is_library_communication_name(event.name) : is_communication_name(event.name);
   event.kind = communication ? KinetoKind::Communication : region ? KinetoKind::Region : KinetoKind::Compute;
-  event.pid = track_id(e, "pid", source, path());
-  event.tid = track_id(e, "tid", source, path());
-  event.start = finite_number(e, "ts", source, path());
-  event.duration = finite_number(e, "dur", source, path());
-  if (event.duration < 0) fail(source, path() + ".dur", detail::concat("must be >= 0, got ", event.duration));
+  event.pid = track_id(e, "pid", source, path);
+  event.tid = track_id(e, "tid", source, path);
+  event.start = finite_number(e, "ts", source, path);
+  event.duration = finite_number(e, "dur", source, path);
+  if (event.duration < 0) fail(source, path + ".dur", detail::concat("must be >= 0, got ", event.duration));
   const auto args = e.find("args");
   if (args != e.end() && args->is_object()) {
     const auto id = args->find("External id");
