@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/layout/train_command.h"
+#include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/number_format.h"
 #include "dualpipe/util/printable.h"
 
@@ -62,7 +63,9 @@ std::string header(const LayoutRequest& request, const LayoutSearch& search, con
   text += "global batch " + std::to_string(request.global_batch) + " sequences\n";
   text += "searched " + std::to_string(search.layouts) + " layouts that divide, " +
           std::to_string(search.over_memory) + " over memory at every ZeRO stage, " +
-          std::to_string(search.simulated) + " pipelines simulated (the rest bounded out)\n\n";
+          std::to_string(search.simulated) + " pipelines simulated (the rest bounded out), " +
+          std::to_string(search.schedules) + " schedules generated (" + describe_bytes(search.schedule_bytes) +
+          " estimated in all)\n\n";
   return text;
 }
 
@@ -148,6 +151,8 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
   out["layouts"] = search.layouts;
   out["over_memory"] = search.over_memory;
   out["simulated"] = search.simulated;
+  out["schedules"] = search.schedules;
+  out["schedule_bytes"] = search.schedule_bytes;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const LayoutResult& r : search.ranked) {
     const Layout& l = r.layout;

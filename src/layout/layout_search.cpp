@@ -8,6 +8,7 @@
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
+#include "layout/layout_candidates.h"
 #include "layout/pipeline_costs.h"
 #include "layout/shared_cores.h"
 
@@ -15,30 +16,17 @@ namespace dualpipe::layout {
 
 namespace {
 
-// The schedule's stages per rank as the layout counts them (vpp): the generator's, or the knob where the caller
-// picks it (interleaved 1F1B).
-int stages_per_rank(const std::string& kind, int vpp) {
-  const GeneratorInfo* generator = find_generator(kind);
-  if (!generator) return 1;
-  return generator->stages_per_rank == 0 ? vpp : generator->stages_per_rank;
-}
-
 // What the layout needs of a schedule without costs: the in-flight peak and who holds what. The schedule itself
-// is kept only once a layout is simulated with it (or where it cannot be made again: the planner's); the others
-// are dropped, so the search does not hold every schedule it met (1.3 GB for DeepSeek-V3's).
+// is kept only while the cache's budget allows (and always where it cannot be made again: the planner's); the
+// others are dropped, so the search does not hold every schedule it met (1.3 GB for DeepSeek-V3's).
 struct ScheduleFacts {
-  std::string kind;  // the generator's, with its options; empty for a kept schedule
+  std::string kind;  // the generator's, with its options; empty for a planner's schedule
   ScheduleOptions options;
   mutable std::shared_ptr<const Schedule> kept;
   int peak = 0;                   // stage activations in flight on the worst rank
   bool overlapped_pairs = false;  // it runs forward-backward pairs
   int stages_held_by_rank0 = 1;
   std::vector<std::vector<int>> stages_of_rank;
-
-  const Schedule& schedule() const {
-    if (!kept) kept = std::make_shared<const Schedule>(make_schedule(kind, options));
-    return *kept;
-  }
 };
 
 std::unique_ptr<ScheduleFacts> facts_of(const Schedule& schedule) {
@@ -56,56 +44,43 @@ std::unique_ptr<ScheduleFacts> facts_of(const Schedule& schedule) {
 
 class ScheduleCache {
  public:
-  // nullptr when the generator cannot serve these sizes.
-  const ScheduleFacts* get(const std::string& kind, int pp, int microbatches, int vpp) {
-    const auto key = std::make_tuple(kind, pp, microbatches, vpp);
+  // Schedules are generated within `max_memory_bytes` each (check_search_size has refused larger ones), and kept
+  // for later simulations up to half of it in all: with the one being generated, the search holds at most 1.5
+  // times the limit by the generators' estimate, which is above what a generated schedule alone takes.
+  explicit ScheduleCache(std::int64_t max_memory_bytes)
+      : max_memory_bytes_(max_memory_bytes), keep_left_(static_cast<double>(max_memory_bytes) / 2) {}
+
+  // nullptr when the generator cannot serve the layout's pipeline.
+  const ScheduleFacts* get(const Layout& l) {
+    const auto key = std::make_tuple(l.schedule, l.pp, l.microbatches, l.vpp);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.get();
     std::unique_ptr<ScheduleFacts> facts;
     try {
-      ScheduleOptions options;
-      options.num_ranks = pp, options.num_microbatches = microbatches;
-      const GeneratorInfo* generator = find_generator(kind);
-      options.stages_per_rank = generator && generator->stages_per_rank == 0 ? vpp : 0;
-      facts = facts_of(make_schedule(kind, options));
-      facts->kind = kind, facts->options = options;
+      ScheduleOptions options = schedule_options(l);
+      options.max_memory_bytes = max_memory_bytes_;
+      facts = facts_of(make_schedule(l.schedule, options));
+      facts->kind = l.schedule, facts->options = options;
     } catch (const InvalidArgument&) {
       facts.reset();
     }
     return (cache_[key] = std::move(facts)).get();
   }
 
+  // The schedule of `facts`, generated again where it was not kept.
+  std::shared_ptr<const Schedule> schedule(const ScheduleFacts& facts) {
+    if (facts.kept) return facts.kept;
+    auto schedule = std::make_shared<const Schedule>(make_schedule(facts.kind, facts.options));
+    const double bytes = estimate_schedule_bytes(facts.kind, facts.options);
+    if (bytes <= keep_left_) keep_left_ -= bytes, facts.kept = schedule;
+    return schedule;
+  }
+
  private:
+  std::int64_t max_memory_bytes_;
+  double keep_left_;
   std::map<std::tuple<std::string, int, int, int>, std::unique_ptr<ScheduleFacts>> cache_;
 };
-
-
-void check_divides(const ModelSpec& model, const ClusterSpec& cluster, int global_batch, const Layout& l) {
-  const auto sizes = [&] {
-    return detail::concat("tp=", l.tp, " cp=", l.cp, " pp=", l.pp, " dp=", l.dp, " ep=", l.ep);
-  };
-  DUALPIPE_REQUIRE(l.tp >= 1 && l.cp >= 1 && l.pp >= 1 && l.dp >= 1 && l.ep >= 1 && l.vpp >= 1 &&
-                       l.micro_batch_size >= 1,
-                   "every size must be >= 1, got ", sizes(), " vpp=", l.vpp, " mbs=", l.micro_batch_size);
-  DUALPIPE_REQUIRE(double(l.tp) * l.cp * l.pp * l.dp == cluster.gpus, sizes(), ": tp x cp x pp x dp must be the ",
-                   cluster.gpus, " GPUs of ", cluster.name);
-  DUALPIPE_REQUIRE(l.tp <= cluster.gpus_per_node && cluster.gpus_per_node % l.tp == 0, "tp=", l.tp,
-                   " must divide the ", cluster.gpus_per_node, " GPUs of a node (tensor parallelism stays in a node)");
-  DUALPIPE_REQUIRE(model.heads % l.tp == 0, "tp=", l.tp, " must divide the model's ", model.heads, " heads");
-  DUALPIPE_REQUIRE(model.seq_len % l.cp == 0, "cp=", l.cp, " must divide the sequence of ", model.seq_len);
-  if (model.experts == 0) {
-    DUALPIPE_REQUIRE(l.ep == 1, "ep=", l.ep, ": the model has no experts");
-  } else {
-    DUALPIPE_REQUIRE(model.experts % l.ep == 0, "ep=", l.ep, " must divide the model's ", model.experts, " experts");
-    DUALPIPE_REQUIRE((l.tp * l.cp * l.dp) % l.ep == 0, "ep=", l.ep, " must divide tp x cp x dp = ",
-                     l.tp * l.cp * l.dp, " (experts are spread over the ranks of one pipeline stage)");
-  }
-  DUALPIPE_REQUIRE(global_batch % (l.dp * l.micro_batch_size) == 0, "global batch ", global_batch,
-                   " must be a multiple of dp x micro-batch size = ", l.dp, " x ", l.micro_batch_size);
-  DUALPIPE_REQUIRE(l.zero >= 0 && l.zero <= 3, "zero=", l.zero, " must be 0, 1, 2 or 3");
-  DUALPIPE_REQUIRE((l.pp == 1) == (l.schedule == "none"), "schedule '", l.schedule,
-                   "' with pp=", l.pp, ": a pipeline of one stage has schedule none, a longer one needs a schedule");
-}
 
 // What a layout costs before its zero stage is chosen: everything but the model states' sharding and the
 // data-parallel traffic.
@@ -128,7 +103,7 @@ PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, co
   e.layout = l;
   const int stages = l.stages(), m = l.microbatches;
   if (l.pp > 1) {
-    e.facts = planned ? planned : cache.get(l.schedule, l.pp, m, l.vpp);
+    e.facts = planned ? planned : cache.get(l);
     DUALPIPE_REQUIRE(e.facts, "schedule '", l.schedule, "' cannot run pp=", l.pp, " with ", m,
                      " micro-batches (vpp=", l.vpp, ")");
   }
@@ -195,8 +170,33 @@ double exposed_data_parallel(const ClusterSpec& cluster, const PipelineEstimate&
   return m * std::max(0.0, 3 * pass(2) - forward - backward);
 }
 
+// The pipeline's step as the simulator plays it: its makespan and the busiest rank's busy time (seconds). The
+// same for every ZeRO stage, so simulated once per pipeline.
+struct PipelineTime {
+  double makespan = 0, busy = 0;
+};
+
+PipelineTime simulate_pipeline(const ClusterSpec& cluster, const PipelineEstimate& e, ScheduleCache& cache) {
+  const PipelineCosts& pc = e.costs;
+  const int replicas = cluster.gpus / e.layout.pp;  // the tp x cp x dp ranks holding each pipeline rank's stages
+  PipelineTime t;
+  if (e.facts && cluster.host_cores > 0) {
+    const SharedCoresStep shared =
+        simulate_on_shared_cores(*cache.schedule(*e.facts), pc.costs, replicas, cluster.host_cores);
+    t.makespan = shared.makespan, t.busy = shared.busiest;
+  } else if (e.facts) {
+    const Metrics metrics = simulate(*cache.schedule(*e.facts), pc.costs).metrics;
+    t.makespan = metrics.makespan;
+    for (const RankMetrics& rank : metrics.per_rank) t.busy = std::max(t.busy, rank.busy);
+  } else {
+    const double slowdown = cluster.host_cores > 0 ? std::max(1.0, double(replicas) / cluster.host_cores) : 1.0;
+    t.makespan = t.busy = slowdown * e.layout.microbatches * (pc.costs.forward_of(0) + pc.costs.backward_of(0));
+  }
+  return t;
+}
+
 LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int global_batch, const PipelineEstimate& e,
-                    int zero) {
+                    const PipelineTime& pipeline, int zero) {
   LayoutResult r;
   r.layout = e.layout;
   r.layout.zero = zero;
@@ -205,20 +205,7 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   r.fits = r.memory.total() <= r.memory_limit;
   r.parameter_copies = e.copies;
   const PipelineCosts& pc = e.costs;
-  const int m = e.layout.microbatches;
-  double makespan = 0, busy = 0;
-  const int replicas = cluster.gpus / e.layout.pp;  // the tp x cp x dp ranks holding each pipeline rank's stages
-  if (e.facts && cluster.host_cores > 0) {
-    const SharedCoresStep shared = simulate_on_shared_cores(e.facts->schedule(), pc.costs, replicas, cluster.host_cores);
-    makespan = shared.makespan, busy = shared.busiest;
-  } else if (e.facts) {
-    const Metrics metrics = simulate(e.facts->schedule(), pc.costs).metrics;
-    makespan = metrics.makespan;
-    for (const RankMetrics& rank : metrics.per_rank) busy = std::max(busy, rank.busy);
-  } else {
-    const double slowdown = cluster.host_cores > 0 ? std::max(1.0, double(replicas) / cluster.host_cores) : 1.0;
-    makespan = busy = slowdown * m * (pc.costs.forward_of(0) + pc.costs.backward_of(0));
-  }
+  const double makespan = pipeline.makespan, busy = pipeline.busy;
   r.peak_stage_activations = e.facts ? e.facts->peak : 1;
   // The busiest rank's busy time split as the stages' sums are.
   const double parts = pc.compute + pc.tp + pc.cp + pc.ep;
@@ -242,27 +229,6 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   return r;
 }
 
-// (Counted in long long: doubling past 2^30 would overflow an int to 0, and n % 0 is a crash.)
-std::vector<int> powers_of_two_dividing(int n, int cap) {
-  std::vector<int> out;
-  for (long long v = 1; v <= cap && v <= n; v *= 2)
-    if (n % v == 0) out.push_back(int(v));
-  return out;
-}
-
-std::vector<int> divisors(int n, int cap) {
-  std::vector<int> out;
-  for (long long v = 1; v <= cap && v <= n; ++v)
-    if (n % v == 0) out.push_back(int(v));
-  return out;
-}
-
-template <typename T>
-std::vector<T> held_to(const std::optional<T>& fixed, std::vector<T> choices) {
-  if (fixed) return {*fixed};
-  return choices;
-}
-
 // Faster first; among equals, the simpler layout (fewer ranks in context, pipeline and tensor groups, smaller
 // micro-batches), then the one needing less memory.
 bool better(const LayoutResult& a, const LayoutResult& b) {
@@ -277,10 +243,11 @@ bool better(const LayoutResult& a, const LayoutResult& b) {
 
 // One row per pipeline: its best ZeRO stage (the fastest that fits, the least memory among equals).
 std::optional<LayoutResult> best_zero_stage(const LayoutRequest& request, const PipelineEstimate& e,
-                                            const std::vector<int>& zeros) {
+                                            ScheduleCache& cache, const std::vector<int>& zeros) {
   std::optional<LayoutResult> best;
+  const PipelineTime pipeline = simulate_pipeline(request.cluster, e, cache);
   for (const int zero : zeros) {
-    LayoutResult r = finish(request.model, request.cluster, request.global_batch, e, zero);
+    LayoutResult r = finish(request.model, request.cluster, request.global_batch, e, pipeline, zero);
     if ((r.fits || request.include_unfit) && (!best || better(r, *best))) best = r;
   }
   return best;
@@ -325,6 +292,7 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
     plan_request.num_ranks = base.pp, plan_request.num_microbatches = base.microbatches;
     plan_request.costs = pipeline_costs(model, cluster, base, true).costs;
     plan_request.memory_limit = left / linear.slice_activation_bytes;
+    plan_request.max_memory_bytes = request.max_memory_bytes;
     plan_request.placements = {"linear"};
     if (2 * base.pp <= model.layers) plan_request.placements.push_back("v");  // a V needs two layers per rank
     Plan plan;
@@ -346,7 +314,7 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
       continue;
     }
     ++search.simulated;
-    std::optional<LayoutResult> best = best_zero_stage(request, e, zeros);
+    std::optional<LayoutResult> best = best_zero_stage(request, e, cache, zeros);
     if (!best || !request.fix.holds(best->layout)) continue;  // its vpp is the plan's
     best->plan_command = "dualpipe plan --ranks " + std::to_string(base.pp) + " --microbatches " +
                          std::to_string(base.microbatches) + " --cost " + plan_request.costs.to_string() +
@@ -372,8 +340,9 @@ LayoutResult evaluate_layout(const ModelSpec& model, const ClusterSpec& cluster,
   Layout l = layout;
   l.microbatches = global_batch / (l.dp * l.micro_batch_size);
   l.vpp = l.pp > 1 ? stages_per_rank(l.schedule, l.vpp) : 1;
-  ScheduleCache cache;
-  return finish(model, cluster, global_batch, estimate(model, cluster, l, cache), l.zero);
+  ScheduleCache cache(kDefaultMaxScheduleMemory);
+  const PipelineEstimate e = estimate(model, cluster, l, cache);
+  return finish(model, cluster, global_batch, e, simulate_pipeline(cluster, e, cache), l.zero);
 }
 
 LayoutSearch search_layouts(const LayoutRequest& request) {
@@ -384,60 +353,37 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
   cluster.check();
   DUALPIPE_REQUIRE(request.global_batch >= 1, "--global-batch must be >= 1, got ", request.global_batch);
   DUALPIPE_REQUIRE(request.top >= 1, "--top must be >= 1, got ", request.top);
+  DUALPIPE_REQUIRE(request.max_memory_bytes >= 1, "--max-memory must be above 0 bytes, got ",
+                   request.max_memory_bytes);
   fix.check_can_hold(model);
-
-  std::vector<std::pair<std::string, int>> schedules;  // (kind, vpp) for pp > 1
-  for (const GeneratorInfo& g : generators()) {
-    const std::string kind(g.name);
-    if (fix.schedule && *fix.schedule != kind) continue;
-    if (g.stages_per_rank == 0) {  // the caller picks: 2 and 4 stages per rank
-      for (const int v : held_to(fix.vpp, {2, 4})) schedules.emplace_back(kind, v);
-    } else if (!fix.vpp || *fix.vpp == g.stages_per_rank) {
-      schedules.emplace_back(kind, g.stages_per_rank);
-    }
-  }
-  const std::vector<Recompute> recomputes =
-      held_to(fix.recompute, {Recompute::None, Recompute::Selective, Recompute::Full});
-  const std::vector<int> zeros = held_to(fix.zero, {0, 1, 2, 3});
-
-  LayoutSearch search;
-  ScheduleCache cache;
-  std::vector<PipelineEstimate> estimates;
-  for (const int tp : held_to(fix.tp, powers_of_two_dividing(cluster.gpus_per_node, cluster.gpus_per_node)))
-    for (const int cp : held_to(fix.cp, powers_of_two_dividing(model.seq_len, 16)))
-      for (const int pp : held_to(fix.pp, divisors(cluster.gpus, model.layers))) {
-        if (cluster.gpus % (tp * cp * pp) != 0) continue;
-        const int dp = cluster.gpus / (tp * cp * pp);
-        if (fix.dp && *fix.dp != dp) continue;
-        const std::vector<int> eps =
-            model.experts > 0 ? held_to(fix.ep, powers_of_two_dividing(model.experts, model.experts)) : std::vector<int>{1};
-        for (const int ep : eps)
-          for (const int mbs : held_to(fix.mbs, {1, 2, 4, 8}))
-            for (const Recompute recompute : recomputes)
-              for (const auto& [kind, vpp] : pp > 1 ? schedules : std::vector<std::pair<std::string, int>>{{"none", 1}}) {
-                Layout l;
-                l.tp = tp, l.cp = cp, l.pp = pp, l.dp = dp, l.ep = ep, l.micro_batch_size = mbs;
-                l.recompute = recompute, l.schedule = kind, l.vpp = vpp, l.zero = zeros.front();
-                if (!fix.holds(l)) continue;  // pp=1 ("none", vpp 1) against a fixed schedule or vpp
-                try {
-                  check_divides(model, cluster, request.global_batch, l);
-                  l.microbatches = request.global_batch / (dp * mbs);
-                  PipelineEstimate e = estimate(model, cluster, l, cache);
-                  ++search.layouts;
-                  const bool some_fit = std::any_of(zeros.begin(), zeros.end(), [&](int zero) {
-                    return memory_of(e, zero).total() <= cluster.memory_bytes();
-                  });
-                  if (!some_fit) ++search.over_memory;
-                  if (some_fit || request.include_unfit) estimates.push_back(std::move(e));
-                } catch (const InvalidArgument&) {
-                  // sizes that do not divide, or a schedule that cannot serve them: not a layout
-                }
-              }
-      }
+  const std::vector<Layout> candidates = candidate_layouts(request);
   const std::string fixed = fix.to_string();
-  DUALPIPE_REQUIRE(search.layouts > 0, "no layout of ", model.name, " on ", cluster.name, " divides with global batch ",
+  DUALPIPE_REQUIRE(!candidates.empty(), "no layout of ", model.name, " on ", cluster.name, " divides with global batch ",
                    request.global_batch, fixed.empty() ? "" : " and --fix " + fixed,
                    ": the GPUs must factor into tp x cp x pp x dp and the batch into dp x micro-batch size");
+  const SearchSize size = check_search_size(request, candidates);
+  const std::vector<int> zeros = fix.zero ? std::vector<int>{*fix.zero} : std::vector<int>{0, 1, 2, 3};
+
+  LayoutSearch search;
+  search.schedules = size.schedules, search.schedule_bytes = size.bytes;
+  ScheduleCache cache(request.max_memory_bytes);
+  std::vector<PipelineEstimate> estimates;
+  for (const Layout& l : candidates) {
+    try {
+      PipelineEstimate e = estimate(model, cluster, l, cache);
+      ++search.layouts;
+      const bool some_fit = std::any_of(zeros.begin(), zeros.end(), [&](int zero) {
+        return memory_of(e, zero).total() <= cluster.memory_bytes();
+      });
+      if (!some_fit) ++search.over_memory;
+      if (some_fit || request.include_unfit) estimates.push_back(std::move(e));
+    } catch (const InvalidArgument&) {
+      // a schedule that cannot serve these sizes: not a layout
+    }
+  }
+  DUALPIPE_REQUIRE(search.layouts > 0, "no layout of ", model.name, " on ", cluster.name, " divides with global batch ",
+                   request.global_batch, fixed.empty() ? "" : " and --fix " + fixed,
+                   ": no schedule serves the pipelines whose sizes divide");
 
   // Cheapest bound first; a pipeline is simulated only while its bound could still make the top.
   std::sort(estimates.begin(), estimates.end(),
@@ -448,7 +394,7 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
         e.lower_bound >= ranked.back().time.step)
       break;
     ++search.simulated;
-    if (const std::optional<LayoutResult> best = best_zero_stage(request, e, zeros))
+    if (const std::optional<LayoutResult> best = best_zero_stage(request, e, cache, zeros))
       add_ranked(ranked, *best, request.top);
   }
   std::vector<std::unique_ptr<ScheduleFacts>> planned;

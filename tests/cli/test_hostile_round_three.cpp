@@ -75,6 +75,34 @@ TEST_F(HostileRoundThree, NumbersThatWouldDriveTheLayoutSearchAreRefusedNamingTh
   EXPECT_EQ(wide.status, 0) << wide.out;
 }
 
+// A global batch sets the micro-batch counts, and with them the schedules a search generates: 2^30 sequences on
+// 8192 GPUs once ran past 120 s and 1.98 GB (std::bad_alloc under a 1.5 GB limit). Counted before generating.
+TEST_F(HostileRoundThree, GlobalBatchesTooLargeToSearchAreRefusedBeforeGenerating) {
+  // One schedule too large: pp=64 with dp=1 would run 2^30 micro-batches.
+  EXPECT_REFUSED(bounded("layout --model llama3-405b --cluster h100-sxmx8192 --global-batch 1073741824"),
+                 "with global batch 1073741824: its layout pp=64 dp=1 mbs=1 needs ");
+  EXPECT_REFUSED(bounded("layout --model llama3-405b --cluster h100-sxmx1048576 --global-batch 1073741824"),
+                 "above the limit of 1.0 GiB (lower --global-batch");
+  // Each schedule within the limit (the largest, interleaved 1F1B on pp=32 at 15360 micro-batches, 750 MiB), too
+  // many of them together: 480 schedules of 400 bytes per stage and micro-batch, 9.7 GiB.
+  const std::string deepseek = "layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 ";
+  EXPECT_REFUSED(bounded(deepseek + "--max-memory 800MiB"),
+                 "would generate 480 schedules of about 9.7 GiB in all, above the 9.4 GiB a search may generate (12 x "
+                 "the memory limit of 800 MiB");
+  // At the default limit the same search (the benchmark's, bench/bench_layout.sh) runs.
+  const CommandResult whole = bounded(deepseek + "--top 1");
+  EXPECT_EQ(whole.status, 0) << whole.out;
+  // What --fix leaves is searched: the same batch without a pipeline generates no schedule.
+  const CommandResult held = bounded("layout --model llama3-405b --cluster h100-sxmx8192 --global-batch 1073741824 "
+                                     "--fix pp=1 --include-unfit --format json");
+  ASSERT_EQ(held.status, 0) << held.out;
+  const nlohmann::json rows = nlohmann::json::parse(held.out).at("rows");
+  EXPECT_FALSE(rows.empty());
+  for (const auto& row : rows) EXPECT_EQ(row.at("pp"), 1) << row.dump();
+  EXPECT_REFUSED(bounded("layout --model llama3-8b --cluster h100-sxmx8 --global-batch 64 --max-memory 0"),
+                 "--max-memory");
+}
+
 // --fix schedule=1f1b once ranked pp1 rows (schedule none) first; every row must hold every fixed value.
 TEST_F(HostileRoundThree, EveryLayoutRowHoldsTheFixedValues) {
   const std::string layout = "layout --model llama3-8b --cluster h100-sxmx16 --global-batch 64 --format json ";

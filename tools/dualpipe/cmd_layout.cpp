@@ -7,6 +7,8 @@
 #include "dualpipe/layout/layout_report.h"
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/trace/trace.h"
+#include "dualpipe/util/byte_size.h"
+#include "dualpipe/util/number_format.h"
 #include "dualpipe/util/error.h"
 #include "output.h"
 
@@ -14,7 +16,7 @@ namespace dualpipe::cli {
 namespace {
 
 struct LayoutCommand {
-  std::string model, cluster, fix, format = "table", output, calibrate;
+  std::string model, cluster, fix, format = "table", output, calibrate, max_memory;
   int global_batch = 0, seq_len = 0, top = 10, calibrate_mbs = 0, calibrate_stages = 1;
   bool include_unfit = false, families_only = false;
 };
@@ -30,6 +32,7 @@ void run(const LayoutCommand& c) {
   request.top = c.top;
   request.include_unfit = c.include_unfit;
   request.planner = !c.families_only;
+  if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
   std::optional<layout::Calibration> calibration;
   if (!c.calibrate.empty()) {
     // A trace file, or a --cost string (`dualpipe profile --kineto` writes one).
@@ -103,6 +106,11 @@ void add_layout_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->needs(calibrate)
       ->capture_default_str();
+  sub->add_option("--max-memory", command->max_memory,
+                  std::string("Memory one pipeline schedule may take to generate, e.g. 4GiB (default 1GiB); a "
+                              "search may generate ") +
+                      formatted("%g", layout::kSearchBytesPerLimit) +
+                      " times it in all. Larger searches are refused up front. Units: " + kByteUnitsHelp);
   sub->add_flag("--families-only", command->families_only,
                 "The hand-made schedule families only (default: the planner's automatic schedules too, for the best "
                 "pipelines)");

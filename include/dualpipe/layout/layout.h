@@ -4,6 +4,7 @@
 // docs/layout.md.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "dualpipe/layout/cluster_spec.h"
 #include "dualpipe/layout/memory_model.h"
 #include "dualpipe/layout/model_spec.h"
+#include "dualpipe/schedule/schedule_limits.h"
 
 namespace dualpipe::layout {
 
@@ -69,6 +71,11 @@ struct LayoutFix {
   void check_can_hold(const ModelSpec& model) const;
 };
 
+// A search may generate schedules of this many times its memory limit in all (LayoutRequest::max_memory_bytes).
+// Its time grows with their sum, about 0.3 s per GiB of it on this project's 2-core machine (DeepSeek-V3 on 2048
+// GPUs, 9.7 GiB: 3.3-4.1 s), so 12 GiB keeps the default search within its 5-second goal (docs/limits.md).
+constexpr double kSearchBytesPerLimit = 12;
+
 struct LayoutRequest {
   ModelSpec model;
   ClusterSpec cluster;
@@ -77,6 +84,9 @@ struct LayoutRequest {
   int top = 10;
   bool include_unfit = false;  // rank layouts over the memory limit too (marked fits = false)
   bool planner = true;         // add the schedule planner's automatic schedules for the best pipelines
+  // The memory one pipeline schedule may take to generate (estimate_schedule_bytes), as the other planners'
+  // --max-memory; a search may generate kSearchBytesPerLimit times it in all. Checked before any is generated.
+  std::int64_t max_memory_bytes = kDefaultMaxScheduleMemory;
 };
 
 struct LayoutSearch {
@@ -84,6 +94,8 @@ struct LayoutSearch {
   long long layouts = 0;             // layouts that divide
   long long over_memory = 0;         // of them, refused by the memory model
   long long simulated = 0;           // pipelines simulated (the rest were bounded out)
+  long long schedules = 0;           // distinct pipeline schedules the layouts need, each generated once
+  double schedule_bytes = 0;         // their estimated memory together (estimate_schedule_bytes), checked first
 };
 
 // Model FLOPs per token, forward and backward (PaLM's 6N + 12·L·h·s: N the parameters a token passes through in
