@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -168,6 +169,45 @@ std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const Checkp
   ShardReader shards(*dir, resumed.manifest);
   for (auto& [s, state] : stages) state.load(shards.tensors_of(s, role.expert_rank()), shards.description(s, role.expert_rank()));
   return resumed;
+}
+
+namespace {
+
+// The expert a parameter belongs to ("block3.moe.expert5.fc1.weight" -> 5), or -1 for one every expert rank loads.
+int expert_of(const std::string& name) {
+  const std::size_t at = name.find(".expert");
+  if (at == std::string::npos) return -1;
+  std::size_t end = at + 7;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+  if (end == at + 7 || (end < name.size() && name[end] != '.')) return -1;
+  return std::stoi(name.substr(at + 7, end - at - 7));
+}
+
+}  // namespace
+
+void check_checkpoint_loads(const RunPlan& plan, int expert_parallel, const std::string& dir,
+                            const CheckpointManifest& manifest) {
+  ShardReader shards(dir, manifest);
+  const int local_experts = plan.model.moe.experts > 0 ? plan.model.moe.experts / expert_parallel : 1;
+  torch::NoGradGuard no_grad;
+  for (int s = 0; s < plan.cut.num_stages(); ++s) {
+    const models::GptStage whole(plan.model, plan.cut, s);  // every expert, no tensor parallelism: whole tensors
+    for (const auto& p : whole->named_parameters()) {
+      const int expert = expert_of(p.key());
+      for (int e = 0; e < expert_parallel; ++e) {
+        if (expert >= 0 && expert / local_experts != e) continue;  // not one of expert rank e's
+        const int expert_rank = expert_parallel > 1 ? e : -1;
+        const std::string what = shards.description(s, expert_rank);
+        torch::Tensor saved;
+        DUALPIPE_REQUIRE(shards.tensors_of(s, expert_rank)("parameter." + p.key(), saved), what, " has no tensor ",
+                         "parameter.", p.key(), " for stage ", s,
+                         expert_rank >= 0 ? detail::concat(" of expert rank ", expert_rank) : "",
+                         " (its manifest names a shard that does not hold it)");
+        DUALPIPE_REQUIRE(saved.sizes() == p.value().sizes(), what, ": ", p.key(), " has shape ", saved.sizes(),
+                         ", the model needs ", p.value().sizes());
+      }
+    }
+  }
 }
 
 }  // namespace dualpipe::train

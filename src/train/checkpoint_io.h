@@ -54,4 +54,10 @@ std::optional<Resumed> load_newest_checkpoint(const TrainConfig& config, const C
                                               const ShardRole& role, std::map<int, StageState>& stages,
                                               std::vector<std::string>* skipped);
 
+// Before any rank starts: every parameter each stage of this run loads (as each of its `expert_parallel` expert
+// ranks holds it) is found in the checkpoint of `dir` with the whole shape the model needs, looked up as the ranks
+// will look it up. Throws InvalidArgument naming the tensor, the stage and the checkpoint. Reads every shard.
+void check_checkpoint_loads(const RunPlan& plan, int expert_parallel, const std::string& dir,
+                            const CheckpointManifest& manifest);
+
 }  // namespace dualpipe::train

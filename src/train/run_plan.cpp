@@ -14,6 +14,7 @@
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/output_paths.h"
+#include "checkpoint_io.h"
 #include "device_choice.h"
 #include "device_emulation.h"
 #include "training_data.h"
@@ -96,6 +97,8 @@ RunPlan make_run_plan(const TrainConfig& c) {
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);
   DUALPIPE_REQUIRE(c.zero >= 0 && c.zero <= 3, "--zero must be 0, 1, 2 or 3, got ", c.zero);
+  DUALPIPE_REQUIRE(!c.zero1 || c.zero <= 1, "--zero1 and --zero ", c.zero,
+                   " ask for two ZeRO stages: --zero1 is --zero 1, give one of them");
   DUALPIPE_REQUIRE(c.zero_stage() == 0 || c.dp > 1, c.zero1 ? std::string("--zero1") : "--zero " + std::to_string(c.zero),
                    " needs --dp above 1, got --dp ", c.dp, ": it shards over the data-parallel replicas");
   DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),
@@ -191,6 +194,7 @@ void check_config(const TrainConfig& c) {
     const CheckpointManifest manifest = read_manifest(*dir);
     check_resumable(c, checkpoint_identity(c, plan, data.corpus), *dir, manifest);
     verify_shards(*dir, manifest);
+    check_checkpoint_loads(plan, c.ep, *dir, manifest);
     data.reader.restore(manifest.data_position);
   }
 }

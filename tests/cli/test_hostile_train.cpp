@@ -4,7 +4,10 @@
 // message is written from the rule it states.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/train_fixture.h"
 
@@ -121,6 +124,64 @@ TEST_F(HostileTrain, ASecondJobInALockedCheckpointDirectoryIsRefusedNamingTheHol
   EXPECT_TRUE(contains(r.out, "second: 2")) << r.out;
   EXPECT_TRUE(contains(r.out, "--checkpoint-dir 'ck' is in use by another job: dualpipe train (world rank 0), pid "))
       << r.out;
+}
+
+// Issue 52: a manifest whose shard for stage 1 names stage 0's file (with its size and checksum) passed the checks
+// before launch, then rank 1 failed "has no tensor ...". Every tensor the stages load is now looked up before.
+TEST_F(HostileTrain, AShardThatDoesNotHoldItsStagesTensorsIsRefusedBeforeLaunching) {
+  write("f.txt", read_file("/usr/share/games/fortunes/fortunes").substr(0, 20000));
+  const std::string job = kT + "--data f.txt --checkpoint-dir ck --seed 1 ";
+  ASSERT_EQ(in_dir(job + "--steps 2").status, 0);
+  const std::string original = read_file(path("ck/step-2/manifest.json"));
+  const auto with_stage_one = [&](const std::function<void(nlohmann::json&, const nlohmann::json&)>& change) {
+    nlohmann::json manifest = nlohmann::json::parse(original);
+    nlohmann::json* shards[2] = {};
+    for (nlohmann::json& shard : manifest.at("shards")) shards[shard.at("stage").get<int>()] = &shard;
+    change(*shards[1], *shards[0]);
+    write("ck/step-2/manifest.json", manifest.dump(2));
+  };
+  const auto sized_as = [](nlohmann::json& shard, const nlohmann::json& other) {
+    shard["bytes"] = other.at("bytes"), shard["fnv1a64"] = other.at("fnv1a64");
+  };
+  with_stage_one([&](nlohmann::json& one, const nlohmann::json& zero) {
+    one["file"] = zero.at("file");
+    sized_as(one, zero);
+  });
+  const CommandResult named = in_dir(job + "--steps 4 --resume");
+  EXPECT_REFUSED(named, "has no tensor parameter.block1.");
+  EXPECT_FALSE(contains(named.out, "[rank ")) << named.out;
+  // Variant: stage 1's own file name, stage 0's bytes in it.
+  ASSERT_EQ(run_command("cp '" + path("ck/step-2/stage-0.pt") + "' '" + path("ck/step-2/stage-1.pt") + "'").status, 0);
+  with_stage_one([&](nlohmann::json& one, const nlohmann::json& zero) { sized_as(one, zero); });
+  const CommandResult copied = in_dir(job + "--steps 4 --resume");
+  EXPECT_REFUSED(copied, "has no tensor parameter.block1.");
+  EXPECT_FALSE(contains(copied.out, "[rank ")) << copied.out;
+}
+
+// Issue 52: two jobs started at the same instant into one empty directory both passed the check, and the loser
+// launched its ranks before failing "in use by another job" with exit 1. The lock is now taken before launching.
+TEST_F(HostileTrain, OfTwoJobsStartedTogetherIntoOneDirectoryTheSecondIsRefusedBeforeLaunching) {
+  write("f.txt", read_file("/usr/share/games/fortunes/fortunes").substr(0, 20000));
+  const std::string job = std::string(DUALPIPE_BIN) + " " + kT + "--data f.txt --checkpoint-dir ck --steps 400";
+  // The first to end is the refused one (the other trains for 400 steps); the other is then stopped. Run by bash:
+  // `wait -n` waits for whichever ends first.
+  write("race.sh", "timeout -k 5 120 " + job + " > a.out 2>&1 & a=$!\n" +
+                       "timeout -k 5 120 " + job + " > b.out 2>&1 & b=$!\n" +
+                       "wait -n $a $b; echo \"first to end: $?\"\n"
+                       "kill -TERM $a $b 2>/dev/null; wait\n"
+                       "grep -l 'in use by another job' a.out b.out | xargs -r cat\n");
+  const CommandResult r = run_command("cd '" + dir_ + "' && bash race.sh");
+  EXPECT_TRUE(contains(r.out, "first to end: 2")) << r.out;
+  EXPECT_TRUE(contains(r.out, "--checkpoint-dir 'ck' is in use by another job: dualpipe train")) << r.out;
+  EXPECT_FALSE(contains(r.out, "[rank ")) << "the refused job started ranks:\n" << r.out;
+}
+
+// Issue 52: `--pp 2 --dp 65` started 130 local processes of about 470 MB each.
+TEST_F(HostileTrain, MoreLocalRanksThanTheBoundAreRefusedBeforeLaunching) {
+  EXPECT_REFUSED(in_dir("train --pp 2 --dp 65 --steps 1"),
+                 "this machine would run 130 of the 130 ranks (pipeline x data x tensor x context parallel), above "
+                 "the limit of 64 ranks per machine");
+  EXPECT_REFUSED(in_dir("train --pp 4 --dp 4 --tp 8 --steps 1"), "this machine would run 128 of the 128 ranks");
 }
 
 // Finding 2: a read-only directory passed the check and failed at the first save, after the training.

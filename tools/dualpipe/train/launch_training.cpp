@@ -7,11 +7,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "dualpipe/launch/launch.h"
 #include "dualpipe/launch/node_layout.h"
+#include "dualpipe/train/run_plan.h"
+#include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/directory_lock.h"
 #include "dualpipe/util/error.h"
 
@@ -26,6 +30,38 @@ int local_ranks(const TrainLaunch& l, int world_size) {
   } catch (const InvalidArgument&) {
     return 1;
   }
+}
+
+// The ranks one machine may run, each a process of LibTorch: about 280 MB resident, about 60 MB of it its own
+// (measured with the default model; the rest is shared with the launcher it is forked from: docs/train.md),
+// counted as 100 MB. More than 64 is a typo for a machine's GPUs. (The model's own size is checked by the ranks'
+// option check, check_config.)
+constexpr int kMaxLocalTrainRanks = 64;
+constexpr double kRankOwnBytes = 100e6;
+
+// MemAvailable of /proc/meminfo in bytes, or -1 where it cannot be read.
+double available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string name;
+  double kib = 0;
+  while (meminfo >> name >> kib) {
+    if (name == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return -1;
+}
+
+// Refuses, before anything starts, a world whose ranks on this machine are more than the bound or than its
+// memory holds.
+void check_local_world(int local_ranks, int world_size) {
+  DUALPIPE_REQUIRE(local_ranks <= kMaxLocalTrainRanks, "this machine would run ", local_ranks, " of the ", world_size,
+                   " ranks (pipeline x data x tensor x context parallel), above the limit of ", kMaxLocalTrainRanks,
+                   " ranks per machine: spread them over machines with --nnodes, or use fewer");
+  const double available = available_memory_bytes();
+  DUALPIPE_REQUIRE(available < 0 || local_ranks * kRankOwnBytes <= available, "this machine would run ",
+                   local_ranks, " ranks of about ", describe_bytes(kRankOwnBytes), " each beyond what they share (",
+                   describe_bytes(local_ranks * kRankOwnBytes), "), above the ", describe_bytes(available),
+                   " of memory it has available: spread them over machines with --nnodes, or use fewer");
 }
 
 // The options and the files checked once, with one clear error, before any rank starts, with this machine's
@@ -56,11 +92,17 @@ void check_in_child(const WorkerRun& worker, int local_ranks) {
 
 int launch_training(const train::TrainConfig& config, const TrainLaunch& l, const WorkerRun& worker) {
   const int world_size = config.world_size();
+  check_local_world(local_ranks(l, world_size), world_size);
   check_in_child(worker, local_ranks(l, world_size));
-  // Refused here, with exit 2, when another job holds the directory; world rank 0 (on node 0) takes the lock for
-  // the job's life. Other nodes would only find their own job's lock.
+  // Refused here, with exit 2, when another job holds the directory: the lock is taken before any rank starts, so
+  // of two jobs started together into one directory one launches and the other is refused. Held for the job's
+  // life, restarts included; world rank 0 (a fork of this process, on node 0) takes it over. Other nodes would only
+  // find their own job's lock.
+  std::optional<DirectoryLock> lock;
   if (l.node_rank == 0 && !config.checkpoint_dir.empty()) {
-    const DirectoryLock probe(config.checkpoint_dir, "--checkpoint-dir", "dualpipe train (checking the options)");
+    lock.emplace(config.checkpoint_dir, "--checkpoint-dir", "dualpipe train (starting the ranks)");
+    lock->share_with_forks();
+    train::check_fresh_start(config);  // a job that ended between the check and the lock saved here meanwhile
   }
   launch::LaunchOptions options;
   options.layout = launch::layout_for_world(world_size, l.nnodes, l.node_rank, l.nproc_per_node);

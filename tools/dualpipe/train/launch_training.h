@@ -15,9 +15,10 @@ namespace dualpipe::cli {
 // said why on stderr, is returned or ends the process at once.
 using WorkerRun = std::function<int(bool check_only)>;
 
-// Checks `config` in a forked child (a GPU check initialises CUDA, which the ranks' parent must not have done),
-// exiting with its status if it fails; takes the checkpoint directory's lock for a moment (another job holding it
-// is refused before any rank starts); then supervises this machine's ranks of the job, each a fork calling
+// Refuses more ranks than this machine may run (its memory, and a bound); checks `config` in a forked child (a GPU
+// check initialises CUDA, which the ranks' parent must not have done), exiting with its status if it fails; takes
+// the checkpoint directory's lock for the job's life (another job holding it is refused before any rank starts);
+// then supervises this machine's ranks of the job, each a fork calling
 // `worker(false)`. Returns the launcher's exit status (launch.h). Throws InvalidArgument for a layout that does not
 // fit the world.
 int launch_training(const train::TrainConfig& config, const TrainLaunch& launch, const WorkerRun& worker);
