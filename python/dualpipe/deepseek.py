@@ -19,7 +19,10 @@ boundary).
 """
 from __future__ import annotations
 
+import datetime
+import math
 import os
+import threading
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -62,6 +65,15 @@ def set_p2p_tensor_dtype(dtype: torch.dtype) -> None:
 Outputs = Optional[Union[torch.Tensor, Tuple[torch.Tensor, ...]]]
 
 
+# The longest wait a timeout may set (a day), as the trainer's --timeout.
+_MAX_TIMEOUT = 86400
+
+# Held by the step running in this process.
+_stepping = threading.Lock()
+
+# Pipelines built on each group so far in this process (every rank builds them in the same order).
+_pipelines_built = {}
+
 # Directional channels made on each group so far in this process (every rank of a group makes them in the same
 # order, so the count names the same channels on all of them).
 _channels_made = {}
@@ -91,7 +103,10 @@ def _scatter(tensors, chunks: int, dim: int) -> List[Tuple[torch.Tensor, ...]]:
     for t in tensors:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"inputs and labels are tensors, got {type(t).__name__}")
-        if t.dim() <= dim or t.shape[dim] < chunks:
+        if not -t.dim() <= dim < t.dim():
+            raise ValueError(f"batch_dim={dim} is not a dimension of a tensor of shape {tuple(t.shape)} "
+                             f"({t.dim()} dimensions): give the dimension that holds the batch's rows")
+        if t.shape[dim] < chunks:
             raise ValueError(f"a tensor of shape {tuple(t.shape)} cannot be cut into {chunks} micro-batches along "
                              f"batch_dim={dim}: it needs at least {chunks} rows there")
     return [tuple(parts) for parts in zip(*(t.tensor_split(chunks, dim=dim) for t in tensors))]
@@ -138,6 +153,9 @@ class DualPipe(nn.Module):
         self.rank = rank_mapping[self.group.rank()]
         # Ours maps the other way: pipeline rank -> rank in the group.
         self._group_ranks = [rank_mapping.index(r) for r in range(self.num_ranks)]
+        if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not math.isfinite(timeout)
+                or not 0 < timeout <= _MAX_TIMEOUT):
+            raise ValueError(f"timeout={timeout!r} must be a number of seconds above 0 and at most {_MAX_TIMEOUT}")
         self.timeout = timeout
         self.defer_weight_grads = bool(defer_weight_grads)
         self.dp_group = dp_group
@@ -161,11 +179,33 @@ class DualPipe(nn.Module):
             if "nccl" in self._backend and device.type != "cuda":
                 raise ValueError(f"{type(self).__name__} over an NCCL group needs its modules on a CUDA device, "
                                  f"found them on {device}: move them (module.cuda()) or give a Gloo group")
+            self._check_same_num_chunks(num_chunks)
             self._pipelines[num_chunks] = _runtime.Pipeline(
                 self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
                 _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
                 WeightGradStore if self.defer_weight_grads else None, self.record_actions)
         return self._pipelines[num_chunks]
+
+    def _check_same_num_chunks(self, num_chunks: int) -> None:
+        """Every rank of the group builds its pipeline for a num_chunks at the same step, in the same order: their
+        values are compared through the default store first, so that ranks that differ stop naming them, rather
+        than with a lost connection once the schedules' messages disagree."""
+        store = dist.distributed_c10d._get_default_store()
+        name = self.group.group_name
+        _pipelines_built[name] = _pipelines_built.get(name, 0) + 1
+        keys = [f"dualpipe/num_chunks/{name}/{_pipelines_built[name]}/{r}" for r in range(self.num_ranks)]
+        store.set(keys[self.rank], str(num_chunks))
+        try:
+            store.wait(keys, datetime.timedelta(seconds=self.timeout))
+        except Exception as error:  # the store's timeout error differs between PyTorch versions
+            missing = [r for r, key in enumerate(keys) if not store.check([key])]
+            raise RuntimeError(f"rank {self.rank}: pipeline ranks {missing} did not start a step of a new num_chunks "
+                               f"within timeout={self.timeout} s (this rank's is {num_chunks}; a rank running "
+                               f"another num_chunks, or stopped, does not)") from error
+        values = [int(store.get(key)) for key in keys]
+        if len(set(values)) > 1:
+            raise ValueError(f"num_chunks differs between the pipeline's ranks: {values} (pipeline rank i's at "
+                             f"index i); every rank's step() takes the same num_chunks")
 
     def last_step_actions(self) -> List[Tuple[str, float, float]]:
         """This rank's actions of the last step, as (action, start, end) in time.monotonic() seconds, in the order
@@ -203,7 +243,7 @@ class DualPipe(nn.Module):
 
 
     def step(self, *inputs: Optional[torch.Tensor], num_chunks: int = 0, criterion: Optional[Callable] = None,
-             labels: Sequence[Optional[torch.Tensor]] = (), return_outputs: bool = False
+             labels: Optional[Sequence[Optional[torch.Tensor]]] = (), return_outputs: bool = False
              ) -> Tuple[Optional[torch.Tensor], Outputs]:
         """One training step (or, under torch.no_grad(), inference) over `num_chunks` micro-batches.
 
@@ -215,6 +255,16 @@ class DualPipe(nn.Module):
         """
         if not isinstance(num_chunks, int) or isinstance(num_chunks, bool) or num_chunks <= 0:
             raise ValueError(f"num_chunks={num_chunks!r}: give the number of micro-batches, a positive integer")
+        if not _stepping.acquire(blocking=False):
+            raise RuntimeError(f"{type(self).__name__}.step(): a step is already running in another thread of this "
+                               "process; steps run one at a time (WeightGradStore is the process's one queue, as in "
+                               "the reference): call step() from one thread, or wait for the other to return")
+        try:
+            return self._step(inputs, num_chunks, criterion, () if labels is None else labels, return_outputs)
+        finally:
+            _stepping.release()
+
+    def _step(self, inputs, num_chunks, criterion, labels, return_outputs):
         pipeline = self._pipeline(num_chunks)
         entering, owned = pipeline.entering_microbatches, pipeline.loss_microbatches
         training = torch.is_grad_enabled()

@@ -5,7 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpipe/schedule/generators.h"
@@ -48,10 +50,27 @@ struct PlanResult {
   }
 };
 
+// A whole number of bytes above 0, or a size with its unit ('4GiB'); None: the default.
 std::int64_t byte_limit(const py::object& value, const char* what) {
   if (value.is_none()) return kDefaultMaxScheduleMemory;
   if (py::isinstance<py::str>(value)) return parse_byte_size(value.cast<std::string>(), what);
-  return value.cast<std::int64_t>();
+  // Integers of any kind (numpy's too: __index__), and floats holding a whole number; not bool.
+  const bool integer = PyIndex_Check(value.ptr()) && !py::isinstance<py::bool_>(value);
+  const bool number = integer || py::isinstance<py::float_>(value);
+  const double bytes = integer ? py::int_(value).cast<double>() : number ? value.cast<double>() : 0;
+  DUALPIPE_REQUIRE(number && bytes >= 1 && bytes <= 9.0e18 && bytes == std::floor(bytes), what, "=",
+                   std::string(py::repr(value)), " is not a memory size: give a whole number of bytes above 0, or a "
+                   "size with its unit such as '4GiB' (", kByteUnitsHelp, ")");
+  return static_cast<std::int64_t>(bytes);
+}
+
+// The library's messages name the command line's options; Python callers know them as keyword arguments.
+std::string for_python(std::string message) {
+  for (const auto& [option, argument] : {std::pair<std::string, std::string>{"--max-memory", "max_memory="},
+                                         {"--stages-per-rank", "stages_per_rank="}})
+    for (std::size_t at = message.find(option); at != std::string::npos; at = message.find(option, at))
+      message.replace(at, option.size(), argument);
+  return message;
 }
 
 // The timeline picture of a simulated schedule, as `dualpipe draw` writes it: .svg, or .html with tooltips.
@@ -141,14 +160,16 @@ py::list candidates(const Plan& plan) {
   return out;
 }
 
+// Local to this module: pybind11's global translators are shared by every module of its build, and
+// dualpipe._runtime's would answer for this one's exceptions (without for_python) when imported after it.
 void translate_errors() {
-  py::register_exception_translator([](std::exception_ptr error) {
+  py::register_local_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);
     } catch (const InvalidArgument& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, for_python(e.what()).c_str());
     } catch (const InvalidSchedule& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(PyExc_ValueError, for_python(e.what()).c_str());
     }
   });
 }

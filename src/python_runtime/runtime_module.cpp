@@ -173,7 +173,7 @@ PYBIND11_MODULE(_runtime, m) {
   using dualpipe::python_runtime::ChannelSpec;
   using dualpipe::python_runtime::Pipeline;
   m.doc() = "dualpipe's executor on Python modules (internal to dualpipe.DualPipe and dualpipe.DualPipeV)";
-  py::register_exception_translator([](std::exception_ptr error) {
+  py::register_local_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);
     } catch (const InvalidArgument& e) {

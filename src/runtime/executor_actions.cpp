@@ -74,6 +74,12 @@ void Executor::Impl::finish_forward(int s, int m, Tensors outputs, torch::Tensor
   }
   if (!label_chunks[m].empty() && args->criterion) {
     sl.loss = loss.defined() ? std::move(loss) : args->criterion(outputs, label_chunks[m]);
+    // Its backward would find no graph to run (a crash in LibTorch's autograd, not an error).
+    DUALPIPE_REQUIRE(!training || sl.loss.requires_grad(), "the loss of micro-batch ", m,
+                     " does not require grad: the criterion returned a tensor outside the autograd graph (a "
+                     "constant, or computed from detached or integer tensors, or from a last stage whose outputs "
+                     "carry no gradient); a training step needs a loss computed from the last stage's outputs "
+                     "(or run the step under torch.no_grad())");
     result.losses[m] = sl.loss.detach();
   }
   if (args->return_outputs) {

@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -330,6 +331,29 @@ def check_errors(port):
             dualpipe.deepseek.dist.get_backend = real_get_backend
         expect_error("NCCL group, modules on the CPU", lambda: on_nccl.step(
             x, num_chunks=2, criterion=criterion, labels=(x,)), ValueError, "NCCL group", "CUDA device", "cpu")
+        # A loss outside the autograd graph once crashed the process (SIGSEGV) in the backward.
+        for what, loss_of in (("constant loss", lambda y, t: torch.tensor(1.0)),
+                              ("detached loss", lambda y, t: ((y - t) ** 2).mean().detach()),
+                              ("integer loss", lambda y, t: torch.tensor(3))):
+            expect_error(what, lambda: model.step(x, num_chunks=2, criterion=loss_of, labels=(x,)), ValueError,
+                         "loss of micro-batch 0 does not require grad")
+        identity = dualpipe.DualPipeV((nn.Identity(), nn.Identity()))
+        expect_error("identity modules", lambda: identity.step(x, num_chunks=2, criterion=criterion, labels=(x,)),
+                     ValueError, "loss of micro-batch 0 does not require grad")
+        expect_error("labels=None", lambda: model.step(x, num_chunks=2, criterion=criterion, labels=None), ValueError,
+                     "labels")
+        expect_error("batch_dim=5", lambda: dualpipe.DualPipeV((PipelineStage(8), PipelineStage(8)), batch_dim=5).step(
+            x, num_chunks=2, criterion=criterion, labels=(x,)), ValueError, "batch_dim=5 is not a dimension",
+            "(4, 2, 8)")
+        for timeout in (float("nan"), float("inf"), 1e16, 0, -1):
+            expect_error(f"timeout={timeout}", lambda: dualpipe.DualPipeV((stage, stage), timeout=timeout), ValueError,
+                         f"timeout={timeout!r} must be a number of seconds above 0 and at most 86400")
+        for size in (1.5, 0, -1, True, "0"):
+            expect_error(f"max_memory={size!r}", lambda: dualpipe.schedule("1f1b", 2, 4, max_memory=size), ValueError,
+                         "max_memory")
+        expect_error("a limit named as Python names it", lambda: dualpipe.schedule("1f1b", 64, 100000, max_memory=1000),
+                     ValueError, "raise it with max_memory=")
+        check_concurrent_step_refused(model, x)
         expect_error("pop without a flush", WeightGradStore.pop, RuntimeError, "no flushed batch")
         # After the errors, a step still works.
         loss, _ = model.step(x, num_chunks=2, criterion=criterion, labels=(x,))
@@ -337,6 +361,30 @@ def check_errors(port):
         print("a step after the errors: losses", [round(v, 4) for v in loss.tolist()])
     finally:
         dist.destroy_process_group()
+
+
+def check_concurrent_step_refused(model, x):
+    """A second step() while one runs (once a SIGSEGV in the pipeline) is refused; the first completes."""
+    inside, release = threading.Event(), threading.Event()
+
+    def waiting_criterion(y, t):
+        inside.set()
+        release.wait(30)
+        return criterion(y, t)
+
+    first = {}
+    thread = threading.Thread(target=lambda: first.update(
+        loss=model.step(x, num_chunks=2, criterion=waiting_criterion, labels=(x,))[0]))
+    thread.start()
+    check(inside.wait(30), "the first step never reached its criterion")
+    try:
+        expect_error("step() from a second thread", lambda: model.step(x, num_chunks=2, criterion=criterion,
+                                                                       labels=(x,)),
+                     RuntimeError, "already running in another thread")
+    finally:
+        release.set()
+        thread.join(60)
+    check("loss" in first and first["loss"].shape == (2,), "the first step did not complete")
 
 
 class FailingStage(nn.Module):
@@ -353,14 +401,17 @@ class FailingStage(nn.Module):
         return x * self.weight
 
 
-def failing_rank(rank, port, out):
+def two_rank_step(rank, port, out, case):
+    """One step of a two-rank DualPipeV that `case` breaks on one rank; writes the time taken and the error."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank)
-    model = dualpipe.DualPipeV((FailingStage(rank == 1), FailingStage(False)), timeout=10)
-    x = torch.randn(4, 8) if rank == 0 else None
+    model = dualpipe.DualPipeV((FailingStage(case == "module" and rank == 1), FailingStage(False)), timeout=10)
+    x = torch.randn(8, 8) if rank == 0 else None
+    loss_of = (lambda y, t: criterion(y, t).detach()) if case == "detached loss" else criterion
+    num_chunks = 8 if case == "num_chunks" and rank == 1 else 4
     start = time.monotonic()
     try:
-        model.step(x, num_chunks=4, criterion=criterion, labels=(x,))
+        model.step(x, num_chunks=num_chunks, criterion=loss_of, labels=(x,))
         message = "no error"
     except Exception as e:  # noqa: BLE001 - the type and text are what is checked
         message = f"{type(e).__name__}: {e}"
@@ -368,18 +419,34 @@ def failing_rank(rank, port, out):
         f.write(f"{time.monotonic() - start:.1f}\n{message}")
 
 
-def check_failure(port):
-    """Rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 within the timeout."""
+def two_rank_results(port, case):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank")
-        start_ranks(failing_rank, (port, out), 2)
+        start_ranks(two_rank_step, (port, out, case), 2)
         results = [open(f"{out}.{r}").read().split("\n", 1) for r in range(2)]
     for rank, (seconds, message) in enumerate(results):
-        print(f"rank {rank} after {seconds} s: {message.splitlines()[0]}")
-    check(results[1][1].startswith("KeyError") and "on purpose" in results[1][1], "rank 1 lost its own exception")
-    check(results[0][1].startswith("RuntimeError") and "rank 1" in results[0][1],
-          f"rank 0's error does not name rank 1: {results[0][1]}")
-    check(float(results[0][0]) < 60, "rank 0 waited past the timeout")
+        print(f"{case}: rank {rank} after {seconds} s: {message.splitlines()[0]}")
+    for seconds, _ in results:
+        check(float(seconds) < 60, f"{case}: a rank waited past the timeout")
+    return [message for _, message in results]
+
+
+def check_failure(port):
+    """Rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 within the timeout.
+    num_chunks differing between the ranks: both raise ValueError naming the two values. A loss outside the
+    autograd graph: its rank raises ValueError naming the micro-batch, the other an error naming that rank."""
+    module = two_rank_results(port, "module")
+    check(module[1].startswith("KeyError") and "on purpose" in module[1], "rank 1 lost its own exception")
+    check(module[0].startswith("RuntimeError") and "rank 1" in module[0],
+          f"rank 0's error does not name rank 1: {module[0]}")
+    for message in two_rank_results(free_port(), "num_chunks"):
+        check(message.startswith("ValueError: num_chunks differs between the pipeline's ranks: [4, 8]"),
+              f"a num_chunks mismatch reads {message}")
+    detached = two_rank_results(free_port(), "detached loss")
+    check(detached[0].startswith("ValueError: the loss of micro-batch 0 does not require grad"),
+          f"the loss rank's error reads {detached[0]}")
+    check(detached[1].startswith("RuntimeError") and "rank 0" in detached[1],
+          f"the other rank's error does not name rank 0: {detached[1]}")
 
 
 def main():

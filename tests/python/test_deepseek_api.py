@@ -3,7 +3,8 @@ deepseek_examples.py): losses and inference outputs equal to one process running
 cosine distance 1e-13, the module's overlapped_forward_backward used (with criterion0 where the reference gives it),
 every weight gradient that the reference's LinearFunc put aside in WeightGradStore run once at its W action; over
 Gloo and under NCCL's rules on Gloo (DUALPIPE_NCCL_RULES=1: directional channels, messages matched by order alone),
-at 2, 4 and 8 processes; and the errors of bad input."""
+at 2, 4 and 8 processes; and the errors of bad input (issue 52's among them: losses outside the autograd graph,
+concurrent steps, num_chunks differing between ranks, timeouts and memory sizes that are not numbers)."""
 import os
 import subprocess
 import sys
@@ -50,10 +51,12 @@ def test_bad_input_raises_naming_the_rule():
     out = run("errors")
     for what in ("three modules", "one module", "num_chunks=1", "num_chunks=0", "DualPipe with one rank",
                  "non-scalar criterion", "no criterion", "NCCL group, modules on the CPU", "pop without a flush",
-                 "a step after the errors"):
+                 "constant loss", "detached loss", "integer loss", "identity modules", "labels=None", "batch_dim=5",
+                 "timeout=nan", "timeout=inf", "timeout=1e+16", "max_memory=1.5", "max_memory=0", "max_memory=True",
+                 "a limit named as Python names it", "step() from a second thread", "a step after the errors"):
         assert what in out, out
 
 
-def test_a_failing_module_on_one_rank_is_named_on_the_other():
+def test_failures_on_one_rank_are_named_on_the_other():
     out = run("failure")
     assert "failure: every check passed" in out, out
