@@ -95,6 +95,7 @@ write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/dualpipeConfigVers
                                  VERSION "${dualpipe_VERSION}" COMPATIBILITY SameMinorVersion)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/dualpipeConfig.cmake"
               "${CMAKE_CURRENT_BINARY_DIR}/dualpipeConfigVersion.cmake"
+              "${CMAKE_CURRENT_LIST_DIR}/dualpipeTorchLibraries.cmake"
         DESTINATION "${DUALPIPE_INSTALL_CMAKEDIR}")
 
 # The test: install this build into a temporary prefix and build examples/ against it as an outside project. Not in

@@ -4,7 +4,10 @@ if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
   # dualpipe compiles no CUDA kernels of its own; this only quiets LibTorch's probe for a GPU to target.
   set(TORCH_CUDA_ARCH_LIST "9.0")
 endif()
+include("${CMAKE_CURRENT_LIST_DIR}/dualpipeTorchLibraries.cmake")
+dualpipe_before_find_torch("")
 find_package(Torch REQUIRED)
+dualpipe_keep_one_torch()  # one LibTorch's libraries, even beside a second one on the machine
 if(Torch_VERSION VERSION_LESS 2.11)
   message(FATAL_ERROR "dualpipe needs PyTorch >= 2.11, found ${Torch_VERSION} at ${Torch_DIR} (docs/install.md)")
 endif()

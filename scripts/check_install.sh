@@ -86,6 +86,45 @@ for rank in 0 1; do
   grep -q "^rank $rank " <<<"$output" || fail "no loss from rank $rank"
 done
 
+# A second LibTorch on the machine: Debian's libtorch-dev puts its Caffe2 package and its libc10.so in system
+# folders, which LibTorch's TorchConfig.cmake searches (find_package(Caffe2), find_library(c10)) before its own; the
+# examples then linked that libtorch.so and libc10.so and failed with undefined references. Here another build's
+# Caffe2 package (a torch target) and libc10.so, in a prefix searched first.
+echo "== configure and link examples/ beside another LibTorch"
+other="$tmp/other-libtorch"
+mkdir -p "$other/lib" "$other/share/cmake/Caffe2"
+echo 'int another_libtorch_c10;' >"$other/c10.cpp"
+"$compiler" -shared -fPIC -o "$other/lib/libc10.so" "$other/c10.cpp"
+printf '%s\n' 'add_library(torch SHARED IMPORTED)' \
+  'set_target_properties(torch PROPERTIES IMPORTED_CONFIGURATIONS RELEASE' \
+  '                      IMPORTED_LOCATION_RELEASE "${CMAKE_CURRENT_LIST_DIR}/../../../lib/libc10.so")' \
+  'set(Caffe2_MAIN_LIBS)' >"$other/share/cmake/Caffe2/Caffe2Config.cmake"
+# The same build folder configured again, what it found forgotten (-U): the example is only linked again.
+cmake -S "$source_dir/examples" -B "$tmp/examples" -U c10_LIBRARY -U C10_CUDA_LIBRARY -U TORCH_LIBRARY -U Caffe2_DIR \
+      -DCMAKE_PREFIX_PATH="$other;$prefix" >"$tmp/configure-beside.log" 2>&1 ||
+  { cat "$tmp/configure-beside.log" >&2; fail "configuring examples/ beside another LibTorch failed"; }
+c10="$(sed -n 's/^c10_LIBRARY:FILEPATH=//p' "$tmp/examples/CMakeCache.txt")"
+own_c10="$(dirname "$(dirname "$(dirname "$torch_dir")")")/lib/libc10.so"
+[[ -n "$c10" && "$(realpath "$c10")" == "$(realpath "$own_c10")" ]] ||
+  fail "beside another LibTorch, examples/ took libc10 from '$c10', not from the LibTorch of $torch_dir"
+caffe2="$(sed -n 's/^Caffe2_DIR:PATH=//p' "$tmp/examples/CMakeCache.txt")"
+[[ -n "$caffe2" && "$(realpath "$caffe2")" == "$(realpath "$(dirname "$torch_dir")/Caffe2")" ]] ||
+  fail "beside another LibTorch, examples/ took Caffe2 from '$caffe2', not from the LibTorch of $torch_dir"
+grep -E 'belongs to another LibTorch' "$tmp/configure-beside.log" || true
+cmake --build "$tmp/examples" -j2 --target minimal_dualpipe >"$tmp/build-beside.log" 2>&1 ||
+  { cat "$tmp/build-beside.log" >&2; fail "linking examples/ beside another LibTorch failed"; }
+env -u RANK "$tmp/examples/minimal_dualpipe" >/dev/null 2>&1 || fail "minimal_dualpipe beside another LibTorch failed"
+echo "linked and ran with Caffe2_DIR=$caffe2 c10_LIBRARY=$c10"
+# Named explicitly, the other one is refused at configure time, naming it (CMake wraps the message: read flat).
+if cmake -S "$source_dir/examples" -B "$tmp/examples-mixed" -DCMAKE_PREFIX_PATH="$prefix" -DTorch_DIR="$torch_dir" \
+         -Dc10_LIBRARY="$other/lib/libc10.so" -DCMAKE_CXX_COMPILER="$compiler" >"$tmp/configure-mixed.log" 2>&1; then
+  fail "examples/ configured with another LibTorch's libc10.so ($other/lib/libc10.so)"
+fi
+refusal="$(tr -s ' \n' ' ' <"$tmp/configure-mixed.log")"
+[[ "$refusal" == *"links $other/lib/libc10.so, a library of another LibTorch"* ]] ||
+  { cat "$tmp/configure-mixed.log" >&2; fail "the refusal of a mixed LibTorch does not name the other libc10.so"; }
+echo "refused: -Dc10_LIBRARY=$other/lib/libc10.so"
+
 echo "== $prefix/bin/dualpipe --help"
 help="$("$prefix/bin/dualpipe" --help 2>&1)" || { echo "$help" >&2; fail "installed dualpipe --help failed"; }
 head -n 3 <<<"$help"
