@@ -2,7 +2,7 @@
 # DUALPIPE_FUZZ is ON and the compiler is Clang, so the normal g++ build never sees it. dualpipe_core is built
 # with coverage instrumentation for the fuzzer; pair it with -DDUALPIPE_SANITIZE=address,undefined.
 target_compile_options(dualpipe_core PRIVATE -fsanitize=fuzzer-no-link)
-foreach(target fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest fuzz_kineto)
+foreach(target fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest fuzz_kineto fuzz_layout fuzz_planner)
   add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/${target}.cpp)
   target_compile_options(${target} PRIVATE -fsanitize=fuzzer)
   target_link_options(${target} PRIVATE -fsanitize=fuzzer)
