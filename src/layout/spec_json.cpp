@@ -26,7 +26,8 @@ SpecObject::SpecObject(const std::string& json_text, std::string source) : sourc
                          printable_line(parsed.get<std::string>()), "' is given twice");
       return true;
     });
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error, or a number no double holds (1e999: out_of_range, once a crash of the fuzzer and exit 1).
     throw InvalidArgument(detail::concat(source_, ": not valid JSON (", e.what(), ")"));
   }
   DUALPIPE_REQUIRE(object_.is_object(), source_, ": must hold one JSON object of fields, got a ",

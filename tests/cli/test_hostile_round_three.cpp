@@ -62,6 +62,13 @@ TEST_F(HostileRoundThree, NumbersThatWouldDriveTheLayoutSearchAreRefusedNamingTh
   EXPECT_REFUSED(bounded(layout + "experts.json"), "experts=1073741824 must be between 0 and 65536");
   write("shared.json", model_json(R"("experts": 8, "top_k": 2, "expert_ffn_hidden": 256, "shared_experts": 2147483647)"));
   EXPECT_REFUSED(bounded(layout + "shared.json"), "shared_experts=2147483647 must be between 0 and 1024");
+  // Found by fuzz_layout: a number no double holds escaped as nlohmann's out_of_range (exit 1, and a crash of the
+  // fuzzer, which takes it for an unexpected exception).
+  write("huge.json", "8888888e8888888888888888");
+  EXPECT_REFUSED(bounded(layout + "huge.json"), "huge.json: not valid JSON ([json.exception.out_of_range.406] number "
+                                                "overflow parsing '8888888e8888888888888888')");
+  write("huge_field.json", R"({"name": "m", "layers": 1e999})");
+  EXPECT_REFUSED(bounded(layout + "huge_field.json"), "number overflow parsing '1e999'");
   write("cluster.json", R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 1e-300, "intra_node_gbps": 100,
                             "inter_node_gbps": 10})");
   EXPECT_REFUSED(bounded("layout --model llama3-8b --global-batch 8 --cluster cluster.json"),
