@@ -198,11 +198,19 @@ class DualPipe(nn.Module):
         try:
             store.wait(keys, datetime.timedelta(seconds=self.timeout))
         except Exception as error:  # the store's timeout error differs between PyTorch versions
-            missing = [r for r, key in enumerate(keys) if not store.check([key])]
-            raise RuntimeError(f"rank {self.rank}: pipeline ranks {missing} did not start a step of a new num_chunks "
+            raise RuntimeError(f"rank {self.rank}: not every pipeline rank started a step of a new num_chunks "
                                f"within timeout={self.timeout} s (this rank's is {num_chunks}; a rank running "
-                               f"another num_chunks, or stopped, does not)") from error
+                               f"another num_chunks, or stopped, does not): {error}") from error
         values = [int(store.get(key)) for key in keys]
+        # Every rank has read the values before any leaves: the store's host is a rank, and a rank that raises
+        # below and exits would take the store with it while a peer still reads. A failed wait here is a peer that
+        # left after reading: the values are whole.
+        read = [f"{key}/read" for key in keys]
+        store.set(read[self.rank], "1")
+        try:
+            store.wait(read, datetime.timedelta(seconds=self.timeout))
+        except Exception:  # noqa: BLE001 - only a keep-alive; the values above decide
+            pass
         if len(set(values)) > 1:
             raise ValueError(f"num_chunks differs between the pipeline's ranks: {values} (pipeline rank i's at "
                              f"index i); every rank's step() takes the same num_chunks")
