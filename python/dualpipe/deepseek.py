@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import signal
 import threading
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -93,6 +94,20 @@ def _channels(group: dist.ProcessGroup, backend: str) -> "_runtime.ChannelSpec":
     _channels_made[name] = _channels_made.get(name, 0) + 1
     return _runtime.ChannelSpec(store=dist.distributed_c10d._get_default_store(),
                                 prefix=f"dualpipe/channels/{name}/{_channels_made[name]}", nccl=nccl)
+
+
+def _monitor(group: dist.ProcessGroup, pipelines_built: int) -> "_runtime.MonitorSpec":
+    """Where the ranks' peer monitors meet: the default store, at the address of its TCPStore's host. They name a
+    rank that died, stopped, failed or was interrupted on every other rank at once (docs/python.md, "Failures").
+    Another kind of store (file://) leaves each rank to find failures by its own waits."""
+    store = dist.distributed_c10d._get_default_store()
+    tcp = store
+    while isinstance(tcp, dist.PrefixStore):
+        tcp = tcp.underlying_store
+    if not isinstance(tcp, dist.TCPStore):
+        return _runtime.MonitorSpec()
+    return _runtime.MonitorSpec(store=store, prefix=f"dualpipe/monitor/{group.group_name}/{pipelines_built}",
+                                master_addr=tcp.host)
 
 
 def _scatter(tensors, chunks: int, dim: int) -> List[Tuple[torch.Tensor, ...]]:
@@ -183,7 +198,7 @@ class DualPipe(nn.Module):
             self._pipelines[num_chunks] = _runtime.Pipeline(
                 self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
                 _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
-                WeightGradStore if self.defer_weight_grads else None, self.record_actions)
+                _monitor(self.group, _pipelines_built[self.group.group_name]), WeightGradStore if self.defer_weight_grads else None, self.record_actions)
         return self._pipelines[num_chunks]
 
     def _check_same_num_chunks(self, num_chunks: int) -> None:
@@ -283,7 +298,10 @@ class DualPipe(nn.Module):
         chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
         WeightGradStore.clear()
         try:
-            losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs)
+            # Ctrl-C ends the step's waits where Python's default handler would raise KeyboardInterrupt; a handler
+            # of the program's own (a graceful stop at a step boundary) is left to run when the step returns.
+            interruptible = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs, interruptible)
         finally:
             # A failed step leaves no deferred work behind; a complete one has run all of it.
             WeightGradStore.clear()

@@ -73,12 +73,13 @@ DirectionalGroups make_directional_groups(const c10::intrusive_ptr<c10d::Store>&
 std::shared_ptr<DirectionalCommunicator> connect_directional_channels(c10::intrusive_ptr<c10d::ProcessGroup> upward,
                                                                      c10::intrusive_ptr<c10d::ProcessGroup> downward,
                                                                      const std::vector<int>& peers, c10::Device device,
-                                                                     std::chrono::milliseconds timeout) {
+                                                                     std::chrono::milliseconds timeout,
+                                                                     std::shared_ptr<PeerMonitor> monitor) {
   ProcessGroupCommunicatorOptions options;
   options.timeout = timeout;
   auto channels = std::make_shared<DirectionalCommunicator>(
-      std::make_shared<ProcessGroupCommunicator>(std::move(upward), options),
-      std::make_shared<ProcessGroupCommunicator>(std::move(downward), options));
+      std::make_shared<ProcessGroupCommunicator>(std::move(upward), options, monitor),
+      std::make_shared<ProcessGroupCommunicator>(std::move(downward), options, monitor));
   channels->connect(peers, at::TensorOptions().device(device));
   return channels;
 }

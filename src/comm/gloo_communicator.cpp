@@ -15,7 +15,7 @@
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/launch_environment.h"
 #include "dualpipe/comm/network_interface.h"
-#include "peer_monitor.h"
+#include "dualpipe/comm/peer_monitor.h"
 
 namespace dualpipe::comm {
 
@@ -86,7 +86,7 @@ struct GlooCommunicator::Connection {
   std::string interface;
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   ProcessGroupCommunicatorOptions options;
-  std::unique_ptr<internal::PeerMonitor> monitor;
+  std::unique_ptr<PeerMonitor> monitor;
 };
 
 GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& options) {
@@ -143,7 +143,7 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
     connection.store = store;
     connection.interface = interface;
     if (options.peer_monitor)
-      connection.monitor = std::make_unique<internal::PeerMonitor>(*store, options.master_addr, options.rank,
+      connection.monitor = std::make_unique<PeerMonitor>(*store, options.master_addr, options.rank,
                                                                    options.world_size, options.timeout);
   } catch (const Error&) {
     throw;

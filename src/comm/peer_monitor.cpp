@@ -1,4 +1,4 @@
-#include "peer_monitor.h"
+#include "dualpipe/comm/peer_monitor.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -18,17 +18,31 @@
 
 #include "dualpipe/comm/communicator.h"
 
-namespace dualpipe::comm::internal {
+namespace dualpipe::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using dualpipe::detail::concat;
 
-// Messages on a monitor connection: one byte; 'X' is followed by the blamed rank (4 bytes), the length of the
-// reason (2 bytes), both in network order, and the reason.
+// Messages on a monitor connection: one byte; 'X' and 'I' are followed by the blamed rank (4 bytes), the length
+// of the reason (2 bytes), both in network order, and the reason. 'I' says the blamed rank refused its input.
 constexpr char kHeartbeat = 'H';
 constexpr char kGoodbye = 'B';
 constexpr char kLeavingBecause = 'X';
+constexpr char kLeavingBecauseOfInput = 'I';
+
+// The message that passes `failure` on: the blamed rank and why, without what earlier messengers added (it stays
+// short and says the cause).
+std::string failure_message(const PeerFailure& failure) {
+  std::string reason = failure.reason.substr(0, failure.reason.find(" (reported by rank "));
+  reason.resize(std::min<size_t>(reason.size(), 1000));
+  uint32_t blamed = htonl(static_cast<uint32_t>(failure.rank));
+  uint16_t length = htons(static_cast<uint16_t>(reason.size()));
+  std::string message(1, failure.invalid_input ? kLeavingBecauseOfInput : kLeavingBecause);
+  message.append(reinterpret_cast<const char*>(&blamed), sizeof blamed);
+  message.append(reinterpret_cast<const char*>(&length), sizeof length);
+  return message + reason;
+}
 
 std::string seconds_text(Clock::duration d) {
   double s = std::chrono::duration<double>(d).count();
@@ -153,6 +167,8 @@ PeerMonitor::PeerMonitor(c10d::Store& store, const std::string& master_addr, int
   thread_ = std::thread([this] { run(); });
 }
 
+PeerMonitor::PeerMonitor(int rank) : rank_(rank), timeout_(0), interval_(0) {}
+
 PeerMonitor::~PeerMonitor() {
   if (thread_.joinable()) {
     stop_ = true;
@@ -188,6 +204,26 @@ std::optional<PeerFailure> PeerMonitor::silent_peer() const {
 }
 
 void PeerMonitor::report(const PeerFailure& failure) { lost(failure); }
+
+void PeerMonitor::announce(const PeerFailure& failure) {
+  lost(failure);
+  if (!thread_.joinable()) return;  // no peers
+  announcing_ = true;
+  const char byte = 1;
+  (void)!::write(wake_[1], &byte, 1);
+}
+
+// On the monitor thread, which alone writes to the connections while it runs (a heartbeat cannot split the
+// message).
+void PeerMonitor::send_announcement() {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    message = failure_message(*failure_);
+  }
+  for (Peer& p : peers_)
+    if (!p.gone) (void)::send(p.fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
 
 void PeerMonitor::lost(const PeerFailure& failure) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -227,6 +263,12 @@ void PeerMonitor::run() {
     auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - Clock::now()).count();
     ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(wait, 0)));
     if (stop_) break;
+    if (fds[0].revents != 0) {
+      char drained[16];
+      while (::read(wake_[0], drained, sizeof drained) > 0) {
+      }
+    }
+    if (announcing_.exchange(false)) send_announcement();
     const auto now = Clock::now();
     for (size_t i = 1; i < fds.size(); ++i)
       if (fds[i].revents != 0) read_from(*polled[i - 1], now);
@@ -267,7 +309,7 @@ void PeerMonitor::read_from(Peer& peer, Clock::time_point now) {
     char kind = peer.inbox[used];
     if (kind == kGoodbye) {
       left = true;
-    } else if (kind == kLeavingBecause) {
+    } else if (kind == kLeavingBecause || kind == kLeavingBecauseOfInput) {
       if (peer.inbox.size() - used < 7) break;
       uint32_t blamed = 0;
       uint16_t length = 0;
@@ -277,8 +319,9 @@ void PeerMonitor::read_from(Peer& peer, Clock::time_point now) {
       length = ntohs(length);
       if (peer.inbox.size() - used < 7u + length) break;
       std::string reason = peer.inbox.substr(used + 7, length);
-      failure = PeerFailure{static_cast<int>(blamed), concat(reason, " (reported by rank ", peer.rank,
-                                                             ", which is leaving because of it)")};
+      if (static_cast<int>(blamed) != peer.rank)
+        reason = concat(reason, " (reported by rank ", peer.rank, ", which is leaving because of it)");
+      failure = PeerFailure{static_cast<int>(blamed), reason, kind == kLeavingBecauseOfInput};
       left = true;
       used += 6 + length;
     }
@@ -313,18 +356,7 @@ void PeerMonitor::leave() {
     for (int fd : open) ::close(fd);
     return;
   }
-  std::string message(1, kGoodbye);
-  if (failure_) {
-    // The blamed rank and why, without what earlier messengers added (it stays short and says the cause).
-    std::string reason = failure_->reason.substr(0, failure_->reason.find(" (reported by rank "));
-    reason.resize(std::min<size_t>(reason.size(), 1000));
-    uint32_t blamed = htonl(static_cast<uint32_t>(failure_->rank));
-    uint16_t length = htons(static_cast<uint16_t>(reason.size()));
-    message.assign(1, kLeavingBecause);
-    message.append(reinterpret_cast<const char*>(&blamed), sizeof blamed);
-    message.append(reinterpret_cast<const char*>(&length), sizeof length);
-    message += reason;
-  }
+  const std::string message = failure_ ? failure_message(*failure_) : std::string(1, kGoodbye);
   for (int fd : open) {
     (void)::send(fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
@@ -348,4 +380,4 @@ void PeerMonitor::leave() {
   for (int fd : open) ::close(fd);
 }
 
-}  // namespace dualpipe::comm::internal
+}  // namespace dualpipe::comm

@@ -9,13 +9,11 @@
 #include <string>
 #include <thread>
 
-#include "peer_monitor.h"
+#include "dualpipe/comm/peer_monitor.h"
 
 namespace dualpipe::comm {
 
 using dualpipe::detail::concat;
-using internal::PeerFailure;
-using internal::PeerMonitor;
 
 namespace {
 
@@ -51,7 +49,8 @@ CommError wait_error(PeerMonitor* monitor, int self, const std::string& operatio
     if (monitor) monitor->report(*failure);  // other waits end too, and this rank's departure passes the blame on
   }
   if (!failure) failure = PeerFailure{peer, "aborted"};
-  return CommError(concat("rank ", self, ": ", operation, ": ", failure->reason), failure->rank, failure->reason);
+  return CommError(concat("rank ", self, ": ", operation, ": ", failure->reason), failure->rank, failure->reason,
+                   failure->invalid_input);
 }
 
 std::string exception_text(const std::exception_ptr& error) {
@@ -208,7 +207,7 @@ bool nccl_rules_from_environment() { return environment_flag("DUALPIPE_NCCL_RULE
 struct ProcessGroupCommunicator::Impl {
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   ProcessGroupCommunicatorOptions options;
-  std::unique_ptr<PeerMonitor> monitor;
+  std::shared_ptr<PeerMonitor> monitor;  // shared by the two channels of a DirectionalCommunicator
   std::map<int, std::unique_ptr<SendWatcher>> watchers;  // by destination, made on first use
   int wire_tag(int tag) const { return options.single_tag ? 0 : tag; }
   // Gloo sends and receives bytes from host memory (its collectives stage device tensors themselves, its
@@ -224,7 +223,7 @@ ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Proc
 
 ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
                                                    ProcessGroupCommunicatorOptions options,
-                                                   std::unique_ptr<internal::PeerMonitor> monitor)
+                                                   std::shared_ptr<PeerMonitor> monitor)
     : impl_(new Impl) {
   DUALPIPE_REQUIRE(group, "ProcessGroupCommunicator needs a process group, got none");
   DUALPIPE_REQUIRE(options.timeout.count() > 0, "the communicator timeout must be positive, got ",

@@ -1,21 +1,25 @@
 // dualpipe._runtime: our C++ executor driving Python nn.Modules over a torch.distributed process group, for
 // dualpipe.DualPipe and dualpipe.DualPipeV (python/dualpipe/deepseek.py holds the reference's API around it).
 #include <pybind11/stl.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <optional>
 
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/directional_communicator.h"
+#include "dualpipe/comm/peer_monitor.h"
 #include "dualpipe/comm/process_group_communicator.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/util/error.h"
+#include "interrupt_watch.h"
 #include "python_stage.h"
 
 namespace dualpipe::python_runtime {
 namespace {
 
+using dualpipe::detail::concat;
 using runtime::Tensors;
 
 // Where the pipeline's messages go: the user's group itself, or (NCCL, or Gloo under NCCL's rules) two directional
@@ -24,6 +28,15 @@ struct ChannelSpec {
   std::optional<c10::intrusive_ptr<c10d::Store>> store;
   std::string prefix;
   bool nccl = false;
+};
+
+// Where the ranks' peer monitors (comm/peer_monitor.h) meet: `store` under `prefix`, each publishing the address
+// it reaches `master_addr` from. Without a store, each rank notices failures by itself (its waits' errors and
+// timeouts), and its own failures reach its peers only when its process exits.
+struct MonitorSpec {
+  std::optional<c10::intrusive_ptr<c10d::Store>> store;
+  std::string prefix;
+  std::string master_addr;
 };
 
 // The user's WeightGradStore protocol (python/dualpipe/utils.py): `_begin()` before an I action's backward,
@@ -55,8 +68,8 @@ class Pipeline {
   Pipeline(const std::string& kind, int num_microbatches, const std::map<int, py::object>& modules, py::object hook,
            c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping, double timeout_s,
            const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype, at::Device device,
-           const ChannelSpec& channels, py::object weight_store, bool record_actions)
-      : step_callables_(std::make_shared<StepCallables>()) {
+           const ChannelSpec& channels, const MonitorSpec& monitor, py::object weight_store, bool record_actions)
+      : rank_(group->getRank()), step_callables_(std::make_shared<StepCallables>()) {
     ScheduleOptions options;
     options.num_ranks = group->getSize();
     options.num_microbatches = num_microbatches;
@@ -86,15 +99,18 @@ class Pipeline {
     }
     std::shared_ptr<comm::Communicator> communicator;
     {
-      py::gil_scoped_release release;  // the channels' rendezvous waits for the other ranks
-      communicator = make_communicator(std::move(group), channels, schedule, rank_mapping, device, timeout);
+      py::gil_scoped_release release;  // the monitor's and the channels' rendezvous wait for the other ranks
+      monitor_ = make_monitor(*group, monitor, timeout);
+      communicator = make_communicator(std::move(group), channels, schedule, rank_mapping, device, timeout, monitor_);
     }
     executor_ = std::make_unique<runtime::Executor>(schedule, std::move(stages), std::move(communicator),
                                                     executor_options);
   }
 
-  // Returns (losses, outputs) of the micro-batches whose loss this rank computes, in order.
-  py::tuple step(std::vector<Tensors> inputs, std::vector<Tensors> labels, py::object criterion, bool return_outputs) {
+  // Returns (losses, outputs) of the micro-batches whose loss this rank computes, in order. `interruptible`: Python's
+  // default SIGINT handler is installed, and Ctrl-C ends the step's waits (interrupt_watch.h).
+  py::tuple step(std::vector<Tensors> inputs, std::vector<Tensors> labels, py::object criterion, bool return_outputs,
+                 bool interruptible) {
     runtime::StepArgs args;
     args.microbatch_inputs = std::move(inputs);
     args.microbatch_labels = std::move(labels);
@@ -105,9 +121,21 @@ class Pipeline {
     runtime::StepResult result;
     try {
       py::gil_scoped_release release;  // held again only inside the modules, the criterion and the hook
+      std::optional<InterruptWatch> interrupts;
+      if (interruptible)
+        interrupts.emplace([monitor = monitor_, rank = rank_] {
+          monitor->announce({rank, concat("rank ", rank, " was interrupted (KeyboardInterrupt)")});
+        });
       result = executor_->step(args);
-    } catch (...) {
+    } catch (const comm::CommError&) {
       step_callables_->criterion = nullptr;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C ended the waits: KeyboardInterrupt
+      throw;
+    } catch (const InvalidArgument& e) {
+      fail(e.what(), /*invalid_input=*/true);
+      throw;
+    } catch (const std::exception& e) {  // a module's exception among them
+      fail(e.what(), /*invalid_input=*/false);
       throw;
     }
     step_callables_->criterion = nullptr;
@@ -138,14 +166,30 @@ class Pipeline {
   const std::vector<int>& loss_owned() const { return executor_->loss_microbatches(); }
 
  private:
+  // This rank failed and lives on (the program may catch the error): its peers learn it now, with the kind of error,
+  // instead of waiting for it until their timeout.
+  void fail(const std::string& what, bool invalid_input) {
+    step_callables_->criterion = nullptr;
+    const std::string prefix = concat("rank ", rank_, ":");
+    monitor_->announce({rank_, what.rfind(prefix, 0) == 0 ? what : concat(prefix, " ", what), invalid_input});
+  }
+
+  static std::shared_ptr<comm::PeerMonitor> make_monitor(const c10d::ProcessGroup& group, const MonitorSpec& spec,
+                                                         std::chrono::milliseconds timeout) {
+    if (!spec.store || group.getSize() <= 1) return std::make_shared<comm::PeerMonitor>(group.getRank());
+    c10d::PrefixStore store(spec.prefix, *spec.store);
+    return std::make_shared<comm::PeerMonitor>(store, spec.master_addr, group.getRank(), group.getSize(), timeout);
+  }
+
   static std::shared_ptr<comm::Communicator> make_communicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
                                                                const ChannelSpec& channels, const Schedule& schedule,
                                                                const std::vector<int>& rank_mapping,
-                                                               at::Device device, std::chrono::milliseconds timeout) {
+                                                               at::Device device, std::chrono::milliseconds timeout,
+                                                               std::shared_ptr<comm::PeerMonitor> monitor) {
     if (!channels.store) {
       comm::ProcessGroupCommunicatorOptions options;
       options.timeout = timeout;
-      return std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), options);
+      return std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), options, std::move(monitor));
     }
     comm::ProcessGroupSpec spec;
     spec.backend = channels.nccl ? comm::BackendKind::nccl : comm::BackendKind::gloo;
@@ -158,9 +202,12 @@ class Pipeline {
     while (rank_mapping[pipeline_rank] != group->getRank()) ++pipeline_rank;
     std::vector<int> peers;
     for (int p : pipeline_peers(schedule, pipeline_rank)) peers.push_back(rank_mapping[p]);
-    return comm::connect_directional_channels(groups.upward, groups.downward, peers, device, timeout);
+    return comm::connect_directional_channels(groups.upward, groups.downward, peers, device, timeout,
+                                              std::move(monitor));
   }
 
+  int rank_;  // in the group
+  std::shared_ptr<comm::PeerMonitor> monitor_;
   std::shared_ptr<StepCallables> step_callables_;
   std::unique_ptr<runtime::Executor> executor_;
 };
@@ -171,6 +218,7 @@ class Pipeline {
 PYBIND11_MODULE(_runtime, m) {
   using namespace dualpipe;
   using dualpipe::python_runtime::ChannelSpec;
+  using dualpipe::python_runtime::MonitorSpec;
   using dualpipe::python_runtime::Pipeline;
   m.doc() = "dualpipe's executor on Python modules (internal to dualpipe.DualPipe and dualpipe.DualPipeV)";
   py::register_local_exception_translator([](std::exception_ptr error) {
@@ -179,7 +227,8 @@ PYBIND11_MODULE(_runtime, m) {
     } catch (const InvalidArgument& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const comm::CommError& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      // A peer that refused its input fails every rank with ValueError, as it fails itself.
+      PyErr_SetString(e.invalid_input() ? PyExc_ValueError : PyExc_RuntimeError, e.what());
     }
   });
   m.def("nccl_compiled_in", &comm::nccl_compiled_in, "whether this LibTorch has NCCL");
@@ -188,16 +237,22 @@ PYBIND11_MODULE(_runtime, m) {
              return ChannelSpec{std::move(store), std::move(prefix), nccl};
            }),
            py::arg("store") = py::none(), py::arg("prefix") = "", py::arg("nccl") = false);
+  py::class_<MonitorSpec>(m, "MonitorSpec")
+      .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix,
+                       std::string master_addr) {
+             return MonitorSpec{std::move(store), std::move(prefix), std::move(master_addr)};
+           }),
+           py::arg("store") = py::none(), py::arg("prefix") = "", py::arg("master_addr") = "");
   py::class_<Pipeline>(m, "Pipeline")
       .def(py::init<const std::string&, int, const std::map<int, py::object>&, py::object,
                     c10::intrusive_ptr<c10d::ProcessGroup>, std::vector<int>, double,
                     const std::vector<std::vector<int64_t>>&, at::ScalarType, at::Device, const ChannelSpec&,
-                    py::object, bool>(),
+                    const MonitorSpec&, py::object, bool>(),
            py::arg("kind"), py::arg("num_microbatches"), py::arg("modules"), py::arg("hook"), py::arg("group"),
            py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"), py::arg("dtype"), py::arg("device"),
-           py::arg("channels"), py::arg("weight_store"), py::arg("record_actions"))
+           py::arg("channels"), py::arg("monitor"), py::arg("weight_store"), py::arg("record_actions"))
       .def("step", &Pipeline::step, py::arg("inputs"), py::arg("labels"), py::arg("criterion"),
-           py::arg("return_outputs"))
+           py::arg("return_outputs"), py::arg("interruptible"))
       .def("last_step_actions", &Pipeline::last_step_actions)
       .def_property_readonly("entering_microbatches", &Pipeline::entering)
       .def_property_readonly("loss_microbatches", &Pipeline::loss_owned);

@@ -87,7 +87,7 @@ void Mailbox::fail(const comm::CommError& e, const MessageKey& key, bool receive
   throw comm::CommError(dualpipe::detail::concat("rank ", setup_.communicator->rank(), ": ",
                                                  receive ? "waiting for " : "sending ", key_text(key),
                                                  receive ? " from rank " : " to rank ", peer, ": ", e.reason()),
-                        e.rank(), e.reason());
+                        e.rank(), e.reason(), e.invalid_input());
 }
 
 void Mailbox::wait_for(comm::Work& work, const MessageKey& key, bool receive, int peer) {

@@ -53,7 +53,7 @@ void reduce_replica_gradients(const Placement& placement, int pipeline_rank,
       // have declared before this file.
       throw comm::CommError(dualpipe::detail::concat("rank ", communicator.rank(), ": exchanging stage ", e.stage,
                                                      "'s gradients with rank ", e.other, ": ", error.reason()),
-                            error.rank(), error.reason());
+                            error.rank(), error.reason(), error.invalid_input());
     }
     // IEEE addition is commutative, so both replicas compute the same bits.
     e.grad.copy_(e.mine + e.theirs);

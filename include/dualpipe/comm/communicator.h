@@ -20,16 +20,20 @@ namespace dualpipe::comm {
 // A failed or timed-out transfer; the message names the peer rank.
 class CommError : public Error {
  public:
-  explicit CommError(const std::string& message, int rank = -1, std::string reason = {})
-      : Error(message), rank_(rank), reason_(reason.empty() ? message : std::move(reason)) {}
+  explicit CommError(const std::string& message, int rank = -1, std::string reason = {}, bool invalid_input = false)
+      : Error(message), rank_(rank), reason_(reason.empty() ? message : std::move(reason)),
+        invalid_input_(invalid_input) {}
   // The rank blamed: dead, stuck, or the peer of a failed transfer; -1 when unknown.
   int rank() const { return rank_; }
   // The cause without the "rank r: <operation>:" context, for callers that word their own context.
   const std::string& reason() const { return reason_; }
+  // The blamed rank refused its input (peer_monitor.h): Python raises ValueError for it on every rank.
+  bool invalid_input() const { return invalid_input_; }
 
  private:
   int rank_;
   std::string reason_;
+  bool invalid_input_;
 };
 
 // An outstanding isend/irecv. wait() returns once the transfer completed (for a receive: the tensor passed

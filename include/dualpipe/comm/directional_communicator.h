@@ -24,6 +24,8 @@
 
 namespace dualpipe::comm {
 
+class PeerMonitor;
+
 class DirectionalCommunicator : public Communicator {
  public:
   // Two communicators over the same ranks, in the same order.
@@ -58,11 +60,12 @@ struct DirectionalGroups {
 DirectionalGroups make_directional_groups(const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
                                           int rank, int size, ProcessGroupSpec spec);
 
-// The channels as one communicator whose waits end after `timeout`, connected (connect()) to `peers` over `device`
-// before it is returned.
+// The channels as one communicator whose waits end after `timeout` (or when `monitor`, shared by both channels,
+// loses a peer), connected (connect()) to `peers` over `device` before it is returned.
 std::shared_ptr<DirectionalCommunicator> connect_directional_channels(c10::intrusive_ptr<c10d::ProcessGroup> upward,
                                                                      c10::intrusive_ptr<c10d::ProcessGroup> downward,
                                                                      const std::vector<int>& peers, c10::Device device,
-                                                                     std::chrono::milliseconds timeout);
+                                                                     std::chrono::milliseconds timeout,
+                                                                     std::shared_ptr<PeerMonitor> monitor = nullptr);
 
 }  // namespace dualpipe::comm

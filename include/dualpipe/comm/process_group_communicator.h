@@ -5,8 +5,8 @@
 //
 // Failures: every wait has a timeout and a failed or timed-out transfer throws CommError naming the peer it was
 // with. c10d itself cannot name the root cause when a rank waits on a live neighbour that is stuck behind a
-// dead rank, nor notice a stopped (SIGSTOP, frozen) peer before the timeout; GlooCommunicator adds a peer
-// monitor for those cases (see docs/runtime.md, "Failures").
+// dead rank, nor notice a stopped (SIGSTOP, frozen) peer before the timeout; a peer monitor (peer_monitor.h)
+// covers those cases (see docs/runtime.md, "Failures").
 //
 // Sends: c10d only reports a Gloo send complete once it is waited on, so a watcher thread per destination waits
 // on the sends in order; is_completed() then tells the executor that it may drop the buffer.
@@ -21,9 +21,7 @@
 
 namespace dualpipe::comm {
 
-namespace internal {
 class PeerMonitor;
-}
 
 // True when DUALPIPE_SINGLE_TAG=1 or DUALPIPE_NCCL_RULES=1 is set: the default of the test mode below, so that the
 // variable puts every communicator of the process in it, those over sub-groups included (a training job's pipeline
@@ -56,12 +54,12 @@ class ProcessGroupCommunicator : public Communicator {
   void barrier() override;
   std::chrono::milliseconds timeout() const override;
 
-  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const;
-
- protected:
-  // For GlooCommunicator: a group it built, with a peer monitor that names lost ranks.
+  // With a peer monitor over the group's ranks (peer_monitor.h), which names lost and stuck ranks and ends the
+  // waits in flight when one is lost (GlooCommunicator's, and Python's DualPipe's).
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group, ProcessGroupCommunicatorOptions options,
-                           std::unique_ptr<internal::PeerMonitor> monitor);
+                           std::shared_ptr<PeerMonitor> monitor);
+
+  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const;
 
  private:
   struct Impl;

@@ -1,4 +1,4 @@
-// Failure detector of a GlooCommunicator (internal).
+// Failure detector of a GlooCommunicator, and of the pipelines of Python's DualPipe (src/python_runtime).
 //
 // Gloo tells a rank only about the peers it is waiting on, and only when their connection breaks: a rank waiting
 // on a live neighbour that is itself stuck behind a dead rank learns nothing until its own timeout, and then names
@@ -8,7 +8,8 @@
 //   - a peer that stopped responding (a stopped or frozen process: no heartbeat for `timeout`),
 // and aborts the waits in flight, which then fail with that peer's name. A rank that leaves cleanly says
 // goodbye first; a rank that leaves because of a lost peer passes that peer's rank on, so a rank that sees the
-// messenger's connection close first still names the root cause.
+// messenger's connection close first still names the root cause. A rank that fails but lives on (a Python program
+// that catches the error) announces the failure at once, so its peers do not wait for it until their timeout.
 #pragma once
 
 #include <c10/util/intrusive_ptr.h>
@@ -28,11 +29,13 @@ namespace c10d {
 class Store;
 }
 
-namespace dualpipe::comm::internal {
+namespace dualpipe::comm {
 
 struct PeerFailure {
   int rank = -1;       // the rank blamed
   std::string reason;  // "peer rank 2 closed the connection (its process exited or was killed)"
+  // The blamed rank refused its input (an InvalidArgument there): its peers report the same kind of error.
+  bool invalid_input = false;
 };
 
 class PeerMonitor {
@@ -41,6 +44,8 @@ class PeerMonitor {
   // interface to publish). A peer silent for `timeout` counts as lost. Throws CommError when the mesh cannot form.
   PeerMonitor(c10d::Store& store, const std::string& master_addr, int rank, int world_size,
               std::chrono::milliseconds timeout);
+  // A monitor without peers (there is no store to meet them through): it ends this rank's own waits only.
+  explicit PeerMonitor(int rank);
   ~PeerMonitor();
   PeerMonitor(const PeerMonitor&) = delete;
   PeerMonitor& operator=(const PeerMonitor&) = delete;
@@ -54,6 +59,9 @@ class PeerMonitor {
   std::optional<PeerFailure> silent_peer() const;
   // Records a failure seen elsewhere (a Gloo wait that failed or timed out) unless one is known already.
   void report(const PeerFailure& failure);
+  // This rank failed (failure.rank is this rank) and stays alive: records it as report() does, and sends it to
+  // every peer now rather than when the monitor is destroyed. Their waits end with `failure`'s reason.
+  void announce(const PeerFailure& failure);
 
   // While a Guard lives, a lost peer calls `abort` once, from the monitor thread (so a blocked wait returns).
   class Guard {
@@ -79,6 +87,7 @@ class PeerMonitor {
   void run();
   void read_from(Peer& peer, std::chrono::steady_clock::time_point now);
   void lost(const PeerFailure& failure);
+  void send_announcement();
   void leave();
 
   int rank_;
@@ -86,6 +95,7 @@ class PeerMonitor {
   std::vector<Peer> peers_;
   int wake_[2] = {-1, -1};  // pipe that ends the thread's poll
   std::atomic<bool> stop_{false};
+  std::atomic<bool> announcing_{false};  // announce() asked the thread to send the failure
   std::thread thread_;
 
   mutable std::mutex mutex_;
@@ -94,4 +104,4 @@ class PeerMonitor {
   std::list<std::function<void()>> aborts_;
 };
 
-}  // namespace dualpipe::comm::internal
+}  // namespace dualpipe::comm

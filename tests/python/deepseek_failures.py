@@ -1,0 +1,134 @@
+"""A failure on one of two ranks of dualpipe.DualPipeV over Gloo, as the other rank sees it:
+
+    module          rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 and why
+    num_chunks      the ranks step with different num_chunks: both raise ValueError naming the two values
+    detached loss   rank 0's loss is outside the autograd graph: ValueError naming the micro-batch on rank 0, and
+                    ValueError naming rank 0 and the rule on rank 1 (the failure travels, with its kind)
+    lives on        the same, with rank 0 staying alive past the timeout after its error (a program that catches
+                    it): rank 1 learns of it from rank 0 at once, not from its own timeout or rank 0's exit
+    interrupt       Ctrl-C (SIGINT) on rank 0 while it waits on rank 1, whose module takes 10 s: rank 0 raises
+                    KeyboardInterrupt before rank 1 could have answered, rank 1 an error saying rank 0 was interrupted
+    own handler     the same SIGINT with a handler of the program's own: the step is not cut short, the handler ran
+
+    python deepseek_failures.py      prints one line per rank and case, and exits 0 when every check passed"""
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dualpipe
+
+from ranks import free_port, start_ranks
+
+TIMEOUT = 10  # seconds, the pipeline's wait limit in every case
+LINGER = 20  # seconds that rank 0 stays alive after its error in "lives on": past the timeout
+SLOW = 10  # seconds that rank 1's module takes in "interrupt"
+
+
+class Stage(nn.Module):
+    """x * weight, raising (`fail`) or sleeping (`seconds`) in its forward."""
+
+    def __init__(self, fail=False, seconds=0.0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+        self.fail, self.seconds = fail, seconds
+
+    def forward(self, x):
+        if self.fail:
+            raise KeyError("this stage fails on purpose")
+        time.sleep(self.seconds)
+        return x * self.weight
+
+
+def criterion(output, target):
+    return F.mse_loss(output, target).clone()
+
+
+def two_rank_step(rank, port, out, case):
+    """One step of a two-rank DualPipeV that `case` breaks; writes the seconds taken and the error."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank)
+    slow = SLOW if case == "interrupt" else 0.5 if case == "own handler" else 0
+    first = Stage(fail=case == "module" and rank == 1, seconds=slow if rank == 1 else 0)
+    model = dualpipe.DualPipeV((first, Stage()), timeout=TIMEOUT)
+    x = torch.randn(8, 8) if rank == 0 else None
+    detached = case in ("detached loss", "lives on")
+    loss_of = (lambda y, t: criterion(y, t).detach()) if detached else criterion
+    num_chunks = 8 if case == "num_chunks" and rank == 1 else 4
+    handled = []
+    if rank == 0 and case == "interrupt":
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as a plain script has
+    if rank == 0 and case == "own handler":
+        signal.signal(signal.SIGINT, lambda *_: handled.append(True))
+    if rank == 0 and case in ("interrupt", "own handler"):
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    try:
+        model.step(x, num_chunks=num_chunks, criterion=loss_of, labels=(x,))
+        message = "no error"
+    except BaseException as e:  # noqa: BLE001 - the type and text are what is checked (KeyboardInterrupt too)
+        message = f"{type(e).__name__}: {e}"
+    if handled:
+        message += " (the program's handler ran)"
+    with open(f"{out}.{rank}", "w") as f:
+        f.write(f"{time.monotonic() - start:.1f}\n{message}")
+    if rank == 0 and case == "lives on":
+        time.sleep(LINGER)
+
+
+def two_rank_results(case):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rank")
+        start_ranks(two_rank_step, (free_port(), out, case), 2)
+        results = [open(f"{out}.{r}").read().split("\n", 1) for r in range(2)]
+    for rank, (seconds, message) in enumerate(results):
+        print(f"{case}: rank {rank} after {seconds} s: {message.splitlines()[0]}")
+    for seconds, _ in results:
+        check(float(seconds) < 6 * TIMEOUT, f"{case}: a rank waited past the timeout")
+    return [(float(seconds), message) for seconds, message in results]
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def main():
+    (_, other), (_, own) = two_rank_results("module")  # rank 1 fails
+    check(own.startswith("KeyError") and "on purpose" in own, f"rank 1 lost its own exception: {own}")
+    check(other.startswith("RuntimeError") and "rank 1" in other and "on purpose" in other,
+          f"rank 0's error does not name rank 1 and why: {other}")
+
+    for _, message in two_rank_results("num_chunks"):
+        check(message.startswith("ValueError: num_chunks differs between the pipeline's ranks: [4, 8]"),
+              f"a num_chunks mismatch reads {message}")
+
+    for case in ("detached loss", "lives on"):
+        (_, own), (_, other) = two_rank_results(case)
+        check(own.startswith("ValueError: the loss of micro-batch 0 does not require grad"),
+              f"{case}: the loss rank's error reads {own}")
+        check(other.startswith("ValueError") and "rank 0: the loss of micro-batch 0 does not require grad" in other,
+              f"{case}: the other rank's error is not rank 0's ValueError: {other}")
+
+    (seconds, own), (_, other) = two_rank_results("interrupt")
+    check(own.startswith("KeyboardInterrupt"), f"Ctrl-C on a waiting rank gave {own}")
+    check(seconds < SLOW, f"Ctrl-C took {seconds} s: the rank waited for its peer's answer")
+    check(other.startswith("RuntimeError") and "rank 0 was interrupted" in other,
+          f"the interrupted rank's peer reads {other}")
+
+    (_, own), (_, other) = two_rank_results("own handler")
+    check(own == "no error (the program's handler ran)", f"a program's own SIGINT handler: {own}")
+    check(other == "no error", f"the peer of a rank with its own SIGINT handler: {other}")
+    print("failure: every check passed")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
