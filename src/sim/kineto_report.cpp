@@ -11,6 +11,27 @@ namespace {
 
 double share(double part, double whole) { return whole > 0 ? part / whole : 0; }
 
+const char* attribution_name(KinetoAttribution a) {
+  switch (a) {
+    case KinetoAttribution::Launches: return "launches";
+    case KinetoAttribution::GpuRanges: return "gpu_ranges";
+    case KinetoAttribution::Threads: return "threads";
+  }
+  return "?";
+}
+
+const char* attribution_text(KinetoAttribution a) {
+  switch (a) {
+    case KinetoAttribution::Launches:
+      return "a region owns the GPU work launched inside it (correlation ids), wherever and whenever it ran";
+    case KinetoAttribution::GpuRanges:
+      return "no correlation ids: a region holds the GPU work that ran inside its GPU range";
+    case KinetoAttribution::Threads:
+      return "a region owns the operators run inside it on its thread";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string kineto_table(const std::string& source, const KinetoTrace& trace, const KinetoSummary& summary,
@@ -20,9 +41,11 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
                      (trace.has_gpu_kernels ? ", GPU kernels (the GPU's timeline is measured)"
                                             : ", CPU operators only (no GPU kernels)") + "\n";
   text += formatted(
-      "whole trace: compute %.3f ms, communication %.3f ms, of which %.3f ms (%.0f%%) overlapped compute\n\n",
+      "whole trace: compute %.3f ms, communication %.3f ms, of which %.3f ms (%.0f%%) overlapped compute and "
+      "%.3f ms was exposed\n",
       summary.compute / 1e3, summary.communication / 1e3, summary.overlapped / 1e3,
-      100 * share(summary.overlapped, summary.communication));
+      100 * share(summary.overlapped, summary.communication), summary.exposed / 1e3);
+  text += std::string("regions: ") + attribution_text(summary.attribution) + "\n\n";
   text += "region                            count   median ms    mean ms  compute ms  comm ms  comm overlapped\n";
   for (const KinetoRegion& r : summary.regions) {
     // A region's name is the traced program's: escaped (a terminal would act on its control characters), then cut.
@@ -33,8 +56,22 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
                  100 * share(r.mean_overlapped, r.mean_communication));
   }
   if (summary.regions.empty()) text += "(no record_function regions)\n";
-  text += "\ncompute and comm ms are means per occurrence of the time inside the region; comm overlapped is the share "
-          "of it that ran\nwhile compute did (on another thread or stream)\n";
+  text += summary.attribution == KinetoAttribution::GpuRanges
+              ? "\ncompute and comm ms are means per occurrence of the time inside the region; comm overlapped is the "
+                "share of it that ran\nwhile compute did (on another stream)\n"
+              : "\ncompute and comm ms are means per occurrence of the region's own work, summed over its kernels or "
+                "operators (its\nnested regions' included); comm overlapped is the share of it that ran while compute "
+                "did (on another thread or stream)\n";
+  text += formatted("\n%-34s %8s %12s %10s\n", trace.has_gpu_kernels ? "stream (process/stream)" : "thread (process/thread)",
+                    "events", "compute ms", "comm ms");
+  constexpr std::size_t kStreamRows = 32;  // a trace may have thousands of threads: the JSON lists them all
+  for (std::size_t i = 0; i < summary.streams.size() && i < kStreamRows; ++i) {
+    const KinetoStream& st = summary.streams[i];
+    text += formatted("%-34s %8d %12.3f %10.3f\n", (std::to_string(st.pid) + "/" + std::to_string(st.tid)).c_str(),
+                      st.events, st.compute / 1e3, st.communication / 1e3);
+  }
+  if (summary.streams.size() > kStreamRows)
+    text += formatted("(%zu more; --format json lists every one)\n", summary.streams.size() - kStreamRows);
   if (costs) {
     text += "\ncosts (microseconds, for --cost): " + costs->costs.to_string() + "\n";
     for (const std::string& w : costs->warnings) text += "note: " + w + "\n";
@@ -49,9 +86,11 @@ std::string kineto_json(const std::string& source, const KinetoTrace& trace, con
   out["processes"] = summary.processes;
   out["gpu_kernels"] = trace.has_gpu_kernels;
   out["time_unit"] = "us";
+  out["attribution"] = attribution_name(summary.attribution);
   out["compute"] = summary.compute;
   out["communication"] = summary.communication;
   out["overlapped"] = summary.overlapped;
+  out["exposed"] = summary.exposed;
   nlohmann::ordered_json regions = nlohmann::ordered_json::array();
   for (const KinetoRegion& r : summary.regions) {
     regions.push_back({{"name", r.name},
@@ -64,6 +103,14 @@ std::string kineto_json(const std::string& source, const KinetoTrace& trace, con
                        {"overlapped", r.mean_overlapped}});
   }
   out["regions"] = regions;
+  nlohmann::ordered_json streams = nlohmann::ordered_json::array();
+  for (const KinetoStream& st : summary.streams)
+    streams.push_back({{"pid", st.pid},
+                       {"tid", st.tid},
+                       {"events", st.events},
+                       {"compute", st.compute},
+                       {"communication", st.communication}});
+  out["streams"] = streams;
   out["costs_text"] = costs ? nlohmann::ordered_json(costs->costs.to_string()) : nlohmann::ordered_json();
   out["warnings"] = costs ? nlohmann::ordered_json(costs->warnings) : nlohmann::ordered_json::array();
   return out.dump(2) + "\n";

@@ -1,6 +1,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
+#include <regex>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -48,38 +51,109 @@ bool is_library_communication_name(std::string_view name) {
   const std::string n = lower(name);
   for (const char* prefix : {"nccl", "gloo:", "c10d::", "record_param_comms"})
     if (n.rfind(prefix, 0) == 0) return true;
-  return false;
+  // DeepEP's kernels: "void deep_ep::intranode::dispatch<...>(...)", DeepSeek's "void dpsk::ep::internode::combine".
+  return n.find("deep_ep::") != std::string::npos || n.find("::ep::") != std::string::npos;
 }
 
 bool is_communication_name(std::string_view name) {
   if (is_library_communication_name(name)) return true;
   const std::string n = lower(name);
   for (const char* part : {"all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "reducescatter",
-                           "all_to_all", "alltoall", "broadcast", "sendrecv"})
+                           "all_to_all", "alltoall", "broadcast", "sendrecv", "nvshmem", "cross_device_reduce",
+                           "one_shot_all_reduce", "two_shot_all_reduce"})
     if (n.find(part) != std::string::npos) return true;
   return n == "send" || n == "recv" || n.rfind("send_", 0) == 0 || n.rfind("recv_", 0) == 0;
 }
 
 namespace {
 
-// One element of traceEvents: appended to `trace` when it is a complete event of a category used.
-void add_event(const json& e, const std::string& source, std::size_t index, KinetoTrace& trace) {
+// Whether a name is communication: the built-in names, then the user's patterns, each name searched once.
+class CommunicationNames {
+ public:
+  CommunicationNames(const KinetoReadOptions& options, const std::string& source) {
+    DUALPIPE_REQUIRE(options.communication_patterns.size() <= kMaxCommunicationPatterns, "profiler trace '", source,
+                     "': at most ", kMaxCommunicationPatterns, " communication patterns, got ",
+                     options.communication_patterns.size());
+    for (const std::string& pattern : options.communication_patterns) {
+      DUALPIPE_REQUIRE(!pattern.empty() && pattern.size() <= kMaxCommunicationPatternLength,
+                       "a communication pattern (--comm-kernel) has 1 to ", kMaxCommunicationPatternLength,
+                       " characters, got ", pattern.size());
+      try {
+        patterns_.emplace_back(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        throw InvalidArgument(detail::concat("communication pattern (--comm-kernel) '", pattern,
+                                             "' is not a regular expression: ", e.what()));
+      }
+    }
+  }
+  bool operator()(const std::string& name) {
+    if (is_communication_name(name)) return true;
+    if (patterns_.empty()) return false;
+    const auto [it, inserted] = known_.try_emplace(name, false);
+    if (inserted)
+      for (const std::regex& p : patterns_) it->second = it->second || std::regex_search(name, p);
+    return it->second;
+  }
+
+ private:
+  std::vector<std::regex> patterns_;
+  std::unordered_map<std::string, bool> known_;
+};
+
+// GPU work on a stream whose kernels are all communication (a communication library's own stream) is
+// communication, its copies and memsets included.
+void copies_on_communication_streams(const std::vector<std::size_t>& copies, KinetoTrace& trace) {
+  std::map<std::pair<long long, long long>, bool> all_communication;  // by (pid, stream), of its kernels
+  std::vector<char> is_copy(trace.events.size(), 0);
+  for (std::size_t i : copies) is_copy[i] = 1;
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    const KinetoEvent& e = trace.events[i];
+    if (!e.gpu || e.kind == KinetoKind::Region || is_copy[i]) continue;
+    auto [it, inserted] = all_communication.try_emplace({e.pid, e.tid}, true);
+    it->second = it->second && e.kind == KinetoKind::Communication;
+  }
+  for (std::size_t i : copies) {
+    KinetoEvent& e = trace.events[i];
+    const auto it = all_communication.find({e.pid, e.tid});
+    if (it != all_communication.end() && it->second) e.kind = KinetoKind::Communication;
+  }
+}
+
+struct Reader {
+  const std::string& source;
+  CommunicationNames communication;
+  KinetoTrace trace;
+  std::vector<std::size_t> copies;  // memcpy and memset events, by index
+
+  // One element of traceEvents: appended to `trace` when it is a complete event of a category used.
+  void add_event(const json& e, std::size_t index);
+};
+
+void Reader::add_event(const json& e, std::size_t index) {
   const std::string path = detail::concat("traceEvents[", index, "]");
   if (!e.is_object()) fail(source, path, "expected an object");
   const auto ph = e.find("ph"), cat = e.find("cat");
   if (ph == e.end() || !ph->is_string() || *ph != "X" || cat == e.end() || !cat->is_string()) return;
   const std::string& category = cat->get_ref<const std::string&>();
   const bool region = category == "user_annotation" || category == "gpu_user_annotation";
-  if (!region && category != "cpu_op" && category != "kernel") return;
+  const bool copy = category == "gpu_memcpy" || category == "gpu_memset";
+  const bool gpu_work = category == "kernel" || copy;
+  const bool launch = category == "cuda_runtime" || category == "cuda_driver";
+  if (!region && !gpu_work && !launch && category != "cpu_op") return;
   KinetoEvent event;
   const auto name = e.find("name");
   if (name == e.end() || !name->is_string()) fail(source, path + ".name", "expected a string");
   event.name = name->get<std::string>();
   if (event.name.size() > 4096) fail(source, path + ".name", "longer than 4096 characters");
-  event.gpu = category == "kernel" || category == "gpu_user_annotation";
+  event.gpu = gpu_work || category == "gpu_user_annotation";
   // A program's own region may be called "allreduce"; the libraries' annotations carry their prefix.
-  const bool communication = region ? is_library_communication_name(event.name) : is_communication_name(event.name);
-  event.kind = communication ? KinetoKind::Communication : region ? KinetoKind::Region : KinetoKind::Compute;
+  if (launch) {
+    event.kind = KinetoKind::Launch;
+  } else if (region) {
+    event.kind = is_library_communication_name(event.name) ? KinetoKind::Communication : KinetoKind::Region;
+  } else {
+    event.kind = communication(event.name) ? KinetoKind::Communication : KinetoKind::Compute;
+  }
   event.pid = track_id(e, "pid", source, path);
   event.tid = track_id(e, "tid", source, path);
   event.start = finite_number(e, "ts", source, path);
@@ -89,19 +163,23 @@ void add_event(const json& e, const std::string& source, std::size_t index, Kine
   if (args != e.end() && args->is_object()) {
     const auto id = args->find("External id");
     if (id != args->end() && id->is_number_integer()) event.external_id = id->get<long long>();
+    const auto correlation = args->find("correlation");
+    if (correlation != args->end() && correlation->is_number_integer())
+      event.correlation = correlation->get<long long>();
   }
-  trace.has_gpu_kernels = trace.has_gpu_kernels || category == "kernel";
+  trace.has_gpu_kernels = trace.has_gpu_kernels || gpu_work;
+  if (copy) copies.push_back(trace.events.size());
   trace.events.push_back(std::move(event));
 }
 
 }  // namespace
 
-KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source) {
+KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source, const KinetoReadOptions& options) {
   DUALPIPE_REQUIRE(text.size() <= kMaxKinetoBytes, "profiler trace '", source, "' is ", text.size(),
                    " bytes, above the limit of ", describe_bytes(kMaxKinetoBytes));
   // Each element of traceEvents is read as the parser completes it, then dropped from the document: a whole
   // trace's document took 6 times the file's size (923 MB for 153 MB), the events alone take about a third of it.
-  KinetoTrace trace;
+  Reader reader{source, CommunicationNames(options, source), {}, {}};
   // The parser's depth: the top-level object's keys and values are at 1, the elements of its arrays at 2.
   using event_t = json::parse_event_t;
   std::string top_key;           // the top-level key whose value is being parsed
@@ -119,7 +197,7 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source)
       const bool element_ends =
           depth == 2 && (event == event_t::object_end || event == event_t::array_end || event == event_t::value);
       if (!in_trace_events || !element_ends) return true;
-      add_event(parsed, source, elements++, trace);
+      reader.add_event(parsed, elements++);
       return false;  // not kept in the document
     });
   } catch (const json::exception& e) {
@@ -128,11 +206,12 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source)
   if (!doc.is_object()) fail(source, "(top level)", "expected an object with traceEvents");
   const auto events = doc.find("traceEvents");
   if (events == doc.end() || !events->is_array()) fail(source, "traceEvents", "missing, or not an array");
-  return trace;
+  copies_on_communication_streams(reader.copies, reader.trace);
+  return std::move(reader.trace);
 }
 
-KinetoTrace read_kineto_trace(const std::string& path) {
-  return parse_kineto_trace(read_file_within(path, kMaxKinetoBytes, "profiler traces"), path);
+KinetoTrace read_kineto_trace(const std::string& path, const KinetoReadOptions& options) {
+  return parse_kineto_trace(read_file_within(path, kMaxKinetoBytes, "profiler traces"), path, options);
 }
 
 }  // namespace dualpipe

@@ -1,7 +1,10 @@
 #include <algorithm>
 #include <map>
+#include <numeric>
+#include <unordered_map>
 
 #include "dualpipe/trace/kineto.h"
+#include "kineto_annotations.h"
 
 namespace dualpipe {
 
@@ -109,68 +112,289 @@ std::string region_name(const std::string& name) {
   return name;
 }
 
+// One piece of work (a kernel, a copy, an operator) and where it was issued: the thread, and the time there.
+struct Work {
+  const KinetoEvent* event;
+  long long pid = 0, tid = 0;  // of the issuing thread; pid < 0: unknown (GPU work whose launch is not in the trace)
+  double time = 0;
+};
+
+bool is_gloo_run(const KinetoEvent& e) { return e.name.rfind("gloo:", 0) == 0; }
+
+// GPU work, or (no GPU in the trace) the outermost operators of every thread, with communication annotations.
+// Where Gloo's worker thread is in the trace (profile_all_threads), its runs of the collectives are the
+// communication, and the operators that issued them (c10d::..., record_param_comms) are not counted again.
+std::vector<const KinetoEvent*> work_events(const KinetoTrace& trace) {
+  std::vector<const KinetoEvent*> work, cpu;
+  for (const KinetoEvent& e : trace.events) {
+    if (e.kind == KinetoKind::Region || e.kind == KinetoKind::Launch) continue;
+    if (e.gpu) work.push_back(&e);
+    if (!e.gpu) cpu.push_back(&e);
+  }
+  if (trace.has_gpu_kernels) return work;
+  std::map<long long, std::vector<const KinetoEvent*>> by_process;
+  std::map<long long, bool> gloo_runs;
+  for (const KinetoEvent* e : cpu) {
+    by_process[e->pid].push_back(e);
+    gloo_runs[e->pid] = gloo_runs[e->pid] || is_gloo_run(*e);
+  }
+  for (auto& [pid, events] : by_process)
+    for (const KinetoEvent* e : outermost(std::move(events)))
+      if (!gloo_runs[pid] || e->kind != KinetoKind::Communication || is_gloo_run(*e)) work.push_back(e);
+  return work;
+}
+
+// Where each piece of work was issued: its launch (correlation ids), or its own thread on the CPU.
+std::vector<Work> issued(const std::vector<const KinetoEvent*>& events, const KinetoTrace& trace) {
+  std::unordered_map<long long, const KinetoEvent*> launches;
+  if (trace.has_gpu_kernels)
+    for (const KinetoEvent& e : trace.events)
+      if (e.kind == KinetoKind::Launch && e.correlation != 0) launches.try_emplace(e.correlation, &e);
+  std::vector<Work> out;
+  for (const KinetoEvent* e : events) {
+    if (!e->gpu) {
+      out.push_back({e, e->pid, e->tid, e->start});
+      continue;
+    }
+    const auto launch = e->correlation != 0 ? launches.find(e->correlation) : launches.end();
+    if (launch == launches.end()) {
+      out.push_back({e, -1, 0, 0});
+    } else {
+      out.push_back({e, launch->second->pid, launch->second->tid, launch->second->start});
+    }
+  }
+  return out;
+}
+
+KinetoAttribution attribution_of(const KinetoTrace& trace) {
+  if (!trace.has_gpu_kernels) return KinetoAttribution::Threads;
+  std::unordered_map<long long, char> launched;
+  for (const KinetoEvent& e : trace.events)
+    if (e.kind == KinetoKind::Launch && e.correlation != 0) launched[e.correlation] = 1;
+  for (const KinetoEvent& e : trace.events)
+    if (e.gpu && e.kind != KinetoKind::Region && e.correlation != 0 && launched.count(e.correlation))
+      return KinetoAttribution::Launches;
+  return KinetoAttribution::GpuRanges;
+}
+
+// Compute and communication over one process's (or GPU's) timeline: the whole trace's figures.
+struct Timeline {
+  CoveredTime computing{{}}, communicating{{}}, overlap{{}};
+};
+
+std::map<long long, Timeline> timelines(const std::vector<const KinetoEvent*>& work) {
+  std::map<long long, std::pair<std::vector<Interval>, std::vector<Interval>>> intervals;
+  for (const KinetoEvent* e : work)
+    (e->kind == KinetoKind::Communication ? intervals[e->pid].second : intervals[e->pid].first)
+        .push_back({e->start, e->start + e->duration});
+  std::map<long long, Timeline> out;
+  for (auto& [pid, lists] : intervals) {
+    Timeline& t = out[pid];
+    t.computing = CoveredTime(merged(std::move(lists.first)));
+    t.communicating = CoveredTime(merged(std::move(lists.second)));
+    t.overlap = CoveredTime(intersection(t.computing.intervals(), t.communicating.intervals()));
+  }
+  return out;
+}
+
+struct Owned {
+  double compute = 0, communication = 0, overlapped = 0;
+};
+
+// Accumulates one region name's occurrences, in order of first appearance.
+class RegionTable {
+ public:
+  void add(const std::string& raw_name, double duration, const Owned& owned) {
+    const std::string name = region_name(raw_name);
+    auto [it, inserted] = occurrences_.try_emplace(name);
+    if (inserted) order_.push_back(name);
+    it->second.durations.push_back(duration);
+    it->second.owned.compute += owned.compute;
+    it->second.owned.communication += owned.communication;
+    it->second.owned.overlapped += owned.overlapped;
+  }
+  std::vector<KinetoRegion> regions() {
+    std::vector<KinetoRegion> out;
+    for (const std::string& name : order_) {
+      Occurrences& o = occurrences_[name];
+      KinetoRegion region;
+      region.name = name;
+      region.durations = o.durations;
+      std::sort(o.durations.begin(), o.durations.end());
+      const size_t n = o.durations.size();
+      region.count = int(n);
+      region.median_duration = n % 2 ? o.durations[n / 2] : (o.durations[n / 2 - 1] + o.durations[n / 2]) / 2;
+      for (const double d : o.durations) region.mean_duration += d / n;
+      region.mean_compute = o.owned.compute / n, region.mean_communication = o.owned.communication / n;
+      region.mean_overlapped = o.owned.overlapped / n;
+      out.push_back(region);
+    }
+    return out;
+  }
+
+ private:
+  struct Occurrences {
+    std::vector<double> durations;
+    Owned owned;
+  };
+  std::map<std::string, Occurrences> occurrences_;
+  std::vector<std::string> order_;
+};
+
+// The old reading, for GPU kernels without correlation ids: a region's GPU range holds what ran inside it.
+void regions_by_gpu_ranges(const KinetoTrace& trace, const std::map<long long, Timeline>& timeline,
+                           RegionTable& table) {
+  std::map<long long, std::vector<const KinetoEvent*>> ranges;
+  for (const KinetoEvent& e : trace.events)
+    if (e.gpu && e.kind == KinetoKind::Region) ranges[e.pid].push_back(&e);
+  for (const auto& [pid, regions] : ranges) {
+    std::vector<KinetoEvent> occurrences = joined_gpu_ranges(regions);
+    std::sort(occurrences.begin(), occurrences.end(),
+              [](const KinetoEvent& a, const KinetoEvent& b) { return a.start < b.start; });
+    const auto t = timeline.find(pid);
+    for (const KinetoEvent& r : occurrences) {
+      Owned inside;
+      if (t != timeline.end()) {
+        const double end = r.start + r.duration;
+        inside = {t->second.computing.inside(r.start, end), t->second.communicating.inside(r.start, end),
+                  t->second.overlap.inside(r.start, end)};
+      }
+      table.add(r.name, r.duration, inside);
+    }
+  }
+}
+
+// The issuing thread of communication run on a worker thread with no annotation (gloo's): the thread of the last
+// communication operator issued before it began, elsewhere in the process.
+class Issuers {
+ public:
+  explicit Issuers(const KinetoTrace& trace) {
+    for (const KinetoEvent& e : trace.events)
+      if (!e.gpu && e.kind == KinetoKind::Communication && !is_gloo_run(e)) by_process_[e.pid].push_back(&e);
+    for (auto& [pid, ops] : by_process_)
+      std::sort(ops.begin(), ops.end(), [](const KinetoEvent* a, const KinetoEvent* b) { return a->start < b->start; });
+  }
+  const KinetoEvent* of(const Work& w) const {
+    const auto it = by_process_.find(w.pid);
+    if (it == by_process_.end()) return nullptr;
+    const std::vector<const KinetoEvent*>& ops = it->second;
+    auto next = std::upper_bound(ops.begin(), ops.end(), w.time,
+                                 [](double t, const KinetoEvent* e) { return t < e->start; });
+    for (int steps = 0; next != ops.begin() && steps < 64; ++steps)
+      if ((*--next)->tid != w.tid) return *next;
+    return nullptr;
+  }
+
+ private:
+  std::map<long long, std::vector<const KinetoEvent*>> by_process_;
+};
+
+// Each annotation's work: the work issued inside it on its thread, or (from a thread with no annotation open)
+// inside the annotation open on the issuing thread, credited to the annotations around it too.
+void regions_by_ownership(const KinetoTrace& trace, const std::vector<const KinetoEvent*>& work_list,
+                          const std::map<long long, Timeline>& timeline, RegionTable& table) {
+  std::map<long long, kineto_detail::ProcessAnnotations> processes;
+  for (const KinetoEvent& e : trace.events)
+    if (!e.gpu && e.kind == KinetoKind::Region) processes[e.pid].add(&e);
+  for (auto& [pid, annotations] : processes) annotations.index();
+  std::map<long long, std::vector<Owned>> owned;
+  for (auto& [pid, annotations] : processes) owned[pid].resize(annotations.size());
+
+  const auto credit = [&](long long pid, int occurrence, const KinetoEvent& e) {
+    const auto t = timeline.find(e.pid);
+    const double overlapped = e.kind == KinetoKind::Communication && t != timeline.end()
+                                  ? t->second.computing.inside(e.start, e.start + e.duration)
+                                  : 0;
+    const kineto_detail::ProcessAnnotations& annotations = processes.at(pid);
+    for (int depth = 0; occurrence >= 0 && depth < kMaxKinetoDepth; ++depth) {
+      Owned& o = owned[pid][static_cast<std::size_t>(occurrence)];
+      (e.kind == KinetoKind::Communication ? o.communication : o.compute) += e.duration;
+      o.overlapped += overlapped;
+      occurrence = annotations.parent(occurrence);
+    }
+  };
+  const Issuers issuers(trace);
+  std::map<long long, std::vector<const Work*>> unowned;  // by process: no annotation open where issued
+  const std::vector<Work> work = issued(work_list, trace);
+  for (const Work& w : work) {
+    const auto process = w.pid >= 0 ? processes.find(w.pid) : processes.end();
+    if (process == processes.end()) continue;
+    int occurrence = process->second.innermost(w.tid, w.time);
+    if (occurrence < 0 && w.event->kind == KinetoKind::Communication && !w.event->gpu)
+      if (const KinetoEvent* issuer = issuers.of(w)) occurrence = process->second.innermost(issuer->tid, issuer->start);
+    if (occurrence >= 0) {
+      credit(w.pid, occurrence, *w.event);
+    } else {
+      unowned[w.pid].push_back(&w);
+    }
+  }
+  for (const auto& [pid, list] : unowned) {
+    std::vector<double> times;
+    for (const Work* w : list) times.push_back(w->time);
+    const std::vector<int> open = processes.at(pid).latest_open(times);
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (open[i] >= 0) credit(pid, open[i], *list[i]->event);
+  }
+  // A region's GPU range (gpu_user_annotation, with its CPU record's External id), where the trace has one, is its
+  // duration on the GPU: what a GPU's regions are timed by.
+  std::unordered_map<long long, double> gpu_duration;
+  std::map<long long, std::vector<const KinetoEvent*>> ranges;
+  for (const KinetoEvent& e : trace.events)
+    if (e.gpu && e.kind == KinetoKind::Region && e.external_id != 0) ranges[e.pid].push_back(&e);
+  for (const auto& [pid, list] : ranges)
+    for (const KinetoEvent& joined : joined_gpu_ranges(list)) gpu_duration[joined.external_id] = joined.duration;
+  const auto duration_of = [&](const KinetoEvent& annotation) {
+    const auto it = annotation.external_id != 0 ? gpu_duration.find(annotation.external_id) : gpu_duration.end();
+    return it != gpu_duration.end() ? it->second : annotation.duration;
+  };
+  for (auto& [pid, annotations] : processes) {
+    std::vector<int> in_time(annotations.size());
+    std::iota(in_time.begin(), in_time.end(), 0);
+    std::stable_sort(in_time.begin(), in_time.end(),
+                     [&](int a, int b) { return annotations.at(a).start < annotations.at(b).start; });
+    for (int i : in_time)
+      table.add(annotations.at(i).name, duration_of(annotations.at(i)), owned[pid][static_cast<std::size_t>(i)]);
+  }
+}
+
+std::vector<KinetoStream> streams_of(const std::vector<const KinetoEvent*>& work) {
+  std::map<std::pair<long long, long long>, KinetoStream> streams;
+  for (const KinetoEvent* e : work) {
+    KinetoStream& s = streams[{e->pid, e->tid}];
+    s.pid = e->pid, s.tid = e->tid;
+    ++s.events;
+    (e->kind == KinetoKind::Communication ? s.communication : s.compute) += e->duration;
+  }
+  std::vector<KinetoStream> out;
+  for (const auto& [key, s] : streams) out.push_back(s);
+  return out;
+}
+
 }  // namespace
 
 KinetoSummary summarize_kineto(const KinetoTrace& trace) {
-  // With GPU kernels in the trace, the GPU's own timeline is measured: kernels and the GPU ranges of regions.
-  std::map<long long, std::vector<const KinetoEvent*>> by_process;
-  for (const KinetoEvent& e : trace.events)
-    if (e.gpu == trace.has_gpu_kernels) by_process[e.pid].push_back(&e);
-
   KinetoSummary summary;
-  summary.processes = int(by_process.size());
-  struct Occurrences {
-    std::vector<double> durations;
-    double compute = 0, communication = 0, overlapped = 0;
-  };
-  std::map<std::string, Occurrences> occurrences;
-  std::vector<std::string> order;
-  for (const auto& [pid, events] : by_process) {
-    // Operators, kernels and communication (gloo's annotations on its own threads included), apart from regions.
-    std::vector<const KinetoEvent*> ops, regions;
-    for (const KinetoEvent* e : events) (e->kind == KinetoKind::Region ? regions : ops).push_back(e);
-    std::vector<Interval> compute, communication;
-    for (const KinetoEvent* op : trace.has_gpu_kernels ? ops : outermost(ops))
-      (op->kind == KinetoKind::Communication ? communication : compute).push_back({op->start, op->start + op->duration});
-    const CoveredTime computing(merged(compute)), communicating(merged(communication));
-    const CoveredTime overlap(intersection(computing.intervals(), communicating.intervals()));
-    summary.compute += computing.total();
-    summary.communication += communicating.total();
-    summary.overlapped += overlap.total();
-    std::vector<KinetoEvent> occurrences_here;
-    if (trace.has_gpu_kernels) {
-      occurrences_here = joined_gpu_ranges(regions);
-    } else {
-      for (const KinetoEvent* r : regions) occurrences_here.push_back(*r);
-    }
-    std::sort(occurrences_here.begin(), occurrences_here.end(),
-              [](const KinetoEvent& a, const KinetoEvent& b) { return a.start < b.start; });
-    for (const KinetoEvent& occurrence : occurrences_here) {
-      const KinetoEvent* r = &occurrence;
-      const std::string name = region_name(r->name);
-      auto [it, inserted] = occurrences.try_emplace(name);
-      if (inserted) order.push_back(name);
-      const double end = r->start + r->duration;
-      it->second.durations.push_back(r->duration);
-      it->second.compute += computing.inside(r->start, end);
-      it->second.communication += communicating.inside(r->start, end);
-      it->second.overlapped += overlap.inside(r->start, end);
-    }
+  summary.attribution = attribution_of(trace);
+  const std::vector<const KinetoEvent*> work = work_events(trace);
+  const std::map<long long, Timeline> timeline = timelines(work);
+  for (const auto& [pid, t] : timeline) {
+    summary.compute += t.computing.total();
+    summary.communication += t.communicating.total();
+    summary.overlapped += t.overlap.total();
   }
-  for (const std::string& name : order) {
-    Occurrences& o = occurrences[name];
-    KinetoRegion region;
-    region.name = name;
-    region.durations = o.durations;
-    std::sort(o.durations.begin(), o.durations.end());
-    const size_t n = o.durations.size();
-    region.count = int(n);
-    region.median_duration = n % 2 ? o.durations[n / 2] : (o.durations[n / 2 - 1] + o.durations[n / 2]) / 2;
-    for (const double d : o.durations) region.mean_duration += d / n;
-    region.mean_compute = o.compute / n, region.mean_communication = o.communication / n;
-    region.mean_overlapped = o.overlapped / n;
-    summary.regions.push_back(region);
+  summary.exposed = summary.communication - summary.overlapped;
+  std::map<long long, char> processes;
+  for (const KinetoEvent& e : trace.events)
+    if (e.gpu == trace.has_gpu_kernels) processes[e.pid] = 1;
+  summary.processes = int(processes.size());
+  RegionTable table;
+  if (summary.attribution == KinetoAttribution::GpuRanges) {
+    regions_by_gpu_ranges(trace, timeline, table);
+  } else {
+    regions_by_ownership(trace, work, timeline, table);
   }
+  summary.regions = table.regions();
+  summary.streams = streams_of(work);
   return summary;
 }
 

@@ -1,13 +1,18 @@
 """A program traced with torch.profiler for the tests of `dualpipe profile --kineto`: a small transformer's
-forward, backward and weight regions, and two ranks' gloo all-reduce run beside compute ("overlapped") and before
-it ("sequential"). Each rank also times every region itself with time.perf_counter, the reference the tests use.
+forward, backward and weight regions, two ranks' gloo all-reduce run beside compute ("overlapped") and before it
+("sequential"), and DeepSeek-style phases: an all-to-all issued inside "dispatch" on a second thread while the main
+thread computes inside "mlp", part of it inside a nested "experts". Each rank also times every region, every
+matrix product of the phases and every all-to-all itself with time.perf_counter, the reference the tests use.
+Every thread is profiled (profile_all_threads), so that gloo's worker thread, which runs the collectives, is in
+the trace.
 
-    python kineto_program.py OUT_DIR     # writes trace_rank{0,1}.json and measured_rank{0,1}.json
+    python kineto_program.py OUT_DIR     # writes trace_rank{0,1}.json, measured_rank{0,1}.json, phases_rank{0,1}.json
 """
 import gc
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -33,6 +38,38 @@ def compute_for(x, repeats):
     return x
 
 
+def phases(rank, step, own):
+    """One step of the phases. The ranks take turns to enter the all-to-all late (80 ms), so that the other's waits
+    in it while its main thread computes; `own` collects the program's clock: each all-to-all's [start, end] and
+    each product's, by region."""
+    send = torch.ones(2, 1 << 16)
+    square = torch.randn(384, 384) / 20
+
+    def dispatch():
+        with record_function("dispatch"):
+            if step % 2 == rank:
+                time.sleep(0.08)
+            received = torch.empty_like(send)
+            start = time.perf_counter()
+            dist.all_to_all_single(received, send)
+            own["dispatch"].append((start, time.perf_counter()))
+
+    def product(region):
+        start = time.perf_counter()
+        torch.tanh(square @ square)
+        own[region].append((start, time.perf_counter()))
+
+    exchange = threading.Thread(target=dispatch)
+    with record_function("mlp"):
+        exchange.start()
+        for _ in range(10):
+            product("mlp")
+        with record_function("experts"):
+            for _ in range(10):
+                product("experts")
+    exchange.join()
+
+
 def rank_main(rank, out_dir, port):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -45,7 +82,9 @@ def rank_main(rank, out_dir, port):
     # Python's cycle collector, run at an allocation it happens to count, would land between the program's clock
     # and a region's edge: it runs between iterations instead.
     gc.disable()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    own = {"dispatch": [], "mlp": [], "experts": []}
+    all_threads = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    with profile(activities=[ProfilerActivity.CPU], experimental_config=all_threads) as prof:
         for _ in range(8):
             loss = timed("forward", measured, lambda: layer(tokens).sum())
             # Input gradients first, then the weights' (the split backward's B and W).
@@ -68,9 +107,15 @@ def rank_main(rank, out_dir, port):
             dist.barrier()
             timed("sequential", measured, sequential)
             gc.collect()
+        for step in range(6):
+            dist.barrier()
+            phases(rank, step, own)
+            gc.collect()
     prof.export_chrome_trace(os.path.join(out_dir, f"trace_rank{rank}.json"))
     with open(os.path.join(out_dir, f"measured_rank{rank}.json"), "w") as f:
         json.dump(measured, f)
+    with open(os.path.join(out_dir, f"phases_rank{rank}.json"), "w") as f:
+        json.dump(own, f)
     dist.destroy_process_group()
 
 

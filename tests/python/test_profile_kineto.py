@@ -69,6 +69,43 @@ def test_overlap_is_found_where_the_program_made_it(dualpipe, traced, rank):
         assert r["compute"] + r["communication"] - r["overlapped"] <= r["mean_duration"] * 1.001 + 1
 
 
+def union(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_phases_match_the_programs_own_clock(dualpipe, traced, rank):
+    """Issue 49, item 6: an all-to-all issued inside "dispatch" on a second thread (run by gloo's worker thread)
+    while the main thread computes inside "mlp" and its nested "experts": each phase's compute, communication and
+    overlapped communication, summed over the steps, within 5% of what the program's own clock says."""
+    report = profile(dualpipe, traced / f"trace_rank{rank}.json")
+    assert report["attribution"] == "threads"
+    regions = {r["name"]: r for r in report["regions"]}
+    own = json.loads((traced / f"phases_rank{rank}.json").read_text())
+
+    def seconds(name):
+        return sum(b - a for a, b in own[name]) * 1e6
+
+    def total(name, field):
+        return regions[name][field] * regions[name]["count"]
+
+    products = union(own["mlp"] + own["experts"])
+    overlapped = sum(max(0.0, min(b, d) - max(a, c)) for a, b in own["dispatch"] for c, d in products) * 1e6
+    assert regions["dispatch"]["count"] == len(own["dispatch"])
+    assert total("dispatch", "communication") == pytest.approx(seconds("dispatch"), rel=0.05)
+    assert total("dispatch", "overlapped") == pytest.approx(overlapped, rel=0.05)
+    assert total("mlp", "compute") == pytest.approx(seconds("mlp") + seconds("experts"), rel=0.05)
+    assert total("experts", "compute") == pytest.approx(seconds("experts"), rel=0.05)
+    # The all-to-all ran during "mlp", but "dispatch" issued it.
+    assert total("mlp", "communication") == 0
+
+
 def test_the_package_reads_the_costs_the_command_reads(dualpipe, package, traced):
     import warnings
 

@@ -27,32 +27,38 @@ const KinetoRegion& region(const KinetoSummary& summary, const std::string& name
   throw std::runtime_error("no region " + name);
 }
 
-// Thread 1 computes [0, 100] (an operator with a nested one, counted once) and waits [100, 160]; gloo's thread 2
-// all-reduces [50, 150]. Half the all-reduce ran beside compute.
+// Thread 1 computes [0, 40] and [42, 100] (an operator with a nested one, counted once), issues an all-reduce at
+// 40 inside "forward", and waits [100, 160]; gloo's thread 2 runs the all-reduce [50, 150]. The all-reduce belongs
+// to "forward", where it was issued (gloo's thread has no region of its own); half of it ran beside compute. Gloo's
+// run of it is the communication; the operator that issued it is not counted again.
+// (Until issue 49 a region held whatever ran inside its interval on any thread: here "wait" held half the
+// all-reduce that "forward" issued.)
 TEST(Kineto, CpuTraceSplitsRegionsIntoComputeCommunicationAndOverlap) {
   const KinetoTrace trace = parse_kineto_trace(
-      trace_of({event("user_annotation", "forward", 1, 1, 0, 100), event("cpu_op", "aten::linear", 1, 1, 0, 100),
-                event("cpu_op", "aten::addmm", 1, 1, 10, 10), event("user_annotation", "gloo:all_reduce", 1, 2, 50, 100),
-                event("cpu_op", "c10d::allreduce_", 1, 1, 100, 2), event("user_annotation", "wait", 1, 1, 100, 60),
-                event("python_function", "ignored", 1, 1, 0, 500)}),
+      trace_of({event("user_annotation", "forward", 1, 1, 0, 100), event("cpu_op", "aten::linear", 1, 1, 0, 40),
+                event("cpu_op", "aten::addmm", 1, 1, 10, 10), event("cpu_op", "c10d::allreduce_", 1, 1, 40, 2),
+                event("cpu_op", "aten::mm", 1, 1, 42, 58), event("user_annotation", "gloo:all_reduce", 1, 2, 50, 100),
+                event("user_annotation", "wait", 1, 1, 100, 60), event("python_function", "ignored", 1, 1, 0, 500)}),
       "cpu.json");
   EXPECT_FALSE(trace.has_gpu_kernels);
   const KinetoSummary s = summarize_kineto(trace);
+  EXPECT_EQ(s.attribution, KinetoAttribution::Threads);
   EXPECT_EQ(s.processes, 1);
-  EXPECT_DOUBLE_EQ(s.compute, 100);
+  EXPECT_DOUBLE_EQ(s.compute, 98);
   EXPECT_DOUBLE_EQ(s.communication, 100);
   EXPECT_DOUBLE_EQ(s.overlapped, 50);
+  EXPECT_DOUBLE_EQ(s.exposed, 50);
   ASSERT_EQ(s.regions.size(), 2u);
-  EXPECT_DOUBLE_EQ(region(s, "forward").mean_compute, 100);
-  EXPECT_DOUBLE_EQ(region(s, "forward").mean_communication, 50);
+  EXPECT_DOUBLE_EQ(region(s, "forward").mean_compute, 98);
+  EXPECT_DOUBLE_EQ(region(s, "forward").mean_communication, 100);
   EXPECT_DOUBLE_EQ(region(s, "forward").mean_overlapped, 50);
   EXPECT_DOUBLE_EQ(region(s, "wait").mean_compute, 0);
-  EXPECT_DOUBLE_EQ(region(s, "wait").mean_communication, 50);
+  EXPECT_DOUBLE_EQ(region(s, "wait").mean_communication, 0);
   EXPECT_DOUBLE_EQ(region(s, "wait").mean_overlapped, 0);
 }
 
 // With GPU kernels, the GPU's timeline is measured: a compute stream [0, 100], NCCL on another [80, 130], and the
-// region's GPU range; the CPU's operators are left out.
+// region's GPU range; the CPU's operators are left out. Without correlation ids, the range holds what ran inside it.
 TEST(Kineto, GpuTraceMeasuresKernelsOnTheirStreams) {
   const KinetoTrace trace = parse_kineto_trace(
       trace_of({event("cpu_op", "aten::mm", 100, 100, 0, 1000), event("user_annotation", "backward", 100, 100, 0, 5),
@@ -62,6 +68,7 @@ TEST(Kineto, GpuTraceMeasuresKernelsOnTheirStreams) {
       "gpu.json");
   EXPECT_TRUE(trace.has_gpu_kernels);
   const KinetoSummary s = summarize_kineto(trace);
+  EXPECT_EQ(s.attribution, KinetoAttribution::GpuRanges);  // no correlation ids
   EXPECT_DOUBLE_EQ(s.compute, 100);
   EXPECT_DOUBLE_EQ(s.communication, 50);
   EXPECT_DOUBLE_EQ(s.overlapped, 20);

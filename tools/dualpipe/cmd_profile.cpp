@@ -16,11 +16,12 @@ namespace {
 struct ProfileCommand {
   std::string kineto, format = "table", output;
   KinetoCostNames names;
+  KinetoReadOptions read;
 };
 
 void run(const ProfileCommand& c) {
   check_output(c.output, {{"--kineto", c.kineto}});
-  const KinetoTrace trace = read_kineto_trace(c.kineto);
+  const KinetoTrace trace = read_kineto_trace(c.kineto, c.read);
   const KinetoSummary summary = summarize_kineto(trace);
   // Costs need the forward and backward regions; a trace without them still gets its table, and says so.
   std::optional<KinetoCosts> costs;
@@ -46,8 +47,14 @@ void add_profile_command(CLI::App& app) {
   sub->footer(
       "Examples:\n"
       "  dualpipe profile --kineto trace.json\n"
-      "  dualpipe profile --kineto trace.json --forward fwd --backward bwd --weight '' --format json");
+      "  dualpipe profile --kineto trace.json --forward fwd --backward bwd --weight '' --format json\n"
+      "  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'");
   sub->add_option("--kineto", command->kineto, "A trace from torch.profiler's export_chrome_trace")->required();
+  sub->add_option("--comm-kernel", command->read.communication_patterns,
+                  "A regular expression (ECMAScript, any case) for kernel and operator names that are communication, "
+                  "besides NCCL's, DeepEP's, gloo's, c10d's and the collectives' names; repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--forward", command->names.forward, "The region read as F")->capture_default_str();
   sub->add_option("--backward", command->names.backward,
                   "The region read as B (its input-gradient part when --weight's region exists)")
