@@ -147,11 +147,11 @@ SearchSize check_search_size(const LayoutRequest& request, const std::vector<Lay
   const std::string what = detail::concat("layout of ", request.model.name, " on ", request.cluster.name,
                                           " with global batch ", request.global_batch);
   const char* remedy = "lower --global-batch, hold the larger dp or mbs with --fix, or raise --max-memory";
-  DUALPIPE_REQUIRE(largest_bytes <= limit, what, ": its layout pp=", largest ? largest->pp : 0,
-                   " dp=", largest ? largest->dp : 0, " mbs=", largest ? largest->micro_batch_size : 0, " needs ",
-                   largest ? largest->schedule : "", " with ", largest ? largest->microbatches : 0,
-                   " micro-batches, about ", describe_bytes(largest_bytes), " of memory, above the limit of ",
-                   describe_bytes(limit), " (", remedy, ")");
+  if (largest_bytes > limit)  // then some schedule needed more than nothing: `largest` is set
+    throw InvalidArgument(detail::concat(what, ": its layout pp=", largest->pp, " dp=", largest->dp, " mbs=",
+                                         largest->micro_batch_size, " needs ", largest->schedule, " with ",
+                                         largest->microbatches, " micro-batches, about ", describe_bytes(largest_bytes),
+                                         " of memory, above the limit of ", describe_bytes(limit), " (", remedy, ")"));
   DUALPIPE_REQUIRE(total_bytes <= kSearchBytesPerLimit * limit, what, " would generate ", needed.size(),
                    " schedules of about ", describe_bytes(total_bytes), " in all, above the ",
                    describe_bytes(kSearchBytesPerLimit * limit), " a search may generate (", kSearchBytesPerLimit,

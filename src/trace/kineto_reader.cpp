@@ -28,21 +28,30 @@ std::string lower(std::string_view text) {
   throw InvalidArgument(detail::concat("profiler trace '", source, "': ", path, ": ", what));
 }
 
-double finite_number(const json& e, const char* key, const std::string& source, const std::string& path) {
+// An element of traceEvents, named only when an error needs it (a trace has millions).
+struct Where {
+  const std::string& source;
+  std::size_t index;
+  [[noreturn]] void fail(const char* field, const std::string& what) const {
+    dualpipe::fail(source, detail::concat("traceEvents[", index, "]", field), what);
+  }
+};
+
+double finite_number(const json& e, const char* key, const Where& where) {
   const auto it = e.find(key);
-  if (it == e.end() || !it->is_number()) fail(source, path + "." + key, "expected a number");
+  if (it == e.end() || !it->is_number()) where.fail(detail::concat(".", key).c_str(), "expected a number");
   const double value = it->get<double>();
-  if (!std::isfinite(value)) fail(source, path + "." + key, "expected a finite number");
+  if (!std::isfinite(value)) where.fail(detail::concat(".", key).c_str(), "expected a finite number");
   return value;
 }
 
 // pid and tid are integers, or strings for device tracks ("Spans", "stream 7"): hashed to a number.
-long long track_id(const json& e, const char* key, const std::string& source, const std::string& path) {
+long long track_id(const json& e, const char* key, const Where& where) {
   const auto it = e.find(key);
-  if (it == e.end()) fail(source, path + "." + key, "missing");
+  if (it == e.end()) where.fail(detail::concat(".", key).c_str(), "missing");
   if (it->is_number_integer()) return it->get<long long>();
   if (it->is_string()) return static_cast<long long>(std::hash<std::string>{}(it->get<std::string>()) >> 1);
-  fail(source, path + "." + key, "expected an integer or a string");
+  where.fail(detail::concat(".", key).c_str(), "expected an integer or a string");
 }
 
 }  // namespace
@@ -130,8 +139,8 @@ struct Reader {
 };
 
 void Reader::add_event(const json& e, std::size_t index) {
-  const std::string path = detail::concat("traceEvents[", index, "]");
-  if (!e.is_object()) fail(source, path, "expected an object");
+  const Where where{source, index};
+  if (!e.is_object()) where.fail("", "expected an object");
   const auto ph = e.find("ph"), cat = e.find("cat");
   if (ph == e.end() || !ph->is_string() || *ph != "X" || cat == e.end() || !cat->is_string()) return;
   const std::string& category = cat->get_ref<const std::string&>();
@@ -142,9 +151,9 @@ void Reader::add_event(const json& e, std::size_t index) {
   if (!region && !gpu_work && !launch && category != "cpu_op") return;
   KinetoEvent event;
   const auto name = e.find("name");
-  if (name == e.end() || !name->is_string()) fail(source, path + ".name", "expected a string");
+  if (name == e.end() || !name->is_string()) where.fail(".name", "expected a string");
   event.name = name->get<std::string>();
-  if (event.name.size() > 4096) fail(source, path + ".name", "longer than 4096 characters");
+  if (event.name.size() > 4096) where.fail(".name", "longer than 4096 characters");
   event.gpu = gpu_work || category == "gpu_user_annotation";
   // A program's own region may be called "allreduce"; the libraries' annotations carry their prefix.
   if (launch) {
@@ -154,11 +163,11 @@ void Reader::add_event(const json& e, std::size_t index) {
   } else {
     event.kind = communication(event.name) ? KinetoKind::Communication : KinetoKind::Compute;
   }
-  event.pid = track_id(e, "pid", source, path);
-  event.tid = track_id(e, "tid", source, path);
-  event.start = finite_number(e, "ts", source, path);
-  event.duration = finite_number(e, "dur", source, path);
-  if (event.duration < 0) fail(source, path + ".dur", detail::concat("must be >= 0, got ", event.duration));
+  event.pid = track_id(e, "pid", where);
+  event.tid = track_id(e, "tid", where);
+  event.start = finite_number(e, "ts", where);
+  event.duration = finite_number(e, "dur", where);
+  if (event.duration < 0) where.fail(".dur", detail::concat("must be >= 0, got ", event.duration));
   const auto args = e.find("args");
   if (args != e.end() && args->is_object()) {
     const auto id = args->find("External id");

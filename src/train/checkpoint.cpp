@@ -317,9 +317,8 @@ std::string read_verified_shard(const std::string& step_dir, const ShardRecord& 
   return bytes;
 }
 
-void verify_shards(const std::string& step_dir, const CheckpointManifest& m) {
-  // One shard per stage of its cut and expert rank, each named once: a manifest listing stage 7 of a 4-stage cut
-  // is refused here rather than inside a rank.
+void check_shard_set(const std::string& step_dir, const CheckpointManifest& m) {
+  // A manifest listing stage 7 of a 4-stage cut is refused here rather than inside a rank.
   const int stages = 1 + static_cast<int>(std::count(m.identity.stage_cut.begin(), m.identity.stage_cut.end(), ','));
   const int experts = m.identity.expert_parallel;
   std::set<std::pair<int, int>> seen;
@@ -333,6 +332,10 @@ void verify_shards(const std::string& step_dir, const CheckpointManifest& m) {
   }
   DUALPIPE_REQUIRE(static_cast<int>(seen.size()) == stages * experts, "checkpoint ", step_dir, " has ", seen.size(),
                    " shards, its stage cut and --ep need ", stages * experts);
+}
+
+void verify_shards(const std::string& step_dir, const CheckpointManifest& m) {
+  check_shard_set(step_dir, m);
   for (const ShardRecord& s : m.shards) read_verified_shard(step_dir, s);
 }
 

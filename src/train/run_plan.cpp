@@ -193,7 +193,8 @@ void check_config(const TrainConfig& c) {
   if (const auto dir = newest_complete_checkpoint(c.checkpoint_dir, nullptr)) {
     const CheckpointManifest manifest = read_manifest(*dir);
     check_resumable(c, checkpoint_identity(c, plan, data.corpus), *dir, manifest);
-    verify_shards(*dir, manifest);
+    // Every shard holds parameters of the model, so check_checkpoint_loads reads (and verifies) each, once.
+    check_shard_set(*dir, manifest);
     check_checkpoint_loads(plan, c.ep, *dir, manifest);
     data.reader.restore(manifest.data_position);
   }

@@ -19,13 +19,13 @@ std::string complete(const std::string& cat, const std::string& name, int pid, i
   return e + "}";
 }
 
-std::string trace_of(const std::vector<std::string>& events) {
+std::string events_trace(const std::vector<std::string>& events) {
   std::string text = "{\"traceEvents\": [";
   for (std::size_t i = 0; i < events.size(); ++i) text += (i ? ", " : "") + events[i];
   return text + "]}";
 }
 
-const KinetoRegion& region(const KinetoSummary& summary, const std::string& name) {
+const KinetoRegion& named(const KinetoSummary& summary, const std::string& name) {
   for (const KinetoRegion& r : summary.regions)
     if (r.name == name) return r;
   throw std::runtime_error("no region " + name);
@@ -49,19 +49,19 @@ std::vector<std::string> phases() {
 }
 
 TEST(KinetoOwnership, KernelsBelongToTheAnnotationsOpenWhereTheyWereLaunched) {
-  const KinetoSummary s = summarize_kineto(parse_kineto_trace(trace_of(phases()), "phases.json"));
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(events_trace(phases()), "phases.json"));
   EXPECT_EQ(s.attribution, KinetoAttribution::Launches);
-  EXPECT_DOUBLE_EQ(region(s, "attn(F)").mean_compute, 60);
-  EXPECT_DOUBLE_EQ(region(s, "attn(F)").mean_communication, 0);
-  EXPECT_DOUBLE_EQ(region(s, "dispatch(F)").mean_compute, 0);
-  EXPECT_DOUBLE_EQ(region(s, "dispatch(F)").mean_communication, 80);
-  EXPECT_DOUBLE_EQ(region(s, "dispatch(F)").mean_overlapped, 40);
+  EXPECT_DOUBLE_EQ(named(s, "attn(F)").mean_compute, 60);
+  EXPECT_DOUBLE_EQ(named(s, "attn(F)").mean_communication, 0);
+  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").mean_compute, 0);
+  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").mean_communication, 80);
+  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").mean_overlapped, 40);
   // The region around both owns both.
-  EXPECT_DOUBLE_EQ(region(s, "step").mean_compute, 60);
-  EXPECT_DOUBLE_EQ(region(s, "step").mean_communication, 80);
-  EXPECT_DOUBLE_EQ(region(s, "step").mean_overlapped, 40);
+  EXPECT_DOUBLE_EQ(named(s, "step").mean_compute, 60);
+  EXPECT_DOUBLE_EQ(named(s, "step").mean_communication, 80);
+  EXPECT_DOUBLE_EQ(named(s, "step").mean_overlapped, 40);
   // Durations are the annotations' own, on the CPU.
-  EXPECT_DOUBLE_EQ(region(s, "dispatch(F)").median_duration, 10);
+  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").median_duration, 10);
   EXPECT_DOUBLE_EQ(s.compute, 60);
   EXPECT_DOUBLE_EQ(s.communication, 80);
   EXPECT_DOUBLE_EQ(s.overlapped, 40);
@@ -82,24 +82,24 @@ TEST(KinetoOwnership, WorkFromAThreadWithoutAnnotationsBelongsToTheAnnotationWai
   events.push_back(complete("cuda_runtime", "cudaLaunchKernel", 100, 200, 35, 1, 3));
   events.push_back(complete("kernel", kGemm, 0, 7, 300, 50, 3));
   events.push_back(complete("kernel", kGemm, 0, 7, 400, 25, 99));
-  const KinetoSummary s = summarize_kineto(parse_kineto_trace(trace_of(events), "autograd.json"));
-  EXPECT_DOUBLE_EQ(region(s, "attn(B)").mean_compute, 50);
-  EXPECT_DOUBLE_EQ(region(s, "attn(F)").mean_compute, 60);
-  EXPECT_DOUBLE_EQ(region(s, "step").mean_compute, 110);
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(events_trace(events), "autograd.json"));
+  EXPECT_DOUBLE_EQ(named(s, "attn(B)").mean_compute, 50);
+  EXPECT_DOUBLE_EQ(named(s, "attn(F)").mean_compute, 60);
+  EXPECT_DOUBLE_EQ(named(s, "step").mean_compute, 110);
   EXPECT_DOUBLE_EQ(s.compute, 135);
 }
 
 // The same phase name on two threads, each occurrence with its own work, and a region nested in another.
 TEST(KinetoOwnership, RepeatedAndNestedAnnotationsOwnTheirOwnThreadsWork) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      trace_of({complete("user_annotation", "mlp", 1, 1, 0, 100), complete("user_annotation", "inner", 1, 1, 50, 20),
+      events_trace({complete("user_annotation", "mlp", 1, 1, 0, 100), complete("user_annotation", "inner", 1, 1, 50, 20),
                 complete("cpu_op", "aten::mm", 1, 1, 10, 30), complete("cpu_op", "aten::mm", 1, 1, 55, 10),
                 complete("user_annotation", "mlp", 1, 2, 0, 100), complete("cpu_op", "aten::mm", 1, 2, 20, 70)}),
       "threads.json"));
   EXPECT_EQ(s.attribution, KinetoAttribution::Threads);
-  EXPECT_EQ(region(s, "mlp").count, 2);
-  EXPECT_DOUBLE_EQ(region(s, "mlp").mean_compute, (40 + 70) / 2.0);
-  EXPECT_DOUBLE_EQ(region(s, "inner").mean_compute, 10);
+  EXPECT_EQ(named(s, "mlp").count, 2);
+  EXPECT_DOUBLE_EQ(named(s, "mlp").mean_compute, (40 + 70) / 2.0);
+  EXPECT_DOUBLE_EQ(named(s, "inner").mean_compute, 10);
 }
 
 TEST(KinetoOwnership, CommunicationLibrariesAndTheUsersPatterns) {
@@ -109,7 +109,7 @@ TEST(KinetoOwnership, CommunicationLibrariesAndTheUsersPatterns) {
   for (const char* name : {kGemm, "void at::native::dispatch_kernel", "rotary_kernel"})
     EXPECT_FALSE(is_communication_name(name)) << name;
 
-  const std::string trace = trace_of({complete("kernel", "my_exchange_kernel", 0, 7, 0, 10),
+  const std::string trace = events_trace({complete("kernel", "my_exchange_kernel", 0, 7, 0, 10),
                                       complete("kernel", kGemm, 0, 8, 0, 10)});
   EXPECT_DOUBLE_EQ(summarize_kineto(parse_kineto_trace(trace, "t.json")).communication, 0);
   KinetoReadOptions options;
@@ -132,7 +132,7 @@ TEST(KinetoOwnership, CommunicationLibrariesAndTheUsersPatterns) {
 // A copy on a stream that runs only NCCL's kernels is communication; one on a compute stream is not.
 TEST(KinetoOwnership, CopiesOnACommunicationStreamAreCommunication) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      trace_of({complete("kernel", "ncclDevKernel_SendRecv", 0, 30, 0, 10),
+      events_trace({complete("kernel", "ncclDevKernel_SendRecv", 0, 30, 0, 10),
                 complete("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 0, 30, 20, 5),
                 complete("kernel", kGemm, 0, 7, 0, 10), complete("gpu_memset", "Memset (Device)", 0, 7, 20, 3)}),
       "copies.json"));

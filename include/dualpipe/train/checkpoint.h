@@ -121,7 +121,9 @@ std::optional<std::string> newest_complete_checkpoint(const std::string& dir, st
 // The bytes of one shard, a regular file of its recorded size (compared before reading) and checksum; throws
 // InvalidArgument naming the shard otherwise.
 std::string read_verified_shard(const std::string& step_dir, const ShardRecord& shard);
-// read_verified_shard for every shard of the manifest.
+// The manifest names one shard per stage of its cut and expert rank, each once; throws InvalidArgument otherwise.
+void check_shard_set(const std::string& step_dir, const CheckpointManifest& manifest);
+// check_shard_set, then read_verified_shard for every shard of the manifest.
 void verify_shards(const std::string& step_dir, const CheckpointManifest& manifest);
 // Throws InvalidArgument naming the first field where `manifest` and `expected` differ: the model, the seed, the
 // corpus and the sequences per step; for a checkpoint of an older writer (not layout_free()) its layout too.
