@@ -79,13 +79,10 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
   return text;
 }
 
-std::string kineto_json(const std::string& source, const KinetoTrace& trace, const KinetoSummary& summary,
-                        const KinetoCosts* costs) {
-  nlohmann::ordered_json out;
-  out["trace"] = source;
-  out["processes"] = summary.processes;
-  out["gpu_kernels"] = trace.has_gpu_kernels;
-  out["time_unit"] = "us";
+namespace {
+
+// The summary's fields of the JSON, into `out`.
+void summary_json(const KinetoSummary& summary, nlohmann::ordered_json& out) {
   out["attribution"] = attribution_name(summary.attribution);
   out["compute"] = summary.compute;
   out["communication"] = summary.communication;
@@ -111,8 +108,62 @@ std::string kineto_json(const std::string& source, const KinetoTrace& trace, con
                        {"compute", st.compute},
                        {"communication", st.communication}});
   out["streams"] = streams;
+}
+
+}  // namespace
+
+std::string kineto_json(const std::string& source, const KinetoTrace& trace, const KinetoSummary& summary,
+                        const KinetoCosts* costs) {
+  nlohmann::ordered_json out;
+  out["trace"] = source;
+  out["processes"] = summary.processes;
+  out["gpu_kernels"] = trace.has_gpu_kernels;
+  out["time_unit"] = "us";
+  summary_json(summary, out);
   out["costs_text"] = costs ? nlohmann::ordered_json(costs->costs.to_string()) : nlohmann::ordered_json();
   out["warnings"] = costs ? nlohmann::ordered_json(costs->warnings) : nlohmann::ordered_json::array();
+  return out.dump(2) + "\n";
+}
+
+std::string kineto_ranks_table(const KinetoRanks& ranks) {
+  std::string text = formatted("profiler traces of %zu ranks: clocks aligned on the collectives they share, step is "
+                               "the median ProfilerStep (or the span of the work)\n\n",
+                               ranks.ranks.size());
+  text += "rank  trace                                  offset ms  matched    step ms  compute ms  comm ms  exposed ms\n";
+  for (const KinetoRankSummary& r : ranks.ranks) {
+    std::string name = printable_line(r.source);
+    if (name.size() > 38) name = "..." + name.substr(name.size() - 35);
+    text += formatted("%-5d %-38s %10.3f %8d %10.3f %11.3f %8.3f %11.3f\n", r.rank, name.c_str(), r.clock_offset / 1e3,
+                      r.collectives_matched, r.step / 1e3, r.summary.compute / 1e3, r.summary.communication / 1e3,
+                      r.summary.exposed / 1e3);
+  }
+  if (!ranks.ranks.empty()) {
+    const KinetoRankSummary& slow = ranks.ranks[ranks.slowest];
+    text += formatted("\nslowest rank: %d (%s), step %.3f ms, %.1f%% above the median rank's %.3f ms\n", slow.rank,
+                      printable_line(slow.source).c_str(), slow.step / 1e3,
+                      100 * share(slow.step - ranks.median_step, ranks.median_step), ranks.median_step / 1e3);
+  }
+  return text;
+}
+
+std::string kineto_ranks_json(const KinetoRanks& ranks) {
+  nlohmann::ordered_json out;
+  out["time_unit"] = "us";
+  out["median_step"] = ranks.median_step;
+  out["slowest_rank"] = ranks.ranks.empty() ? -1 : ranks.ranks[ranks.slowest].rank;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const KinetoRankSummary& r : ranks.ranks) {
+    nlohmann::ordered_json rank;
+    rank["rank"] = r.rank;
+    rank["trace"] = r.source;
+    rank["clock_offset"] = r.clock_offset;
+    rank["collectives_matched"] = r.collectives_matched;
+    rank["step"] = r.step;
+    rank["processes"] = r.summary.processes;
+    summary_json(r.summary, rank);
+    list.push_back(rank);
+  }
+  out["ranks"] = list;
   return out.dump(2) + "\n";
 }
 

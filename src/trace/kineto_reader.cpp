@@ -216,6 +216,16 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
   const auto events = doc.find("traceEvents");
   if (events == doc.end() || !events->is_array()) fail(source, "traceEvents", "missing, or not an array");
   copies_on_communication_streams(reader.copies, reader.trace);
+  const auto info = doc.find("distributedInfo");
+  if (info != doc.end() && info->is_object()) {
+    const auto rank = info->find("rank");
+    if (rank != info->end() && rank->is_number_integer()) {
+      const long long r = rank->get<long long>();
+      if (r < 0 || r >= kMaxKinetoRanks)
+        fail(source, "distributedInfo.rank", detail::concat("must be 0 to ", kMaxKinetoRanks - 1, ", got ", r));
+      reader.trace.rank = static_cast<int>(r);
+    }
+  }
   return std::move(reader.trace);
 }
 

@@ -106,6 +106,32 @@ def test_phases_match_the_programs_own_clock(dualpipe, traced, rank):
     assert total("mlp", "communication") == 0
 
 
+def test_the_ranks_traces_side_by_side(dualpipe, traced, tmp_path):
+    """Issue 49, item 4: both ranks' traces read together, ranked by their distributedInfo. They share this host's
+    clock: the offset found on their collectives is within 10 ms of none. With rank 1's clock moved 7 s ahead in a
+    copy of its trace, the offset found is 7 s more."""
+    files = [traced / f"trace_rank{r}.json" for r in (1, 0)]
+    together = subprocess.run([dualpipe, "profile", "--kineto", *map(str, files), "--format", "json"],
+                              capture_output=True, text=True, check=True)
+    ranks = json.loads(together.stdout)["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert ranks[1]["collectives_matched"] >= 20
+    assert abs(ranks[1]["clock_offset"]) < 10e3
+    moved = json.loads(files[0].read_text())
+    for event in moved["traceEvents"]:
+        if isinstance(event.get("ts"), (int, float)):
+            event["ts"] += 7e6
+    (tmp_path / "rank1.json").write_text(json.dumps(moved))
+    shifted = subprocess.run([dualpipe, "profile", "--kineto", str(files[1]), str(tmp_path / "rank1.json"),
+                              "--format", "json"], capture_output=True, text=True, check=True)
+    assert json.loads(shifted.stdout)["ranks"][1]["clock_offset"] == pytest.approx(ranks[1]["clock_offset"] - 7e6,
+                                                                                    abs=1)
+    table = subprocess.run([dualpipe, "profile", "--kineto", *map(str, files)], capture_output=True, text=True,
+                           check=True).stdout
+    slowest = max(ranks, key=lambda r: r["step"])["rank"]
+    assert f"slowest rank: {slowest} (" in table
+
+
 def test_the_package_reads_the_costs_the_command_reads(dualpipe, package, traced):
     import warnings
 

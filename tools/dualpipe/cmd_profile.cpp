@@ -1,8 +1,10 @@
 // `dualpipe profile --kineto TRACE.json`: what a PyTorch profiler trace spent computing and communicating, region
 // by region, and the --cost string its regions make (docs/profile.md).
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "dualpipe/sim/kineto_report.h"
@@ -14,14 +16,26 @@ namespace dualpipe::cli {
 namespace {
 
 struct ProfileCommand {
-  std::string kineto, format = "table", output;
+  std::vector<std::string> kineto;
+  std::string format = "table", output;
   KinetoCostNames names;
   KinetoReadOptions read;
 };
 
+// Several ranks' traces side by side (several files, or a directory of them).
+void run_ranks(const ProfileCommand& c) {
+  const KinetoRanks ranks = read_kineto_ranks(c.kineto, c.read);
+  write_output(c.output, c.format == "json" ? kineto_ranks_json(ranks) : kineto_ranks_table(ranks));
+}
+
 void run(const ProfileCommand& c) {
-  check_output(c.output, {{"--kineto", c.kineto}});
-  const KinetoTrace trace = read_kineto_trace(c.kineto, c.read);
+  std::vector<NamedPath> inputs;
+  for (const std::string& path : c.kineto) inputs.push_back({"--kineto", path});
+  check_output(c.output, inputs);
+  std::error_code error;
+  if (c.kineto.size() > 1 || std::filesystem::is_directory(c.kineto[0], error)) return run_ranks(c);
+  const std::string& path = c.kineto[0];
+  const KinetoTrace trace = read_kineto_trace(path, c.read);
   const KinetoSummary summary = summarize_kineto(trace);
   // Costs need the forward and backward regions; a trace without them still gets its table, and says so.
   std::optional<KinetoCosts> costs;
@@ -31,8 +45,8 @@ void run(const ProfileCommand& c) {
   } catch (const InvalidArgument& e) {
     missing = e.what();
   }
-  write_output(c.output, c.format == "json" ? kineto_json(c.kineto, trace, summary, costs ? &*costs : nullptr)
-                                            : kineto_table(c.kineto, trace, summary, costs ? &*costs : nullptr));
+  write_output(c.output, c.format == "json" ? kineto_json(path, trace, summary, costs ? &*costs : nullptr)
+                                            : kineto_table(path, trace, summary, costs ? &*costs : nullptr));
   // The message lists region names from the trace: escaped and bounded like an error.
   if (!missing.empty()) std::fprintf(stderr, "dualpipe profile: no costs: %s\n", printable_message(missing).c_str());
 }
@@ -48,8 +62,12 @@ void add_profile_command(CLI::App& app) {
       "Examples:\n"
       "  dualpipe profile --kineto trace.json\n"
       "  dualpipe profile --kineto trace.json --forward fwd --backward bwd --weight '' --format json\n"
-      "  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'");
-  sub->add_option("--kineto", command->kineto, "A trace from torch.profiler's export_chrome_trace")->required();
+      "  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'\n"
+      "  dualpipe profile --kineto traces/            (one trace per rank)");
+  sub->add_option("--kineto", command->kineto,
+                  "A trace from torch.profiler's export_chrome_trace; several (or a directory of *.json): one per rank, "
+                  "side by side with their clocks aligned and the slowest rank named")
+      ->required();
   sub->add_option("--comm-kernel", command->read.communication_patterns,
                   "A regular expression (ECMAScript, any case) for kernel and operator names that are communication, "
                   "besides NCCL's, DeepEP's, gloo's, c10d's and the collectives' names; repeatable")

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dualpipe/sim/kineto_costs.h"
+#include "dualpipe/trace/kineto_ranks.h"
 
 namespace dualpipe {
 
@@ -13,5 +14,9 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
                          const KinetoCosts* costs);
 std::string kineto_json(const std::string& source, const KinetoTrace& trace, const KinetoSummary& summary,
                         const KinetoCosts* costs);
+
+// Several ranks' traces: a row per rank, and the slowest named; the JSON has each rank's summary as above.
+std::string kineto_ranks_table(const KinetoRanks& ranks);
+std::string kineto_ranks_json(const KinetoRanks& ranks);
 
 }  // namespace dualpipe

@@ -12,6 +12,7 @@ namespace dualpipe {
 // Bounds of the reader (docs/limits.md): a profiler's trace of a few steps is tens of MiB.
 constexpr std::size_t kMaxKinetoBytes = std::size_t{256} << 20;
 constexpr int kMaxKinetoDepth = 32;
+constexpr int kMaxKinetoRanks = 4096;  // traces read side by side (one per rank)
 
 enum class KinetoKind {
   Region,         // a user annotation (record_function), on the CPU or its GPU range (gpu_user_annotation)
@@ -38,6 +39,7 @@ struct KinetoEvent {
 struct KinetoTrace {
   std::vector<KinetoEvent> events;  // complete events of the kinds above, in file order
   bool has_gpu_kernels = false;     // then compute and communication are measured on the GPU alone
+  int rank = -1;                    // distributedInfo.rank, which torch.profiler writes in a distributed job
 };
 
 // What the reader counts as communication besides the built-in names: the user's patterns (ECMAScript regular
