@@ -1,16 +1,22 @@
 // libFuzzer target: the PyTorch profiler trace reader (parse_kineto_trace), then what `dualpipe profile` does with
-// an accepted trace: the regions' split into compute, communication and overlap, and the costs of its regions.
+// an accepted trace: the regions' split into compute, communication and overlap (GPU work owned through its
+// launches' correlation ids, issue 49), the table and JSON of it, and the costs of its regions.
 #include <cstdint>
 #include <string_view>
 
 #include "dualpipe/sim/kineto_costs.h"
+#include "dualpipe/sim/kineto_report.h"
 #include "dualpipe/trace/kineto.h"
 #include "dualpipe/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    const dualpipe::KinetoSummary summary = dualpipe::summarize_kineto(dualpipe::parse_kineto_trace(text, "fuzz.json"));
+    const dualpipe::KinetoTrace trace = dualpipe::parse_kineto_trace(text, "fuzz.json");
+    const dualpipe::KinetoSummary summary = dualpipe::summarize_kineto(trace);
+    // Both forms of the report (regions by ownership, streams, exposed communication), then the costs.
+    (void)dualpipe::kineto_table("fuzz.json", trace, summary, nullptr);
+    (void)dualpipe::kineto_json("fuzz.json", trace, summary, nullptr);
     (void)dualpipe::costs_from_kineto(summary, dualpipe::KinetoCostNames{});
   } catch (const dualpipe::Error&) {
   }
