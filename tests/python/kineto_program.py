@@ -39,16 +39,18 @@ def compute_for(x, repeats):
 
 
 def phases(rank, step, own):
-    """One step of the phases. The ranks take turns to enter the all-to-all late (80 ms), so that the other's waits
-    in it while its main thread computes; `own` collects the program's clock: each all-to-all's [start, end] and
-    each product's, by region."""
+    """One step of the phases. The ranks take turns to enter the all-to-all late (250 ms), so that the other's waits
+    in it while its main thread computes: long against the milliseconds a busy machine may take to start Gloo's
+    worker thread and to wake the caller after it, which the program's clock counts and Gloo's run does not (at
+    80 ms they made 7% under a full test run). `own` collects the program's clock: each all-to-all's [start, end]
+    and each product's, by region."""
     send = torch.ones(2, 1 << 16)
     square = torch.randn(384, 384) / 20
 
     def dispatch():
         with record_function("dispatch"):
             if step % 2 == rank:
-                time.sleep(0.08)
+                time.sleep(0.25)
             received = torch.empty_like(send)
             start = time.perf_counter()
             dist.all_to_all_single(received, send)
