@@ -137,6 +137,9 @@ class Pipeline {
     } catch (const std::exception& e) {  // a module's exception among them
       fail(e.what(), /*invalid_input=*/false);
       throw;
+    } catch (...) {
+      fail("an exception that is not a std::exception", /*invalid_input=*/false);
+      throw;
     }
     step_callables_->criterion = nullptr;
     Tensors losses;
