@@ -347,13 +347,15 @@ void regions_by_ownership(const KinetoTrace& trace, const std::vector<const Kine
     const auto it = annotation.external_id != 0 ? gpu_duration.find(annotation.external_id) : gpu_duration.end();
     return it != gpu_duration.end() ? it->second : annotation.duration;
   };
-  for (auto& [pid, annotations] : processes) {
+  for (const auto& process : processes) {  // not a structured binding: the lambda below captures it (C++17)
+    const kineto_detail::ProcessAnnotations& annotations = process.second;
     std::vector<int> in_time(annotations.size());
     std::iota(in_time.begin(), in_time.end(), 0);
     std::stable_sort(in_time.begin(), in_time.end(),
                      [&](int a, int b) { return annotations.at(a).start < annotations.at(b).start; });
     for (int i : in_time)
-      table.add(annotations.at(i).name, duration_of(annotations.at(i)), owned[pid][static_cast<std::size_t>(i)]);
+      table.add(annotations.at(i).name, duration_of(annotations.at(i)),
+                owned[process.first][static_cast<std::size_t>(i)]);
   }
 }
 
