@@ -144,12 +144,19 @@ std::vector<const KinetoEvent*> work_events(const KinetoTrace& trace) {
   return work;
 }
 
-// Where each piece of work was issued: its launch (correlation ids), or its own thread on the CPU.
-std::vector<Work> issued(const std::vector<const KinetoEvent*>& events, const KinetoTrace& trace) {
-  std::unordered_map<long long, const KinetoEvent*> launches;
+// The CUDA runtime and driver calls by correlation id (the first of an id).
+using Launches = std::unordered_map<long long, const KinetoEvent*>;
+
+Launches launches_of(const KinetoTrace& trace) {
+  Launches launches;
   if (trace.has_gpu_kernels)
     for (const KinetoEvent& e : trace.events)
       if (e.kind == KinetoKind::Launch && e.correlation != 0) launches.try_emplace(e.correlation, &e);
+  return launches;
+}
+
+// Where each piece of work was issued: its launch (correlation ids), or its own thread on the CPU.
+std::vector<Work> issued(const std::vector<const KinetoEvent*>& events, const Launches& launches) {
   std::vector<Work> out;
   for (const KinetoEvent* e : events) {
     if (!e->gpu) {
@@ -166,13 +173,10 @@ std::vector<Work> issued(const std::vector<const KinetoEvent*>& events, const Ki
   return out;
 }
 
-KinetoAttribution attribution_of(const KinetoTrace& trace) {
+KinetoAttribution attribution_of(const KinetoTrace& trace, const Launches& launches) {
   if (!trace.has_gpu_kernels) return KinetoAttribution::Threads;
-  std::unordered_map<long long, char> launched;
   for (const KinetoEvent& e : trace.events)
-    if (e.kind == KinetoKind::Launch && e.correlation != 0) launched[e.correlation] = 1;
-  for (const KinetoEvent& e : trace.events)
-    if (e.gpu && e.kind != KinetoKind::Region && e.correlation != 0 && launched.count(e.correlation))
+    if (e.gpu && e.kind != KinetoKind::Region && e.correlation != 0 && launches.count(e.correlation))
       return KinetoAttribution::Launches;
   return KinetoAttribution::GpuRanges;
 }
@@ -292,7 +296,8 @@ class Issuers {
 // Each annotation's work: the work issued inside it on its thread, or (from a thread with no annotation open)
 // inside the annotation open on the issuing thread, credited to the annotations around it too.
 void regions_by_ownership(const KinetoTrace& trace, const std::vector<const KinetoEvent*>& work_list,
-                          const std::map<long long, Timeline>& timeline, RegionTable& table) {
+                          const Launches& launches, const std::map<long long, Timeline>& timeline,
+                          RegionTable& table) {
   std::map<long long, kineto_detail::ProcessAnnotations> processes;
   for (const KinetoEvent& e : trace.events)
     if (!e.gpu && e.kind == KinetoKind::Region) processes[e.pid].add(&e);
@@ -315,7 +320,7 @@ void regions_by_ownership(const KinetoTrace& trace, const std::vector<const Kine
   };
   const Issuers issuers(trace);
   std::map<long long, std::vector<const Work*>> unowned;  // by process: no annotation open where issued
-  const std::vector<Work> work = issued(work_list, trace);
+  const std::vector<Work> work = issued(work_list, launches);
   for (const Work& w : work) {
     const auto process = w.pid >= 0 ? processes.find(w.pid) : processes.end();
     if (process == processes.end()) continue;
@@ -376,7 +381,8 @@ std::vector<KinetoStream> streams_of(const std::vector<const KinetoEvent*>& work
 
 KinetoSummary summarize_kineto(const KinetoTrace& trace) {
   KinetoSummary summary;
-  summary.attribution = attribution_of(trace);
+  const Launches launches = launches_of(trace);
+  summary.attribution = attribution_of(trace, launches);
   const std::vector<const KinetoEvent*> work = work_events(trace);
   const std::map<long long, Timeline> timeline = timelines(work);
   for (const auto& [pid, t] : timeline) {
@@ -393,7 +399,7 @@ KinetoSummary summarize_kineto(const KinetoTrace& trace) {
   if (summary.attribution == KinetoAttribution::GpuRanges) {
     regions_by_gpu_ranges(trace, timeline, table);
   } else {
-    regions_by_ownership(trace, work, timeline, table);
+    regions_by_ownership(trace, work, launches, timeline, table);
   }
   summary.regions = table.regions();
   summary.streams = streams_of(work);
