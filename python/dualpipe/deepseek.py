@@ -198,7 +198,8 @@ class DualPipe(nn.Module):
             self._pipelines[num_chunks] = _runtime.Pipeline(
                 self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
                 _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
-                _monitor(self.group, _pipelines_built[self.group.group_name]), WeightGradStore if self.defer_weight_grads else None, self.record_actions)
+                _monitor(self.group, _pipelines_built[self.group.group_name]),
+                WeightGradStore if self.defer_weight_grads else None, self.record_actions)
         return self._pipelines[num_chunks]
 
     def _check_same_num_chunks(self, num_chunks: int) -> None:
