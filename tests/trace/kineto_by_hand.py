@@ -4,9 +4,10 @@ annotation's own, on the CPU), and the means of the GPU work it launched (comput
 communication that ran while compute ran on another stream). A kernel belongs to the annotations open on the
 thread that launched it (matched through the kernel's `correlation` and its launch's); a kernel launched from a
 thread with no annotation open (autograd's backward thread) belongs to those open at that moment on the process's
-other threads (the thread that called backward(): of those, the one whose innermost open annotation began last). A region's compute and communication are summed over its
-kernels; its overlapped communication is, kernel by kernel, the time the GPU also computed. The whole trace's are
-the time some compute (some communication) ran. Communication: NCCL's, DeepEP's (::ep::) and collective names.
+other threads (the thread that called backward(): of those, the one whose innermost open annotation began
+last). A region's compute and communication are summed over its kernels; its overlapped communication is, kernel
+by kernel, the time the GPU also computed. The whole trace's are the time some compute (some communication) ran.
+Communication: NCCL's, DeepEP's (::ep::) and collective names.
 
     python kineto_by_hand.py TRACE.json      prints JSON: {"regions": {name: {...}}, "compute": ..., ...} (us)"""
 import json
