@@ -62,7 +62,8 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
               : "\ncompute and comm ms are means per occurrence of the region's own work, summed over its kernels or "
                 "operators (its\nnested regions' included); comm overlapped is the share of it that ran while compute "
                 "did (on another thread or stream)\n";
-  text += formatted("\n%-34s %8s %12s %10s\n", trace.has_gpu_kernels ? "stream (process/stream)" : "thread (process/thread)",
+  text += formatted("\n%-34s %8s %12s %10s\n",
+                    trace.has_gpu_kernels ? "stream (process/stream)" : "thread (process/thread)",
                     "events", "compute ms", "comm ms");
   constexpr std::size_t kStreamRows = 32;  // a trace may have thousands of threads: the JSON lists them all
   for (std::size_t i = 0; i < summary.streams.size() && i < kStreamRows; ++i) {
@@ -129,7 +130,8 @@ std::string kineto_ranks_table(const KinetoRanks& ranks) {
   std::string text = formatted("profiler traces of %zu ranks: clocks aligned on the collectives they share, step is "
                                "the median ProfilerStep (or the span of the work)\n\n",
                                ranks.ranks.size());
-  text += "rank  trace                                  offset ms  matched    step ms  compute ms  comm ms  exposed ms\n";
+  text += "rank  trace                                  offset ms  matched    step ms  compute ms  comm ms  "
+          "exposed ms\n";
   for (const KinetoRankSummary& r : ranks.ranks) {
     std::string name = printable_line(r.source);
     if (name.size() > 38) name = "..." + name.substr(name.size() - 35);

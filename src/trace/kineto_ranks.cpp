@@ -58,7 +58,8 @@ std::vector<double> collective_ends(const KinetoTrace& trace) {
     if (e.name.rfind("gloo:", 0) == 0) gloo.push_back(&e);
   }
   std::vector<const KinetoEvent*>& used = gloo.empty() ? comm : gloo;
-  std::stable_sort(used.begin(), used.end(), [](const KinetoEvent* a, const KinetoEvent* b) { return a->start < b->start; });
+  std::stable_sort(used.begin(), used.end(),
+                   [](const KinetoEvent* a, const KinetoEvent* b) { return a->start < b->start; });
   std::vector<double> ends;
   for (const KinetoEvent* e : used) ends.push_back(e->start + e->duration);
   return ends;

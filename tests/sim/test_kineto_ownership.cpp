@@ -92,9 +92,10 @@ TEST(KinetoOwnership, WorkFromAThreadWithoutAnnotationsBelongsToTheAnnotationWai
 // The same phase name on two threads, each occurrence with its own work, and a region nested in another.
 TEST(KinetoOwnership, RepeatedAndNestedAnnotationsOwnTheirOwnThreadsWork) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      events_trace({complete("user_annotation", "mlp", 1, 1, 0, 100), complete("user_annotation", "inner", 1, 1, 50, 20),
-                complete("cpu_op", "aten::mm", 1, 1, 10, 30), complete("cpu_op", "aten::mm", 1, 1, 55, 10),
-                complete("user_annotation", "mlp", 1, 2, 0, 100), complete("cpu_op", "aten::mm", 1, 2, 20, 70)}),
+      events_trace({complete("user_annotation", "mlp", 1, 1, 0, 100),
+                    complete("user_annotation", "inner", 1, 1, 50, 20),
+                    complete("cpu_op", "aten::mm", 1, 1, 10, 30), complete("cpu_op", "aten::mm", 1, 1, 55, 10),
+                    complete("user_annotation", "mlp", 1, 2, 0, 100), complete("cpu_op", "aten::mm", 1, 2, 20, 70)}),
       "threads.json"));
   EXPECT_EQ(s.attribution, KinetoAttribution::Threads);
   EXPECT_EQ(named(s, "mlp").count, 2);

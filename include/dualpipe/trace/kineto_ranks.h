@@ -30,8 +30,8 @@ struct KinetoRanks {
 };
 
 // Reads the files one at a time (each within the reader's limits; at most kMaxKinetoRanks). A directory stands for
-// the *.pt.trace.json files in it (tensorboard_trace_handler's), or without any its *.json files, in name order. Throws InvalidArgument naming the file for a bad trace, and naming both
-// files when two claim one rank.
+// the *.pt.trace.json files in it (tensorboard_trace_handler's), or without any its *.json files, in name order.
+// Throws InvalidArgument naming the file for a bad trace, and naming both files when two claim one rank.
 KinetoRanks read_kineto_ranks(const std::vector<std::string>& paths, const KinetoReadOptions& options = {});
 
 }  // namespace dualpipe
