@@ -1,5 +1,6 @@
 # Type stubs of the extension dualpipe._core (src/python/). The fields of Schedule, Simulation and Plan are those
 # of `dualpipe schedule|simulate|plan --format json`; to_dict() gives them all, in the json's order.
+import os
 from typing import Any, Sequence
 
 class Costs:
@@ -24,8 +25,11 @@ class Costs:
     @staticmethod
     def parse(text: str) -> Costs: ...
     @staticmethod
-    def from_kineto(path: str, *, forward: str = "forward", backward: str = "backward", weight: str = "weight",
-                    overlapped: str = "forward_backward", comm: str = "p2p") -> Costs: ...
+    def from_kineto(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                    forward: str = r"^forward$|\(F\)$", backward: str = r"^backward$|\(B\)$",
+                    backward_input: str = r"^backward_input$|\(I\)$", weight: str = r"^weight$|\(W\)$",
+                    overlapped: str = r"^(forward_backward|1F1B|overlapped_forward_backward)$",
+                    comm: str = r"^p2p$", update: str = r"^update$", with_sources: bool = False) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
     # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, scale, act_bytes, act_scale, w_mem,
     # recompute, input_mem

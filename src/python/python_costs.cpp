@@ -3,7 +3,8 @@
 #include <string>
 
 #include "dualpipe/sim/cost_model.h"
-#include "dualpipe/sim/kineto_costs.h"
+#include "dualpipe/sim/kineto_plan.h"
+#include "dualpipe/sim/kineto_report.h"
 #include "dualpipe/sim/result_json.h"
 #include "json_to_python.h"
 
@@ -39,16 +40,30 @@ CostModel from_keywords(const py::kwargs& keywords) {
   return costs;
 }
 
-// `dualpipe profile --kineto`'s costs of a torch.profiler trace; what had to be assumed comes as Python warnings.
-CostModel from_kineto(const std::string& path, const KinetoCostNames& names) {
-  KinetoCosts fitted;
+// `dualpipe plan --from-kineto`'s costs of torch.profiler traces (a file, several, or a directory of one per rank);
+// what had to be assumed comes as Python warnings.
+py::object from_kineto(const std::vector<std::string>& paths, const KinetoCostNames& names, bool with_sources) {
+  KinetoRun run;
   {
     py::gil_scoped_release unlocked;
-    fitted = costs_from_kineto(summarize_kineto(read_kineto_trace(path)), names);
+    names.check();
+    run = read_kineto_run(read_kineto_ranks(paths), names);
   }
-  for (const std::string& warning : fitted.warnings)
-    PyErr_WarnEx(PyExc_UserWarning, ("Costs.from_kineto('" + path + "'): " + warning).c_str(), 1);
-  return fitted.costs;
+  const std::string source = paths.size() == 1 ? paths[0] : paths[0] + ", ...";
+  for (const std::string& warning : run.costs.warnings)
+    PyErr_WarnEx(PyExc_UserWarning, ("Costs.from_kineto('" + source + "'): " + warning).c_str(), 1);
+  py::object costs = py::cast(run.costs.costs);
+  if (!with_sources) return costs;
+  return py::make_tuple(costs, to_python(kineto_costs_json(&run.costs)["cost_sources"]));
+}
+
+std::vector<std::string> kineto_paths(const py::object& path) {
+  if (py::isinstance<py::str>(path) || py::hasattr(path, "__fspath__"))
+    return {py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>()};
+  std::vector<std::string> paths;
+  for (const py::handle& p : path.cast<py::sequence>()) paths.push_back(kineto_paths(py::reinterpret_borrow<py::object>(p))[0]);
+  if (paths.empty()) throw py::value_error("Costs.from_kineto: no trace given");
+  return paths;
 }
 
 }  // namespace
@@ -70,15 +85,22 @@ void bind_costs(py::module_& m) {
       }, py::arg("text"), "From the --cost text: Costs.parse('F=1,B=2,W=1,FB=2.5').")
       .def_static(
           "from_kineto",
-          [](const std::string& path, const std::string& forward, const std::string& backward,
-             const std::string& weight, const std::string& overlapped, const std::string& comm) {
-            return from_kineto(path, {forward, backward, weight, overlapped, comm});
+          [](const py::object& path, const std::string& forward, const std::string& backward,
+             const std::string& backward_input, const std::string& weight, const std::string& overlapped,
+             const std::string& comm, const std::string& update, bool with_sources) {
+            return from_kineto(kineto_paths(path),
+                               {forward, backward, backward_input, weight, overlapped, comm, update}, with_sources);
           },
-          py::arg("path"), py::kw_only(), py::arg("forward") = "forward", py::arg("backward") = "backward",
-          py::arg("weight") = "weight", py::arg("overlapped") = "forward_backward", py::arg("comm") = "p2p",
-          "The costs (microseconds) of a torch.profiler trace whose program marked its regions with "
-          "record_function, as `dualpipe profile --kineto` reads them: median durations of the forward, backward, "
-          "weight, overlapped-pair and message regions named here (an empty name is not read).")
+          py::arg("path"), py::kw_only(), py::arg("forward") = KinetoCostNames{}.forward,
+          py::arg("backward") = KinetoCostNames{}.backward,
+          py::arg("backward_input") = KinetoCostNames{}.backward_input,
+          py::arg("weight") = KinetoCostNames{}.weight, py::arg("overlapped") = KinetoCostNames{}.overlapped,
+          py::arg("comm") = KinetoCostNames{}.comm, py::arg("update") = KinetoCostNames{}.update,
+          py::arg("with_sources") = false,
+          "The costs (microseconds, of a 1/R slice where the traces name the schedule that ran) of torch.profiler "
+          "traces, as `dualpipe plan --from-kineto` reads them: a trace, a list of them or a directory of one per "
+          "rank; the keywords are the regular expressions of the regions each cost is read from (docs/profile.md). "
+          "with_sources=True returns (costs, sources): which regions made each cost, and how.")
       .def("__str__", &CostModel::to_string)
       .def("__repr__", [](const CostModel& c) { return "dualpipe.Costs.parse('" + c.to_string() + "')"; });
 }

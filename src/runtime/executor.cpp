@@ -1,5 +1,6 @@
 #include "dualpipe/runtime/executor.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -45,6 +46,14 @@ StageUse first_use_of_each_stage(const std::vector<Action>& actions, const StepA
     previous_compute = i;
   }
   return use;
+}
+
+// A compute action's region in a PyTorch profiler trace, named as `dualpipe profile` reads costs from them
+// (docs/profile.md): its kind and its stage (a pair's: its forward's).
+std::string profiler_region(const Action& a) {
+  static constexpr std::array<const char*, 5> kinds = {"forward", "backward", "backward_input", "weight",
+                                                       "forward_backward"};
+  return std::string(kinds[static_cast<size_t>(a.type)]) + " stage " + std::to_string(a.stage);
 }
 
 }  // namespace
@@ -261,6 +270,9 @@ void Executor::Impl::run(const Action& a) {
   };
   auto index = static_cast<size_t>(a.type);
   DUALPIPE_CHECK(index < handlers.size(), "unknown action type ", index);
+  // Only training's actions are regions: a forward-only step's skip their backwards, and its forwards keep no graph.
+  if (!a.is_compute() || !training) return (this->*handlers[index])(a);
+  RECORD_USER_SCOPE(profiler_region(a));  // named only while a profiler records
   (this->*handlers[index])(a);
 }
 

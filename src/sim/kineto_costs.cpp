@@ -1,7 +1,13 @@
 #include "dualpipe/sim/kineto_costs.h"
 
 #include <algorithm>
-#include <tuple>
+#include <array>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <regex>
+#include <set>
 
 #include "dualpipe/util/error.h"
 
@@ -9,50 +15,315 @@ namespace dualpipe {
 
 namespace {
 
-const KinetoRegion* find_region(const KinetoSummary& summary, const std::string& name) {
-  if (name.empty()) return nullptr;
-  for (const KinetoRegion& r : summary.regions)
-    if (r.name == name) return &r;
-  return nullptr;
+// The kinds of region a cost is read from, in the order a region is tried: a region is read as the first whose
+// pattern it matches, so a pair region is never also a forward.
+enum Kind { Pair, Input, Weight, Backward, Forward, Message, Update, kKinds };
+constexpr std::array<const char*, kKinds> kOption = {"--overlapped", "--backward-input", "--weight", "--backward",
+                                                     "--forward",    "--comm",           "--update"};
+constexpr int kMaxStageTag = 1 << 16;
+
+// A name ending in " stage N" is stage N's; -1 without one.
+std::pair<std::string, int> split_stage(const std::string& name) {
+  const std::string tag = " stage ";
+  const std::size_t at = name.rfind(tag);
+  const std::size_t digits = at == std::string::npos ? 0 : name.size() - at - tag.size();
+  if (digits == 0 || digits > 5) return {name, -1};
+  int stage = 0;
+  for (std::size_t i = at + tag.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return {name, -1};
+    stage = stage * 10 + (name[i] - '0');
+  }
+  if (stage >= kMaxStageTag) return {name, -1};
+  return {name.substr(0, at), stage};
 }
 
-// The first 20 names, then how many more: a trace may hold thousands (an error listed 148 KB of them).
-std::string region_list(const KinetoSummary& summary) {
-  constexpr size_t kListed = 20;
-  std::string names;
-  for (size_t i = 0; i < std::min(kListed, summary.regions.size()); ++i)
-    names += (i ? ", " : "") + summary.regions[i].name;
-  if (summary.regions.size() > kListed) names += " and " + std::to_string(summary.regions.size() - kListed) + " more";
-  return names.empty() ? "none" : names;
+std::optional<std::regex> compile(const std::string& pattern, const char* option) {
+  if (pattern.empty()) return std::nullopt;
+  DUALPIPE_REQUIRE(pattern.size() <= kMaxCommunicationPatternLength, option, " has at most ",
+                   kMaxCommunicationPatternLength, " characters, got ", pattern.size());
+  try {
+    return std::regex(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    throw InvalidArgument(detail::concat(option, " '", pattern, "' is not a regular expression: ", e.what()));
+  }
 }
+
+// One region name's occurrences over every rank read.
+struct Occurrences {
+  std::string name;
+  std::vector<double> durations;
+  double compute = 0, communication = 0;  // summed over the occurrences
+  int count() const { return static_cast<int>(durations.size()); }
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The regions of one kind on one stage.
+struct Group {
+  std::vector<Occurrences> names;  // in order of first appearance
+
+  bool empty() const { return names.empty(); }
+  bool phases() const { return names.size() > 1; }
+  int count() const {
+    int n = 0;
+    for (const Occurrences& o : names) n += o.count();
+    return n;
+  }
+  void add(const KinetoRegion& region) {
+    auto it = std::find_if(names.begin(), names.end(), [&](const Occurrences& o) { return o.name == region.name; });
+    if (it == names.end()) it = names.insert(names.end(), Occurrences{region.name, {}, 0, 0});
+    it->durations.insert(it->durations.end(), region.durations.begin(), region.durations.end());
+    it->compute += region.mean_compute * region.count;
+    it->communication += region.mean_communication * region.count;
+  }
+  // One action's time: the median occurrence of its one name; or, for the phases of a chunk (several names),
+  // their work summed and divided by the chunks.
+  double time(int chunks) const {
+    if (!phases()) return median(names[0].durations);
+    double compute = 0;
+    for (const Occurrences& o : names) compute += o.compute;
+    return compute / chunks;
+  }
+  double communication(int chunks) const {
+    double total = 0;
+    for (const Occurrences& o : names) total += o.communication;
+    return total / chunks;
+  }
+  const char* measure() const { return phases() ? "compute per chunk" : "median duration"; }
+};
+
+using Groups = std::map<int, Group>;  // by stage; -1: the regions without a stage
+
+// The first 20 names, then how many more: a trace may hold thousands (an error listed 148 KB of them).
+std::string region_list(const std::vector<const KinetoSummary*>& ranks) {
+  constexpr std::size_t kListed = 20;
+  std::vector<std::string> names;
+  std::size_t total = 0;
+  std::set<std::string> seen;
+  for (const KinetoSummary* summary : ranks)
+    for (const KinetoRegion& r : summary->regions)
+      if (seen.insert(r.name).second && ++total <= kListed) names.push_back(r.name);
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  if (total > kListed) text += " and " + std::to_string(total - kListed) + " more";
+  return text.empty() ? "none" : text;
+}
+
+std::array<std::string, kKinds> patterns_of(const KinetoCostNames& names) {
+  return {names.overlapped, names.backward_input, names.weight, names.backward,
+          names.forward,    names.comm,           names.update};
+}
+
+class Reader {
+ public:
+  Reader(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names)
+      : ranks_(ranks), patterns_(patterns_of(names)) {
+    for (int k = 0; k < kKinds; ++k) regex_[k] = compile(patterns_[k], kOption[k]);
+    for (const KinetoSummary* summary : ranks) {
+      // Each rank's update apart: the least of their medians is the update of the rank that waited for no one.
+      std::vector<double> update;
+      for (const KinetoRegion& region : summary->regions)
+        if (classify(region) == Update) update.insert(update.end(), region.durations.begin(), region.durations.end());
+      if (!update.empty()) rank_updates_.push_back(median(update));
+    }
+  }
+
+  KinetoCosts read() {
+    for (Kind k : {Forward, Backward})
+      if (!any(k) && (k == Forward || !any(Input)))
+        throw InvalidArgument(detail::concat("no region matches ", kOption[k], " '", patterns_[k],
+                                             "'; the trace's record_function regions: ", region_list(ranks_)));
+    const std::vector<int> stages = stages_read();
+    const std::size_t S = stages.size();
+    std::vector<double> f(S), b(S), w(S), a2a(S);
+    std::vector<std::string> b_measure(S), w_measure(S);
+    std::vector<int> assumed_w;  // stages without weight regions
+    for (std::size_t i = 0; i < S; ++i) {
+      const int s = stages[i];
+      const int chunks = chunks_of(s);
+      f[i] = group(Forward, s).time(chunks);
+      if (group(Forward, s).phases()) a2a[i] = group(Forward, s).communication(chunks);
+      const bool has_w = !group(Weight, s).empty();
+      if (has_w) w[i] = group(Weight, s).time(chunks), w_measure[i] = group(Weight, s).measure();
+      if (!group(Backward, s).empty()) {
+        // A backward beside weight regions and no input-gradient ones is the input-gradient part.
+        const bool split = has_w && !any(Input);
+        b[i] = group(Backward, s).time(chunks) + (split ? w[i] : 0);
+        b_measure[i] = split ? "B + W" : group(Backward, s).measure();
+      } else {
+        b[i] = group(Input, s).time(chunks) + (has_w ? w[i] : 0);
+        b_measure[i] = has_w ? "I + W" : group(Input, s).measure();
+      }
+      if (!has_w) w[i] = b[i] / 2, w_measure[i] = "B/2 (assumed)", assumed_w.push_back(s);
+      if (w[i] > b[i]) {
+        out_.warnings.push_back(detail::concat("stage ", s, "'s W (", w[i], " us) above its B (", b[i],
+                                               " us): W taken as B"));
+        w[i] = b[i];
+      }
+    }
+    if (assumed_w.size() == S) {
+      out_.warnings.push_back(detail::concat("no region matches --weight '", patterns_[Weight],
+                                             "': W taken as half of B"));
+    } else if (!assumed_w.empty()) {
+      std::string list;
+      for (int s : assumed_w) list += (list.empty() ? "" : ", ") + std::to_string(s);
+      out_.warnings.push_back(detail::concat("stages ", list, " have no region matching --weight '", patterns_[Weight],
+                                             "' (they ran whole backwards): their W taken as half of B"));
+    }
+    CostModel& c = out_.costs;
+    c.forward = mean(f);
+    c.backward = mean(b);
+    c.weight = mean(w);
+    if (S > 1) c.stage_forward = f, c.stage_backward = b, c.stage_weight = w;
+    out_.stages = stages.front() < 0 ? 0 : static_cast<int>(S);
+    note("F", c.forward, group_measure(Forward), {Forward});
+    note("B", c.backward, per_stage(b_measure, stages), {Backward, Input, Weight});
+    note("W", c.weight, per_stage(w_measure, stages), {Weight});
+    if (mean(a2a) > 0) {
+      c.all_to_all = mean(a2a);
+      note("a2a", c.all_to_all, "communication per chunk", {Forward});
+    }
+    for (const auto& [kind, key] : {std::pair{Pair, "FB"}, std::pair{Message, "comm"}}) {
+      Group all;
+      for (const auto& [stage, g] : groups_[kind])
+        for (const Occurrences& o : g.names) all.names.push_back(o);
+      if (all.empty()) continue;
+      std::vector<double> durations;
+      for (const Occurrences& o : all.names) durations.insert(durations.end(), o.durations.begin(), o.durations.end());
+      (kind == Pair ? c.overlapped.emplace() : c.comm) = median(durations);
+      note(key, kind == Pair ? *c.overlapped : c.comm, "median duration", {kind});
+    }
+    if (!rank_updates_.empty()) {
+      out_.update = *std::min_element(rank_updates_.begin(), rank_updates_.end());
+      note("update", out_.update, "least median of a rank", {Update});
+    }
+    c.check();
+    std::vector<std::string> unique;  // a per-stage assumption is said once
+    for (const std::string& w : out_.warnings)
+      if (std::find(unique.begin(), unique.end(), w) == unique.end()) unique.push_back(w);
+    out_.warnings = std::move(unique);
+    return std::move(out_);
+  }
+
+ private:
+  // The kind the region is read as (kKinds: none).
+  int classify(const KinetoRegion& region) {
+    auto [base, stage] = split_stage(region.name);
+    for (int k = 0; k < kKinds; ++k)
+      if (regex_[k] && std::regex_search(base, *regex_[k])) {
+        groups_[k][stage].add(region);
+        return k;
+      }
+    return kKinds;
+  }
+
+  const Group& group(Kind k, int stage) const {
+    static const Group none;
+    const auto it = groups_[k].find(stage);
+    return it == groups_[k].end() ? none : it->second;
+  }
+  bool any(Kind k) const { return !groups_[k].empty(); }
+
+  // The stages whose costs are read: 0 to S-1 where forward regions name their stages, else one (-1).
+  std::vector<int> stages_read() {
+    std::set<int> named;
+    for (const auto& [stage, g] : groups_[Forward])
+      if (stage >= 0) named.insert(stage);
+    if (named.empty()) return {-1};
+    if (!group(Forward, -1).empty())
+      out_.warnings.push_back("forward regions without a stage (\" stage N\") are not read beside those with one");
+    std::vector<int> stages;
+    for (int s = 0; s <= *named.rbegin(); ++s) {
+      const bool has_backward = !group(Backward, s).empty() || !group(Input, s).empty();
+      DUALPIPE_REQUIRE(named.count(s) && has_backward, "the regions name stages up to ", *named.rbegin(),
+                       " but stage ", s, " has no ", named.count(s) ? "backward" : "forward", " region (",
+                       named.count(s) ? "--backward or --backward-input" : "--forward", ")");
+      stages.push_back(s);
+    }
+    return stages;
+  }
+
+  // How many chunks a stage's phases make up: its chunk pairs (DualPipe's pair region holds a forward and a
+  // backward chunk), else the fewest occurrences of one phase.
+  int chunks_of(int stage) {
+    if (const Group& pairs = group(Pair, stage); !pairs.empty()) return pairs.count();
+    const Group& forward = group(Forward, stage);
+    if (!forward.phases()) return 1;
+    int fewest = forward.names[0].count();
+    for (const Occurrences& o : forward.names) fewest = std::min(fewest, o.count());
+    out_.warnings.push_back(detail::concat("no region matches --overlapped '", patterns_[Pair],
+                                           "' to count the chunks: each phase taken to run once per chunk (",
+                                           fewest, " chunks)"));
+    return fewest;
+  }
+
+  std::string group_measure(Kind k) {
+    for (const auto& [stage, g] : groups_[k])
+      if (!g.empty()) return g.measure();
+    return "";
+  }
+
+  void note(const char* cost, double value, std::string measure, std::initializer_list<Kind> kinds) {
+    KinetoCostSource source{cost, value, std::move(measure), {}, 0};
+    for (Kind k : kinds)
+      for (const auto& [stage, g] : groups_[k])
+        for (const Occurrences& o : g.names) {
+          source.regions.push_back(o.name);
+          source.occurrences += o.count();
+        }
+    out_.sources.push_back(std::move(source));
+  }
+
+  // One measure, or each stage's where they differ ("stage 0: I + W; stage 1: median duration").
+  static std::string per_stage(const std::vector<std::string>& measures, const std::vector<int>& stages) {
+    if (std::all_of(measures.begin(), measures.end(), [&](const std::string& m) { return m == measures[0]; }))
+      return measures[0];
+    std::string text;
+    for (std::size_t i = 0; i < measures.size(); ++i)
+      text += detail::concat(i ? "; " : "", "stage ", stages[i], ": ", measures[i]);
+    return text;
+  }
+
+  static double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); }
+
+  const std::vector<const KinetoSummary*>& ranks_;
+  std::array<std::string, kKinds> patterns_;
+  std::array<std::optional<std::regex>, kKinds> regex_;
+  std::array<Groups, kKinds> groups_;
+  std::vector<double> rank_updates_;  // each rank's median update
+  KinetoCosts out_;
+};
 
 }  // namespace
 
+void KinetoCostNames::check() const {
+  const std::array<std::string, kKinds> patterns = patterns_of(*this);
+  for (int k = 0; k < kKinds; ++k) compile(patterns[k], kOption[k]);
+}
+
+KinetoCosts costs_from_kineto(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names) {
+  return Reader(ranks, names).read();
+}
+
 KinetoCosts costs_from_kineto(const KinetoSummary& summary, const KinetoCostNames& names) {
-  const KinetoRegion* forward = find_region(summary, names.forward);
-  const KinetoRegion* backward = find_region(summary, names.backward);
-  for (const auto& [region, option, name] : {std::tuple{forward, "--forward", names.forward},
-                                            std::tuple{backward, "--backward", names.backward}}) {
-    DUALPIPE_REQUIRE(region, "the trace has no region '", name, "' (", option,
-                     "); its record_function regions: ", region_list(summary));
-  }
-  KinetoCosts out;
-  CostModel& c = out.costs;
-  c.forward = forward->median_duration;
-  c.backward = backward->median_duration;
-  if (const KinetoRegion* weight = find_region(summary, names.weight)) {
-    // A split backward records its input-gradient part as the backward region and W apart: B = I + W.
-    c.weight = weight->median_duration;
-    c.backward += c.weight;
-  } else {
-    c.weight = c.backward / 2;
-    out.warnings.push_back(names.weight.empty() ? "no weight region (--weight ''): W taken as half of B"
-                                                : "no region '" + names.weight + "' (--weight): W taken as half of B");
-  }
-  if (const KinetoRegion* pair = find_region(summary, names.overlapped)) c.overlapped = pair->median_duration;
-  if (const KinetoRegion* comm = find_region(summary, names.comm)) c.comm = comm->median_duration;
-  c.check();
-  return out;
+  return costs_from_kineto(std::vector<const KinetoSummary*>{&summary}, names);
+}
+
+std::string cost_source_text(const KinetoCostSource& source) {
+  char value[64];
+  std::snprintf(value, sizeof value, "%.3f", source.value);
+  std::string text = source.cost + " = " + value + " us: " + source.measure;
+  if (source.regions.empty()) return text;
+  constexpr std::size_t kListed = 8;
+  text += " (" + std::to_string(source.occurrences) + " regions: ";
+  for (std::size_t i = 0; i < std::min(kListed, source.regions.size()); ++i)
+    text += (i ? ", " : "") + source.regions[i];
+  if (source.regions.size() > kListed) text += " and " + std::to_string(source.regions.size() - kListed) + " more";
+  return text + ")";
 }
 
 }  // namespace dualpipe

@@ -73,11 +73,31 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
   }
   if (summary.streams.size() > kStreamRows)
     text += formatted("(%zu more; --format json lists every one)\n", summary.streams.size() - kStreamRows);
-  if (costs) {
-    text += "\ncosts (microseconds, for --cost): " + costs->costs.to_string() + "\n";
-    for (const std::string& w : costs->warnings) text += "note: " + w + "\n";
-  }
+  if (costs) text += "\n" + kineto_costs_text(*costs);
   return text;
+}
+
+std::string kineto_costs_text(const KinetoCosts& costs) {
+  std::string text = "costs (microseconds, for --cost): " + costs.costs.to_string() + "\n";
+  for (const KinetoCostSource& source : costs.sources) text += "  " + cost_source_text(source) + "\n";
+  for (const std::string& w : costs.warnings) text += "note: " + w + "\n";
+  return text;
+}
+
+nlohmann::ordered_json kineto_costs_json(const KinetoCosts* costs) {
+  nlohmann::ordered_json out;
+  out["costs_text"] = costs ? nlohmann::ordered_json(costs->costs.to_string()) : nlohmann::ordered_json();
+  nlohmann::ordered_json sources = nlohmann::ordered_json::array();
+  if (costs)
+    for (const KinetoCostSource& s : costs->sources)
+      sources.push_back({{"cost", s.cost},
+                         {"value", s.value},
+                         {"measure", s.measure},
+                         {"regions", s.regions},
+                         {"occurrences", s.occurrences}});
+  out["cost_sources"] = sources;
+  out["warnings"] = costs ? nlohmann::ordered_json(costs->warnings) : nlohmann::ordered_json::array();
+  return out;
 }
 
 namespace {
@@ -121,12 +141,11 @@ std::string kineto_json(const std::string& source, const KinetoTrace& trace, con
   out["gpu_kernels"] = trace.has_gpu_kernels;
   out["time_unit"] = "us";
   summary_json(summary, out);
-  out["costs_text"] = costs ? nlohmann::ordered_json(costs->costs.to_string()) : nlohmann::ordered_json();
-  out["warnings"] = costs ? nlohmann::ordered_json(costs->warnings) : nlohmann::ordered_json::array();
+  out.update(kineto_costs_json(costs));
   return out.dump(2) + "\n";
 }
 
-std::string kineto_ranks_table(const KinetoRanks& ranks) {
+std::string kineto_ranks_table(const KinetoRanks& ranks, const KinetoCosts* costs) {
   std::string text = formatted("profiler traces of %zu ranks: clocks aligned on the collectives they share, step is "
                                "the median ProfilerStep (or the span of the work)\n\n",
                                ranks.ranks.size());
@@ -145,10 +164,11 @@ std::string kineto_ranks_table(const KinetoRanks& ranks) {
                       printable_line(slow.source).c_str(), slow.step / 1e3,
                       100 * share(slow.step - ranks.median_step, ranks.median_step), ranks.median_step / 1e3);
   }
+  if (costs) text += "\nevery rank's regions read together:\n" + kineto_costs_text(*costs);
   return text;
 }
 
-std::string kineto_ranks_json(const KinetoRanks& ranks) {
+std::string kineto_ranks_json(const KinetoRanks& ranks, const KinetoCosts* costs) {
   nlohmann::ordered_json out;
   out["time_unit"] = "us";
   out["median_step"] = ranks.median_step;
@@ -166,6 +186,7 @@ std::string kineto_ranks_json(const KinetoRanks& ranks) {
     list.push_back(rank);
   }
   out["ranks"] = list;
+  out.update(kineto_costs_json(costs));
   return out.dump(2) + "\n";
 }
 

@@ -92,6 +92,8 @@ KinetoRanks read_kineto_ranks(const std::vector<std::string>& paths, const Kinet
     KinetoRankSummary rank;
     rank.source = file;
     rank.rank = trace.rank;
+    rank.schedule = trace.schedule;
+    rank.schedule_kind = trace.schedule_kind;
     rank.summary = summarize_kineto(trace);
     rank.step = step_of(trace, rank.summary);
     every_rank_named = every_rank_named && trace.rank >= 0;

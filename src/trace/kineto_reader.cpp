@@ -226,6 +226,13 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
       reader.trace.rank = static_cast<int>(r);
     }
   }
+  // `dualpipe train --kineto-trace`'s record of the schedule the rank ran.
+  const auto run = doc.find("dualpipe");
+  if (run != doc.end() && run->is_object()) {
+    const auto schedule = run->find("schedule"), kind = run->find("kind");
+    if (schedule != run->end() && schedule->is_string()) reader.trace.schedule = schedule->get<std::string>();
+    if (kind != run->end() && kind->is_string()) reader.trace.schedule_kind = kind->get<std::string>();
+  }
   return std::move(reader.trace);
 }
 

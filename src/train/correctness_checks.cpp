@@ -119,4 +119,10 @@ ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::m
   return check;
 }
 
+std::string problems_text(const std::vector<std::string>& problems) {
+  std::string text;
+  for (const std::string& line : problems) text += (text.empty() ? "" : "\n") + line;
+  return text;
+}
+
 }  // namespace dualpipe::train

@@ -53,4 +53,7 @@ struct ReplicaCheck {
 ReplicaCheck compare_replicas(const Placement& placement, int rank, const std::map<int, StageState>& stages,
                               comm::Communicator& communicator, std::chrono::milliseconds timeout);
 
+// A check's problems, one per line, for its error.
+std::string problems_text(const std::vector<std::string>& problems);
+
 }  // namespace dualpipe::train

@@ -17,6 +17,7 @@
 #include "checkpoint_io.h"
 #include "device_choice.h"
 #include "device_emulation.h"
+#include "kineto_profile.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -181,6 +182,7 @@ void check_config(const TrainConfig& c) {
   choose_device(c);
   check_output_path("--trace", c.trace);
   check_output_path("--metrics", c.metrics);
+  check_kineto_trace_dir(c.kineto_trace, c.steps, c.kineto_steps);
   TrainingData data = load_training_data(c);
   std::vector<NamedPath> inputs = {{"--schedule-file", c.schedule_file}, {"--checkpoint-dir", c.checkpoint_dir}};
   for (const std::string& file : data.corpus.files) inputs.push_back({"--data", file});

@@ -196,6 +196,12 @@ const std::vector<TrainOption>& train_options() {
       {"--metrics", "Write JSON lines of the config, every step and every evaluation here", "Output", &C::metrics,
        false},
       {"--trace", "Where rank 0 writes the merged Chrome trace (empty: none)", "Output", &C::trace},
+      {"--kineto-trace",
+       "A new directory where each rank writes its PyTorch profiler trace of --kineto-steps steps from step 2 "
+       "(rank<N>.pt.trace.json), for dualpipe profile --kineto and plan --from-kineto (empty: none)",
+       "Output", &C::kineto_trace, false},
+      {"--kineto-steps", "Steps the --kineto-trace profiles (each step of a small model adds megabytes)", "Output",
+       &C::kineto_steps},
       {"--act-bytes",
        "Bytes of one stage's activations for one micro-batch (simulate's act_bytes): prints the planned peak in "
        "bytes beside the measured one",

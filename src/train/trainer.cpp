@@ -16,6 +16,7 @@
 #include "expert_timeline.h"
 #include "gradient_norm.h"
 #include "job_groups.h"
+#include "kineto_profile.h"
 #include "optimizer_sharding.h"
 #include "parameter_sharding.h"
 #include "dualpipe/comm/channels.h"
@@ -47,12 +48,6 @@ constexpr int kEvalTag = comm::tag(comm::Channel::Eval);
 constexpr int kAllToAllTraceTag = comm::tag(comm::Channel::AllToAllTrace);
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-std::string join(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
-  return out;
-}
 
 // Span (first start to last end) and busy time (sum of durations) of this rank's compute actions among
 // records[from..], in microseconds: the figures of sim/step_figures.h, measured.
@@ -136,6 +131,7 @@ class Trainer {
     if (c_.resume) step = resume();
     parameters_.release_all();  // ZeRO-3: from here each replica keeps the tensors it owns
     first_trained_step_ = step + 1;
+    kineto_ = KinetoProfile(c_, plan_.schedule, world().rank(), world().size(), step + 1);
     evaluate(step);
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
@@ -246,6 +242,7 @@ class Trainer {
   }
 
   void train_step(int step) {
+    const auto profiled = kineto_.step(step);  // with --kineto-trace, from step 2
     const auto [inputs, targets] = next_training_microbatches();
     const size_t first_record = executor_->recorded_actions().size();
     const auto start = Clock::now();
@@ -271,6 +268,7 @@ class Trainer {
     }
     traffic_.step_started();
     const runtime::StepResult result = sum_over_context(executor_->step(args));
+    const auto updating = kineto_.region("update");  // the rest of the step, for plan --from-kineto
     double dp_wait_ms = overlap ? dp_.finish() : 0;
     if (!join_copies) executor_->reduce_replica_gradients();  // before a separate DP average, which sums means
     for (auto& [s, state] : stages_) {
@@ -284,7 +282,7 @@ class Trainer {
       check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_,
                                       /*experts_sharded=*/c_.ep > 1, tp_, /*context_parallel=*/c_.cp > 1);
       if (!check.problems.empty())
-        throw Error("step 1 differs from the single-process reference:\n" + join(check.problems));
+        throw Error("step 1 differs from the single-process reference:\n" + problems_text(check.problems));
     }
     const auto update_start = Clock::now();
     if (!overlap)
@@ -371,10 +369,12 @@ class Trainer {
   }
 
   void finish() {
+    const std::string profiled = kineto_.save();  // before the sampling's forwards
+    if (report_ && !profiled.empty()) std::printf("profiler traces: %s and its peers\n", profiled.c_str());
     parameters_.gather_all();  // to compare the replicas and sample
     const ReplicaCheck replicas = compare_replicas(plan_.schedule.placement, rank_, stages_, *comm_, timeout_);
     if (!replicas.problems.empty())
-      throw Error("replicas differ after " + std::to_string(c_.steps) + " steps:\n" + join(replicas.problems));
+      throw Error("replicas differ after " + std::to_string(c_.steps) + " steps:\n" + problems_text(replicas.problems));
     // Reaching this gather means this rank's replicas matched; rank 0 counts the comparisons.
     const auto counts = runtime::gather_to_root(
         *comm_, torch::full({1}, double(replicas.tensors_compared), torch::kDouble), kReplicaStatsTag, timeout_);
@@ -427,6 +427,7 @@ class Trainer {
   std::unique_ptr<runtime::Executor> executor_, forward_only_;
   runtime::ClockSync clock_;
   std::unique_ptr<ProgressReport> report_;
+  KinetoProfile kineto_;  // off unless --kineto-trace
   int first_trained_step_ = 1;  // the first step this run trains (after a resumed checkpoint's)
   CheckpointOwner owner_;                // set when there is a --checkpoint-dir
   std::unique_ptr<DirectoryLock> lock_;  // world rank 0's, of --checkpoint-dir

@@ -135,15 +135,22 @@ def test_the_package_reads_the_costs_the_command_reads(dualpipe, package, traced
     assert str(costs) == report["costs_text"]
     assert [str(w.message).split("): ", 1)[1] for w in caught] == report["warnings"]
     assert package.plan(2, 8, costs).makespan > 0
-    with pytest.raises(ValueError, match="no region 'fwd'"):
-        package.Costs.from_kineto(str(path), forward="fwd")
+    with pytest.raises(ValueError, match=r"no region matches --forward '\^fwd\$'"):
+        package.Costs.from_kineto(str(path), forward="^fwd$")
+    # Which regions made each cost, as the command's json says.
+    _, sources = package.Costs.from_kineto(path, with_sources=True)
+    assert sources == report["cost_sources"]
 
 
 def test_costs_need_the_forward_region(dualpipe, traced):
-    done = subprocess.run([dualpipe, "profile", "--kineto", str(traced / "trace_rank0.json"), "--forward", "fwd"],
+    done = subprocess.run([dualpipe, "profile", "--kineto", str(traced / "trace_rank0.json"), "--forward", "^fwd$"],
                           capture_output=True, text=True)
     assert done.returncode == 0  # the table still comes
-    assert "no costs: the trace has no region 'fwd' (--forward); its record_function regions: forward" in done.stderr
+    assert ("no costs: no region matches --forward '^fwd$'; the trace's record_function regions: forward"
+            in done.stderr)
+    bad = subprocess.run([dualpipe, "profile", "--kineto", str(traced / "trace_rank0.json"), "--forward", "("],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--forward '(' is not a regular expression" in bad.stderr
 
 
 def test_a_recorded_gpu_trace_matches_the_gpus_own_events(dualpipe):

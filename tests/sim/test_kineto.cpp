@@ -2,7 +2,6 @@
 // and their overlap, on traces whose intervals are laid out by hand (the answers follow from the layout).
 #include <gtest/gtest.h>
 
-#include "dualpipe/sim/kineto_costs.h"
 #include "dualpipe/trace/kineto.h"
 #include "dualpipe/util/error.h"
 
@@ -145,39 +144,6 @@ TEST(Kineto, ReadingIsStrictAndNamesTheEvent) {
             std::string::npos);
   std::string deep = "{\"traceEvents\": [], \"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_NE(error_of(deep).find("nested deeper than 32 levels"), std::string::npos);
-}
-
-TEST(KinetoCosts, MediansOfTheNamedRegionsWithBAsIPlusW) {
-  const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      trace_of({event("user_annotation", "forward", 1, 1, 0, 10), event("user_annotation", "forward", 1, 1, 100, 14),
-                event("user_annotation", "forward", 1, 1, 200, 12), event("user_annotation", "backward", 1, 1, 20, 16),
-                event("user_annotation", "weight", 1, 1, 40, 8), event("user_annotation", "p2p", 1, 1, 50, 1)}),
-      "costs.json"));
-  const KinetoCosts costs = costs_from_kineto(s, KinetoCostNames{});
-  EXPECT_DOUBLE_EQ(costs.costs.forward, 12);
-  EXPECT_DOUBLE_EQ(costs.costs.backward, 24);
-  EXPECT_DOUBLE_EQ(costs.costs.weight, 8);
-  EXPECT_DOUBLE_EQ(costs.costs.comm, 1);
-  EXPECT_FALSE(costs.costs.overlapped.has_value());
-  EXPECT_TRUE(costs.warnings.empty());
-
-  KinetoCostNames no_split;
-  no_split.weight = "";
-  const KinetoCosts halved = costs_from_kineto(s, no_split);
-  EXPECT_DOUBLE_EQ(halved.costs.backward, 16);
-  EXPECT_DOUBLE_EQ(halved.costs.weight, 8);
-  ASSERT_EQ(halved.warnings.size(), 1u);
-
-  KinetoCostNames other;
-  other.forward = "fwd";
-  try {
-    costs_from_kineto(s, other);
-    FAIL() << "accepted";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("no region 'fwd' (--forward); its record_function regions: forward, "
-                                         "backward, weight, p2p"),
-              std::string::npos);
-  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "dualpipe/layout/layout_report.h"
 #include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/kineto_plan.h"
 #include "dualpipe/trace/trace.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/number_format.h"
@@ -21,6 +22,40 @@ struct LayoutCommand {
   bool include_unfit = false, families_only = false;
 };
 
+// The costs of torch.profiler traces (a file, or a directory of one per rank), per slice of the ranks that ran
+// where the traces name their schedule (`dualpipe train --kineto-trace`), else per --calibrate-stages.
+layout::Calibration calibration_from_kineto(const LayoutCommand& c, layout::LayoutRequest& request) {
+  const KinetoRun run = read_kineto_run(read_kineto_ranks({c.calibrate}), KinetoCostNames{});
+  const int stages = run.schedule ? run.schedule->num_ranks : c.calibrate_stages;
+  return layout::calibrate_from_costs(request.model, request.cluster, run.costs.costs, stages, c.calibrate_mbs,
+                                      c.calibrate);
+}
+
+// --calibrate: a dualpipe train --trace, torch.profiler traces, or a --cost string (`dualpipe profile --kineto`
+// writes one).
+layout::Calibration calibration_of(const LayoutCommand& c, layout::LayoutRequest& request) {
+  std::error_code error;
+  if (std::filesystem::is_directory(c.calibrate, error)) return calibration_from_kineto(c, request);
+  if (!std::filesystem::exists(c.calibrate, error)) {
+    DUALPIPE_REQUIRE(c.calibrate.find('=') != std::string::npos, "--calibrate '", c.calibrate,
+                     "' is neither a file (a dualpipe train --trace or --kineto-trace) nor a --cost string (F=...,B=...)");
+    return layout::calibrate_from_costs(request.model, request.cluster, CostModel::parse(c.calibrate),
+                                        c.calibrate_stages, c.calibrate_mbs, c.calibrate);
+  }
+  Trace trace;
+  try {
+    trace = read_trace(c.calibrate);
+  } catch (const InvalidArgument& not_ours) {
+    try {
+      return calibration_from_kineto(c, request);
+    } catch (const InvalidArgument& not_kineto) {
+      throw InvalidArgument(std::string(not_ours.what()) + "; nor is it a PyTorch profiler trace with costs: " +
+                            not_kineto.what());
+    }
+  }
+  return layout::calibrate(request.model, request.cluster, trace, c.calibrate_mbs, c.calibrate);
+}
+
 void run(const LayoutCommand& c) {
   check_output(c.output, {{"--model", c.model}, {"--cluster", c.cluster}, {"--calibrate", c.calibrate}});
   layout::LayoutRequest request;
@@ -34,17 +69,7 @@ void run(const LayoutCommand& c) {
   request.planner = !c.families_only;
   if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
   std::optional<layout::Calibration> calibration;
-  if (!c.calibrate.empty()) {
-    // A trace file, or a --cost string (`dualpipe profile --kineto` writes one).
-    const bool is_file = std::filesystem::exists(c.calibrate);
-    DUALPIPE_REQUIRE(is_file || c.calibrate.find('=') != std::string::npos, "--calibrate '", c.calibrate,
-                     "' is neither a file (a dualpipe train --trace) nor a --cost string (F=...,B=...)");
-    calibration = is_file ? layout::calibrate(request.model, request.cluster, read_trace(c.calibrate),
-                                              c.calibrate_mbs, c.calibrate)
-                          : layout::calibrate_from_costs(request.model, request.cluster,
-                                                         CostModel::parse(c.calibrate), c.calibrate_stages,
-                                                         c.calibrate_mbs, c.calibrate);
-  }
+  if (!c.calibrate.empty()) calibration = calibration_of(c, request);
   const layout::LayoutSearch search = layout::search_layouts(request);
   const layout::Calibration* measured = calibration ? &*calibration : nullptr;
   write_output(c.output, c.format == "json" ? layout::layout_json(request, search, measured)
@@ -96,7 +121,8 @@ void add_layout_command(CLI::App& app) {
   auto* calibrate = sub->add_option(
       "--calibrate", command->calibrate,
       "Fit the time model to a run of --model: a dualpipe train --trace (one replica; compute rate, update and step "
-      "time), or a --cost string in microseconds (compute rate; dualpipe profile --kineto writes one)");
+      "time), its --kineto-trace directory or another PyTorch profiler trace (compute rate, from the regions' "
+      "costs), or a --cost string in microseconds (compute rate; dualpipe profile --kineto writes one)");
   sub->add_option("--calibrate-mbs", command->calibrate_mbs, "Sequences per micro-batch of the --calibrate run (its --batch)")
       ->check(CLI::Range(1, 1 << 20))
       ->needs(calibrate);

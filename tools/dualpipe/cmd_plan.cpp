@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,8 @@
 #include "dualpipe/schedule/pytorch_csv.h"
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/kineto_plan.h"
+#include "dualpipe/sim/kineto_report.h"
 #include "dualpipe/sim/layer_partition.h"
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/result_json.h"
@@ -27,6 +30,7 @@
 #include "dualpipe/util/file_input.h"
 #include "dualpipe/sim/plan_file.h"
 #include "dualpipe/util/output_paths.h"
+#include "kineto_options.h"
 #include "output.h"
 #include "plan_options.h"
 #include "plan_output.h"
@@ -43,6 +47,10 @@ struct PlanCommand {
   std::string format = "table";
   std::string output;
   std::string from_trace;
+  std::vector<std::string> from_kineto;
+  KinetoReadOptions kineto_read;
+  KinetoCostNames kineto_names;
+  std::optional<KinetoRun> kineto;  // what --from-kineto read
   bool families_only = false;
   std::vector<std::string> placements;
   std::string layer_costs;
@@ -57,11 +65,41 @@ std::string two_copies_warning(const PlanCandidate& best) {
          "placement); --placements linear,v,looped keeps to one copy\n";
 }
 
+// The traced run's schedule, its measured step and the step simulated at the costs its traces measured.
+nlohmann::ordered_json traced_run_json(const KinetoRun& run) {
+  nlohmann::ordered_json out = kineto_costs_json(&run.costs);
+  out["time_unit"] = "us";
+  out["measured_step"] = run.measured_step;
+  out["slowest_rank"] = run.slowest_rank;
+  if (run.schedule) {
+    out["schedule"] = run.schedule->kind;
+    out["simulated_pipeline"] = run.simulated_pipeline;
+    out["update"] = run.costs.update;
+    out["simulated_step"] = run.simulated_step;
+    out["simulated_error"] = run.simulated_step / run.measured_step - 1;
+  }
+  return out;
+}
+
+std::string traced_run_text(const KinetoRun& run) {
+  std::string text = kineto_costs_text(run.costs);
+  if (!run.schedule) return text + "(the traces name no schedule: `dualpipe train --kineto-trace` records the one it ran)\n";
+  return text + formatted("traced run: %s, R=%d, M=%d: measured step %.3f ms (median ProfilerStep of rank %d, the "
+                          "slowest); predicted at these costs %.3f ms (%+.1f%%): the schedule simulated %.3f ms, "
+                          "update %.3f ms\n",
+                          run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
+                          run.measured_step / 1e3, run.slowest_rank, run.simulated_step / 1e3,
+                          100 * (run.simulated_step / run.measured_step - 1), run.simulated_pipeline / 1e3,
+                          run.costs.update / 1e3);
+}
+
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
   if (c.format == "text") return format_plan_file(plan.best);
   if (c.format == "csv") return format_pytorch_csv(plan.best.schedule);
-  if (c.format == "json") return plan_json(plan, request).dump(2) + "\n";
-  return {};
+  if (c.format != "json") return {};
+  nlohmann::ordered_json out = plan_json(plan, request);
+  if (c.kineto) out["from_kineto"] = traced_run_json(*c.kineto);
+  return out.dump(2) + "\n";
 }
 
 std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {
@@ -74,8 +112,10 @@ std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest
                             : std::string("none")) +
       " (feasible minimum " + shortest_fixed(plan.minimum_memory) + "), " + std::to_string(plan.evaluated) +
       " schedules simulated\n" +
-      (c.from_trace.empty() ? std::string("times in the costs' units\n\n")
-                            : "times in microseconds, costs fitted from '" + c.from_trace + "'\n\n");
+      (!c.from_trace.empty() ? "times in microseconds, costs fitted from '" + c.from_trace + "'\n\n"
+       : c.kineto           ? "times in microseconds, costs read from the profiler traces\n" +
+                                   traced_run_text(*c.kineto) + "\n"
+                            : std::string("times in the costs' units\n\n"));
   SimulatedSchedule chosen{plan.best.schedule, plan.best.costs, plan.best.metrics};
   chosen.schedule.kind = plan.best.name;
   out += simulated_table(chosen);
@@ -100,25 +140,39 @@ std::string plan_table(const PlanCommand& c, const Plan& plan, const PlanRequest
   return out;
 }
 
+// A measured run's R and M are the plan's: a --ranks or --microbatches that says otherwise is a mistake, not a wish.
+void adopt_run_shape(PlanCommand& c, int ranks, int microbatches, const std::string& source) {
+  DUALPIPE_REQUIRE(c.ranks_option->count() == 0 || c.ranks == ranks, "--ranks ", c.ranks, " contradicts ", source,
+                   ", a run of ", ranks, " ranks (leave --ranks out)");
+  DUALPIPE_REQUIRE(c.microbatches_option->count() == 0 || c.microbatches == microbatches, "--microbatches ",
+                   c.microbatches, " contradicts ", source, ", a run of ", microbatches,
+                   " micro-batches (leave --microbatches out)");
+  c.ranks = ranks;
+  c.microbatches = microbatches;
+}
+
 void run(PlanCommand& c) {
   // Refused before the work, leaving nothing behind.
-  check_output(c.output, {{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}});
+  std::vector<NamedPath> inputs = {{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}};
+  for (const std::string& path : c.from_kineto) inputs.push_back({"--from-kineto", path});
+  check_output(c.output, inputs);
   PlanRequest request;
+  DUALPIPE_REQUIRE(c.from_trace.empty() || c.from_kineto.empty(), "--from-trace and --from-kineto are two sources of "
+                   "the same costs: give one");
+  DUALPIPE_REQUIRE(c.cost.empty() || (c.from_trace.empty() && c.from_kineto.empty()), "--",
+                   c.from_trace.empty() ? "from-kineto" : "from-trace",
+                   " reads the costs of the run; it cannot be combined with --cost");
   if (!c.from_trace.empty()) {
-    DUALPIPE_REQUIRE(c.cost.empty(), "--from-trace fits the costs of the run; it cannot be combined with --cost");
-    const int given_ranks = c.ranks, given_microbatches = c.microbatches;
     const SliceCosts fitted = slice_costs_from_trace(read_trace(c.from_trace), c.from_trace);
     for (const std::string& w : fitted.warnings) std::cerr << "warning: fitting '" << c.from_trace << "': " << w << "\n";
     request.costs = fitted.costs;
-    c.ranks = fitted.ranks;
-    c.microbatches = fitted.microbatches;
-    // The trace's R and M are the run's: a --ranks or --microbatches that says otherwise is a mistake, not a wish.
-    DUALPIPE_REQUIRE(c.ranks_option->count() == 0 || given_ranks == c.ranks, "--ranks ", given_ranks,
-                     " contradicts --from-trace '", c.from_trace, "', a run of ", c.ranks,
-                     " ranks (leave --ranks out)");
-    DUALPIPE_REQUIRE(c.microbatches_option->count() == 0 || given_microbatches == c.microbatches, "--microbatches ",
-                     given_microbatches, " contradicts --from-trace '", c.from_trace, "', a run of ", c.microbatches,
-                     " micro-batches (leave --microbatches out)");
+    adopt_run_shape(c, fitted.ranks, fitted.microbatches, "--from-trace '" + c.from_trace + "'");
+  } else if (!c.from_kineto.empty()) {
+    c.kineto_names.check();
+    c.kineto = read_kineto_run(read_kineto_ranks(c.from_kineto, c.kineto_read), c.kineto_names);
+    request.costs = c.kineto->costs.costs;
+    if (const std::optional<Schedule>& ran = c.kineto->schedule)
+      adopt_run_shape(c, ran->num_ranks, ran->num_microbatches, "--from-kineto (the schedule the traces ran)");
   } else {
     request.costs = CostModel::parse(c.cost);
   }
@@ -151,7 +205,8 @@ void add_plan_command(CLI::App& app) {
       "  dualpipe plan -r 8 -m 24 --cost F=18.522,B=27.423,W=9.337,comm=0.601,w_mem=0.366 --memory-limit 16 "
       "--objective span\n"
       "  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt\n"
-      "  dualpipe plan --from-trace run.json --memory-limit 6");
+      "  dualpipe plan --from-trace run.json --memory-limit 6\n"
+      "  dualpipe plan --from-kineto traces/     (dualpipe train --kineto-trace traces/)");
   command->ranks_option =
       sub->add_option("-r,--ranks", command->ranks, "Pipeline ranks (devices), R")->capture_default_str();
   command->microbatches_option =
@@ -175,6 +230,11 @@ void add_plan_command(CLI::App& app) {
   add_output_option(*sub, command->output);
   sub->add_option("--from-trace", command->from_trace,
                   "Fit the costs, R and M of a measured run (a dualpipe trace) and plan for them");
+  sub->add_option("--from-kineto", command->from_kineto,
+                  "Read the costs of a run from its PyTorch profiler traces: a trace, several, or a directory of one "
+                  "per rank (dualpipe train --kineto-trace writes them, with the schedule that ran: its R and M, and "
+                  "its step simulated beside the measured one)");
+  add_kineto_options(*sub, command->kineto_read, command->kineto_names);
   sub->add_option("--layer-costs", command->layer_costs,
                   "Per-layer costs, one line per layer: F B W act_bytes (commas or blanks; a header line and # "
                   "comments allowed): each schedule gets the balanced cut of the layers into its stages");

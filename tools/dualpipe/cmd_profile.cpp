@@ -10,6 +10,7 @@
 #include "dualpipe/sim/kineto_report.h"
 #include "dualpipe/util/printable.h"
 #include "dualpipe/util/error.h"
+#include "kineto_options.h"
 #include "output.h"
 
 namespace dualpipe::cli {
@@ -22,33 +23,49 @@ struct ProfileCommand {
   KinetoReadOptions read;
 };
 
+// Costs need the forward and backward regions; a trace without them still gets its table, and says so.
+std::optional<KinetoCosts> costs_or_reason(const std::vector<const KinetoSummary*>& summaries,
+                                           const KinetoCostNames& names, std::string& reason) {
+  try {
+    return costs_from_kineto(summaries, names);
+  } catch (const InvalidArgument& e) {
+    reason = e.what();
+    return std::nullopt;
+  }
+}
+
+// The message lists region names from the trace: escaped and bounded like an error.
+void say_missing(const std::string& reason) {
+  if (!reason.empty()) std::fprintf(stderr, "dualpipe profile: no costs: %s\n", printable_message(reason).c_str());
+}
+
 // Several ranks' traces side by side (several files, or a directory of them).
 void run_ranks(const ProfileCommand& c) {
   const KinetoRanks ranks = read_kineto_ranks(c.kineto, c.read);
-  write_output(c.output, c.format == "json" ? kineto_ranks_json(ranks) : kineto_ranks_table(ranks));
+  std::vector<const KinetoSummary*> summaries;
+  for (const KinetoRankSummary& r : ranks.ranks) summaries.push_back(&r.summary);
+  std::string missing;
+  const std::optional<KinetoCosts> costs = costs_or_reason(summaries, c.names, missing);
+  const KinetoCosts* read = costs ? &*costs : nullptr;
+  write_output(c.output, c.format == "json" ? kineto_ranks_json(ranks, read) : kineto_ranks_table(ranks, read));
+  say_missing(missing);
 }
 
 void run(const ProfileCommand& c) {
   std::vector<NamedPath> inputs;
   for (const std::string& path : c.kineto) inputs.push_back({"--kineto", path});
   check_output(c.output, inputs);
+  c.names.check();
   std::error_code error;
   if (c.kineto.size() > 1 || std::filesystem::is_directory(c.kineto[0], error)) return run_ranks(c);
   const std::string& path = c.kineto[0];
   const KinetoTrace trace = read_kineto_trace(path, c.read);
   const KinetoSummary summary = summarize_kineto(trace);
-  // Costs need the forward and backward regions; a trace without them still gets its table, and says so.
-  std::optional<KinetoCosts> costs;
   std::string missing;
-  try {
-    costs = costs_from_kineto(summary, c.names);
-  } catch (const InvalidArgument& e) {
-    missing = e.what();
-  }
+  const std::optional<KinetoCosts> costs = costs_or_reason({&summary}, c.names, missing);
   write_output(c.output, c.format == "json" ? kineto_json(path, trace, summary, costs ? &*costs : nullptr)
                                             : kineto_table(path, trace, summary, costs ? &*costs : nullptr));
-  // The message lists region names from the trace: escaped and bounded like an error.
-  if (!missing.empty()) std::fprintf(stderr, "dualpipe profile: no costs: %s\n", printable_message(missing).c_str());
+  say_missing(missing);
 }
 
 }  // namespace
@@ -61,28 +78,14 @@ void add_profile_command(CLI::App& app) {
   sub->footer(
       "Examples:\n"
       "  dualpipe profile --kineto trace.json\n"
-      "  dualpipe profile --kineto trace.json --forward fwd --backward bwd --weight '' --format json\n"
+      "  dualpipe profile --kineto trace.json --forward '^fwd$' --backward '^bwd$' --weight '' --format json\n"
       "  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'\n"
       "  dualpipe profile --kineto traces/            (one trace per rank)");
   sub->add_option("--kineto", command->kineto,
                   "A trace from torch.profiler's export_chrome_trace; several (or a directory of *.json): one per rank, "
                   "side by side with their clocks aligned and the slowest rank named")
       ->required();
-  sub->add_option("--comm-kernel", command->read.communication_patterns,
-                  "A regular expression (ECMAScript, any case) for kernel and operator names that are communication, "
-                  "besides NCCL's, DeepEP's, gloo's, c10d's and the collectives' names; repeatable")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--forward", command->names.forward, "The region read as F")->capture_default_str();
-  sub->add_option("--backward", command->names.backward,
-                  "The region read as B (its input-gradient part when --weight's region exists)")
-      ->capture_default_str();
-  sub->add_option("--weight", command->names.weight, "The region read as W ('' for none: W = B/2)")
-      ->capture_default_str();
-  sub->add_option("--overlapped", command->names.overlapped, "The region read as FB, an overlapped pair")
-      ->capture_default_str();
-  sub->add_option("--comm", command->names.comm, "The region read as comm, one pipeline message")
-      ->capture_default_str();
+  add_kineto_options(*sub, command->read, command->names);
   sub->add_option("-f,--format", command->format, "Output form: table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();

@@ -40,6 +40,8 @@ struct KinetoTrace {
   std::vector<KinetoEvent> events;  // complete events of the kinds above, in file order
   bool has_gpu_kernels = false;     // then compute and communication are measured on the GPU alone
   int rank = -1;                    // distributedInfo.rank, which torch.profiler writes in a distributed job
+  std::string schedule;             // dualpipe.schedule: the text form of the schedule `dualpipe train` ran
+  std::string schedule_kind;        // dualpipe.kind: its name
 };
 
 // What the reader counts as communication besides the built-in names: the user's patterns (ECMAScript regular

@@ -13,6 +13,7 @@ namespace dualpipe {
 struct KinetoRankSummary {
   std::string source;
   int rank = 0;  // distributedInfo.rank, or the file's position among files that have none
+  std::string schedule, schedule_kind;  // dualpipe.schedule and .kind, where `dualpipe train --kineto-trace` wrote it
   KinetoSummary summary;
   // Microseconds to add to this rank's times to put them on the first rank's clock: the median, over the
   // collectives both ran (the k-th communication of one matched with the k-th of the other), of the difference of

@@ -78,6 +78,8 @@ struct TrainConfig {
   // Outputs.
   std::string metrics;                        // JSON lines; empty: none
   std::string trace = "dualpipe-trace.json";  // merged Chrome trace; empty: none
+  std::string kineto_trace;                   // a directory for each rank's PyTorch profiler trace; empty: none
+  int kineto_steps = 3;                       // steps it profiles, from step 2
   double act_bytes = 0;  // simulate's act_bytes, to print the planned peak in bytes; 0: not given
 
   // Checkpoints (checkpoint.h).

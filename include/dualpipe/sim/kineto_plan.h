@@ -1,0 +1,29 @@
+// What `dualpipe plan --from-kineto` reads from one job's PyTorch profiler traces (one per rank): the costs of a
+// 1/R slice of the model and the events that made them, and, where `dualpipe train --kineto-trace` recorded the
+// schedule it ran, that schedule simulated at the measured costs beside the step the traces measured.
+#pragma once
+
+#include <optional>
+
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/sim/kineto_costs.h"
+#include "dualpipe/trace/kineto_ranks.h"
+
+namespace dualpipe {
+
+struct KinetoRun {
+  KinetoCosts costs;                 // of a 1/R slice, microseconds
+  std::optional<Schedule> schedule;  // the schedule that ran, when the traces name it
+  // Microseconds: the slowest rank's median ProfilerStep (or span of its work), and the step predicted at the
+  // per-stage costs the traces measured (0 without a schedule): the schedule simulated, plus the update.
+  double measured_step = 0;
+  int slowest_rank = 0;
+  double simulated_pipeline = 0;
+  double simulated_step = 0;
+};
+
+// Throws InvalidArgument when the ranks name different schedules, a schedule is invalid, or its stages differ
+// from the stages the regions name (each naming the trace).
+KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names);
+
+}  // namespace dualpipe

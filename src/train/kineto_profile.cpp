@@ -1,0 +1,119 @@
+#include "kineto_profile.h"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/util/atomic_file.h"
+#include "dualpipe/util/error.h"
+
+namespace dualpipe::train {
+
+namespace fs = std::filesystem;
+namespace profiler = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+
+void check_kineto_trace_dir(const std::string& dir, int steps, int profiled_steps) {
+  DUALPIPE_REQUIRE(profiled_steps >= 1 && profiled_steps <= 1000, "--kineto-steps must be 1 to 1000, got ",
+                   profiled_steps);
+  if (dir.empty()) return;
+  DUALPIPE_REQUIRE(steps >= 2, "--kineto-trace profiles the steps after step 1 (checked against a single-process "
+                   "run): give --steps 2 or more, got ", steps);
+  std::error_code error;
+  fs::create_directories(dir, error);
+  DUALPIPE_REQUIRE(fs::is_directory(dir), "--kineto-trace '", dir, "' is not a directory that can be made",
+                   error ? ": " + error.message() : "");
+  for (const auto& entry : fs::directory_iterator(dir))
+    DUALPIPE_REQUIRE(entry.path().extension() != ".json", "--kineto-trace '", dir, "' already holds ",
+                     entry.path().filename().string(), ": give a new or empty directory (a plan would read two "
+                     "runs as one)");
+}
+
+struct KinetoProfile::State {
+  std::string path;
+  // Top-level keys added to the trace: the run, as `plan --from-kineto` reads it, and torch.profiler's own record
+  // of the job (distributedInfo), which `dualpipe profile` orders ranks by. (LibTorch exports no declared way to
+  // add metadata from C++: the keys go into the saved file.)
+  std::string metadata;
+  int first = 2, last = 2;
+  bool running = false, saved = false;
+};
+
+KinetoProfile::KinetoProfile(const TrainConfig& c, const Schedule& schedule, int world_rank, int world_size,
+                             int first) {
+  if (c.kineto_trace.empty()) return;
+  state_ = std::make_unique<State>();
+  state_->first = std::max(first, 2);
+  state_->last = state_->first + c.kineto_steps - 1;
+  state_->path = (fs::path(c.kineto_trace) / ("rank" + std::to_string(world_rank) + ".pt.trace.json")).string();
+  const nlohmann::json keys = {
+      {"dualpipe", {{"kind", schedule.kind}, {"schedule", format_text(schedule)}}},
+      {"distributedInfo", {{"backend", "gloo"}, {"rank", world_rank}, {"world_size", world_size}}}};
+  const std::string text = keys.dump();
+  state_->metadata = text.substr(1, text.size() - 2);  // the keys without their braces
+}
+
+KinetoProfile::KinetoProfile() = default;
+
+KinetoProfile::~KinetoProfile() {
+  if (state_ && state_->running) profiler::disableProfiler();  // a failed run leaves no profiler behind
+}
+KinetoProfile::KinetoProfile(KinetoProfile&&) noexcept = default;
+KinetoProfile& KinetoProfile::operator=(KinetoProfile&&) noexcept = default;
+
+std::shared_ptr<void> KinetoProfile::step(int number) {
+  if (!state_ || number < state_->first) return nullptr;
+  if (number > state_->last) {
+    save();
+    return nullptr;
+  }
+  if (!state_->running) {
+    std::set<ActivityType> activities = {ActivityType::CPU};
+    if (torch::cuda::is_available()) activities.insert(ActivityType::CUDA);
+    torch::profiler::impl::ExperimentalConfig experimental;
+    experimental.profile_all_threads = true;  // an overlapped pair's halves run on threads of their own
+    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO, false, false,
+                                                       false, false, false, experimental);
+    profiler::prepareProfiler(config, activities);
+    profiler::enableProfiler(config, activities);
+    state_->running = true;
+  }
+  return region(("ProfilerStep#" + std::to_string(number)).c_str());
+}
+
+std::shared_ptr<void> KinetoProfile::region(const char* name) {
+  if (!state_ || !state_->running) return nullptr;
+  auto region = std::make_shared<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (region->isActive()) region->before(name);
+  return region;
+}
+
+std::string KinetoProfile::save() {
+  if (!state_ || !(state_->running || state_->saved)) return {};
+  if (state_->saved) return state_->path;
+  std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  state_->running = false;
+  const std::string saved = state_->path + ".partial";
+  result->save(saved);
+  std::string trace;
+  {
+    std::ifstream in(saved, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    trace = text.str();
+  }
+  fs::remove(saved);
+  const std::size_t open = trace.find('{');
+  DUALPIPE_CHECK(open != std::string::npos, "the profiler wrote no JSON object to ", saved);
+  write_file_atomically(state_->path, trace.insert(open + 1, "\n  " + state_->metadata + ","));
+  state_->saved = true;
+  return state_->path;
+}
+
+}  // namespace dualpipe::train
