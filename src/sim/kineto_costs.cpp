@@ -140,12 +140,13 @@ class Reader {
     const std::vector<int> stages = stages_read();
     const std::size_t S = stages.size();
     std::vector<double> f(S), b(S), w(S), a2a(S);
-    std::vector<std::string> b_measure(S), w_measure(S);
+    std::vector<std::string> f_measure(S), b_measure(S), w_measure(S);
     std::vector<int> assumed_w;  // stages without weight regions
     for (std::size_t i = 0; i < S; ++i) {
       const int s = stages[i];
       const int chunks = chunks_of(s);
       f[i] = group(Forward, s).time(chunks);
+      f_measure[i] = group(Forward, s).measure();
       if (group(Forward, s).phases()) a2a[i] = group(Forward, s).communication(chunks);
       const bool has_w = !group(Weight, s).empty();
       if (has_w) w[i] = group(Weight, s).time(chunks), w_measure[i] = group(Weight, s).measure();
@@ -180,12 +181,12 @@ class Reader {
     c.weight = mean(w);
     if (S > 1) c.stage_forward = f, c.stage_backward = b, c.stage_weight = w;
     out_.stages = stages.front() < 0 ? 0 : static_cast<int>(S);
-    note("F", c.forward, group_measure(Forward), {Forward});
-    note("B", c.backward, per_stage(b_measure, stages), {Backward, Input, Weight});
-    note("W", c.weight, per_stage(w_measure, stages), {Weight});
+    note("F", c.forward, per_stage(f_measure, stages), {Forward}, &stages);
+    note("B", c.backward, per_stage(b_measure, stages), {Backward, Input, Weight}, &stages);
+    note("W", c.weight, per_stage(w_measure, stages), {Weight}, &stages);
     if (mean(a2a) > 0) {
       c.all_to_all = mean(a2a);
-      note("a2a", c.all_to_all, "communication per chunk", {Forward});
+      note("a2a", c.all_to_all, "communication per chunk", {Forward}, &stages);
     }
     for (const auto& [kind, key] : {std::pair{Pair, "FB"}, std::pair{Message, "comm"}}) {
       Group all;
@@ -261,20 +262,18 @@ class Reader {
     return fewest;
   }
 
-  std::string group_measure(Kind k) {
-    for (const auto& [stage, g] : groups_[k])
-      if (!g.empty()) return g.measure();
-    return "";
-  }
-
-  void note(const char* cost, double value, std::string measure, std::initializer_list<Kind> kinds) {
+  // `stages`: the stages whose regions were read; null: all.
+  void note(const char* cost, double value, std::string measure, std::initializer_list<Kind> kinds,
+            const std::vector<int>* stages = nullptr) {
     KinetoCostSource source{cost, value, std::move(measure), {}, 0};
     for (Kind k : kinds)
-      for (const auto& [stage, g] : groups_[k])
+      for (const auto& [stage, g] : groups_[k]) {
+        if (stages && std::find(stages->begin(), stages->end(), stage) == stages->end()) continue;
         for (const Occurrences& o : g.names) {
           source.regions.push_back(o.name);
           source.occurrences += o.count();
         }
+      }
     out_.sources.push_back(std::move(source));
   }
 
