@@ -10,8 +10,9 @@
 # The checks: the CMake summary (CUDA and NCCL on), libtorch_cuda linked into the worker, the GPU's name, the
 # runtime's CUDA tests (tests/runtime/test_cuda_stages.cpp: every schedule kind with CUDA stages and a stream per
 # rank, bit-identical to one stream; an overlapped pair's two streams timed with CUDA events), a few steps of the
-# transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, the refusals, and
-# dualpipe.DualPipe/DualPipeV from Python with the ranks sharing the GPU (built there; needs Python.h).
+# transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, the refusals, torch.profiler
+# phases with exchanges on a side stream read by `dualpipe profile` (checked against CUDA events), a run's
+# --kineto-trace read by `plan --from-kineto`, and dualpipe.DualPipe/DualPipeV from Python with the ranks sharing the GPU (built there; needs Python.h).
 # DUALPIPE_GPU_BIN=DIR skips the build and runs DIR's dualpipe, dualpipe-train-worker and test_runtime instead:
 # binaries built elsewhere against the same PyTorch release (a GPU lent for minutes). DUALPIPE_GPU_PYTHON=0 skips
 # the Python section.
@@ -96,6 +97,14 @@ run() {
   echo "   train on the GPU; nothing crosses between ranks (NCCL refuses two ranks on one GPU)"
   "$bin/dualpipe" train --device cuda --schedule 1f1b --ranks 1 --steps 4 --layers 4 --hidden 64 --heads 4 \
     --seq-len 32 --data docs --trace '' --sample-tokens 0 | grep -E 'channels|^\[rank 0\] +[0-4] |mean step' || failed=1
+  echo "== torch.profiler phases with the exchanges on a side stream (tests/python/kineto_gpu_phases.py), read by"
+  echo "   dualpipe profile --kineto and checked against CUDA events"
+  mkdir -p build-gpu-kineto && "$python" tests/python/kineto_gpu_phases.py build-gpu-kineto "$bin/dualpipe" || failed=1
+  echo "== dualpipe train --kineto-trace on the GPU, and plan --from-kineto: the step predicted from its traces"
+  rm -rf build-gpu-kineto/train && "$bin/dualpipe" train --device cuda --backend gloo --ranks 2 --schedule dualpipe \
+    --steps 6 --kineto-steps 4 --kineto-trace build-gpu-kineto/train --layers 4 --data docs --trace '' \
+    --sample-tokens 0 | grep -E 'mean step|profiler traces' || failed=1
+  "$bin/dualpipe" plan --from-kineto build-gpu-kineto/train | grep -E '^  [A-Za-z0-9]+ = |traced run' || failed=1
   python_on_gpu "$python" "$jobs" || failed=1
   (( failed == 0 )) && echo "gpu_check.sh: PASS" || { echo "gpu_check.sh: FAIL" >&2; exit 1; }
 }

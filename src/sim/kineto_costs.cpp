@@ -172,8 +172,10 @@ class Reader {
     } else if (!assumed_w.empty()) {
       std::string list;
       for (int s : assumed_w) list += (list.empty() ? "" : ", ") + std::to_string(s);
-      out_.warnings.push_back(detail::concat("stages ", list, " have no region matching --weight '", patterns_[Weight],
-                                             "' (they ran whole backwards): their W taken as half of B"));
+      const bool one = assumed_w.size() == 1;
+      out_.warnings.push_back(detail::concat(one ? "stage " : "stages ", list, one ? " has" : " have",
+                                             " no region matching --weight '", patterns_[Weight], "' (",
+                                             one ? "it ran" : "they ran", " whole backwards): W taken as half of B"));
     }
     CostModel& c = out_.costs;
     c.forward = mean(f);
@@ -318,7 +320,7 @@ std::string cost_source_text(const KinetoCostSource& source) {
   std::string text = source.cost + " = " + value + " us: " + source.measure;
   if (source.regions.empty()) return text;
   constexpr std::size_t kListed = 8;
-  text += " (" + std::to_string(source.occurrences) + " regions: ";
+  text += " (" + std::to_string(source.occurrences) + (source.occurrences == 1 ? " region: " : " regions: ");
   for (std::size_t i = 0; i < std::min(kListed, source.regions.size()); ++i)
     text += (i ? ", " : "") + source.regions[i];
   if (source.regions.size() > kListed) text += " and " + std::to_string(source.regions.size() - kListed) + " more";

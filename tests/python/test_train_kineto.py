@@ -6,8 +6,11 @@ import json
 import statistics
 import subprocess
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layout"
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +104,19 @@ def test_bad_kineto_options_are_refused_before_the_run(dualpipe, traced, tmp_pat
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
+
+
+def test_layout_calibrates_its_compute_rate_on_the_traces(dualpipe, traced):
+    """`layout --calibrate DIR` fits the compute rate to the costs plan --from-kineto reads: F + B of one micro-batch
+    through every slice of the ranks that ran."""
+    plan = json.loads(subprocess.run([dualpipe, "plan", "--from-kineto", str(traced), "--format", "json"],
+                                     capture_output=True, text=True, check=True).stdout)["from_kineto"]
+    slices = [f + b for f, b in zip(per_stage(plan["costs_text"], "F"), per_stage(plan["costs_text"], "B"))]
+    done = subprocess.run([dualpipe, "layout", "--model", str(EXAMPLES / "small-moe.json"), "--cluster",
+                           str(EXAMPLES / "this-machine-x2.json"), "--global-batch", "16", "--top", "1",
+                           "--calibrate", str(traced), "--calibrate-mbs", "1", "--format", "json"],
+                          capture_output=True, text=True, check=True)
+    calibration = json.loads(done.stdout)["calibration"]
+    assert calibration["pp"] == 2
+    assert calibration["measured_seconds"] == pytest.approx(sum(slices) / 1e6)
+    assert 0 < calibration["matmul_efficiency"] <= 1

@@ -1,0 +1,52 @@
+"""How well `dualpipe plan --from-kineto` predicts the step of the run it read: for each schedule, `dualpipe train
+--kineto-trace` profiles a few steps with PyTorch's profiler, and the plan simulates the schedule that ran at the
+costs the traces measured (plus the update outside the pipeline). Prints measured and predicted side by side.
+
+    python bench/bench_plan_from_kineto.py [--dualpipe build/dualpipe] [--ranks 2] [--repeats 3]
+
+Ranks are processes on this machine: with more ranks than cores they share them, which the simulator (one device
+per rank) does not model; docs/profile.md records both.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def one_run(dualpipe, schedule, ranks, out):
+    subprocess.run([dualpipe, "train", "-r", str(ranks), "--schedule", schedule, "--steps", "6", "--kineto-steps",
+                    "4", "--kineto-trace", str(out), "--trace", "", "--eval-every", "0", "--sample-tokens", "0"],
+                   check=True, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([dualpipe, "plan", "--from-kineto", str(out), "--format", "json"], check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout)["from_kineto"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dualpipe", default="build/dualpipe")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--schedules", default="1f1b,zb-h1,dualpipe,dualpipev")
+    args = parser.parse_args()
+    print(f"R={args.ranks}, M=8, the default model; per schedule {args.repeats} runs, each profiling steps 2-5; "
+          f"median [range] of the runs")
+    print(f"{'schedule':<10} {'measured ms':>22} {'predicted ms':>22} {'error':>22}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for schedule in args.schedules.split(","):
+            runs = [one_run(args.dualpipe, schedule, args.ranks, Path(tmp) / f"{schedule}-{i}")
+                    for i in range(args.repeats)]
+            measured = [r["measured_step"] / 1e3 for r in runs]
+            predicted = [r["simulated_step"] / 1e3 for r in runs]
+            error = [100 * r["simulated_error"] for r in runs]
+
+            def cell(values, unit=""):
+                return f"{statistics.median(values):.1f}{unit} [{min(values):.1f}, {max(values):.1f}]"
+
+            print(f"{schedule:<10} {cell(measured):>22} {cell(predicted):>22} {cell(error, '%'):>22}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
