@@ -138,67 +138,29 @@ class Reader {
         throw InvalidArgument(detail::concat("no region matches ", kOption[k], " '", patterns_[k],
                                              "'; the trace's record_function regions: ", region_list(ranks_)));
     const std::vector<int> stages = stages_read();
-    const std::size_t S = stages.size();
-    std::vector<double> f(S), b(S), w(S), a2a(S);
-    std::vector<std::string> f_measure(S), b_measure(S), w_measure(S);
-    std::vector<int> assumed_w;  // stages without weight regions
-    for (std::size_t i = 0; i < S; ++i) {
-      const int s = stages[i];
-      const int chunks = chunks_of(s);
-      f[i] = group(Forward, s).time(chunks);
-      f_measure[i] = group(Forward, s).measure();
-      if (group(Forward, s).phases()) a2a[i] = group(Forward, s).communication(chunks);
-      const bool has_w = !group(Weight, s).empty();
-      if (has_w) w[i] = group(Weight, s).time(chunks), w_measure[i] = group(Weight, s).measure();
-      if (!group(Backward, s).empty()) {
-        // A backward beside weight regions and no input-gradient ones is the input-gradient part.
-        const bool split = has_w && !any(Input);
-        b[i] = group(Backward, s).time(chunks) + (split ? w[i] : 0);
-        b_measure[i] = split ? "B + W" : group(Backward, s).measure();
-      } else {
-        b[i] = group(Input, s).time(chunks) + (has_w ? w[i] : 0);
-        b_measure[i] = has_w ? "I + W" : group(Input, s).measure();
-      }
-      if (!has_w) w[i] = b[i] / 2, w_measure[i] = "B/2 (assumed)", assumed_w.push_back(s);
-      if (w[i] > b[i]) {
-        out_.warnings.push_back(detail::concat("stage ", s, "'s W (", w[i], " us) above its B (", b[i],
-                                               " us): W taken as B"));
-        w[i] = b[i];
-      }
-    }
-    if (assumed_w.size() == S) {
-      out_.warnings.push_back(detail::concat("no region matches --weight '", patterns_[Weight],
-                                             "': W taken as half of B"));
-    } else if (!assumed_w.empty()) {
-      std::string list;
-      for (int s : assumed_w) list += (list.empty() ? "" : ", ") + std::to_string(s);
-      const bool one = assumed_w.size() == 1;
-      out_.warnings.push_back(detail::concat(one ? "stage " : "stages ", list, one ? " has" : " have",
-                                             " no region matching --weight '", patterns_[Weight], "' (",
-                                             one ? "it ran" : "they ran", " whole backwards): W taken as half of B"));
-    }
+    StageCosts per;
+    for (int s : stages) read_stage(s, per);
+    say_assumed_weights(per.assumed_w, stages.size());
     CostModel& c = out_.costs;
-    c.forward = mean(f);
-    c.backward = mean(b);
-    c.weight = mean(w);
-    if (S > 1) c.stage_forward = f, c.stage_backward = b, c.stage_weight = w;
-    out_.stages = stages.front() < 0 ? 0 : static_cast<int>(S);
-    note("F", c.forward, per_stage(f_measure, stages), {Forward}, &stages);
-    note("B", c.backward, per_stage(b_measure, stages), {Backward, Input, Weight}, &stages);
-    note("W", c.weight, per_stage(w_measure, stages), {Weight}, &stages);
-    if (mean(a2a) > 0) {
-      c.all_to_all = mean(a2a);
+    c.forward = mean(per.f);
+    c.backward = mean(per.b);
+    c.weight = mean(per.w);
+    if (stages.size() > 1) c.stage_forward = per.f, c.stage_backward = per.b, c.stage_weight = per.w;
+    out_.stages = stages.front() < 0 ? 0 : static_cast<int>(stages.size());
+    note("F", c.forward, per_stage(per.f_measure, stages), {Forward}, &stages);
+    note("B", c.backward, per_stage(per.b_measure, stages), {Backward, Input, Weight}, &stages);
+    note("W", c.weight, per_stage(per.w_measure, stages), {Weight}, &stages);
+    if (mean(per.a2a) > 0) {
+      c.all_to_all = mean(per.a2a);
       note("a2a", c.all_to_all, "communication per chunk", {Forward}, &stages);
     }
-    for (const auto& [kind, key] : {std::pair{Pair, "FB"}, std::pair{Message, "comm"}}) {
-      Group all;
-      for (const auto& [stage, g] : groups_[kind])
-        for (const Occurrences& o : g.names) all.names.push_back(o);
-      if (all.empty()) continue;
-      std::vector<double> durations;
-      for (const Occurrences& o : all.names) durations.insert(durations.end(), o.durations.begin(), o.durations.end());
-      (kind == Pair ? c.overlapped.emplace() : c.comm) = median(durations);
-      note(key, kind == Pair ? *c.overlapped : c.comm, "median duration", {kind});
+    if (const std::optional<double> fb = median_of_every_stage(Pair)) {
+      c.overlapped = *fb;
+      note("FB", *fb, "median duration", {Pair});
+    }
+    if (const std::optional<double> comm = median_of_every_stage(Message)) {
+      c.comm = *comm;
+      note("comm", *comm, "median duration", {Message});
     }
     if (!rank_updates_.empty()) {
       out_.update = *std::min_element(rank_updates_.begin(), rank_updates_.end());
@@ -213,6 +175,66 @@ class Reader {
   }
 
  private:
+  // F, B, W and a2a of each stage read, and how each was measured.
+  struct StageCosts {
+    std::vector<double> f, b, w, a2a;
+    std::vector<std::string> f_measure, b_measure, w_measure;
+    std::vector<int> assumed_w;  // stages without weight regions
+  };
+
+  void read_stage(int s, StageCosts& per) {
+    const int chunks = chunks_of(s);
+    const Group& forward = group(Forward, s);
+    per.f.push_back(forward.time(chunks));
+    per.f_measure.push_back(forward.measure());
+    per.a2a.push_back(forward.phases() ? forward.communication(chunks) : 0);
+    const bool has_w = !group(Weight, s).empty();
+    double w = has_w ? group(Weight, s).time(chunks) : 0, b = 0;
+    std::string w_measure = has_w ? group(Weight, s).measure() : "B/2 (assumed)", b_measure;
+    if (!group(Backward, s).empty()) {
+      // A backward beside weight regions and no input-gradient ones is the input-gradient part.
+      const bool split = has_w && !any(Input);
+      b = group(Backward, s).time(chunks) + (split ? w : 0);
+      b_measure = split ? "B + W" : group(Backward, s).measure();
+    } else {
+      b = group(Input, s).time(chunks) + w;
+      b_measure = has_w ? "I + W" : group(Input, s).measure();
+    }
+    if (!has_w) w = b / 2, per.assumed_w.push_back(s);
+    if (w > b) {
+      out_.warnings.push_back(detail::concat("stage ", s, "'s W (", w, " us) above its B (", b, " us): W taken as B"));
+      w = b;
+    }
+    per.b.push_back(b);
+    per.w.push_back(w);
+    per.b_measure.push_back(b_measure);
+    per.w_measure.push_back(w_measure);
+  }
+
+  void say_assumed_weights(const std::vector<int>& assumed, std::size_t stages) {
+    if (assumed.empty()) return;
+    if (assumed.size() == stages) {
+      out_.warnings.push_back(detail::concat("no region matches --weight '", patterns_[Weight],
+                                             "': W taken as half of B"));
+      return;
+    }
+    std::string list;
+    for (int s : assumed) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    const bool one = assumed.size() == 1;
+    out_.warnings.push_back(detail::concat(one ? "stage " : "stages ", list, one ? " has" : " have",
+                                           " no region matching --weight '", patterns_[Weight], "' (",
+                                           one ? "it ran" : "they ran", " whole backwards): W taken as half of B"));
+  }
+
+  // The median of every occurrence of a kind's regions, whatever their stage; none without any.
+  std::optional<double> median_of_every_stage(Kind k) const {
+    std::vector<double> durations;
+    for (const auto& [stage, g] : groups_[k])
+      for (const Occurrences& o : g.names) durations.insert(durations.end(), o.durations.begin(), o.durations.end());
+    if (durations.empty()) return std::nullopt;
+    return median(std::move(durations));
+  }
+
   // The kind the region is read as (kKinds: none).
   int classify(const KinetoRegion& region) {
     auto [base, stage] = split_stage(region.name);
@@ -236,7 +258,11 @@ class Reader {
     std::set<int> named;
     for (const auto& [stage, g] : groups_[Forward])
       if (stage >= 0) named.insert(stage);
-    if (named.empty()) return {-1};
+    if (named.empty()) {
+      DUALPIPE_REQUIRE(!group(Backward, -1).empty() || !group(Input, -1).empty(), "the forward regions name no stage "
+                       "but the backward regions all do (\" stage N\"): name the stages of both or of neither");
+      return {-1};
+    }
     if (!group(Forward, -1).empty())
       out_.warnings.push_back("forward regions without a stage (\" stage N\") are not read beside those with one");
     std::vector<int> stages;

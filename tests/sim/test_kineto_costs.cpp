@@ -146,6 +146,10 @@ TEST(KinetoCosts, StagesNamedInRegionsGiveCostsPerStage) {
                                                         {"forward stage 2", "", 10}, {"backward stage 2", "", 20}}));
   EXPECT_EQ(error_of({&gap}, KinetoCostNames{}),
             "the regions name stages up to 2 but stage 1 has no forward region (--forward)");
+  // Found by fuzz_kineto: forwards without a stage beside backwards with one read a backward of no region.
+  const KinetoSummary mixed = summary_of(regions_in_turn({{"forward", "", 10}, {"backward stage 0", "", 20}}));
+  EXPECT_EQ(error_of({&mixed}, KinetoCostNames{}), "the forward regions name no stage but the backward regions all "
+                                                    "do (\" stage N\"): name the stages of both or of neither");
 }
 
 TEST(KinetoCosts, RanksAreReadTogether) {
