@@ -43,8 +43,8 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   if (!run.schedule) return run;
   const Schedule& s = *run.schedule;
   const int stages = run.costs.stages;
-  DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name ", stages,
-                   " stages but the schedule they ran (dualpipe.schedule) has ", s.num_stages);
+  DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",
+                   stages - 1, " but the schedule they ran (dualpipe.schedule) has ", s.num_stages);
   const CostModel& per_stage = run.costs.costs;
   run.simulated_pipeline = simulate(s, per_stage).metrics.makespan;
   run.simulated_step = run.simulated_pipeline + run.costs.update;
