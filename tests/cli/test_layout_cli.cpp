@@ -83,7 +83,8 @@ TEST(LayoutCommand, CalibratesOnACostStringAndRefusesBadOnes) {
   const double fast = efficiency("F=100000,B=200000"), slow = efficiency("F=200000,B=400000");
   EXPECT_NEAR(slow, fast / 2, 1e-12);
   EXPECT_REFUSED(dualpipe(base + "--calibrate nonsense --calibrate-mbs 2"),
-                 "--calibrate 'nonsense' is neither a file (a dualpipe train --trace) nor a --cost string");
+                 "--calibrate 'nonsense' is neither a file or directory (a dualpipe train --trace, or its "
+                 "--kineto-trace) nor a --cost string");
   EXPECT_REFUSED(dualpipe(base + "--calibrate F=1,B=2 --calibrate-mbs 2"), "a rate above peak means peak_tflops");
   EXPECT_EQ(dualpipe(base + "--calibrate F=1,B=2").status, 2);  // --calibrate-mbs is required with it
 }

@@ -38,7 +38,8 @@ layout::Calibration calibration_of(const LayoutCommand& c, layout::LayoutRequest
   if (std::filesystem::is_directory(c.calibrate, error)) return calibration_from_kineto(c, request);
   if (!std::filesystem::exists(c.calibrate, error)) {
     DUALPIPE_REQUIRE(c.calibrate.find('=') != std::string::npos, "--calibrate '", c.calibrate,
-                     "' is neither a file (a dualpipe train --trace or --kineto-trace) nor a --cost string (F=...,B=...)");
+                     "' is neither a file or directory (a dualpipe train --trace, or its --kineto-trace) nor a --cost "
+                     "string (F=...,B=...)");
     return layout::calibrate_from_costs(request.model, request.cluster, CostModel::parse(c.calibrate),
                                         c.calibrate_stages, c.calibrate_mbs, c.calibrate);
   }
