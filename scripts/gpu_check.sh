@@ -12,7 +12,8 @@
 # rank, bit-identical to one stream; an overlapped pair's two streams timed with CUDA events), a few steps of the
 # transformer with --device cuda, the MoE transformer with expert parallelism on the GPU, the refusals, torch.profiler
 # phases with exchanges on a side stream read by `dualpipe profile` (checked against CUDA events), a run's
-# --kineto-trace read by `plan --from-kineto`, and dualpipe.DualPipe/DualPipeV from Python with the ranks sharing the GPU (built there; needs Python.h).
+# --kineto-trace read by `plan --from-kineto`, and dualpipe.DualPipe/DualPipeV from Python with the ranks sharing
+# the GPU (built there; needs Python.h).
 # DUALPIPE_GPU_BIN=DIR skips the build and runs DIR's dualpipe, dualpipe-train-worker and test_runtime instead:
 # binaries built elsewhere against the same PyTorch release (a GPU lent for minutes). DUALPIPE_GPU_PYTHON=0 skips
 # the Python section.

@@ -57,11 +57,15 @@ py::object from_kineto(const std::vector<std::string>& paths, const KinetoCostNa
   return py::make_tuple(costs, to_python(kineto_costs_json(&run.costs)["cost_sources"]));
 }
 
+// A path (str or os.PathLike), or a sequence of them, as strings.
 std::vector<std::string> kineto_paths(const py::object& path) {
   if (py::isinstance<py::str>(path) || py::hasattr(path, "__fspath__"))
     return {py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>()};
+  if (!py::isinstance<py::sequence>(path))
+    throw py::type_error("Costs.from_kineto: a path (a trace or a directory of them) or a list of paths");
   std::vector<std::string> paths;
-  for (const py::handle& p : path.cast<py::sequence>()) paths.push_back(kineto_paths(py::reinterpret_borrow<py::object>(p))[0]);
+  for (const py::handle& p : path.cast<py::sequence>())
+    paths.push_back(kineto_paths(py::reinterpret_borrow<py::object>(p))[0]);
   if (paths.empty()) throw py::value_error("Costs.from_kineto: no trace given");
   return paths;
 }

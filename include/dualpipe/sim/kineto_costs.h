@@ -12,8 +12,9 @@
 namespace dualpipe {
 
 // Which regions make each cost: ECMAScript regular expressions searched in region names, any case (anchor them,
-// ^name$, for one exact name), at most kMaxCommunicationPatternLength characters; an empty one reads nothing. A name ending in " stage N" (as `dualpipe train --kineto-trace` writes them) is stage
-// N's: the costs then come per stage. The defaults cover the common conventions: whole actions named forward,
+// ^name$, for one exact name), at most kMaxCommunicationPatternLength characters; an empty one reads nothing. A
+// name ending in " stage N" (as `dualpipe train --kineto-trace` writes them) is stage N's: the costs then come per
+// stage. The defaults cover the common conventions: whole actions named forward,
 // backward, backward_input and weight; DeepSeek's phases suffixed (F), (B), (I) and (W), such as attn(F),
 // dispatch(F), mlp(B), mlp(W); and DualPipe's overlapped chunk pairs (1F1B, forward_backward).
 struct KinetoCostNames {
