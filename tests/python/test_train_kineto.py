@@ -16,9 +16,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layout"
 @pytest.fixture(scope="module")
 def traced(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("train_kineto") / "traces"
-    done = subprocess.run([request.config.getoption("--dualpipe"), "train", "-r", "2", "--schedule", "dualpipe", "--steps", "4", "--kineto-steps", "2",
-                           "--kineto-trace", str(out), "--trace", "", "--eval-every", "0", "--sample-tokens", "0",
-                           "--timeout", "120"], capture_output=True, text=True, timeout=600)
+    command = [request.config.getoption("--dualpipe"), "train", "-r", "2", "--schedule", "dualpipe", "--steps", "4",
+               "--kineto-steps", "2", "--kineto-trace", str(out), "--trace", "", "--eval-every", "0",
+               "--sample-tokens", "0", "--timeout", "120"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"profiler traces: {out}/rank0.pt.trace.json" in done.stdout
     return out

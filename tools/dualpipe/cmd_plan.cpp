@@ -76,20 +76,24 @@ nlohmann::ordered_json traced_run_json(const KinetoRun& run) {
     out["simulated_pipeline"] = run.simulated_pipeline;
     out["update"] = run.costs.update;
     out["simulated_step"] = run.simulated_step;
-    out["simulated_error"] = run.simulated_step / run.measured_step - 1;
+    // null where the traces measured no step (no ProfilerStep, and work of no duration)
+    out["simulated_error"] = run.measured_step > 0 ? nlohmann::ordered_json(run.simulated_step / run.measured_step - 1)
+                                                   : nlohmann::ordered_json();
   }
   return out;
 }
 
 std::string traced_run_text(const KinetoRun& run) {
   std::string text = kineto_costs_text(run.costs);
-  if (!run.schedule) return text + "(the traces name no schedule: `dualpipe train --kineto-trace` records the one it ran)\n";
+  if (!run.schedule)
+    return text + "(the traces name no schedule: `dualpipe train --kineto-trace` records the one it ran)\n";
   return text + formatted("traced run: %s, R=%d, M=%d: measured step %.3f ms (median ProfilerStep of rank %d, the "
                           "slowest); predicted at these costs %.3f ms (%+.1f%%): the schedule simulated %.3f ms, "
                           "update %.3f ms\n",
                           run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
                           run.measured_step / 1e3, run.slowest_rank, run.simulated_step / 1e3,
-                          100 * (run.simulated_step / run.measured_step - 1), run.simulated_pipeline / 1e3,
+                          run.measured_step > 0 ? 100 * (run.simulated_step / run.measured_step - 1) : 0.0,
+                          run.simulated_pipeline / 1e3,
                           run.costs.update / 1e3);
 }
 

@@ -9,7 +9,9 @@ void add_kineto_options(CLI::App& command, KinetoReadOptions& read, KinetoCostNa
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   const char* group = "Costs: regular expressions searched in region names, any case ('' reads none)";
-  command.add_option("--forward", names.forward, "Regions read as F (one name: its median; several: the phases of a chunk)")
+  command
+      .add_option("--forward", names.forward,
+                  "Regions read as F (one name: its median; several: the phases of a chunk)")
       ->group(group)
       ->capture_default_str();
   command.add_option("--backward", names.backward,
@@ -20,12 +22,16 @@ void add_kineto_options(CLI::App& command, KinetoReadOptions& read, KinetoCostNa
   command.add_option("--backward-input", names.backward_input, "Regions read as I, the input-gradient part of B")
       ->group(group)
       ->capture_default_str();
-  command.add_option("--weight", names.weight, "Regions read as W (none: W = B/2)")->group(group)->capture_default_str();
+  command.add_option("--weight", names.weight, "Regions read as W (none: W = B/2)")
+      ->group(group)
+      ->capture_default_str();
   command.add_option("--overlapped", names.overlapped,
                      "Regions read as FB, an overlapped pair; they also count the chunks of phases")
       ->group(group)
       ->capture_default_str();
-  command.add_option("--comm", names.comm, "Regions read as comm, one pipeline message")->group(group)->capture_default_str();
+  command.add_option("--comm", names.comm, "Regions read as comm, one pipeline message")
+      ->group(group)
+      ->capture_default_str();
   command.add_option("--update", names.update,
                      "Regions of a step's work outside the pipeline (gradient reduction, optimizer), added to the "
                      "simulated step")
