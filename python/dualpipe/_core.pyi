@@ -29,7 +29,8 @@ class Costs:
                     forward: str = r"^forward$|\(F\)$", backward: str = r"^backward$|\(B\)$",
                     backward_input: str = r"^backward_input$|\(I\)$", weight: str = r"^weight$|\(W\)$",
                     overlapped: str = r"^(forward_backward|1F1B|overlapped_forward_backward)$",
-                    comm: str = r"^p2p$", update: str = r"^update$", with_sources: bool = False) -> Any: ...
+                    comm: str = r"^p2p$", update: str = r"^update$", ranks: int = 0,
+                    with_sources: bool = False) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
     # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, scale, act_bytes, act_scale, w_mem,
     # recompute, input_mem

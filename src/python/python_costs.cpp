@@ -42,12 +42,13 @@ CostModel from_keywords(const py::kwargs& keywords) {
 
 // `dualpipe plan --from-kineto`'s costs of torch.profiler traces (a file, several, or a directory of one per rank);
 // what had to be assumed comes as Python warnings.
-py::object from_kineto(const std::vector<std::string>& paths, const KinetoCostNames& names, bool with_sources) {
+py::object from_kineto(const std::vector<std::string>& paths, const KinetoCostNames& names, int ranks,
+                       bool with_sources) {
   KinetoRun run;
   {
     py::gil_scoped_release unlocked;
     names.check();
-    run = read_kineto_run(read_kineto_ranks(paths), names);
+    run = read_kineto_run(read_kineto_ranks(paths), names, ranks);
   }
   const std::string source = paths.size() == 1 ? paths[0] : paths[0] + ", ...";
   for (const std::string& warning : run.costs.warnings)
@@ -91,19 +92,21 @@ void bind_costs(py::module_& m) {
           "from_kineto",
           [](const py::object& path, const std::string& forward, const std::string& backward,
              const std::string& backward_input, const std::string& weight, const std::string& overlapped,
-             const std::string& comm, const std::string& update, bool with_sources) {
+             const std::string& comm, const std::string& update, int ranks, bool with_sources) {
             return from_kineto(kineto_paths(path),
-                               {forward, backward, backward_input, weight, overlapped, comm, update}, with_sources);
+                               {forward, backward, backward_input, weight, overlapped, comm, update}, ranks,
+                               with_sources);
           },
           py::arg("path"), py::kw_only(), py::arg("forward") = KinetoCostNames{}.forward,
           py::arg("backward") = KinetoCostNames{}.backward,
           py::arg("backward_input") = KinetoCostNames{}.backward_input,
           py::arg("weight") = KinetoCostNames{}.weight, py::arg("overlapped") = KinetoCostNames{}.overlapped,
           py::arg("comm") = KinetoCostNames{}.comm, py::arg("update") = KinetoCostNames{}.update,
-          py::arg("with_sources") = false,
+          py::arg("ranks") = 0, py::arg("with_sources") = false,
           "The costs (microseconds, of a 1/R slice where the traces name the schedule that ran) of torch.profiler "
           "traces, as `dualpipe plan --from-kineto` reads them: a trace, a list of them or a directory of one per "
-          "rank; the keywords are the regular expressions of the regions each cost is read from (docs/profile.md). "
+          "rank; the keywords are the regular expressions of the regions each cost is read from (docs/profile.md); "
+          "ranks: where the traces name stages but no schedule, the costs per slice of that many ranks. "
           "with_sources=True returns (costs, sources): which regions made each cost, and how.")
       .def("__str__", &CostModel::to_string)
       .def("__repr__", [](const CostModel& c) { return "dualpipe.Costs.parse('" + c.to_string() + "')"; });

@@ -32,7 +32,7 @@ std::optional<Schedule> schedule_of(const KinetoRanks& ranks) {
 
 }  // namespace
 
-KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names) {
+KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names, int ranks_given) {
   std::vector<const KinetoSummary*> summaries;
   for (const KinetoRankSummary& r : ranks.ranks) summaries.push_back(&r.summary);
   KinetoRun run;
@@ -40,7 +40,15 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   run.slowest_rank = ranks.ranks[ranks.slowest].rank;
   run.measured_step = ranks.ranks[ranks.slowest].step;
   run.schedule = schedule_of(ranks);
-  if (!run.schedule) return run;
+  if (!run.schedule) {
+    if (ranks_given > 0 && run.costs.stages > 0) {
+      DUALPIPE_REQUIRE(run.costs.stages >= ranks_given, "the profiler traces' regions name ", run.costs.stages,
+                       " stages, fewer than the ", ranks_given, " ranks to plan for: a slice of the model per rank "
+                       "needs at least one stage");
+      run.costs.costs = costs_per_slice(run.costs.costs, ranks_given, run.costs.stages);
+    }
+    return run;
+  }
   const Schedule& s = *run.schedule;
   const int stages = run.costs.stages;
   DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",

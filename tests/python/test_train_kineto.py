@@ -5,6 +5,7 @@ ranks' medians, and the plan names the schedule that ran."""
 import json
 import statistics
 import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -121,3 +122,26 @@ def test_layout_calibrates_its_compute_rate_on_the_traces(dualpipe, traced):
     assert calibration["pp"] == 2
     assert calibration["measured_seconds"] == pytest.approx(sum(slices) / 1e6)
     assert 0 < calibration["matmul_efficiency"] <= 1
+
+
+def test_a_python_dualpipe_run_under_torch_profiler_feeds_the_plan(dualpipe, tmp_path):
+    """dualpipe.DualPipeV's actions are regions of the user's own torch.profiler trace (profiled_dualpipev.py): the
+    plan reads their 4 stages as costs of 2 slices, each the sum of its two stages' medians (S/R = 2 stages a
+    slice), read here from the trace files with json."""
+    program = Path(__file__).with_name("profiled_dualpipev.py")
+    subprocess.run([sys.executable, str(program), str(tmp_path)], check=True, timeout=300)
+    every = defaultdict(list)
+    for rank in range(2):
+        for name, durations in regions(tmp_path / f"rank{rank}.json").items():
+            every[name] += durations
+    assert {f"forward stage {s}" for s in range(4)} <= set(every)
+    done = subprocess.run([dualpipe, "plan", "--from-kineto", str(tmp_path), "-r", "2", "-m", "4", "--format", "json"],
+                          capture_output=True, text=True, check=True)
+    read = json.loads(done.stdout)["from_kineto"]
+    assert "schedule" not in read  # a user's traces name none: R and M are the options'
+    median = {s: statistics.median(every[f"forward stage {s}"]) for s in range(4)}
+    assert per_stage(read["costs_text"], "F") == pytest.approx([median[0] + median[1], median[2] + median[3]])
+    refused = subprocess.run([dualpipe, "plan", "--from-kineto", str(tmp_path), "-r", "8"], capture_output=True,
+                             text=True)
+    assert refused.returncode == 2
+    assert "name 4 stages, fewer than the 8 ranks to plan for" in refused.stderr

@@ -173,7 +173,7 @@ void run(PlanCommand& c) {
     adopt_run_shape(c, fitted.ranks, fitted.microbatches, "--from-trace '" + c.from_trace + "'");
   } else if (!c.from_kineto.empty()) {
     c.kineto_names.check();
-    c.kineto = read_kineto_run(read_kineto_ranks(c.from_kineto, c.kineto_read), c.kineto_names);
+    c.kineto = read_kineto_run(read_kineto_ranks(c.from_kineto, c.kineto_read), c.kineto_names, c.ranks);
     request.costs = c.kineto->costs.costs;
     if (const std::optional<Schedule>& ran = c.kineto->schedule)
       adopt_run_shape(c, ran->num_ranks, ran->num_microbatches, "--from-kineto (the schedule the traces ran)");

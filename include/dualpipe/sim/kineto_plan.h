@@ -22,8 +22,10 @@ struct KinetoRun {
   double simulated_step = 0;
 };
 
-// Throws InvalidArgument when the ranks name different schedules, a schedule is invalid, or its stages differ
-// from the stages the regions name (each naming the trace).
-KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names);
+// Traces that name no schedule (a user's own, dualpipe.DualPipe's) but name stages give costs per slice of
+// `ranks_given` ranks (the plan's --ranks); 0 leaves them per stage. Throws InvalidArgument when the ranks name
+// different schedules, a schedule is invalid, or its stages differ from the stages the regions name (each naming
+// the trace), or the stages named are fewer than `ranks_given`.
+KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names, int ranks_given = 0);
 
 }  // namespace dualpipe
