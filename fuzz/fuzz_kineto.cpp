@@ -29,6 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     rank.schedule_kind = trace.schedule_kind;
     rank.summary = summary;
     (void)dualpipe::read_kineto_run(ranks, dualpipe::KinetoCostNames{});
+    (void)dualpipe::read_kineto_run(ranks, dualpipe::KinetoCostNames{}, 2);  // as plan -r 2 reads unnamed runs
   } catch (const dualpipe::Error&) {
   }
   return 0;
