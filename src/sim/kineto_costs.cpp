@@ -10,6 +10,7 @@
 #include <set>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/median.h"
 
 namespace dualpipe {
 
@@ -55,12 +56,6 @@ struct Occurrences {
   double compute = 0, communication = 0;  // summed over the occurrences
   int count() const { return static_cast<int>(durations.size()); }
 };
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 // The regions of one kind on one stage.
 struct Group {

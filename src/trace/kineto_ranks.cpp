@@ -5,17 +5,11 @@
 #include <map>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/median.h"
 
 namespace dualpipe {
 
 namespace {
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 // The files: each path, or a directory's *.json files in name order.
 std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
@@ -120,12 +114,12 @@ KinetoRanks read_kineto_ranks(const std::vector<std::string>& paths, const Kinet
     const std::size_t matched = std::min(sorted_ends[0].size(), sorted_ends[i].size());
     std::vector<double> differences;
     for (std::size_t k = 0; k < matched; ++k) differences.push_back(sorted_ends[0][k] - sorted_ends[i][k]);
-    out.ranks[i].clock_offset = median_of(differences);
+    out.ranks[i].clock_offset = median(differences);
     out.ranks[i].collectives_matched = static_cast<int>(matched);
     steps.push_back(out.ranks[i].step);
     if (out.ranks[i].step > out.ranks[out.slowest].step) out.slowest = i;
   }
-  out.median_step = median_of(steps);
+  out.median_step = median(steps);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "dualpipe/trace/kineto.h"
+#include "dualpipe/util/median.h"
 #include "kineto_annotations.h"
 
 namespace dualpipe {
@@ -224,10 +225,10 @@ class RegionTable {
       KinetoRegion region;
       region.name = name;
       region.durations = o.durations;
-      std::sort(o.durations.begin(), o.durations.end());
+      std::sort(o.durations.begin(), o.durations.end());  // the mean summed in this order, as it always was
       const size_t n = o.durations.size();
       region.count = int(n);
-      region.median_duration = n % 2 ? o.durations[n / 2] : (o.durations[n / 2 - 1] + o.durations[n / 2]) / 2;
+      region.median_duration = median(o.durations);
       for (const double d : o.durations) region.mean_duration += d / n;
       region.mean_compute = o.owned.compute / n, region.mean_communication = o.owned.communication / n;
       region.mean_overlapped = o.owned.overlapped / n;

@@ -6,8 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/util/atomic_file.h"
@@ -101,17 +101,14 @@ std::string KinetoProfile::save() {
   state_->running = false;
   const std::string saved = state_->path + ".partial";
   result->save(saved);
-  std::string trace;
-  {
-    std::ifstream in(saved, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    trace = text.str();
-  }
+  // The keys go in after the profiler's opening brace; the rest is copied as it is, not held in memory.
+  std::ifstream in(saved, std::ios::binary);
+  DUALPIPE_CHECK(in.ignore(std::numeric_limits<std::streamsize>::max(), '{') && in.good(),
+                 "the profiler wrote no JSON object to ", saved);
+  write_file_atomically(state_->path,
+                        [&](std::ostream& out) { out << "{\n  " << state_->metadata << "," << in.rdbuf(); });
+  in.close();
   fs::remove(saved);
-  const std::size_t open = trace.find('{');
-  DUALPIPE_CHECK(open != std::string::npos, "the profiler wrote no JSON object to ", saved);
-  write_file_atomically(state_->path, trace.insert(open + 1, "\n  " + state_->metadata + ","));
   state_->saved = true;
   return state_->path;
 }
