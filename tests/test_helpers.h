@@ -1,9 +1,10 @@
-// Small helpers shared by the schedule and simulator tests.
+// Small helpers shared by the core's tests (schedule, simulator, layout, pictures, data).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpipe/schedule/action.h"
@@ -51,6 +52,29 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// Every one of `parts` is in `text`; a failure shows the part and the whole text.
+inline void expect_contains_all(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) EXPECT_TRUE(contains(text, part)) << "expected '" << part << "' in: " << text;
+}
+
+// fn throws E, and its message holds every one of `parts`.
+template <typename E = InvalidArgument, typename Fn>
+void expect_error_with(Fn&& fn, const std::vector<std::string>& parts) {
+  expect_contains_all(error_message<E>(std::forward<Fn>(fn)), parts);
+}
+
+// The message of the InvalidArgument that fn throws, or "(no error)" when it throws none: for tests that also
+// check that a good input is accepted, by comparing with "(no error)".
+template <typename Fn>
+std::string error_text(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 inline ScheduleOptions options(int R, int M, int stages_per_rank = 0) {
   ScheduleOptions o;
   o.num_ranks = R;
@@ -68,6 +92,15 @@ inline CostModel costs(double F, double B, double W, double FB = -1, double comm
   if (FB > 0) c.overlapped = FB;
   c.comm = comm;
   return c;
+}
+
+// A rank's busy time (its compute), idle time (the makespan's rest) and span (its first start to its last end):
+// RankMetrics of a simulation and RankFigures of a step alike.
+template <typename RankTimes>
+void expect_busy_idle_span(const RankTimes& rank, double busy, double idle, double span) {
+  EXPECT_DOUBLE_EQ(rank.busy, busy);
+  EXPECT_DOUBLE_EQ(rank.idle, idle);
+  EXPECT_DOUBLE_EQ(rank.span, span);
 }
 
 // One schedule of the grid tests below.

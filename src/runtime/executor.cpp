@@ -23,31 +23,6 @@ using detail::MessageKey;
 
 namespace {
 
-// Where StepArgs::on_stage_needed_soon and on_stage_needed are called: action index -> stages.
-struct StageUse {
-  std::map<size_t, std::vector<int>> soon, needed;
-};
-
-StageUse first_use_of_each_stage(const std::vector<Action>& actions, const StepArgs& args) {
-  StageUse use;
-  if (!args.on_stage_needed_soon && !args.on_stage_needed) return use;
-  std::set<int> seen;
-  size_t previous_compute = 0;  // the compute action before the one in hand (0 before the first)
-  for (size_t i = 0; i < actions.size(); ++i) {
-    const Action& a = actions[i];
-    if (!a.is_compute()) continue;
-    std::vector<int> stages = {a.stage};
-    if (a.type == ActionType::Overlapped) stages = {a.stage, a.bwd_stage};
-    for (int stage : stages)
-      if (seen.insert(stage).second) {
-        if (args.on_stage_needed_soon) use.soon[previous_compute].push_back(stage);
-        if (args.on_stage_needed) use.needed[i].push_back(stage);
-      }
-    previous_compute = i;
-  }
-  return use;
-}
-
 // A compute action's region in a PyTorch profiler trace, named as `dualpipe profile` reads costs from them
 // (docs/profile.md): its kind and its stage (a pair's: its forward's).
 std::string profiler_region(const Action& a) {
@@ -202,6 +177,7 @@ StepResult Executor::step(const StepArgs& args) {
     I.store.clear();
     I.mail.reset();
     I.args = nullptr;
+    I.unsharding.clear();
     I.input_chunks.clear();
     I.label_chunks.clear();
     I.meter.reset();
@@ -215,26 +191,8 @@ StepResult Executor::step(const StepArgs& args) {
     setup.incoming = I.training ? I.incoming_training : I.incoming_forward_only;
     I.mail = std::make_unique<detail::Mailbox>(std::move(setup));
     const std::vector<Action>& actions = I.schedule.actions[I.rank];
-    // Which action is the last to add to each local stage's parameter gradients (an I only computes input
-    // gradients, but counting it costs nothing: its W comes later).
-    std::map<size_t, std::vector<int>> gradients_done_after;
-    if (I.training && args.on_stage_gradients_done) {
-      std::map<int, size_t> last;
-      for (size_t i = 0; i < actions.size(); ++i) {
-        const Action& a = actions[i];
-        if (a.type == ActionType::Backward || a.type == ActionType::BackwardInput ||
-            a.type == ActionType::BackwardWeight)
-          last[a.stage] = i;
-        if (a.type == ActionType::Overlapped) last[a.bwd_stage] = i;
-      }
-      for (const auto& [stage, i] : last) gradients_done_after[i].push_back(stage);
-    }
-    const StageUse first_use = first_use_of_each_stage(actions, args);
     for (size_t i = 0; i < actions.size(); ++i) {
-      if (const auto soon = first_use.soon.find(i); soon != first_use.soon.end())
-        for (int stage : soon->second) args.on_stage_needed_soon(stage);
-      if (const auto needed = first_use.needed.find(i); needed != first_use.needed.end())
-        for (int stage : needed->second) args.on_stage_needed(stage);
+      if (actions[i].is_compute()) I.wait_for_parameters(actions[i]);  // outside its record, as a RECV is
       if (I.recording) {
         const auto start = std::chrono::steady_clock::now();
         I.run(actions[i]);
@@ -242,8 +200,6 @@ StepResult Executor::step(const StepArgs& args) {
       } else {
         I.run(actions[i]);
       }
-      if (const auto done = gradients_done_after.find(i); done != gradients_done_after.end())
-        for (int stage : done->second) args.on_stage_gradients_done(stage);
       I.mail->poll_sends();
       I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.stats.peak_activation_bytes = std::max(I.stats.peak_activation_bytes, I.activation_bytes());
@@ -263,10 +219,10 @@ StepResult Executor::step(const StepArgs& args) {
 // The handler table: one entry per ActionType, in enum order. No schedule kind anywhere.
 void Executor::Impl::run(const Action& a) {
   using Handler = void (Impl::*)(const Action&);
-  static constexpr std::array<Handler, 9> handlers = {
-      &Impl::on_forward,      &Impl::on_backward,       &Impl::on_backward_input,
-      &Impl::on_backward_weight, &Impl::on_overlapped,  &Impl::on_send_forward,
-      &Impl::on_recv_forward, &Impl::on_send_backward,  &Impl::on_recv_backward,
+  static constexpr std::array<Handler, 12> handlers = {
+      &Impl::on_forward,         &Impl::on_backward,     &Impl::on_backward_input, &Impl::on_backward_weight,
+      &Impl::on_overlapped,      &Impl::on_send_forward, &Impl::on_recv_forward,   &Impl::on_send_backward,
+      &Impl::on_recv_backward,   &Impl::on_unshard,      &Impl::on_reshard,        &Impl::on_reduce_grad,
   };
   auto index = static_cast<size_t>(a.type);
   DUALPIPE_CHECK(index < handlers.size(), "unknown action type ", index);

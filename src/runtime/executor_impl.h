@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <optional>
 #include <vector>
 
@@ -57,6 +58,7 @@ struct Executor::Impl {
   std::vector<Tensors> input_chunks, label_chunks;  // indexed by micro-batch
   std::optional<detail::MemoryMeter> meter;
   int64_t grad_bytes_at_start = 0;
+  std::set<int> unsharding;  // stages whose UNSHARD ran and whose gather no compute action has waited for yet
 
   int S() const { return schedule.num_stages; }
   int M() const { return schedule.num_microbatches; }
@@ -98,6 +100,11 @@ struct Executor::Impl {
   void on_recv_forward(const Action& a);
   void on_send_backward(const Action& a);
   void on_recv_backward(const Action& a);
+  // executor_data_parallel.cpp
+  void on_unshard(const Action& a);
+  void on_reshard(const Action& a);
+  void on_reduce_grad(const Action& a);
+  void wait_for_parameters(const Action& compute);
 };
 
 }  // namespace dualpipe::runtime

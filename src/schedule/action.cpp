@@ -8,8 +8,9 @@
 namespace dualpipe {
 namespace {
 
-constexpr std::array<std::string_view, 9> kTypeNames = {
-    "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+constexpr std::array<std::string_view, 12> kTypeNames = {
+    "F",      "B",      "I",      "W",       "OVERLAP_F_B", "SEND_F",
+    "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD",     "REDUCE_GRAD"};
 
 // Reads a non-negative decimal number at text[pos...], advancing pos. Returns -1 when there is none.
 int read_number(std::string_view text, std::size_t& pos) {
@@ -25,10 +26,12 @@ int read_number(std::string_view text, std::size_t& pos) {
 
 [[noreturn]] void bad_action(std::string_view text, std::string_view why) {
   throw InvalidArgument(detail::concat("cannot parse action '", text, "': ", why,
-                                       " (expected forms: 0F1, 0B1, 0I1, 0W1, (0F1;3B0), 0SEND_F1, 0RECV_B1)"));
+                                       " (expected forms: 0F1, 0B1, 0I1, 0W1, (0F1;3B0), 0SEND_F1, 0RECV_B1, "
+                                       "0UNSHARD, 0RESHARD, 0REDUCE_GRAD)"));
 }
 
-// Parses "<stage><TYPE><microbatch>" for every type but the overlapped pair. `pair` is the whole
+// Parses "<stage><TYPE><microbatch>" for every type but the overlapped pair ("<stage><TYPE>" for the data-parallel
+// ones, as PyTorch writes them). `pair` is the whole
 // "(sFm;tBn)" token when `text` is one of its halves, so errors name what the user wrote.
 Action parse_simple(std::string_view text, std::string_view pair = {}) {
   auto fail = [&](std::string_view why) {
@@ -48,11 +51,17 @@ Action parse_simple(std::string_view text, std::string_view pair = {}) {
     }
   }
   if (type_index < 0) fail(detail::concat("unknown action type '", name, "'"));
+  const auto type = static_cast<ActionType>(type_index);
+  if (Action{type}.is_data_parallel()) {
+    if (type_end != text.size())
+      fail(detail::concat(name, " belongs to a stage, not a micro-batch: write ", stage, name));
+    return Action::data_parallel(type, stage);
+  }
   pos = type_end;
   const int microbatch = read_number(text, pos);
   if (microbatch < 0) fail("it must end with a micro-batch number");
   if (pos != text.size()) fail("unexpected characters after the micro-batch number");
-  return Action{static_cast<ActionType>(type_index), stage, microbatch};
+  return Action{type, stage, microbatch};
 }
 
 }  // namespace
@@ -64,6 +73,7 @@ std::string to_string(const Action& action) {
     return detail::concat('(', action.stage, 'F', action.microbatch, ';', action.bwd_stage, 'B',
                           action.bwd_microbatch, ')');
   }
+  if (action.is_data_parallel()) return detail::concat(action.stage, type_name(action.type));
   return detail::concat(action.stage, type_name(action.type), action.microbatch);
 }
 

@@ -97,6 +97,9 @@ Edges edges_of(const EventTable& t, int S, const Action& a) {
     case ActionType::RecvBackward:
       if (a.stage + 1 < S) e.need(t.slot(kBackwardSent, a.stage + 1, a.microbatch));
       break;
+    case ActionType::Unshard:
+    case ActionType::Reshard:
+    case ActionType::ReduceGrad: break;  // the rank's own link, timed by DataParallelLink
   }
   return e;
 }
@@ -105,13 +108,36 @@ void check_indices(const Schedule& schedule, int rank, const Action& a) {
   auto in_range = [&](int s, int m) {
     return s >= 0 && s < schedule.num_stages && m >= 0 && m < schedule.num_microbatches;
   };
-  if (!in_range(a.stage, a.microbatch) ||
+  if (!in_range(a.stage, a.is_data_parallel() ? 0 : a.microbatch) ||
       (a.type == ActionType::Overlapped && !in_range(a.bwd_stage, a.bwd_microbatch))) {
     throw InvalidSchedule(detail::concat("rank ", rank, ": action ", to_string(a), " is outside stages 0..",
                                          schedule.num_stages - 1, " and micro-batches 0..",
                                          schedule.num_microbatches - 1));
   }
 }
+
+// Each rank's data-parallel link: the collectives run one after another on it, beside the rank's compute.
+class DataParallelLink {
+ public:
+  DataParallelLink(int ranks, int stages) : free_at_(ranks, 0.0), unsharded_at_(ranks, std::vector<double>(stages)) {}
+
+  ActionTime run(int rank, const Action& a, double issued, double duration) {
+    const double start = std::max(issued, free_at_[rank]);
+    free_at_[rank] = start + duration;
+    if (a.type == ActionType::Unshard) unsharded_at_[rank][a.stage] = start + duration;
+    return {start, start + duration};
+  }
+  // The earliest a compute action may start: once the parameters of its stages are gathered.
+  double ready(int rank, const Action& a, double start) const {
+    start = std::max(start, unsharded_at_[rank][a.stage]);
+    if (a.type == ActionType::Overlapped) start = std::max(start, unsharded_at_[rank][a.bwd_stage]);
+    return start;
+  }
+
+ private:
+  std::vector<double> free_at_;
+  std::vector<std::vector<double>> unsharded_at_;  // [rank][stage]: when its UNSHARD ends (0: none)
+};
 
 }  // namespace
 
@@ -125,6 +151,7 @@ DependencyWalk walk_dependencies(const Schedule& schedule,
   }
 
   EventTable table(S, schedule.num_microbatches);
+  DataParallelLink link(R, S);
   DependencyWalk walk;
   walk.times.resize(R);
   std::vector<std::size_t> cursor(R, 0);
@@ -144,6 +171,10 @@ DependencyWalk walk_dependencies(const Schedule& schedule,
     const auto& actions = schedule.actions[r];
     while (cursor[r] < actions.size()) {
       const Action& a = actions[cursor[r]];
+      if (a.is_data_parallel()) {
+        walk.times[r][cursor[r]++] = link.run(r, a, clock[r], duration(r, a));
+        continue;
+      }
       const Edges e = edges_of(table, S, a);
       double start = clock[r];
       int missing = -1;
@@ -162,6 +193,7 @@ DependencyWalk walk_dependencies(const Schedule& schedule,
         table.waiters(missing) = r;
         break;
       }
+      if (a.is_compute()) start = link.ready(r, a, start);
       const double end = start + (a.is_compute() ? duration(r, a) : 0.0);
       walk.times[r][cursor[r]] = {start, end};
       clock[r] = end;

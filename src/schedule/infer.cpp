@@ -15,9 +15,10 @@ void for_each_forward(const Action& a, Fn&& fn) {
   if (a.type == ActionType::Forward || a.type == ActionType::Overlapped) fn(a.stage, a.microbatch);
 }
 
+// A data-parallel action names a stage only: it is visited with micro-batch 0, which every schedule names anyway.
 template <typename Fn>
 void for_each_stage_microbatch(const Action& a, Fn&& fn) {
-  fn(a.stage, a.microbatch);
+  fn(a.stage, a.is_data_parallel() ? 0 : a.microbatch);
   if (a.type == ActionType::Overlapped) fn(a.bwd_stage, a.bwd_microbatch);
 }
 

@@ -95,4 +95,9 @@ std::vector<int> Placement::ranks_holding(int stage) const {
   return ranks;
 }
 
+bool Placement::holds(int rank, int stage) const {
+  const std::vector<int> ranks = ranks_holding(stage);
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
 }  // namespace dualpipe

@@ -58,7 +58,7 @@ std::string format_pytorch_csv(const Schedule& schedule) {
   for (const auto& rank_actions : schedule.actions) {
     auto& row = rows.emplace_back();
     for (const Action& a : rank_actions) {
-      if (a.is_compute()) row.push_back(csv_cell(a));
+      if (!a.is_communication()) row.push_back(csv_cell(a));
     }
     width = std::max(width, row.size());
   }

@@ -1,5 +1,6 @@
 #include "dualpipe/schedule/validate.h"
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,7 @@ class Validator {
     if (!problems_.empty()) return problems_;
     check_each_stage_microbatch();
     check_communication();
+    check_data_parallel();
     if (problems_.empty()) check_deadlock();
     return problems_;
   }
@@ -102,7 +104,7 @@ class Validator {
       const auto& actions = s_.actions[r];
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
-        if (!in_range(a.stage, a.microbatch) ||
+        if (!in_range(a.stage, a.is_data_parallel() ? 0 : a.microbatch) ||
             (a.type == ActionType::Overlapped && !in_range(a.bwd_stage, a.bwd_microbatch))) {
           problem(detail::concat(where(r, i), ": action ", to_string(a), " is outside stages 0..",
                                  s_.num_stages - 1, " and micro-batches 0..", s_.num_microbatches - 1));
@@ -178,7 +180,7 @@ class Validator {
       const auto& actions = s_.actions[r];
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         const Action& a = actions[i];
-        if (a.is_compute()) continue;
+        if (!a.is_communication()) continue;
         const bool fwd = a.type == ActionType::SendForward || a.type == ActionType::RecvForward;
         const bool send = a.type == ActionType::SendForward || a.type == ActionType::SendBackward;
         // The message is named by the stage that produces it.
@@ -211,6 +213,59 @@ class Validator {
                                                                                   : "a RECV without its SEND",
                                " (", to_string(s_.actions[last_seen[d][k].first][last_seen[d][k].second]),
                                " at ", where(last_seen[d][k].first, last_seen[d][k].second), ")"));
+      }
+    }
+  }
+
+  // A rank's UNSHARD, RESHARD and REDUCE_GRAD of a stage: at most one each, of a stage it holds, the UNSHARD before
+  // every compute action of the stage there, the RESHARD after them all (and after its UNSHARD), the REDUCE_GRAD
+  // after the last action that adds to the stage's gradients.
+  void check_data_parallel() {
+    for (int r = 0; r < static_cast<int>(s_.actions.size()); ++r) {
+      const auto& actions = s_.actions[r];
+      std::map<std::pair<int, ActionType>, int> at;  // (stage, type) -> index
+      std::map<int, std::pair<int, int>> uses, gradients;  // stage -> first and last index
+      auto use = [](std::map<int, std::pair<int, int>>& table, int stage, int i) {
+        auto [it, fresh] = table.try_emplace(stage, i, i);
+        if (!fresh) it->second.second = i;
+      };
+      for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
+        const Action& a = actions[i];
+        if (a.is_compute()) {
+          use(uses, a.stage, i);
+          if (a.type != ActionType::Forward && a.type != ActionType::Overlapped) use(gradients, a.stage, i);
+          if (a.type == ActionType::Overlapped) use(uses, a.bwd_stage, i), use(gradients, a.bwd_stage, i);
+        } else if (a.is_data_parallel() && !at.emplace(std::make_pair(a.stage, a.type), i).second) {
+          problem(detail::concat(where(r, i), ": ", to_string(a), " again (at most one per stage and step, the "
+                                 "first at position ", at[{a.stage, a.type}], ")"));
+        }
+      }
+      for (const auto& [key, i] : at) {
+        const auto [stage, type] = key;
+        const Action& a = actions[i];
+        if (!s_.placement.holds(r, stage)) {
+          problem(detail::concat(where(r, i), ": ", to_string(a), " names stage ", stage, ", which rank ", r,
+                                 " does not hold"));
+          continue;
+        }
+        const auto used = uses.find(stage);
+        const auto grads = gradients.find(stage);
+        if (type == ActionType::Unshard && used != uses.end() && used->second.first < i)
+          problem(detail::concat(where(r, i), ": ", to_string(a), " comes after the stage's first compute action ",
+                                 to_string(actions[used->second.first]), " at position ", used->second.first));
+        if (type == ActionType::Reshard && used != uses.end() && used->second.second > i)
+          problem(detail::concat(where(r, i), ": ", to_string(a), " comes before the stage's last compute action ",
+                                 to_string(actions[used->second.second]), " at position ", used->second.second));
+        if (type == ActionType::Reshard) {
+          const auto unshard = at.find({stage, ActionType::Unshard});
+          if (unshard != at.end() && unshard->second > i)
+            problem(detail::concat(where(r, i), ": ", to_string(a), " comes before its ", stage, "UNSHARD at position ",
+                                   unshard->second));
+        }
+        if (type == ActionType::ReduceGrad && grads != gradients.end() && grads->second.second > i)
+          problem(detail::concat(where(r, i), ": ", to_string(a), " comes before ",
+                                 to_string(actions[grads->second.second]), " at position ", grads->second.second,
+                                 ", which still adds to the stage's gradients"));
       }
     }
   }

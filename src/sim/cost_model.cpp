@@ -13,7 +13,8 @@
 namespace dualpipe {
 namespace {
 
-constexpr const char* kKnownKeys = "F, B, W, FB, comm, a2a, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
+constexpr const char* kKnownKeys =
+    "F, B, W, FB, comm, a2a, unshard, reduce, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -105,6 +106,8 @@ double CostModel::duration(const Action& a) const {
       if (overlapped) return *overlapped * compute / (forward + backward) + recompute_time(a.bwd_stage);
       return std::max(compute, all_to_all_of(a.stage) + all_to_all_of(a.bwd_stage)) + recompute_time(a.bwd_stage);
     }
+    case ActionType::Unshard: return unshard * scale(a.stage);
+    case ActionType::ReduceGrad: return reduce * scale(a.stage);
     default: return 0.0;
   }
 }
@@ -137,6 +140,8 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
     else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
+    else if (key == "unshard") costs.unshard = parse_number("unshard", value);
+    else if (key == "reduce") costs.reduce = parse_number("reduce", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
     else if (key == "w_mem") costs.w_mem = parse_number("w_mem", value);
     else if (key == "input_mem") costs.input_mem = parse_number("input_mem", value);
@@ -160,7 +165,7 @@ CostModel CostModel::parse(std::string_view spec) {
 
 void CostModel::check() const {
   // parse() only reads finite numbers, but a CostModel built in code (or fitted from a trace) could hold inf.
-  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, all_to_all,
+  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, all_to_all, unshard, reduce,
                              activation_bytes, w_mem, input_mem})
     DUALPIPE_REQUIRE(std::isfinite(value), "costs must be finite numbers, got ", to_string());
   for (const double value : stage_scale)
@@ -172,6 +177,8 @@ void CostModel::check() const {
   DUALPIPE_REQUIRE(!overlapped || *overlapped > 0, "cost FB must be positive, got FB=", overlapped.value_or(0));
   DUALPIPE_REQUIRE(comm >= 0, "cost comm must not be negative, got comm=", comm);
   DUALPIPE_REQUIRE(all_to_all >= 0, "cost a2a must not be negative, got a2a=", all_to_all);
+  DUALPIPE_REQUIRE(unshard >= 0, "cost unshard must not be negative, got unshard=", unshard);
+  DUALPIPE_REQUIRE(reduce >= 0, "cost reduce must not be negative, got reduce=", reduce);
   DUALPIPE_REQUIRE(activation_bytes >= 0, "cost act_bytes must not be negative, got act_bytes=", activation_bytes);
   DUALPIPE_REQUIRE(w_mem >= 0 && w_mem <= 1, "cost w_mem is a share of a stage's activation, so 0 <= w_mem <= 1, "
                    "got w_mem=", w_mem);
@@ -205,7 +212,7 @@ void CostModel::check() const {
   const int stages = static_cast<int>(std::max({stage_scale.size(), stage_forward.size(), stage_backward.size()}));
   for (int s = 0; s < std::max(stages, 1); ++s)
     longest = std::max(longest, (2 * forward_of(s) + backward_of(s) + 2 * all_to_all_of(s)) +
-                                    overlapped.value_or(0) * scale(s));
+                                    (overlapped.value_or(0) + unshard + reduce) * scale(s));
   DUALPIPE_REQUIRE(std::isfinite(longest), "costs ", to_string(),
                    " are too large to simulate: F+B overflows a double; give them in a larger time unit");
 }
@@ -222,9 +229,12 @@ void CostModel::check_stages(int num_stages) const {
 
 namespace {
 
-// The costs of k times the share of the model: F, B, W, FB, a2a and the activation's bytes.
+// The costs of k times the share of the model: F, B, W, FB, a2a, the data-parallel collectives (their bytes are the
+// share's parameters and gradients) and the activation's bytes.
 void scale_model_share(CostModel& costs, double k) {
   costs.all_to_all *= k;
+  costs.unshard *= k;
+  costs.reduce *= k;
   costs.forward *= k;
   costs.backward *= k;
   costs.weight *= k;
@@ -302,6 +312,8 @@ std::string CostModel::to_string() const {
                     ",FB=" + number(overlapped_pair()) +
                     ",comm=" + number(comm);
   if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
+  if (unshard > 0) out += ",unshard=" + number(unshard);
+  if (reduce > 0) out += ",reduce=" + number(reduce);
   if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);
   if (w_mem != 1) out += ",w_mem=" + number(w_mem);
   if (recompute) out += ",recompute=1";

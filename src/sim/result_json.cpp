@@ -47,6 +47,8 @@ Json costs_json(const CostModel& c) {
           {"FB", c.overlapped_pair()},
           {"comm", c.comm},
           {"a2a", c.all_to_all},
+          {"unshard", c.unshard},
+          {"reduce", c.reduce},
           {"scale", list_or_null(c.stage_scale)},
           {"act_bytes", c.activation_bytes > 0 ? Json(c.activation_bytes) : Json(nullptr)},
           {"act_scale", list_or_null(c.stage_activation)},

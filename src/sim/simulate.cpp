@@ -46,12 +46,14 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
   Metrics& m = sim.metrics;
   const int R = static_cast<int>(schedule.actions.size());
   const std::vector<double> peaks = activation_peaks(schedule, costs);
-  std::vector<std::vector<ComputeInterval>> compute(R);
+  std::vector<std::vector<ComputeInterval>> compute(R), data_parallel(R);
   for (int r = 0; r < R; ++r)
-    for (std::size_t i = 0; i < schedule.actions[r].size(); ++i)
-      if (schedule.actions[r][i].is_compute())
-        compute[r].push_back({sim.timeline[r][i].start, sim.timeline[r][i].end});
-  const StepFigures figures = step_figures(compute);
+    for (std::size_t i = 0; i < schedule.actions[r].size(); ++i) {
+      const Action& a = schedule.actions[r][i];
+      if (a.is_compute() || a.is_data_parallel())
+        (a.is_compute() ? compute : data_parallel)[r].push_back({sim.timeline[r][i].start, sim.timeline[r][i].end});
+    }
+  const StepFigures figures = step_figures(compute, data_parallel);
   m.makespan = figures.makespan;
   m.bubble = figures.bubble;
   m.bubble_rate = figures.bubble_rate;

@@ -21,12 +21,22 @@ double span_bubble_rate(double max_span, double max_busy) {
   return max_span > 0 ? (max_span - max_busy) / max_span : 0.0;
 }
 
-StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& compute_by_rank) {
+StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& compute_by_rank,
+                         const std::vector<std::vector<ComputeInterval>>& beside_by_rank) {
   StepFigures f;
   double first = std::numeric_limits<double>::infinity(), last = -first;
-  for (const auto& compute : compute_by_rank) {
-    f.per_rank.push_back(busy_and_span(compute));
+  for (std::size_t r = 0; r < compute_by_rank.size(); ++r) {
+    const auto& compute = compute_by_rank[r];
+    RankFigures& rank = f.per_rank.emplace_back(busy_and_span(compute));
     for (const ComputeInterval& i : compute) {
+      first = std::min(first, i.start);
+      last = std::max(last, i.end);
+    }
+    if (r >= beside_by_rank.size() || beside_by_rank[r].empty()) continue;
+    std::vector<ComputeInterval> all = compute;
+    all.insert(all.end(), beside_by_rank[r].begin(), beside_by_rank[r].end());
+    rank.span = busy_and_span(all).span;
+    for (const ComputeInterval& i : beside_by_rank[r]) {
       first = std::min(first, i.start);
       last = std::max(last, i.end);
     }

@@ -135,16 +135,16 @@ Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulati
   Trace trace = trace_header(schedule);
   const Schedule lowered = lower_communication(schedule);
   for (int r = 0; r < schedule.num_ranks; ++r) {
-    std::size_t compute = 0;  // position in the compute-only list, where the simulation's times are
+    std::size_t planned = 0;  // position in the schedule without messages, where the simulation's times are
     double clock = 0;         // messages take no time in the model: stamp them at the rank's current time
     for (std::size_t i = 0; i < lowered.actions[r].size(); ++i) {
       const Action& a = lowered.actions[r][i];
       TraceEvent e{a, r, static_cast<int>(i), step, clock * us_per_unit, 0.0};
-      if (a.is_compute()) {
-        const ActionTime& t = simulation.timeline[r][compute++];
+      if (!a.is_communication()) {
+        const ActionTime& t = simulation.timeline[r][planned++];
         e.start = t.start * us_per_unit;
         e.duration = (t.end - t.start) * us_per_unit;
-        clock = t.end;
+        if (a.is_compute()) clock = t.end;
       }
       trace.events.push_back(e);
     }

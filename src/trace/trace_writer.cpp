@@ -58,7 +58,7 @@ void write_trace_file(const std::string& path, const Trace& trace) {
 Trace trace_header(const Schedule& schedule) {
   Schedule compute = schedule;
   for (auto& actions : compute.actions) {
-    actions.erase(std::remove_if(actions.begin(), actions.end(), [](const Action& a) { return !a.is_compute(); }),
+    actions.erase(std::remove_if(actions.begin(), actions.end(), [](const Action& a) { return a.is_communication(); }),
                   actions.end());
   }
   Trace trace;

@@ -32,6 +32,7 @@ constexpr const char* kIdleFill = "#eeeeee";    // a row's band: empty where the
 constexpr const char* kGridStroke = "#d4d4d4";  // time axis grid lines
 constexpr const char* kPairFrame = "#1a1a1a";   // the frame that makes an F&B pair one unit
 constexpr const char* kCommFill = "#b0288f";   // communication in flight (expert all-to-alls)
+constexpr const char* kDataParallelFill = "#6a3d9a";  // a data-parallel collective in flight (gather, reduce)
 constexpr const char* kTextFill = "#222222";
 constexpr const char* kMutedText = "#555555";
 

@@ -137,21 +137,25 @@ constexpr double kSpanHeight = 4;
 
 // A span of communication as a strip over the row's edge: track 0 (the thread running the schedule) along the
 // top, track 1 (the backward half of an overlapped pair) along the bottom, so an all-to-all drawn over a cell is
-// one that computation hid, and one over idle band is exposed. Clipped to the drawn time range.
+// one that computation hid, and one over idle band is exposed; a data-parallel collective along the bottom in its
+// own colour. Clipped to the drawn time range.
 void draw_span(SvgBuilder& svg, const Scale& s, const TimelineSpan& span, double y, const std::string& time_unit,
                bool tooltips) {
   const double start = std::max(span.start, s.t0), end = std::min(span.end, s.t1);
   if (end < start) return;
   const double x = s.x(start), w = std::max(s.x(end) - x, 0.5);
+  const bool data_parallel = span.track == TimelineSpan::kDataParallelTrack;
   const double sy = span.track == 0 ? y : y + kRowHeight - kSpanHeight;
   svg.out() += "<g class=\"span\" data-track=\"" + std::to_string(span.track) + "\" data-start=\"" +
                exact(span.start) + "\" data-end=\"" + exact(span.end) + "\">";
   if (tooltips) {
-    svg.out() += "<title>" + xml_escape(detail::concat(span.name, " (", span.track == 0 ? "schedule" : "backward",
-                                                       " thread), ", format_time(span.end - span.start, time_unit))) +
+    const char* where = data_parallel ? "data-parallel link" : span.track == 0 ? "schedule thread" : "backward thread";
+    svg.out() += "<title>" + xml_escape(detail::concat(span.name, " (", where, "), ",
+                                                       format_time(span.end - span.start, time_unit))) +
                  "</title>";
   }
-  svg.rect(x, sy, w, kSpanHeight, std::string("fill=\"") + viz::kCommFill + "\" fill-opacity=\"0.85\"");
+  svg.rect(x, sy, w, kSpanHeight, std::string("fill=\"") + (data_parallel ? viz::kDataParallelFill : viz::kCommFill) +
+                                      "\" fill-opacity=\"0.85\"");
   svg.out() += "</g>\n";
 }
 
@@ -194,17 +198,22 @@ double draw_legend(SvgBuilder& svg, const std::vector<Timeline>& timelines, doub
     svg.text(x + swatches + 6, line_y + 10.5, e.label, label_attr);
     x += w;
   }
-  bool spans = false;
+  bool all_to_all = false, data_parallel = false;
   for (const Timeline& t : timelines)
-    for (const TimelineRow& row : t.rows) spans = spans || !row.spans.empty();
-  if (spans) {
-    const char* label = "all-to-all in flight (top edge: schedule thread, bottom edge: backward thread)";
+    for (const TimelineRow& row : t.rows)
+      for (const TimelineSpan& span : row.spans)
+        (span.track == TimelineSpan::kDataParallelTrack ? data_parallel : all_to_all) = true;
+  const auto strip_entry = [&](const char* label, const char* fill) {
     const double w = 30 + 8 + 7.0 * std::string(label).size() + 18;
     advance(w);
-    svg.rect(x, line_y + 4.5, 30, kSpanHeight, std::string("fill=\"") + viz::kCommFill + "\"");
+    svg.rect(x, line_y + 4.5, 30, kSpanHeight, std::string("fill=\"") + fill + "\"");
     svg.text(x + 36, line_y + 10.5, label, label_attr);
     x += w;
-  }
+  };
+  if (all_to_all)
+    strip_entry("all-to-all in flight (top edge: schedule thread, bottom edge: backward thread)", viz::kCommFill);
+  if (data_parallel)
+    strip_entry("data-parallel UNSHARD / REDUCE_GRAD in flight (bottom edge)", viz::kDataParallelFill);
   advance(130);
   svg.rect(x, line_y, 30, 13, std::string("fill=\"") + viz::kIdleFill + "\" stroke=\"#cccccc\" stroke-width=\"0.6\"");
   svg.text(x + 36, line_y + 10.5, "idle", label_attr);

@@ -17,15 +17,21 @@ std::size_t Timeline::num_cells() const {
 
 double Timeline::begin() const {
   double b = std::numeric_limits<double>::infinity();
-  for (const TimelineRow& row : rows)
+  for (const TimelineRow& row : rows) {
     for (const TimelineCell& c : row.cells) b = std::min(b, c.start);
+    for (const TimelineSpan& span : row.spans)
+      if (span.track == TimelineSpan::kDataParallelTrack) b = std::min(b, span.start);
+  }
   return b == std::numeric_limits<double>::infinity() ? 0.0 : b;
 }
 
 double Timeline::end() const {
   double e = 0;
-  for (const TimelineRow& row : rows)
+  for (const TimelineRow& row : rows) {
     for (const TimelineCell& c : row.cells) e = std::max(e, c.end);
+    for (const TimelineSpan& span : row.spans)
+      if (span.track == TimelineSpan::kDataParallelTrack) e = std::max(e, span.end);
+  }
   return e;
 }
 
@@ -51,6 +57,9 @@ Timeline timeline_from_simulation(const Schedule& schedule, const Simulation& si
     int index = 0;
     for (std::size_t i = 0; i < schedule.actions[r].size(); ++i) {
       const Action& a = schedule.actions[r][i];
+      const ActionTime& time = simulation.timeline[r][i];
+      if (a.is_data_parallel() && time.end > time.start)
+        row.spans.push_back({to_string(a), TimelineSpan::kDataParallelTrack, time.start, time.end});
       if (!a.is_compute()) continue;  // communication takes no time in the model and is not drawn
       TimelineCell c;
       c.action = a;
@@ -85,7 +94,13 @@ TimelineStats compute_stats(const Timeline& timeline) {
       max_stage = std::max({max_stage, c.action.stage, c.action.bwd_stage});
     }
   }
-  const StepFigures figures = step_figures(compute_intervals(timeline));
+  std::vector<std::vector<ComputeInterval>> data_parallel;  // collectives the step waits for
+  for (const TimelineRow& row : timeline.rows) {
+    auto& rank = data_parallel.emplace_back();
+    for (const TimelineSpan& span : row.spans)
+      if (span.track == TimelineSpan::kDataParallelTrack) rank.push_back({span.start, span.end});
+  }
+  const StepFigures figures = step_figures(compute_intervals(timeline), data_parallel);
   s.makespan = figures.makespan;
   s.bubble = figures.bubble;
   s.bubble_rate = figures.bubble_rate;

@@ -76,6 +76,34 @@ TEST_F(DrawCommand, WritesOneCellPerActionOfTheSchedule) {
   }
 }
 
+// ZeRO-3 over 2 replicas: 1F1B R=4 M=8 takes 33 with F=1, B=2 (3(R-1) + 3M); each rank first gathers its stage
+// (1.5) and at the end reduces its gradients (2), and rank 0, which computes first and last, waits for both: 36.5.
+TEST_F(DrawCommand, AZeroThreeScheduleShowsItsGathersAndReductions) {
+  const CommandResult r = draw("--kind 1f1b --ranks 4 --microbatches 8 --dp 2 --zero 3 "
+                               "--cost F=1,B=2,W=1,unshard=1.5,reduce=2 -o " + path("z.svg"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto root = XmlReader::parse(slurp(path("z.svg")));
+  EXPECT_EQ(drawn_cells(*root).size(), 4u * 8 * 2);  // the compute cells as before
+  std::vector<const XmlElement*> strips;
+  root->collect([](const XmlElement& e) { return e.name == "g" && e.has_class("span"); }, strips);
+  int gathers = 0, reductions = 0;  // told apart by their lengths, the costs given
+  for (const XmlElement* g : strips) {
+    EXPECT_EQ(g->attr("data-track"), "2");
+    const double length = g->number("data-end") - g->number("data-start");
+    EXPECT_TRUE(length == 1.5 || length == 2) << length;
+    ++(length == 1.5 ? gathers : reductions);
+  }
+  EXPECT_EQ(gathers, 4);
+  EXPECT_EQ(reductions, 4);
+  const std::string text = root->all_text();
+  for (const char* word : {"step time 36.5,", "data-parallel UNSHARD / REDUCE_GRAD in flight"})
+    EXPECT_TRUE(contains(text, word)) << word;
+  // Nothing to gather without replicas.
+  const CommandResult one = draw("--kind 1f1b --zero 3 -o " + path("one.svg"));
+  EXPECT_EQ(one.status, 2);
+  EXPECT_TRUE(contains(one.err, "ZeRO-3 shards over the data-parallel replicas and needs at least 2, got 1")) << one.err;
+}
+
 TEST_F(DrawCommand, HtmlHasTooltips) {
   const CommandResult r = draw("--kind 1f1b --ranks 4 --microbatches 8 --cost F=1,B=2 -o " + path("p.html"));
   ASSERT_EQ(r.status, 0) << r.err;

@@ -6,6 +6,8 @@
 
 #include "dualpipe/layout/layout.h"
 #include "dualpipe/util/error.h"
+#include "layout/search_request.h"
+#include "test_helpers.h"
 
 namespace dualpipe::layout {
 namespace {
@@ -24,23 +26,13 @@ ModelSpec moe_model() {
 }
 
 LayoutSearch search(const ModelSpec& model, const std::string& fix) {
-  LayoutRequest request;
-  request.model = model;
-  request.cluster = cluster_spec("a100-80gx16");
-  request.global_batch = 64;
-  request.fix = LayoutFix::parse(fix);
-  request.top = 50;
+  LayoutRequest request = test::search_request(model, "a100-80gx16", 64, fix, 50);
   request.include_unfit = true;  // every layout that divides, fitting or not, is held to the fix
   return search_layouts(request);
 }
 
 std::string error_of(const ModelSpec& model, const std::string& fix) {
-  try {
-    search(model, fix);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::error_text([&] { search(model, fix); });
 }
 
 // The reproducers (schedule=1f1b ranked pp1 "none" rows first; vpp=3 listed vpp 1 rows) and variants.

@@ -4,6 +4,8 @@
 #include "dualpipe/layout/layout.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/util/error.h"
+#include "layout/search_request.h"
+#include "test_helpers.h"
 
 namespace dualpipe::layout {
 namespace {
@@ -63,12 +65,8 @@ TEST(SearchLayouts, FindsTheBestOfAnExhaustiveEvaluation) {
 // The planner's automatic schedules join the search: they never make its best worse, and a planned row beats every
 // family row of its pipeline (the planner weighed those families under the same costs and memory).
 TEST(SearchLayouts, ThePlannersSchedulesJoinWhereTheyWin) {
-  LayoutRequest request;
-  request.model = model_spec("llama3-8b");
-  request.cluster = cluster_spec("a100-80gx8");
-  request.global_batch = 64;
-  request.fix = LayoutFix::parse("tp=1,cp=1,pp=8,mbs=1,recompute=full");
-  request.top = 100;
+  LayoutRequest request =
+      test::search_request(model_spec("llama3-8b"), "a100-80gx8", 64, "tp=1,cp=1,pp=8,mbs=1,recompute=full", 100);
   const LayoutSearch with_planner = search_layouts(request);
   request.planner = false;
   const LayoutSearch families = search_layouts(request);
@@ -95,13 +93,8 @@ TEST(SearchLayouts, ThePlannersSchedulesJoinWhereTheyWin) {
 // DeepSeek-V3's published layout on 2048 H800s (PP16, EP64, no TP, ZeRO-1 data parallelism, DualPipe, batch 15360):
 // it fits, and DualPipe is the best schedule of that family.
 TEST(SearchLayouts, DeepSeekV3sPublishedLayoutFitsAndDualPipeLeadsItsFamily) {
-  LayoutRequest request;
-  request.model = model_spec("deepseek-v3");
-  request.cluster = cluster_spec("h800x2048");
-  request.global_batch = 15360;
-  request.fix = LayoutFix::parse("tp=1,cp=1,pp=16,ep=64,mbs=1,zero=1");
-  request.top = 3;
-  const LayoutSearch search = search_layouts(request);
+  const LayoutSearch search = search_layouts(
+      test::search_request(model_spec("deepseek-v3"), "h800x2048", 15360, "tp=1,cp=1,pp=16,ep=64,mbs=1,zero=1", 3));
   ASSERT_FALSE(search.ranked.empty());
   const LayoutResult& best = search.ranked.front();
   EXPECT_EQ(best.layout.schedule, "dualpipe");
@@ -127,13 +120,8 @@ TEST(SearchLayouts, InterleavingGainsWhatTorchtitanMeasuredForLlama405B) {
 TEST(EvaluateLayout, RefusesLayoutsThatDoNotDivideNamingTheRule) {
   const ModelSpec model = small_model();
   const ClusterSpec cluster = cluster_spec("a100-80gx8");
-  const auto error_of = [&](Layout l, int batch = 32) -> std::string {
-    try {
-      evaluate_layout(model, cluster, batch, l);
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "(no error)";
+  const auto error_of = [&](Layout l, int batch = 32) {
+    return test::error_text([&] { evaluate_layout(model, cluster, batch, l); });
   };
   Layout l;
   l.dp = 4;
@@ -156,14 +144,7 @@ TEST(LayoutFix, ParsesItsKeysAndRefusesTheRest) {
   EXPECT_EQ(fix.schedule, "dualpipe");
   EXPECT_EQ(fix.recompute, Recompute::Full);
   EXPECT_FALSE(fix.cp.has_value());
-  const auto error_of = [](const std::string& text) -> std::string {
-    try {
-      LayoutFix::parse(text);
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
+  const auto error_of = [](const std::string& text) { return test::error_text([&] { LayoutFix::parse(text); }); };
   EXPECT_NE(error_of("tp=8,tp=4").find("names 'tp' twice"), std::string::npos);
   EXPECT_NE(error_of("zero=4").find("zero=4 must be between 0 and 3"), std::string::npos);
   EXPECT_NE(error_of("pipeline=4").find("key 'pipeline' is not one of"), std::string::npos);

@@ -6,17 +6,19 @@
 #include "dualpipe/layout/cluster_spec.h"
 #include "dualpipe/layout/model_spec.h"
 #include "dualpipe/util/error.h"
+#include "test_helpers.h"
 
 namespace dualpipe::layout {
 namespace {
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no error)";
+using test::error_text;
+
+// The refusal of a model file, or of a cluster file, that holds `text`; "(no error)" when it is accepted.
+std::string model_file_error(const std::string& text) {
+  return error_text([&] { parse_model_spec(text, "m.json"); });
+}
+std::string cluster_file_error(const std::string& text) {
+  return error_text([&] { parse_cluster_spec(text, "c.json"); });
 }
 
 // Published totals: GPT-3 175.0B (Brown et al., Table 2.1); Llama 3 8.03B, 70.6B and 405.9B (the model cards);
@@ -41,25 +43,22 @@ TEST(ModelSpec, ReadsAFileStrictly) {
   EXPECT_EQ(m.name, "tiny");
   EXPECT_EQ(m.layers, 4);
   EXPECT_EQ(m.kv_heads, 0);
-  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": 4, "hiden": 64})", "m.json"); })
+  EXPECT_NE(model_file_error(R"({"layers": 4, "hiden": 64})")
                 .find("m.json: unknown field 'hiden'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": 4.5})", "m.json"); })
+  EXPECT_NE(model_file_error(R"({"layers": 4.5})")
                 .find("'layers' must be a whole number, got 4.5"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_model_spec("[1, 2]", "m.json"); }).find("must hold one JSON object"),
+  EXPECT_NE(model_file_error("[1, 2]").find("must hold one JSON object"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_model_spec("{", "m.json"); }).find("m.json: not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": )" + std::string(100000, '[') + "}", "m.json"); })
+  EXPECT_NE(model_file_error("{").find("m.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(model_file_error(R"({"layers": )" + std::string(100000, '[') + "}")
                 .find("nothing may nest inside it"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              parse_model_spec(R"({"layers": 4, "hidden": 64, "heads": 5, "ffn_hidden": 256, "vocab": 256,
-                                  "seq_len": 32})",
-                               "m.json");
-            }).find("heads=5 must divide hidden=64"),
+  EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "heads": 5, "ffn_hidden": 256, "vocab": 256,
+                                  "seq_len": 32})").find("heads=5 must divide hidden=64"),
             std::string::npos);
-  EXPECT_NE(error_of([] { model_spec("llama4-1t"); }).find("'llama4-1t' is neither a preset nor an existing file"),
+  EXPECT_NE(error_text([] { model_spec("llama4-1t"); }).find("'llama4-1t' is neither a preset nor an existing file"),
             std::string::npos);
 }
 
@@ -68,16 +67,13 @@ TEST(ClusterSpec, PresetsTakeTheirGpuCountAfterX) {
   EXPECT_EQ(c.gpus, 16384);
   EXPECT_EQ(c.gpus_per_node, 8);
   EXPECT_EQ(c.peak_tflops, 989);
-  EXPECT_NE(error_of([] { cluster_spec("h800"); }).find("needs its GPU count, as in 'h800x64'"), std::string::npos);
-  EXPECT_NE(error_of([] { cluster_spec("h800x12"); }).find("gpus=12 must be a multiple of gpus_per_node=8"),
+  EXPECT_NE(error_text([] { cluster_spec("h800"); }).find("needs its GPU count, as in 'h800x64'"), std::string::npos);
+  EXPECT_NE(error_text([] { cluster_spec("h800x12"); }).find("gpus=12 must be a multiple of gpus_per_node=8"),
             std::string::npos);
-  EXPECT_NE(error_of([] { cluster_spec("h800x1e3"); }).find("must be a whole number"), std::string::npos);
+  EXPECT_NE(error_text([] { cluster_spec("h800x1e3"); }).find("must be a whole number"), std::string::npos);
   EXPECT_EQ(cluster_spec("a100-80gx4").gpus, 4);  // less than a node
-  EXPECT_NE(error_of([] {
-              parse_cluster_spec(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100, "intra_node_gbps": 100,
-                                    "inter_node_gbps": 10, "matmul_efficiency": 1.5})",
-                                 "c.json");
-            }).find("matmul_efficiency and link_efficiency must be in (0, 1]"),
+  EXPECT_NE(cluster_file_error(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100, "intra_node_gbps": 100,
+                                    "inter_node_gbps": 10, "matmul_efficiency": 1.5})").find("matmul_efficiency and link_efficiency must be in (0, 1]"),
             std::string::npos);
 }
 
@@ -88,7 +84,7 @@ TEST(ModelSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
     nlohmann::json model = nlohmann::json::parse(R"({"name": "m", "layers": 4, "hidden": 64, "heads": 4,
                                                      "ffn_hidden": 256, "vocab": 256, "seq_len": 32})");
     model.update(nlohmann::json::parse("{" + changes + "}"));
-    return error_of([&] { parse_model_spec(model.dump(), "m.json"); });
+    return model_file_error(model.dump());
   };
   EXPECT_EQ(model_error(""), "(no error)");
   // A loop over expert-parallel sizes once doubled past 2^30 into 0 and divided by it (SIGFPE).
@@ -100,20 +96,17 @@ TEST(ModelSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
   EXPECT_NE(model_error(R"("experts": 8, "top_k": 2, "expert_ffn_hidden": 64, "shared_experts": 2147483647)")
                 .find("shared_experts=2147483647 must be between 0 and 1024"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              parse_model_spec(R"({"layers": 1000000000, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 256,
-                                   "seq_len": 32})",
-                               "m.json");
-            }).find("layers=1000000000 must be between 1 and 100000"),
+  EXPECT_NE(model_file_error(R"({"layers": 1000000000, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 256,
+                                   "seq_len": 32})").find("layers=1000000000 must be between 1 and 100000"),
             std::string::npos);
   EXPECT_NE(model_error(R"("dtype_bytes": 3)").find("dtype_bytes=3 must be 1, 2, 4 or 8"), std::string::npos);
   EXPECT_NE(model_error(R"("kv_heads": 8)").find("kv_heads=8 must be between 0 and 4"), std::string::npos);
   // A missing field is named as missing, not as a zero; a field given twice is refused.
-  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256,
-                                                "seq_len": 32})", "m.json"); })
+  EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256,
+                                                "seq_len": 32})")
                 .find("m.json: missing field 'vocab'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_model_spec(R"({"layers": 4, "hidden": 64, "layers": 8})", "m.json"); })
+  EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "layers": 8})")
                 .find("m.json: field 'layers' is given twice"),
             std::string::npos);
   // Names are printed in headers: ESC, BEL and U+202E (which reverses what follows) are refused, at their byte.
@@ -128,7 +121,7 @@ TEST(ClusterSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
     nlohmann::json cluster = nlohmann::json::parse(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100,
                                                        "intra_node_gbps": 100, "inter_node_gbps": 10})");
     cluster.update(nlohmann::json::parse("{" + changes + "}"));
-    return error_of([&] { parse_cluster_spec(cluster.dump(), "c.json"); });
+    return cluster_file_error(cluster.dump());
   };
   EXPECT_EQ(cluster_error(""), "(no error)");
   EXPECT_NE(cluster_error(R"("peak_tflops": 1e-300)").find("peak_tflops=1e-300 must be between 0.001 and 1e+06"),
@@ -140,8 +133,8 @@ TEST(ClusterSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
   EXPECT_NE(cluster_error(R"("step_time_factor": 1000)").find("step_time_factor=1000"), std::string::npos);
   EXPECT_NE(cluster_error(R"("gpus_per_node": 4096)").find("gpus_per_node=4096 must be between 1 and 1024"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_cluster_spec(R"({"gpus": 8, "peak_tflops": 100, "intra_node_gbps": 100,
-                                                  "inter_node_gbps": 10})", "c.json"); })
+  EXPECT_NE(cluster_file_error(R"({"gpus": 8, "peak_tflops": 100, "intra_node_gbps": 100,
+                                                  "inter_node_gbps": 10})")
                 .find("c.json: missing field 'memory_gib'"),
             std::string::npos);
 }

@@ -2,6 +2,7 @@
 // the trainer's own rules in tests/cli), or why there is none.
 #include <gtest/gtest.h>
 
+#include "dualpipe/layout/model_spec.h"
 #include "dualpipe/layout/train_command.h"
 
 namespace {
@@ -9,15 +10,9 @@ namespace {
 using namespace dualpipe::layout;
 
 ModelSpec trainers_model() {  // dualpipe train's transformer at --layers 8 --hidden 128 --heads 4 --seq-len 128
-  ModelSpec m;
-  m.name = "small";
-  m.layers = 8;
-  m.hidden = 128;
-  m.heads = 4;
-  m.ffn_hidden = 512;
-  m.vocab = 256;
-  m.seq_len = 128;
-  return m;
+  return parse_model_spec(R"({"name": "small", "layers": 8, "hidden": 128, "heads": 4, "ffn_hidden": 512,
+                              "vocab": 256, "seq_len": 128})",
+                          "small.json");
 }
 
 ClusterSpec one_machine() {

@@ -9,6 +9,7 @@
 
 #include "dualpipe/runtime/split_linear.h"
 #include "dualpipe/runtime/weight_grad_store.h"
+#include "dualpipe/schedule/data_parallel_lowering.h"
 #include "dualpipe/schedule/generators.h"
 #include "runtime/support/reference_model.h"
 #include "runtime/support/thread_ranks.h"
@@ -103,21 +104,22 @@ TEST(Executor, PairsWithTheirWeightGradientsLastMatchTheReference) {
   EXPECT_EQ(split_halves.load(), 0);
 }
 
-// ZeRO-3's use of the stage hooks, played by the test: every stage's parameters are taken away before the step,
-// given back at on_stage_needed (once on_stage_needed_soon has come) and taken away again at
-// on_stage_gradients_done. A stage that computed without its parameters, or after they went, would fail the step or
-// its check against the single-process reference.
-TEST(Executor, StageHooksBracketEveryActionOfTheirStage) {
+// ZeRO-3's use of the data-parallel actions, played by the test: every stage's parameters are taken away before the
+// step, given back at wait_unsharded (once its UNSHARD has come) and taken away again at its RESHARD, and its
+// REDUCE_GRAD comes once, after them. A stage that computed without its parameters, or after they went, would fail
+// the step or its check against the single-process reference.
+TEST(Executor, DataParallelActionsBracketEveryActionOfTheirStage) {
   for (const auto& [kind, microbatches] : std::vector<std::pair<std::string, int>>{
            {"1f1b", 4}, {"zb-h1", 4}, {"zbv", 4}, {"dualpipe", 8}, {"dualpipev", 4}, {"interleaved-1f1b", 4}}) {
-    const Schedule schedule = make_schedule(kind, {2, microbatches});
+    const Schedule schedule = add_reduce_grad(add_unshard_reshard(make_schedule(kind, {2, microbatches})),
+                                              ReduceAt::LastGradient);
     std::mutex mutex;
     std::vector<std::string> problems;
     RankOptions options;
     options.before_step = [&](runtime::StepArgs& args, const std::map<int, runtime::MlpStage>& modules) {
       struct Held {
         std::vector<torch::Tensor> parameters, values;
-        int soon = 0, needed = 0, done = 0;
+        int unshard = 0, waited = 0, reshard = 0, reduced = 0;
       };
       auto held = std::make_shared<std::map<int, Held>>();
       for (const auto& [s, module] : modules)
@@ -130,18 +132,22 @@ TEST(Executor, StageHooksBracketEveryActionOfTheirStage) {
         std::lock_guard<std::mutex> lock(mutex);
         problems.push_back(kind + ": stage " + std::to_string(s) + " " + what);
       };
-      args.on_stage_needed_soon = [held, complain](int s) {
-        if (held->at(s).soon++ > 0) complain(s, "was announced twice");
+      args.unshard = [held, complain](int s) {
+        if (held->at(s).unshard++ > 0) complain(s, "was unsharded twice");
       };
-      args.on_stage_needed = [held, complain](int s) {
+      args.wait_unsharded = [held, complain](int s) {
         Held& h = held->at(s);
-        if (h.soon != 1 || h.needed++ > 0) complain(s, "was needed twice or unannounced");
+        if (h.unshard != 1 || h.waited++ > 0) complain(s, "was waited for twice or before its UNSHARD");
         for (size_t i = 0; i < h.parameters.size(); ++i) h.parameters[i].set_data(h.values[i]);
       };
-      args.on_stage_gradients_done = [held, complain](int s) {
+      args.reshard = [held, complain](int s) {
         Held& h = held->at(s);
-        if (h.needed != 1 || h.done++ > 0) complain(s, "was done twice or before it was needed");
+        if (h.waited != 1 || h.reshard++ > 0) complain(s, "was resharded twice or before it was waited for");
         for (auto& p : h.parameters) p.set_data(torch::empty({0}));
+      };
+      args.reduce_grad = [held, complain](int s) {
+        Held& h = held->at(s);
+        if (h.waited != 1 || h.reduced++ > 0) complain(s, "was reduced twice or before it computed");
       };
     };
     expect_matches_reference(schedule, 2, options);

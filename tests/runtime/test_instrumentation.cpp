@@ -13,6 +13,7 @@
 #include "dualpipe/runtime/trace_gather.h"
 #include "dualpipe/runtime/unmetered_memory.h"
 #include "dualpipe/schedule/action.h"
+#include "dualpipe/schedule/data_parallel_lowering.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/lower.h"
 #include "dualpipe/sim/simulate.h"
@@ -118,7 +119,7 @@ struct BytesOfOneStep {
 
 BytesOfOneStep one_rank_step(const std::string& kind, int microbatches,
                              const std::function<void(runtime::StepArgs&)>& hooks = {}) {
-  const Schedule schedule = make_schedule(kind, {1, microbatches});
+  const Schedule schedule = add_unshard_reshard(make_schedule(kind, {1, microbatches}));
   const ReferenceSetup setup = make_setup(schedule.num_stages, schedule.num_microbatches, 64, 16, 7);
   BytesOfOneStep bytes;
   auto problems = run_ranks(1, [&](std::shared_ptr<comm::Communicator> comm) {
@@ -151,19 +152,19 @@ TEST(ActivationBytes, PeakGrowsWithHeldActivationsOnly) {
   EXPECT_EQ(f8.peak - f4.peak, f8.losses - f4.losses);
 }
 
-// What a stage hook allocates under UnmeteredMemory (ZeRO-3's gathered parameters) is not an activation: a MiB held
-// from the stage's first action to its last leaves the peak as it was, and adds a MiB to it without the guard.
+// What an UNSHARD's function allocates under UnmeteredMemory (ZeRO-3's gathered parameters) is not an activation: a
+// MiB held from the stage's UNSHARD to its RESHARD leaves the peak as it was, and adds a MiB to it without the guard.
 TEST(ActivationBytes, MemoryAHookHoldsUnmeteredIsNotCounted) {
   constexpr int64_t kMiB = 1 << 20;
   const auto holding_a_mib = [](bool unmetered) {
     return [unmetered](runtime::StepArgs& args) {
       auto held = std::make_shared<torch::Tensor>();
-      args.on_stage_needed = [held, unmetered](int) {
+      args.wait_unsharded = [held, unmetered](int) {
         std::optional<runtime::UnmeteredMemory> guard;
         if (unmetered) guard.emplace();
         *held = torch::ones({kMiB / 4}, torch::kFloat);
       };
-      args.on_stage_gradients_done = [held, unmetered](int) {
+      args.reshard = [held, unmetered](int) {
         std::optional<runtime::UnmeteredMemory> guard;
         if (unmetered) guard.emplace();
         *held = torch::Tensor();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/text_format.h"
@@ -21,39 +22,41 @@ void expect_interleaved_invalid(const ScheduleOptions& o, const std::string& rul
   test::expect_invalid(&make_interleaved_1f1b, o, rule);
 }
 
+// The order of R ranks, v stages per rank, M micro-batches is `ranks`, one line of actions per rank.
+void expect_interleaved_order(int R, int M, int v, const std::vector<std::string>& ranks) {
+  std::string expected;
+  for (std::size_t r = 0; r < ranks.size(); ++r) expected += "rank " + std::to_string(r) + ": " + ranks[r] + "\n";
+  EXPECT_EQ(format_text(make_interleaved_1f1b(options(R, M, v))), expected);
+}
+
 // Worked by hand. R=2, v=2, M=4: 8 virtual micro-batches per rank in groups of R*v = 4.
 // Forward k -> (chunk, mb): 0:(0,0) 1:(0,1) 2:(1,0) 3:(1,1) 4:(0,2) 5:(0,3) 6:(1,2) 7:(1,3);
 // backward k runs chunk 1-c for the same micro-batch. Chunk c of rank r is stage 2c+r.
 // Warm-up: rank 0 (2-0-1)*2 + (2-1)*2 = 4, rank 1 0 + 2 = 2; then F(w+k) B(k); then the remaining B.
 TEST(Interleaved1F1B, PinnedOrderR2M4V2) {
-  EXPECT_EQ(format_text(make_interleaved_1f1b(options(2, 4, 2))),
-            "rank 0: 0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3\n"
-            "rank 1: 1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3\n");
+  expect_interleaved_order(2, 4, 2, {"0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3",
+                                     "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3"});
 }
 
 // Worked by hand. R=3, v=2, M=6: groups of 6 virtual micro-batches; warm-up 7, 5, 3.
 TEST(Interleaved1F1B, PinnedOrderR3M6V2) {
-  EXPECT_EQ(format_text(make_interleaved_1f1b(options(3, 6, 2))),
-            "rank 0: 0F0 0F1 0F2 3F0 3F1 3F2 0F3 0F4 3B0 0F5 3B1 3F3 3B2 3F4 0B0 3F5 "
-            "0B1 0B2 3B3 3B4 3B5 0B3 0B4 0B5\n"
-            "rank 1: 1F0 1F1 1F2 4F0 4F1 4F2 4B0 1F3 4B1 1F4 4B2 1F5 1B0 4F3 1B1 4F4 "
-            "1B2 4F5 4B3 4B4 4B5 1B3 1B4 1B5\n"
-            "rank 2: 2F0 2F1 2F2 5F0 5B0 5F1 5B1 5F2 5B2 2F3 2B0 2F4 2B1 2F5 2B2 5F3 "
-            "5B3 5F4 5B4 5F5 5B5 2B3 2B4 2B5\n");
+  expect_interleaved_order(3, 6, 2,
+                           {"0F0 0F1 0F2 3F0 3F1 3F2 0F3 0F4 3B0 0F5 3B1 3F3 3B2 3F4 0B0 3F5 "
+                            "0B1 0B2 3B3 3B4 3B5 0B3 0B4 0B5",
+                            "1F0 1F1 1F2 4F0 4F1 4F2 4B0 1F3 4B1 1F4 4B2 1F5 1B0 4F3 1B1 4F4 "
+                            "1B2 4F5 4B3 4B4 4B5 1B3 1B4 1B5",
+                            "2F0 2F1 2F2 5F0 5B0 5F1 5B1 5F2 5B2 2F3 2B0 2F4 2B1 2F5 2B2 5F3 "
+                            "5B3 5F4 5B4 5F5 5B5 2B3 2B4 2B5"});
 }
 
 // M == R: Megatron's all_warmup_microbatches rule runs every forward first, then every backward.
 TEST(Interleaved1F1B, PinnedOrderAllWarmupWhenMEqualsR) {
-  EXPECT_EQ(format_text(make_interleaved_1f1b(options(2, 2, 2))),
-            "rank 0: 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1\n"
-            "rank 1: 1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1\n");
+  expect_interleaved_order(2, 2, 2, {"0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1", "1F0 1F1 3F0 3F1 3B0 3B1 1B0 1B1"});
 }
 
 // v = 1 is plain 1F1B (warm-up R-r-1), which Megatron runs without the interleaved function; any M.
 TEST(Interleaved1F1B, OneStagePerRankIsPlain1F1B) {
-  EXPECT_EQ(format_text(make_interleaved_1f1b(options(2, 3, 1))),
-            "rank 0: 0F0 0F1 0B0 0F2 0B1 0B2\n"
-            "rank 1: 1F0 1B0 1F1 1B1 1F2 1B2\n");
+  expect_interleaved_order(2, 3, 1, {"0F0 0F1 0B0 0F2 0B1 0B2", "1F0 1B0 1F1 1B1 1F2 1B2"});
   for (int R = 1; R <= 5; ++R) {
     for (int M = 1; M <= 7; ++M) {
       ScheduleOptions plain;

@@ -338,6 +338,9 @@ std::string execute(const Schedule& s) {
             }
             break;
           }
+          case ActionType::Unshard:
+          case ActionType::Reshard:
+          case ActionType::ReduceGrad: break;  // not in a schedule lowered for communication alone
         }
         if (blocked) break;
         ++cursor[r];

@@ -17,9 +17,6 @@
 namespace dualpipe {
 namespace {
 
-using test::contains;
-using test::error_message;
-
 // DualPipeV R=4 M=8 as a PyTorch-style CSV, written by hand from spec section 5 (the derivation of every
 // rank is in dualpipev_r4m8.h). Idle steps are empty cells (rank 1 waits one step, rank 2 two,
 // rank 3 three, as in a real timeline), some cells are quoted, lines end in \r\n.
@@ -106,16 +103,12 @@ TEST(PyTorchCsv, TrailingEmptyRowsAreDropped) {
 }
 
 TEST(PyTorchCsv, BadCellNamesLineRankAndCell) {
-  const std::string m = error_message([] { parse_pytorch_csv("0F0,0F1,0B0,0B1\r\n1F0,1Z0,1F1\r\n"); });
-  EXPECT_TRUE(contains(m, "CSV line 2")) << m;
-  EXPECT_TRUE(contains(m, "rank 1")) << m;
-  EXPECT_TRUE(contains(m, "'1Z0'")) << m;
+  test::expect_error_with([] { parse_pytorch_csv("0F0,0F1,0B0,0B1\r\n1F0,1Z0,1F1\r\n"); },
+                          {"CSV line 2", "rank 1", "'1Z0'"});
 }
 
 TEST(PyTorchCsv, UnterminatedQuoteIsRejected) {
-  const std::string m = error_message([] { parse_pytorch_csv("0F0,\"0B0\r\n"); });
-  EXPECT_TRUE(contains(m, "CSV line 1")) << m;
-  EXPECT_TRUE(contains(m, "quote")) << m;
+  test::expect_error_with([] { parse_pytorch_csv("0F0,\"0B0\r\n"); }, {"CSV line 1", "quote"});
 }
 
 TEST(PyTorchCsv, EmptyCsvIsRejected) {

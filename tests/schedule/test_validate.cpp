@@ -27,6 +27,20 @@ std::string problem_with(const std::vector<std::string>& problems, const std::st
   return "";
 }
 
+// The problem that contains `key` names every one of `details` too (the rank, the position, the actions).
+void expect_problem(const std::vector<std::string>& problems, const std::string& key,
+                    const std::vector<std::string>& details) {
+  test::expect_contains_all(problem_with(problems, key), details);
+}
+
+// Takes `action` out of the rank's list; the mutation tests below start from a schedule that holds it.
+void remove_action(Schedule& s, int rank, const Action& action) {
+  auto& actions = s.actions[rank];
+  const auto it = std::find(actions.begin(), actions.end(), action);
+  ASSERT_NE(it, actions.end()) << to_string(action) << " is not on rank " << rank;
+  actions.erase(it);
+}
+
 // A fresh 2-rank, 2-stage, 2-micro-batch schedule with the linear placement (stage s on rank s).
 Schedule two_by_two(const char* text) {
   Schedule s = parse_text(text);
@@ -48,53 +62,39 @@ TEST(Validate, GeneratedAndHandWrittenValidSchedulesHaveNoProblems) {
 TEST(Validate, MissingAction) {
   // 1F1B with rank 1's 1B1 dropped. Parsed counts stay S=2, M=2.
   const auto problems = find_problems(two_by_two("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 1B0 1F1\n"));
-  const std::string p = problem_with(problems, "missing action 1B1");
-  EXPECT_TRUE(contains(p, "rank 1")) << p;
-  const std::string counts = problem_with(problems, "counts do not add up");
-  EXPECT_TRUE(contains(counts, "found 4 forwards and 3 backwards")) << counts;
+  expect_problem(problems, "missing action 1B1", {"rank 1"});
+  expect_problem(problems, "counts do not add up", {"found 4 forwards and 3 backwards"});
 }
 
 TEST(Validate, MissingForward) {
   Schedule s = make_1f1b(ScheduleOptions{3, 4});
-  auto& r1 = s.actions[1];
-  r1.erase(std::find(r1.begin(), r1.end(), Action::forward(1, 2)));
+  remove_action(s, 1, Action::forward(1, 2));
   const auto problems = find_problems(s);
-  const std::string p = problem_with(problems, "missing action 1F2");
-  EXPECT_TRUE(contains(p, "rank 1")) << p;
-  const std::string counts = problem_with(problems, "counts do not add up");
-  EXPECT_TRUE(contains(counts, "3 x 4 = 12")) << counts;
-  EXPECT_TRUE(contains(counts, "found 11 forwards and 12 backwards")) << counts;
+  expect_problem(problems, "missing action 1F2", {"rank 1"});
+  expect_problem(problems, "counts do not add up", {"3 x 4 = 12", "found 11 forwards and 12 backwards"});
 }
 
 TEST(Validate, DuplicatedAction) {
   const auto problems = find_problems(two_by_two("rank 0: 0F0 0F1 0B0 0F1 0B1\nrank 1: 1F0 1B0 1F1 1B1\n"));
-  const std::string p = problem_with(problems, "duplicated action 0F1");
-  EXPECT_TRUE(contains(p, "rank 0 position 1")) << p;
-  EXPECT_TRUE(contains(p, "rank 0 position 3")) << p;
+  expect_problem(problems, "duplicated action 0F1", {"rank 0 position 1", "rank 0 position 3"});
 }
 
 TEST(Validate, DuplicatedHalfOfAPair) {
   // 1F1 both alone and as the forward half of a pair.
   const auto problems =
       find_problems(two_by_two("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 1F1 (1F1;1B0) 1B1\n"));
-  const std::string p = problem_with(problems, "duplicated action 1F1");
-  EXPECT_TRUE(contains(p, "rank 1 position 1")) << p;
-  EXPECT_TRUE(contains(p, "rank 1 position 2")) << p;
+  expect_problem(problems, "duplicated action 1F1", {"rank 1 position 1", "rank 1 position 2"});
 }
 
 TEST(Validate, BackwardBeforeItsForwardOnTheSameRank) {
   // Rank 1 runs 1B0 before 1F0.
   const auto problems = find_problems(two_by_two("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1B0 1F0 1F1 1B1\n"));
-  const std::string p = problem_with(problems, "before its forward");
-  EXPECT_TRUE(contains(p, "rank 1 position 0")) << p;
-  EXPECT_TRUE(contains(p, "1B0")) << p;
-  EXPECT_TRUE(contains(p, "1F0")) << p;
+  expect_problem(problems, "before its forward", {"rank 1 position 0", "1B0", "1F0"});
 }
 
 TEST(Validate, WeightBeforeItsInput) {
   const auto problems = find_problems(two_by_two("rank 0: 0F0 0F1 0B0 0B1\nrank 1: 1F0 1W0 1I0 1F1 1B1\n"));
-  const std::string p = problem_with(problems, "1W0 runs before its 1I0");
-  EXPECT_TRUE(contains(p, "rank 1 position 1")) << p;
+  expect_problem(problems, "1W0 runs before its 1I0", {"rank 1 position 1"});
 }
 
 TEST(Validate, WeightWithoutItsInput) {
@@ -102,28 +102,20 @@ TEST(Validate, WeightWithoutItsInput) {
   Schedule s = make_zb_h1(ScheduleOptions{2, 3});
   auto& r0 = s.actions[0];
   *std::find(r0.begin(), r0.end(), Action::backward_input(0, 1)) = Action::backward(0, 1);
-  const std::string p = problem_with(find_problems(s), "W without its I");
-  EXPECT_TRUE(contains(p, "0W1")) << p;
-  EXPECT_TRUE(contains(p, "rank 0")) << p;
+  expect_problem(find_problems(s), "W without its I", {"0W1", "rank 0"});
 }
 
 TEST(Validate, InputWithoutItsWeight) {
   Schedule s = make_zb_h1(ScheduleOptions{2, 3});
-  auto& r1 = s.actions[1];
-  r1.erase(std::find(r1.begin(), r1.end(), Action::backward_weight(1, 2)));
-  const std::string p = problem_with(find_problems(s), "missing action 1W2");
-  EXPECT_TRUE(contains(p, "1I2")) << p;
-  EXPECT_TRUE(contains(p, "rank 1")) << p;
+  remove_action(s, 1, Action::backward_weight(1, 2));
+  expect_problem(find_problems(s), "missing action 1W2", {"1I2", "rank 1"});
 }
 
 TEST(Validate, BothFullAndSplitBackward) {
   // 0B0 and 0I0 (+0W0) for the same stage and micro-batch.
   const auto problems =
       find_problems(two_by_two("rank 0: 0F0 0F1 0B0 0I0 0W0 0B1\nrank 1: 1F0 1B0 1F1 1B1\n"));
-  const std::string p = problem_with(problems, "both 0B0");
-  EXPECT_TRUE(contains(p, "0I0")) << p;
-  EXPECT_TRUE(contains(p, "rank 0 position 2")) << p;
-  EXPECT_TRUE(contains(p, "rank 0 position 3")) << p;
+  expect_problem(problems, "both 0B0", {"0I0", "rank 0 position 2", "rank 0 position 3"});
   problem_with(problems, "found 4 forwards and 5 backwards");
 }
 
@@ -133,9 +125,7 @@ TEST(Validate, CountsThatDoNotAddUp) {
   s.num_microbatches = 3;
   s.placement = Placement::linear(2);
   const auto problems = find_problems(s);
-  const std::string counts = problem_with(problems, "counts do not add up");
-  EXPECT_TRUE(contains(counts, "2 x 3 = 6")) << counts;
-  EXPECT_TRUE(contains(counts, "found 4 forwards and 4 backwards")) << counts;
+  expect_problem(problems, "counts do not add up", {"2 x 3 = 6", "found 4 forwards and 4 backwards"});
   problem_with(problems, "missing action 0F2 (expected on rank 0)");
   problem_with(problems, "missing action 1F2 (expected on rank 1)");
 }
@@ -143,13 +133,9 @@ TEST(Validate, CountsThatDoNotAddUp) {
 TEST(Validate, PlacementMismatch) {
   // 1F1B R=2 M=2 with 1F1 moved from rank 1 to rank 0 (the placement still says stage 1 is on rank 1).
   Schedule s = parse_text(k1F1B);
-  auto& r1 = s.actions[1];
-  r1.erase(std::find(r1.begin(), r1.end(), Action::forward(1, 1)));
+  remove_action(s, 1, Action::forward(1, 1));
   s.actions[0].push_back(Action::forward(1, 1));
-  const std::string p = problem_with(find_problems(s), "placement mismatch");
-  EXPECT_TRUE(contains(p, "rank 0 position 4")) << p;
-  EXPECT_TRUE(contains(p, "1F1")) << p;
-  EXPECT_TRUE(contains(p, "on rank 1")) << p;
+  expect_problem(find_problems(s), "placement mismatch", {"rank 0 position 4", "1F1", "on rank 1"});
 }
 
 TEST(Validate, PlacementMismatchInATwoDirectionSchedule) {
@@ -157,8 +143,7 @@ TEST(Validate, PlacementMismatchInATwoDirectionSchedule) {
   // ranks' whole orders puts every action on the wrong replica.
   Schedule s = make_dualpipe(ScheduleOptions{2, 4});
   std::swap(s.actions[0], s.actions[1]);
-  const std::string p = problem_with(find_problems(s), "placement mismatch: rank 0 position 0 runs 0F2");
-  EXPECT_TRUE(contains(p, "on rank 1")) << p;
+  expect_problem(find_problems(s), "placement mismatch: rank 0 position 0 runs 0F2", {"on rank 1"});
 }
 
 TEST(Validate, CrossRankDeadlock) {
@@ -168,22 +153,12 @@ TEST(Validate, CrossRankDeadlock) {
   const Schedule s = parse_text("rank 0: 0F0 0B0 0F1 0B1\nrank 1: 1F0 1F1 1B0 1B1\n");
   const auto problems = find_problems(s);
   ASSERT_EQ(problems.size(), 2u) << test::join_lines(problems);
-  const std::string p0 = problem_with(problems, "rank 0");
-  EXPECT_TRUE(contains(p0, "deadlock")) << p0;
-  EXPECT_TRUE(contains(p0, "0B0")) << p0;
-  EXPECT_TRUE(contains(p0, "1B0")) << p0;  // what it waits for
-  const std::string p1 = problem_with(problems, "rank 1");
-  EXPECT_TRUE(contains(p1, "deadlock")) << p1;
-  EXPECT_TRUE(contains(p1, "1F1")) << p1;
-  EXPECT_TRUE(contains(p1, "0F1")) << p1;
+  expect_problem(problems, "rank 0", {"deadlock", "0B0", "1B0"});  // 1B0: what it waits for
+  expect_problem(problems, "rank 1", {"deadlock", "1F1", "0F1"});
 
   // validate() throws with the problems, and the simulator refuses the schedule too.
-  const std::string thrown = test::error_message<InvalidSchedule>([&] { validate(s); });
-  EXPECT_TRUE(contains(thrown, "2 problems")) << thrown;
-  EXPECT_TRUE(contains(thrown, "deadlock")) << thrown;
-  const std::string sim = test::error_message<InvalidSchedule>([&] { simulate(s, CostModel{}); });
-  EXPECT_TRUE(contains(sim, "deadlock")) << sim;
-  EXPECT_TRUE(contains(sim, "rank 0")) << sim;
+  test::expect_error_with<InvalidSchedule>([&] { validate(s); }, {"2 problems", "deadlock"});
+  test::expect_error_with<InvalidSchedule>([&] { simulate(s, CostModel{}); }, {"deadlock", "rank 0"});
 }
 
 TEST(Validate, DeadlockInAGeneratedScheduleAfterOneMove) {
@@ -198,12 +173,8 @@ TEST(Validate, DeadlockInAGeneratedScheduleAfterOneMove) {
   r0.insert(r0.begin() + 1, Action::backward(0, 0));
   const auto problems = find_problems(s);
   EXPECT_EQ(problems.size(), 4u) << test::join_lines(problems);
-  const std::string p0 = problem_with(problems, "deadlock: rank 0");
-  EXPECT_TRUE(contains(p0, "0B0")) << p0;
-  EXPECT_TRUE(contains(p0, "1B0")) << p0;
-  const std::string p1 = problem_with(problems, "deadlock: rank 1");
-  EXPECT_TRUE(contains(p1, "1F1")) << p1;
-  EXPECT_TRUE(contains(p1, "waiting for 0F1")) << p1;
+  expect_problem(problems, "deadlock: rank 0", {"0B0", "1B0"});
+  expect_problem(problems, "deadlock: rank 1", {"1F1", "waiting for 0F1"});
 }
 
 TEST(Validate, OutOfRangeIndices) {
@@ -212,16 +183,11 @@ TEST(Validate, OutOfRangeIndices) {
   s.actions[1].push_back(Action::backward(7, 0));   // stage 7 of 2
   s.actions[1].push_back(Action::overlapped(1, 0, 1, -1));
   const auto problems = find_problems(s);
-  const std::string mb = problem_with(problems, "0F5");
-  EXPECT_TRUE(contains(mb, "rank 0 position 4")) << mb;
-  EXPECT_TRUE(contains(mb, "outside")) << mb;
-  const std::string st = problem_with(problems, "7B0");
-  EXPECT_TRUE(contains(st, "rank 1 position 4")) << st;
-  const std::string pair = problem_with(problems, "(1F0;1B-1)");
-  EXPECT_TRUE(contains(pair, "rank 1 position 5")) << pair;
+  expect_problem(problems, "0F5", {"rank 0 position 4", "outside"});
+  expect_problem(problems, "7B0", {"rank 1 position 4"});
+  expect_problem(problems, "(1F0;1B-1)", {"rank 1 position 5"});
   // The simulator refuses them as well, naming the action.
-  const std::string sim = test::error_message<InvalidSchedule>([&] { simulate(s, CostModel{}); });
-  EXPECT_TRUE(contains(sim, "0F5")) << sim;
+  test::expect_error_with<InvalidSchedule>([&] { simulate(s, CostModel{}); }, {"0F5"});
 }
 
 TEST(Validate, ShapeProblems) {
@@ -242,14 +208,9 @@ TEST(Validate, ShapeProblems) {
 TEST(Validate, UnmatchedCommunication) {
   // Lowered 1F1B R=2 M=2 without rank 1's receive of 1F0's input.
   Schedule s = lower_communication(parse_text(k1F1B));
-  auto& r1 = s.actions[1];
-  const Action recv = Action::communication(ActionType::RecvForward, 1, 0, 0);
-  ASSERT_NE(std::find(r1.begin(), r1.end(), recv), r1.end());
-  r1.erase(std::find(r1.begin(), r1.end(), recv));
-  const std::string p = problem_with(find_problems(s), "unmatched communication");
-  EXPECT_TRUE(contains(p, "0F0")) << p;
-  EXPECT_TRUE(contains(p, "SEND without its RECV")) << p;
-  EXPECT_TRUE(contains(p, "0SEND_F0 at rank 0")) << p;  // where the orphan is
+  remove_action(s, 1, Action::communication(ActionType::RecvForward, 1, 0, 0));
+  // 0SEND_F0 at rank 0: where the orphan is.
+  expect_problem(find_problems(s), "unmatched communication", {"0F0", "SEND without its RECV", "0SEND_F0 at rank 0"});
 }
 
 TEST(Validate, CommunicationWithTheWrongPeer) {
@@ -257,9 +218,7 @@ TEST(Validate, CommunicationWithTheWrongPeer) {
   for (Action& a : s.actions[1]) {
     if (a.type == ActionType::SendForward && a.microbatch == 1) a.peer = 0;  // should be 2
   }
-  const std::string p = problem_with(find_problems(s), "1SEND_F1");
-  EXPECT_TRUE(contains(p, "rank 1")) << p;
-  EXPECT_TRUE(contains(p, "does not match the placement")) << p;
+  expect_problem(find_problems(s), "1SEND_F1", {"rank 1", "does not match the placement"});
 }
 
 TEST(Validate, CommunicationDeadlock) {
@@ -275,20 +234,16 @@ TEST(Validate, CommunicationDeadlock) {
   r0.insert(r0.begin() + 1, moved);
   ASSERT_EQ(format_text(s).substr(0, 34), "rank 0: 0F0 0RECV_B0 0SEND_F0 0F1 ");
   const auto problems = find_problems(s);
-  const std::string p0 = problem_with(problems, "deadlock: rank 0");
-  EXPECT_TRUE(contains(p0, "0RECV_B0")) << p0;
-  const std::string p1 = problem_with(problems, "deadlock: rank 1");
-  EXPECT_TRUE(contains(p1, "1RECV_F0")) << p1;
+  expect_problem(problems, "deadlock: rank 0", {"0RECV_B0"});
+  expect_problem(problems, "deadlock: rank 1", {"1RECV_F0"});
 }
 
 TEST(Validate, ThrowListsTheFirstProblems) {
   // 1F1B R=3 M=20 with all of rank 2's actions dropped: 40 missing actions, more than validate() shows.
   Schedule s = make_1f1b(ScheduleOptions{3, 20});
   s.actions[2].clear();
-  const std::string m = test::error_message<InvalidSchedule>([&] { validate(s); });
-  EXPECT_TRUE(contains(m, "invalid 1f1b schedule")) << m;
-  EXPECT_TRUE(contains(m, "missing action 2F0")) << m;
-  EXPECT_TRUE(contains(m, "more")) << m;
+  test::expect_error_with<InvalidSchedule>([&] { validate(s); },
+                                           {"invalid 1f1b schedule", "missing action 2F0", "more"});
 }
 
 }  // namespace

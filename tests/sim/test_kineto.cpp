@@ -4,26 +4,21 @@
 
 #include "dualpipe/trace/kineto.h"
 #include "dualpipe/util/error.h"
+#include "sim/kineto_trace_text.h"
+#include "test_helpers.h"
 
 namespace dualpipe {
 namespace {
 
-std::string event(const std::string& cat, const std::string& name, int pid, int tid, double ts, double dur) {
-  return "{\"ph\": \"X\", \"cat\": \"" + cat + "\", \"name\": \"" + name + "\", \"pid\": " + std::to_string(pid) +
-         ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur) +
-         "}";
-}
+using test::expect_region_means;
+using test::expect_trace_times;
+using test::kineto_event;
+using test::region_named;
 
-std::string trace_of(const std::vector<std::string>& events) {
-  std::string text = "{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1}";
-  for (const std::string& e : events) text += ", " + e;
-  return text + "]}";
-}
-
-const KinetoRegion& region(const KinetoSummary& summary, const std::string& name) {
-  for (const KinetoRegion& r : summary.regions)
-    if (r.name == name) return r;
-  throw std::runtime_error("no region " + name);
+// A trace that opens with process 1's name (a metadata event, which the reader passes over), then `events`.
+std::string trace_of(std::vector<std::string> events) {
+  events.insert(events.begin(), "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1}");
+  return test::kineto_trace(events);
 }
 
 // Thread 1 computes [0, 40] and [42, 100] (an operator with a nested one, counted once), issues an all-reduce at
@@ -34,58 +29,53 @@ const KinetoRegion& region(const KinetoSummary& summary, const std::string& name
 // all-reduce that "forward" issued.)
 TEST(Kineto, CpuTraceSplitsRegionsIntoComputeCommunicationAndOverlap) {
   const KinetoTrace trace = parse_kineto_trace(
-      trace_of({event("user_annotation", "forward", 1, 1, 0, 100), event("cpu_op", "aten::linear", 1, 1, 0, 40),
-                event("cpu_op", "aten::addmm", 1, 1, 10, 10), event("cpu_op", "c10d::allreduce_", 1, 1, 40, 2),
-                event("cpu_op", "aten::mm", 1, 1, 42, 58), event("user_annotation", "gloo:all_reduce", 1, 2, 50, 100),
-                event("user_annotation", "wait", 1, 1, 100, 60), event("python_function", "ignored", 1, 1, 0, 500)}),
+      trace_of({kineto_event("user_annotation", "forward", 1, 1, 0, 100),
+                kineto_event("cpu_op", "aten::linear", 1, 1, 0, 40),
+                kineto_event("cpu_op", "aten::addmm", 1, 1, 10, 10),
+                kineto_event("cpu_op", "c10d::allreduce_", 1, 1, 40, 2),
+                kineto_event("cpu_op", "aten::mm", 1, 1, 42, 58),
+                kineto_event("user_annotation", "gloo:all_reduce", 1, 2, 50, 100),
+                kineto_event("user_annotation", "wait", 1, 1, 100, 60),
+                kineto_event("python_function", "ignored", 1, 1, 0, 500)}),
       "cpu.json");
   EXPECT_FALSE(trace.has_gpu_kernels);
   const KinetoSummary s = summarize_kineto(trace);
   EXPECT_EQ(s.attribution, KinetoAttribution::Threads);
   EXPECT_EQ(s.processes, 1);
-  EXPECT_DOUBLE_EQ(s.compute, 98);
-  EXPECT_DOUBLE_EQ(s.communication, 100);
-  EXPECT_DOUBLE_EQ(s.overlapped, 50);
+  expect_trace_times(s, 98, 100, 50);
   EXPECT_DOUBLE_EQ(s.exposed, 50);
   ASSERT_EQ(s.regions.size(), 2u);
-  EXPECT_DOUBLE_EQ(region(s, "forward").mean_compute, 98);
-  EXPECT_DOUBLE_EQ(region(s, "forward").mean_communication, 100);
-  EXPECT_DOUBLE_EQ(region(s, "forward").mean_overlapped, 50);
-  EXPECT_DOUBLE_EQ(region(s, "wait").mean_compute, 0);
-  EXPECT_DOUBLE_EQ(region(s, "wait").mean_communication, 0);
-  EXPECT_DOUBLE_EQ(region(s, "wait").mean_overlapped, 0);
+  expect_region_means(region_named(s, "forward"), 98, 100, 50);
+  expect_region_means(region_named(s, "wait"), 0, 0, 0);
 }
 
 // With GPU kernels, the GPU's timeline is measured: a compute stream [0, 100], NCCL on another [80, 130], and the
 // region's GPU range; the CPU's operators are left out. Without correlation ids, the range holds what ran inside it.
 TEST(Kineto, GpuTraceMeasuresKernelsOnTheirStreams) {
   const KinetoTrace trace = parse_kineto_trace(
-      trace_of({event("cpu_op", "aten::mm", 100, 100, 0, 1000), event("user_annotation", "backward", 100, 100, 0, 5),
-                event("kernel", "sm90_gemm", 0, 7, 0, 60), event("kernel", "elementwise", 0, 7, 60, 40),
-                event("kernel", "ncclDevKernel_AllReduce_Sum_f32", 0, 20, 80, 50),
-                event("gpu_user_annotation", "backward", 0, 7, 0, 130)}),
+      trace_of({kineto_event("cpu_op", "aten::mm", 100, 100, 0, 1000),
+                kineto_event("user_annotation", "backward", 100, 100, 0, 5),
+                kineto_event("kernel", "sm90_gemm", 0, 7, 0, 60), kineto_event("kernel", "elementwise", 0, 7, 60, 40),
+                kineto_event("kernel", "ncclDevKernel_AllReduce_Sum_f32", 0, 20, 80, 50),
+                kineto_event("gpu_user_annotation", "backward", 0, 7, 0, 130)}),
       "gpu.json");
   EXPECT_TRUE(trace.has_gpu_kernels);
   const KinetoSummary s = summarize_kineto(trace);
   EXPECT_EQ(s.attribution, KinetoAttribution::GpuRanges);  // no correlation ids
-  EXPECT_DOUBLE_EQ(s.compute, 100);
-  EXPECT_DOUBLE_EQ(s.communication, 50);
-  EXPECT_DOUBLE_EQ(s.overlapped, 20);
+  expect_trace_times(s, 100, 50, 20);
   ASSERT_EQ(s.regions.size(), 1u);
-  EXPECT_DOUBLE_EQ(region(s, "backward").median_duration, 130);
-  EXPECT_DOUBLE_EQ(region(s, "backward").mean_overlapped, 20);
+  EXPECT_DOUBLE_EQ(region_named(s, "backward").median_duration, 130);
+  EXPECT_DOUBLE_EQ(region_named(s, "backward").mean_overlapped, 20);
 }
 
 // A region whose kernels ran on two streams has a GPU range on each, with the CPU record's External id: one
 // occurrence from the first start to the last end. Another occurrence (another id) stays apart.
 TEST(Kineto, GpuRangesOfOneOccurrenceOnSeveralStreamsAreJoined) {
   const auto range = [](int stream, double ts, double dur, int id) {
-    return "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"pair\", \"pid\": 0, \"tid\": " +
-           std::to_string(stream) + ", \"ts\": " + std::to_string(ts) + ", \"dur\": " + std::to_string(dur) +
-           ", \"args\": {\"External id\": " + std::to_string(id) + "}}";
+    return kineto_event("gpu_user_annotation", "pair", 0, stream, ts, dur, "\"External id\": " + std::to_string(id));
   };
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      trace_of({event("kernel", "gemm", 0, 7, 0, 50), range(7, 0, 50, 26), range(13, 2, 60, 26),
+      trace_of({kineto_event("kernel", "gemm", 0, 7, 0, 50), range(7, 0, 50, 26), range(13, 2, 60, 26),
                 range(7, 100, 30, 100)}),
       "streams.json"));
   ASSERT_EQ(s.regions.size(), 1u);
@@ -95,8 +85,9 @@ TEST(Kineto, GpuRangesOfOneOccurrenceOnSeveralStreamsAreJoined) {
 
 TEST(Kineto, StepsAreOneRegionAndMediansAreOverOccurrences) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      trace_of({event("user_annotation", "ProfilerStep#1", 1, 1, 0, 10), event("user_annotation", "ProfilerStep#2", 1, 1, 10, 30),
-                event("user_annotation", "ProfilerStep#3", 1, 1, 40, 20)}),
+      trace_of({kineto_event("user_annotation", "ProfilerStep#1", 1, 1, 0, 10),
+                kineto_event("user_annotation", "ProfilerStep#2", 1, 1, 10, 30),
+                kineto_event("user_annotation", "ProfilerStep#3", 1, 1, 40, 20)}),
       "steps.json"));
   ASSERT_EQ(s.regions.size(), 1u);
   EXPECT_EQ(s.regions[0].name, "ProfilerStep");
@@ -118,18 +109,13 @@ TEST(Kineto, CommunicationNames) {
 }
 
 TEST(Kineto, ReadingIsStrictAndNamesTheEvent) {
-  const auto error_of = [](const std::string& text) -> std::string {
-    try {
-      parse_kineto_trace(text, "t.json");
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "(no error)";
+  const auto error_of = [](const std::string& text) {
+    return test::error_text([&] { parse_kineto_trace(text, "t.json"); });
   };
   EXPECT_NE(error_of("[").find("profiler trace 't.json' is not valid JSON"), std::string::npos);
   EXPECT_NE(error_of("[]").find("expected an object with traceEvents"), std::string::npos);
   EXPECT_NE(error_of("{\"traceEvents\": 3}").find("traceEvents: missing, or not an array"), std::string::npos);
-  EXPECT_NE(error_of(trace_of({event("cpu_op", "x", 1, 1, 0, -5)})).find("traceEvents[1].dur: must be >= 0"),
+  EXPECT_NE(error_of(trace_of({kineto_event("cpu_op", "x", 1, 1, 0, -5)})).find("traceEvents[1].dur: must be >= 0"),
             std::string::npos);
   EXPECT_NE(error_of("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": 7}]}")
                 .find("traceEvents[0].name: expected a string"),

@@ -8,6 +8,8 @@
 #include "dualpipe/sim/kineto_costs.h"
 #include "dualpipe/sim/kineto_plan.h"
 #include "dualpipe/util/error.h"
+#include "sim/kineto_trace_text.h"
+#include "test_helpers.h"
 
 namespace dualpipe {
 namespace {
@@ -19,13 +21,9 @@ struct Laid {
 };
 
 KinetoSummary summary_of(const std::vector<Laid>& events) {
-  std::string text = "{\"traceEvents\": [";
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const Laid& e = events[i];
-    text += std::string(i ? ", " : "") + "{\"ph\": \"X\", \"cat\": \"" + e.cat + "\", \"name\": \"" + e.name +
-            "\", \"pid\": 1, \"tid\": 1, \"ts\": " + std::to_string(e.ts) + ", \"dur\": " + std::to_string(e.dur) + "}";
-  }
-  return summarize_kineto(parse_kineto_trace(text + "]}", "laid.json"));
+  std::vector<std::string> texts;
+  for (const Laid& e : events) texts.push_back(test::kineto_event(e.cat, e.name, 1, 1, e.ts, e.dur));
+  return summarize_kineto(parse_kineto_trace(test::kineto_trace(texts), "laid.json"));
 }
 
 // Regions one after another from time 0, each with one operator that fills it.
@@ -47,12 +45,7 @@ const KinetoCostSource& source_of(const KinetoCosts& costs, const std::string& c
 }
 
 std::string error_of(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names) {
-  try {
-    costs_from_kineto(ranks, names);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "accepted";
+  return test::error_text([&] { costs_from_kineto(ranks, names); });
 }
 
 TEST(KinetoCosts, MediansOfTheNamedRegionsWithBAsIPlusW) {

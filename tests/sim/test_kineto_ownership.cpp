@@ -6,29 +6,21 @@
 
 #include "dualpipe/trace/kineto.h"
 #include "dualpipe/util/error.h"
+#include "sim/kineto_trace_text.h"
 
 namespace dualpipe {
 namespace {
 
+using test::expect_region_means;
+using test::expect_trace_times;
+using test::kineto_trace;
+using test::region_named;
+
+// A complete event; a kernel and the launch that queued it share a `correlation` id (0: none).
 std::string complete(const std::string& cat, const std::string& name, int pid, int tid, double ts, double dur,
                      int correlation = 0) {
-  std::string e = "{\"ph\": \"X\", \"cat\": \"" + cat + "\", \"name\": \"" + name + "\", \"pid\": " +
-                  std::to_string(pid) + ", \"tid\": " + std::to_string(tid) + ", \"ts\": " + std::to_string(ts) +
-                  ", \"dur\": " + std::to_string(dur);
-  if (correlation != 0) e += ", \"args\": {\"correlation\": " + std::to_string(correlation) + "}";
-  return e + "}";
-}
-
-std::string events_trace(const std::vector<std::string>& events) {
-  std::string text = "{\"traceEvents\": [";
-  for (std::size_t i = 0; i < events.size(); ++i) text += (i ? ", " : "") + events[i];
-  return text + "]}";
-}
-
-const KinetoRegion& named(const KinetoSummary& summary, const std::string& name) {
-  for (const KinetoRegion& r : summary.regions)
-    if (r.name == name) return r;
-  throw std::runtime_error("no region " + name);
+  return test::kineto_event(cat, name, pid, tid, ts, dur,
+                            correlation == 0 ? "" : "\"correlation\": " + std::to_string(correlation));
 }
 
 const char* kGemm = "void cutlass::device_kernel<gemm>";
@@ -49,28 +41,22 @@ std::vector<std::string> phases() {
 }
 
 TEST(KinetoOwnership, KernelsBelongToTheAnnotationsOpenWhereTheyWereLaunched) {
-  const KinetoSummary s = summarize_kineto(parse_kineto_trace(events_trace(phases()), "phases.json"));
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(kineto_trace(phases()), "phases.json"));
   EXPECT_EQ(s.attribution, KinetoAttribution::Launches);
-  EXPECT_DOUBLE_EQ(named(s, "attn(F)").mean_compute, 60);
-  EXPECT_DOUBLE_EQ(named(s, "attn(F)").mean_communication, 0);
-  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").mean_compute, 0);
-  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").mean_communication, 80);
-  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").mean_overlapped, 40);
-  // The region around both owns both.
-  EXPECT_DOUBLE_EQ(named(s, "step").mean_compute, 60);
-  EXPECT_DOUBLE_EQ(named(s, "step").mean_communication, 80);
-  EXPECT_DOUBLE_EQ(named(s, "step").mean_overlapped, 40);
+  EXPECT_DOUBLE_EQ(region_named(s, "attn(F)").mean_compute, 60);
+  EXPECT_DOUBLE_EQ(region_named(s, "attn(F)").mean_communication, 0);
+  expect_region_means(region_named(s, "dispatch(F)"), 0, 80, 40);
+  expect_region_means(region_named(s, "step"), 60, 80, 40);  // the region around both owns both
   // Durations are the annotations' own, on the CPU.
-  EXPECT_DOUBLE_EQ(named(s, "dispatch(F)").median_duration, 10);
-  EXPECT_DOUBLE_EQ(s.compute, 60);
-  EXPECT_DOUBLE_EQ(s.communication, 80);
-  EXPECT_DOUBLE_EQ(s.overlapped, 40);
-  EXPECT_DOUBLE_EQ(s.exposed, 40);
+  EXPECT_DOUBLE_EQ(region_named(s, "dispatch(F)").median_duration, 10);
+  // Each stream's work, then the whole trace's.
   ASSERT_EQ(s.streams.size(), 2u);
   EXPECT_EQ(s.streams[0].tid, 7);
   EXPECT_DOUBLE_EQ(s.streams[0].compute, 60);
   EXPECT_EQ(s.streams[1].tid, 20);
   EXPECT_DOUBLE_EQ(s.streams[1].communication, 80);
+  expect_trace_times(s, 60, 80, 40);
+  EXPECT_DOUBLE_EQ(s.exposed, 40);
 }
 
 // Autograd's thread (200) launches the backward's kernels while the main thread waits inside attn(B) [30, 50]:
@@ -82,25 +68,25 @@ TEST(KinetoOwnership, WorkFromAThreadWithoutAnnotationsBelongsToTheAnnotationWai
   events.push_back(complete("cuda_runtime", "cudaLaunchKernel", 100, 200, 35, 1, 3));
   events.push_back(complete("kernel", kGemm, 0, 7, 300, 50, 3));
   events.push_back(complete("kernel", kGemm, 0, 7, 400, 25, 99));
-  const KinetoSummary s = summarize_kineto(parse_kineto_trace(events_trace(events), "autograd.json"));
-  EXPECT_DOUBLE_EQ(named(s, "attn(B)").mean_compute, 50);
-  EXPECT_DOUBLE_EQ(named(s, "attn(F)").mean_compute, 60);
-  EXPECT_DOUBLE_EQ(named(s, "step").mean_compute, 110);
+  const KinetoSummary s = summarize_kineto(parse_kineto_trace(kineto_trace(events), "autograd.json"));
+  EXPECT_DOUBLE_EQ(region_named(s, "attn(B)").mean_compute, 50);
+  EXPECT_DOUBLE_EQ(region_named(s, "attn(F)").mean_compute, 60);
+  EXPECT_DOUBLE_EQ(region_named(s, "step").mean_compute, 110);
   EXPECT_DOUBLE_EQ(s.compute, 135);
 }
 
 // The same phase name on two threads, each occurrence with its own work, and a region nested in another.
 TEST(KinetoOwnership, RepeatedAndNestedAnnotationsOwnTheirOwnThreadsWork) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      events_trace({complete("user_annotation", "mlp", 1, 1, 0, 100),
+      kineto_trace({complete("user_annotation", "mlp", 1, 1, 0, 100),
                     complete("user_annotation", "inner", 1, 1, 50, 20),
                     complete("cpu_op", "aten::mm", 1, 1, 10, 30), complete("cpu_op", "aten::mm", 1, 1, 55, 10),
                     complete("user_annotation", "mlp", 1, 2, 0, 100), complete("cpu_op", "aten::mm", 1, 2, 20, 70)}),
       "threads.json"));
   EXPECT_EQ(s.attribution, KinetoAttribution::Threads);
-  EXPECT_EQ(named(s, "mlp").count, 2);
-  EXPECT_DOUBLE_EQ(named(s, "mlp").mean_compute, (40 + 70) / 2.0);
-  EXPECT_DOUBLE_EQ(named(s, "inner").mean_compute, 10);
+  EXPECT_EQ(region_named(s, "mlp").count, 2);
+  EXPECT_DOUBLE_EQ(region_named(s, "mlp").mean_compute, (40 + 70) / 2.0);
+  EXPECT_DOUBLE_EQ(region_named(s, "inner").mean_compute, 10);
 }
 
 TEST(KinetoOwnership, CommunicationLibrariesAndTheUsersPatterns) {
@@ -110,7 +96,7 @@ TEST(KinetoOwnership, CommunicationLibrariesAndTheUsersPatterns) {
   for (const char* name : {kGemm, "void at::native::dispatch_kernel", "rotary_kernel"})
     EXPECT_FALSE(is_communication_name(name)) << name;
 
-  const std::string trace = events_trace({complete("kernel", "my_exchange_kernel", 0, 7, 0, 10),
+  const std::string trace = kineto_trace({complete("kernel", "my_exchange_kernel", 0, 7, 0, 10),
                                       complete("kernel", kGemm, 0, 8, 0, 10)});
   EXPECT_DOUBLE_EQ(summarize_kineto(parse_kineto_trace(trace, "t.json")).communication, 0);
   KinetoReadOptions options;
@@ -133,7 +119,7 @@ TEST(KinetoOwnership, CommunicationLibrariesAndTheUsersPatterns) {
 // A copy on a stream that runs only NCCL's kernels is communication; one on a compute stream is not.
 TEST(KinetoOwnership, CopiesOnACommunicationStreamAreCommunication) {
   const KinetoSummary s = summarize_kineto(parse_kineto_trace(
-      events_trace({complete("kernel", "ncclDevKernel_SendRecv", 0, 30, 0, 10),
+      kineto_trace({complete("kernel", "ncclDevKernel_SendRecv", 0, 30, 0, 10),
                 complete("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 0, 30, 20, 5),
                 complete("kernel", kGemm, 0, 7, 0, 10), complete("gpu_memset", "Memset (Device)", 0, 7, 20, 3)}),
       "copies.json"));

@@ -59,12 +59,8 @@ TEST(SimulateMetrics, HandComputedTimeline) {
   }
   const Metrics& m = sim.metrics;
   EXPECT_DOUBLE_EQ(m.makespan, 18);
-  EXPECT_DOUBLE_EQ(m.per_rank[0].busy, 8);
-  EXPECT_DOUBLE_EQ(m.per_rank[0].idle, 10);
-  EXPECT_DOUBLE_EQ(m.per_rank[0].span, 18);
-  EXPECT_DOUBLE_EQ(m.per_rank[1].busy, 15);
-  EXPECT_DOUBLE_EQ(m.per_rank[1].idle, 3);
-  EXPECT_DOUBLE_EQ(m.per_rank[1].span, 15);
+  test::expect_busy_idle_span(m.per_rank[0], 8, 10, 18);
+  test::expect_busy_idle_span(m.per_rank[1], 15, 3, 15);
   EXPECT_DOUBLE_EQ(m.bubble, 10);
   EXPECT_DOUBLE_EQ(m.bubble_rate, 3.0 / 18.0);
   // Peak activations: rank 0 0F0 1, 0F1 2, 0I0 2 (I keeps it), 0W0 1, 0B1 0 -> 2;

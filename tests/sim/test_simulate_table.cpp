@@ -30,54 +30,64 @@ std::string describe(const std::string& kind, int R, int M, const CostModel& c) 
 // Micro-batch counts of spec section 3's checks: M = 2R, 3R, 4R and an odd M (2R+1) where the schedule takes it.
 std::vector<int> microbatch_counts(int R) { return {2 * R, 3 * R, 4 * R, 2 * R + 1}; }
 
-// ================================================================================================
-// Spec section 3: closed forms. Uniform stages, comm = 0. bubble = max over ranks of idle.
-// ================================================================================================
+// Rank counts of the closed-form checks.
+const std::vector<int> kRankCounts = {2, 4, 6, 8, 16};
 
-// GPipe: bubble (S-1)(F+B) and peak M, for any F, B, W: every rank holds all M activations before its
-// first backward, and the last backward of rank 0 ends at (M+S-1)(F+B). The bubble rate is then
-// (S-1)/(M+S-1) (rank 0's span is the makespan).
-TEST(SimulateTable, GPipe) {
-  for (const CostModel& c : {costs(1, 2, 1), costs(2, 3, 1), costs(1, 3, 2), costs(1.5, 1, 0.5)}) {
-    for (int R : {2, 4, 6, 8, 16}) {
-      for (int M : microbatch_counts(R)) {
-        SCOPED_TRACE(describe("gpipe", R, M, c));
-        const Schedule s = make_gpipe(ScheduleOptions{R, M});
-        const Metrics m = simulate(s, c).metrics;
-        const int S = s.num_stages;
-        EXPECT_DOUBLE_EQ(m.bubble, (S - 1) * (c.forward + c.backward));
-        EXPECT_DOUBLE_EQ(m.makespan, (M + S - 1) * (c.forward + c.backward));
-        EXPECT_DOUBLE_EQ(m.bubble_rate, double(S - 1) / (M + S - 1));
-        EXPECT_EQ(m.peak_activations(), M);
+// Simulates the `kind` schedule under every one of `settings` for R in `ranks` and M in `counts(R)`, and hands
+// each case to check(costs, schedule, metrics) under a trace that names it.
+template <typename Counts, typename Check>
+void for_each_simulated(const std::string& kind, const std::vector<CostModel>& settings,
+                        const std::vector<int>& ranks, Counts counts, Check check) {
+  for (const CostModel& c : settings) {
+    for (int R : ranks) {
+      for (int M : counts(R)) {
+        SCOPED_TRACE(describe(kind, R, M, c));
+        const Schedule s = make_schedule(kind, ScheduleOptions{R, M});
+        check(c, s, simulate(s, c).metrics);
       }
     }
   }
 }
 
+// ================================================================================================
+// Spec section 3: closed forms. Uniform stages, comm = 0. bubble = max over ranks of idle.
+// ================================================================================================
+
+// Costs under which GPipe's and 1F1B's closed forms hold: any F, B, W.
+const std::vector<CostModel> kAnyCosts = {costs(1, 2, 1), costs(2, 3, 1), costs(1, 3, 2), costs(1.5, 1, 0.5)};
+
+// GPipe: bubble (S-1)(F+B) and peak M, for any F, B, W: every rank holds all M activations before its
+// first backward, and the last backward of rank 0 ends at (M+S-1)(F+B). The bubble rate is then
+// (S-1)/(M+S-1) (rank 0's span is the makespan).
+TEST(SimulateTable, GPipe) {
+  for_each_simulated("gpipe", kAnyCosts, kRankCounts, microbatch_counts,
+                     [](const CostModel& c, const Schedule& s, const Metrics& m) {
+                       const int S = s.num_stages, M = s.num_microbatches;
+                       EXPECT_DOUBLE_EQ(m.bubble, (S - 1) * (c.forward + c.backward));
+                       EXPECT_DOUBLE_EQ(m.makespan, (M + S - 1) * (c.forward + c.backward));
+                       EXPECT_DOUBLE_EQ(m.bubble_rate, double(S - 1) / (M + S - 1));
+                       EXPECT_EQ(m.peak_activations(), M);
+                     });
+}
+
 // 1F1B: bubble (S-1)(F+B) for any F, B, W; peak S on rank 0 (M >= S); bubble rate (S-1)/(M+S-1).
 TEST(SimulateTable, OneFOneB) {
-  for (const CostModel& c : {costs(1, 2, 1), costs(2, 3, 1), costs(1, 3, 2), costs(1.5, 1, 0.5)}) {
-    for (int R : {2, 4, 6, 8, 16}) {
-      for (int M : microbatch_counts(R)) {
-        SCOPED_TRACE(describe("1f1b", R, M, c));
-        const Schedule s = make_1f1b(ScheduleOptions{R, M});
-        const Metrics m = simulate(s, c).metrics;
-        const int S = s.num_stages;
-        EXPECT_DOUBLE_EQ(m.bubble, (S - 1) * (c.forward + c.backward));
-        EXPECT_DOUBLE_EQ(m.bubble_rate, double(S - 1) / (M + S - 1));
-        EXPECT_EQ(m.peak_activations(), S);
-        EXPECT_EQ(m.per_rank[0].peak_activations, S);       // rank r holds S - r
-        EXPECT_EQ(m.per_rank[S - 1].peak_activations, 1);
-      }
-    }
-  }
+  for_each_simulated("1f1b", kAnyCosts, kRankCounts, microbatch_counts,
+                     [](const CostModel& c, const Schedule& s, const Metrics& m) {
+                       const int S = s.num_stages, M = s.num_microbatches;
+                       EXPECT_DOUBLE_EQ(m.bubble, (S - 1) * (c.forward + c.backward));
+                       EXPECT_DOUBLE_EQ(m.bubble_rate, double(S - 1) / (M + S - 1));
+                       EXPECT_EQ(m.peak_activations(), S);
+                       EXPECT_EQ(m.per_rank[0].peak_activations, S);  // rank r holds S - r
+                       EXPECT_EQ(m.per_rank[S - 1].peak_activations, 1);
+                     });
 }
 
 // ZB-H1: bubble (S-1)(F+B-2W), i.e. (S-1)(F+I-W) with I = B-W, and peak S.
 // Condition (found by a sweep, and the one the Zero Bubble paper's derivation assumes): W <= F and
 // W <= I = B-W. Then every W fits in the slot the 1F1B order leaves idle. Settings below all satisfy it.
 TEST(SimulateTable, ZeroBubbleH1WhenWIsAtMostFAndI) {
-  const CostModel settings[] = {
+  const std::vector<CostModel> settings = {
       costs(1, 2, 1),  // F = I = W, the paper's headline case
       costs(2, 3, 1),  // W < I < F
       costs(1, 3, 1),  // W = F < I
@@ -88,36 +98,27 @@ TEST(SimulateTable, ZeroBubbleH1WhenWIsAtMostFAndI) {
   for (const CostModel& c : settings) {
     ASSERT_LE(c.weight, c.forward);
     ASSERT_LE(c.weight, c.backward - c.weight);
-    for (int R : {2, 4, 6, 8, 16}) {
-      for (int M : microbatch_counts(R)) {
-        SCOPED_TRACE(describe("zb-h1", R, M, c));
-        const Schedule s = make_zb_h1(ScheduleOptions{R, M});
-        const Metrics m = simulate(s, c).metrics;
-        const int S = s.num_stages;
-        EXPECT_DOUBLE_EQ(m.bubble, (S - 1) * (c.forward + c.backward - 2 * c.weight));
-        EXPECT_EQ(m.peak_activations(), S);
-      }
-    }
   }
+  for_each_simulated("zb-h1", settings, kRankCounts, microbatch_counts,
+                     [](const CostModel& c, const Schedule& s, const Metrics& m) {
+                       const int S = s.num_stages;
+                       EXPECT_DOUBLE_EQ(m.bubble, (S - 1) * (c.forward + c.backward - 2 * c.weight));
+                       EXPECT_EQ(m.peak_activations(), S);
+                     });
 }
 
 // Outside that condition the formula is only a lower bound: with W > F or W > I the W work no longer fits
 // in the slots and the drain grows. Both halves of the condition are needed.
 TEST(SimulateTable, ZeroBubbleH1FormulaIsALowerBoundOutsideTheCondition) {
-  const CostModel settings[] = {
+  const std::vector<CostModel> settings = {
       costs(1, 3, 2),    // W > F and W > I
       costs(1, 4, 1.5),  // W > F only (I = 2.5)
       costs(2, 3, 2),    // W > I only (W = F = 2, I = 1)
   };
-  for (const CostModel& c : settings) {
-    for (int R : {2, 4, 8}) {
-      for (int M : {2 * R, 4 * R}) {
-        SCOPED_TRACE(describe("zb-h1", R, M, c));
-        const Metrics m = simulate(make_zb_h1(ScheduleOptions{R, M}), c).metrics;
-        EXPECT_GT(m.bubble, (R - 1) * (c.forward + c.backward - 2 * c.weight));
-      }
-    }
-  }
+  const auto counts = [](int R) { return std::vector<int>{2 * R, 4 * R}; };
+  for_each_simulated("zb-h1", settings, {2, 4, 8}, counts, [](const CostModel& c, const Schedule& s, const Metrics& m) {
+    EXPECT_GT(m.bubble, (s.num_ranks - 1) * (c.forward + c.backward - 2 * c.weight));
+  });
 }
 
 // DualPipe (S = R even, M even, M >= 2R) and DualPipeV (S = 2R, M >= 2R): bubble (S/2-1)(FB+B-3W), peak S+1.
@@ -127,7 +128,7 @@ TEST(SimulateTable, ZeroBubbleH1FormulaIsALowerBoundOutsideTheCondition) {
 //   never more when I >= F (W <= B-F), W <= I and B <= FB <= F+B.
 // The spec states only "exactly when W = B-F; never more when W <= B-F". The extra conditions are needed:
 // see SpecConditionIsNotSufficient below for the counterexamples.
-const CostModel kDualPipeExact[] = {
+const std::vector<CostModel> kDualPipeExact = {
     costs(1, 2, 1, 3),    // F = I = W, FB = F+B (no overlap gain)
     costs(1, 2, 1, 2.5),  // F = I = W with a real overlap gain
     costs(2, 3, 1, 4),    // F = I = 2, W = 1
@@ -136,49 +137,42 @@ const CostModel kDualPipeExact[] = {
     costs(1, 1, 0, 2),    // no split work
     costs(1, 2, 1, 2),    // FB = B: the forward fully hidden
 };
-const CostModel kDualPipeUpperBound[] = {
+const std::vector<CostModel> kDualPipeUpperBound = {
     costs(1, 3, 1, 4),    // the spec's example: W = 1 < B-F = 2
     costs(1, 2, 0.5, 3),  // W < B-F
     costs(2, 5, 1, 6),    // W < B-F, overlap gain
     costs(1, 3, 1, 3),    // FB = B
 };
 
-void check_two_direction_table(bool v_shape, const std::vector<int>& ranks) {
-  const std::string kind = v_shape ? "dualpipev" : "dualpipe";
-  for (const CostModel& c : kDualPipeExact) {
-    const double FB = *c.overlapped;
-    ASSERT_DOUBLE_EQ(c.weight, c.backward - c.forward);
-    for (int R : ranks) {
-      for (int M : microbatch_counts(R)) {
-        if (!v_shape && M % 2 == 1) continue;  // DualPipe needs M even
-        SCOPED_TRACE(describe(kind, R, M, c));
-        const Schedule s = make_schedule(kind, ScheduleOptions{R, M});
-        const int S = s.num_stages;
-        ASSERT_EQ(S, v_shape ? 2 * R : R);
-        const Metrics m = simulate(s, c).metrics;
-        EXPECT_DOUBLE_EQ(m.bubble, (S / 2 - 1) * (FB + c.backward - 3 * c.weight));
-        EXPECT_EQ(m.peak_activations(), S + 1);
-      }
-    }
-  }
-  for (const CostModel& c : kDualPipeUpperBound) {
-    const double FB = *c.overlapped;
-    ASSERT_LT(c.weight, c.backward - c.forward);
-    for (int R : ranks) {
-      for (int M : microbatch_counts(R)) {
-        if (!v_shape && M % 2 == 1) continue;
-        SCOPED_TRACE(describe(kind, R, M, c));
-        const Schedule s = make_schedule(kind, ScheduleOptions{R, M});
-        const int S = s.num_stages;
-        const Metrics m = simulate(s, c).metrics;
-        EXPECT_LE(m.bubble, (S / 2 - 1) * (FB + c.backward - 3 * c.weight) + 1e-9);
-        EXPECT_EQ(m.peak_activations(), S + 1);
-      }
-    }
-  }
+// The formula's bubble for a two-direction schedule of S stages.
+double two_direction_bubble(const CostModel& c, int S) {
+  return (S / 2 - 1) * (*c.overlapped + c.backward - 3 * c.weight);
 }
 
-TEST(SimulateTable, DualPipe) { check_two_direction_table(false, {2, 4, 6, 8, 16}); }
+void check_two_direction_table(bool v_shape, const std::vector<int>& ranks) {
+  const std::string kind = v_shape ? "dualpipev" : "dualpipe";
+  const auto counts = [v_shape](int R) {
+    std::vector<int> taken;
+    for (int M : microbatch_counts(R)) {
+      if (v_shape || M % 2 == 0) taken.push_back(M);  // DualPipe needs M even
+    }
+    return taken;
+  };
+  for (const CostModel& c : kDualPipeExact) ASSERT_DOUBLE_EQ(c.weight, c.backward - c.forward);
+  for (const CostModel& c : kDualPipeUpperBound) ASSERT_LT(c.weight, c.backward - c.forward);
+  for_each_simulated(kind, kDualPipeExact, ranks, counts, [&](const CostModel& c, const Schedule& s, const Metrics& m) {
+    ASSERT_EQ(s.num_stages, v_shape ? 2 * s.num_ranks : s.num_ranks);
+    EXPECT_DOUBLE_EQ(m.bubble, two_direction_bubble(c, s.num_stages));
+    EXPECT_EQ(m.peak_activations(), s.num_stages + 1);
+  });
+  for_each_simulated(kind, kDualPipeUpperBound, ranks, counts, [](const CostModel& c, const Schedule& s,
+                                                                   const Metrics& m) {
+    EXPECT_LE(m.bubble, two_direction_bubble(c, s.num_stages) + 1e-9);
+    EXPECT_EQ(m.peak_activations(), s.num_stages + 1);
+  });
+}
+
+TEST(SimulateTable, DualPipe) { check_two_direction_table(false, kRankCounts); }
 
 TEST(SimulateTable, DualPipeV) { check_two_direction_table(true, {1, 2, 3, 4, 5, 6, 8, 16}); }
 

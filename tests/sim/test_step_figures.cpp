@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "dualpipe/sim/step_figures.h"
+#include "test_helpers.h"
 
 namespace dualpipe {
 namespace {
@@ -12,12 +13,8 @@ TEST(StepFigures, BusySpanIdleAndBothBubbleRatesByHand) {
   const StepFigures f = step_figures({{{0, 2}, {3, 5}}, {{1, 4}}, {}});
   ASSERT_EQ(f.per_rank.size(), 3u);
   EXPECT_DOUBLE_EQ(f.makespan, 5);
-  EXPECT_DOUBLE_EQ(f.per_rank[0].busy, 4);
-  EXPECT_DOUBLE_EQ(f.per_rank[0].span, 5);
-  EXPECT_DOUBLE_EQ(f.per_rank[0].idle, 1);
-  EXPECT_DOUBLE_EQ(f.per_rank[1].busy, 3);
-  EXPECT_DOUBLE_EQ(f.per_rank[1].span, 3);
-  EXPECT_DOUBLE_EQ(f.per_rank[1].idle, 2);
+  test::expect_busy_idle_span(f.per_rank[0], 4, 1, 5);
+  test::expect_busy_idle_span(f.per_rank[1], 3, 2, 3);
   EXPECT_DOUBLE_EQ(f.per_rank[2].span, 0);
   EXPECT_DOUBLE_EQ(f.per_rank[2].idle, 5);
   EXPECT_DOUBLE_EQ(f.bubble, 5);  // the idle rank's whole step

@@ -157,26 +157,20 @@ void run(const CompareCommand& c) {
 }  // namespace
 
 void add_compare_command(CLI::App& app) {
-  auto command = std::make_shared<CompareCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "compare", "Compare a measured step (trace JSON) with its simulated plan: per-rank busy, idle, span, "
-                 "makespan, bubble, bubble rate side by side");
-  sub->footer(
-      "The plan is the trace's own schedule (dualpipe.schedule) simulated with each stage's mean F, B, W and\n"
-      "F&B durations in the step (or --cost, in microseconds), so the columns differ by waiting and variation;\n"
-      "the fit residual says how much the actions varied around those means.\n"
-      "Examples:\n"
-      "  dualpipe train --trace run.json && dualpipe compare --trace run.json\n"
-      "  dualpipe compare --trace run.json --step 3 --format json");
+  auto [sub, command] = add_command<CompareCommand>(app, "compare", run,
+      "Compare a measured step (trace JSON) with its simulated plan: per-rank busy, idle, span, "
+      "makespan, bubble, bubble rate side by side");
+  sub->footer(R"(The plan is the trace's own schedule (dualpipe.schedule) simulated with each stage's mean F, B, W and
+F&B durations in the step (or --cost, in microseconds), so the columns differ by waiting and variation;
+the fit residual says how much the actions varied around those means.
+Examples:
+  dualpipe train --trace run.json && dualpipe compare --trace run.json
+  dualpipe compare --trace run.json --step 3 --format json)");
   sub->add_option("--trace", command->trace, "Trace JSON of a measured run (docs/trace-format.md)")->required();
   add_step_option(*sub, command->step, "compare");
   sub->add_option("--cost", command->cost,
                   "Plan costs in microseconds instead of the fitted ones: F=..,B=..,W=..,FB=..,comm=..");
-  sub->add_option("-f,--format", command->format, "Output form: table or json")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
-  add_output_option(*sub, command->output);
-  sub->callback([command] { run(*command); });
+  add_format_and_output(*sub, command->format, command->output);
 }
 
 }  // namespace dualpipe::cli

@@ -73,8 +73,8 @@ void require_drawable(const Schedule& s, std::size_t already) {
 }
 
 Picture draw_plan(const DrawCommand& c) {
-  const Schedule schedule = c.plan.from_file.empty() ? build_schedule(c.plan) : read_schedule_file(c.plan.from_file);
-  if (!c.plan.from_file.empty()) validate(schedule);
+  Schedule schedule = c.plan.from_file.empty() ? build_schedule(c.plan) : read_schedule_file(c.plan.from_file);
+  if (!c.plan.from_file.empty()) validate(schedule), schedule = with_data_parallel_actions(c.plan, schedule);
   require_drawable(schedule, 0);
   const CostModel costs = build_cost_model(c.plan);
   const Timeline t = timeline_from_simulation(schedule, simulate(schedule, costs), costs);
@@ -181,15 +181,13 @@ void run(const DrawCommand& c) {
 }  // namespace
 
 void add_draw_command(CLI::App& app) {
-  auto command = std::make_shared<DrawCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "draw", "Draw a timeline picture (SVG, or HTML with a tooltip per action) of a schedule, a comparison "
-              "or a measured run");
-  sub->footer(
-      "Examples:\n"
-      "  dualpipe draw --kind dualpipe --ranks 8 --microbatches 20 -o dualpipe.svg\n"
-      "  dualpipe draw --compare all --ranks 8 --microbatches 16 -o compare.html\n"
-      "  dualpipe draw --trace run.json --with-plan -o run.svg");
+  auto [sub, command] = add_command<DrawCommand>(app, "draw", run,
+      "Draw a timeline picture (SVG, or HTML with a tooltip per action) of a schedule, a comparison "
+      "or a measured run");
+  sub->footer(R"(Examples:
+  dualpipe draw --kind dualpipe --ranks 8 --microbatches 20 -o dualpipe.svg
+  dualpipe draw --compare all --ranks 8 --microbatches 16 -o compare.html
+  dualpipe draw --trace run.json --with-plan -o run.svg)");
   add_plan_options(*sub, command->plan, true, true);
   sub->add_option("-o,--output", command->output, "Picture file: *.svg, or *.html for a page with tooltips")
       ->capture_default_str();
@@ -202,7 +200,6 @@ void add_draw_command(CLI::App& app) {
   add_step_option(*sub, command->step, "draw (with --trace)");
   sub->add_option("--width", command->width,
                   "Picture width in pixels (default: wide enough for every micro-batch number)");
-  sub->callback([command] { run(*command); });
 }
 
 }  // namespace dualpipe::cli

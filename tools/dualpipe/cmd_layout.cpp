@@ -86,10 +86,9 @@ std::string joined(const std::vector<std::string>& names) {
 }  // namespace
 
 void add_layout_command(CLI::App& app) {
-  auto command = std::make_shared<LayoutCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "layout", "Plan a whole training job: tp, cp, pp, dp, ep, ZeRO stage, recomputation, micro-batches and schedule, "
-                "ranked by tokens/s per GPU within the GPUs' memory");
+  auto [sub, command] = add_command<LayoutCommand>(app, "layout", run,
+      "Plan a whole training job: tp, cp, pp, dp, ep, ZeRO stage, recomputation, micro-batches and schedule, "
+      "ranked by tokens/s per GPU within the GPUs' memory");
   sub->footer("Presets: models " + joined(layout::model_preset_names()) + "; clusters " +
               joined(layout::cluster_preset_names()) +
               ", each with its GPU count after 'x'.\n"
@@ -142,11 +141,7 @@ void add_layout_command(CLI::App& app) {
                 "The hand-made schedule families only (default: the planner's automatic schedules too, for the best "
                 "pipelines)");
   sub->add_flag("--include-unfit", command->include_unfit, "List layouts over the memory limit too (marked '!')");
-  sub->add_option("-f,--format", command->format, "Output form: table or json")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
-  add_output_option(*sub, command->output);
-  sub->callback([command] { run(*command); });
+  add_format_and_output(*sub, command->format, command->output);
 }
 
 }  // namespace dualpipe::cli

@@ -200,17 +200,14 @@ void run(PlanCommand& c) {
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  auto command = std::make_shared<PlanCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "plan", "Search the schedule with the smallest step time (or span) within a memory limit");
-  sub->footer(
-      "Examples:\n"
-      "  dualpipe plan --ranks 8 --microbatches 24 --cost F=1,B=2,W=1 --memory-limit 8\n"
-      "  dualpipe plan -r 8 -m 24 --cost F=18.522,B=27.423,W=9.337,comm=0.601,w_mem=0.366 --memory-limit 16 "
-      "--objective span\n"
-      "  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt\n"
-      "  dualpipe plan --from-trace run.json --memory-limit 6\n"
-      "  dualpipe plan --from-kineto traces/     (dualpipe train --kineto-trace traces/)");
+  auto [sub, command] = add_command<PlanCommand>(app, "plan", run,
+      "Search the schedule with the smallest step time (or span) within a memory limit");
+  sub->footer(R"(Examples:
+  dualpipe plan --ranks 8 --microbatches 24 --cost F=1,B=2,W=1 --memory-limit 8
+  dualpipe plan -r 8 -m 24 --cost F=18.522,B=27.423,W=9.337,comm=0.601,w_mem=0.366 --memory-limit 16 --objective span
+  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt
+  dualpipe plan --from-trace run.json --memory-limit 6
+  dualpipe plan --from-kineto traces/     (dualpipe train --kineto-trace traces/))");
   command->ranks_option =
       sub->add_option("-r,--ranks", command->ranks, "Pipeline ranks (devices), R")->capture_default_str();
   command->microbatches_option =
@@ -228,10 +225,8 @@ void add_plan_command(CLI::App& app) {
                   "makespan (step time) or span (largest per-rank span, the Zero Bubble paper's objective)")
       ->check(CLI::IsMember({"makespan", "span"}))
       ->capture_default_str();
-  sub->add_option("-f,--format", command->format, "table, json, text or csv (text and csv: the schedule itself)")
-      ->check(CLI::IsMember({"table", "json", "text", "csv"}))
-      ->capture_default_str();
-  add_output_option(*sub, command->output);
+  add_format_and_output(*sub, command->format, command->output, {"table", "json", "text", "csv"},
+                        "table, json, text or csv (text and csv: the schedule itself)");
   sub->add_option("--from-trace", command->from_trace,
                   "Fit the costs, R and M of a measured run (a dualpipe trace) and plan for them");
   sub->add_option("--from-kineto", command->from_kineto,
@@ -247,7 +242,6 @@ void add_plan_command(CLI::App& app) {
                   "Placements allowed, comma-separated: linear (stage s on rank s), v (2R stages in a V), two (two "
                   "directions: every stage on two ranks, twice the parameters), looped (interleaved) [all]")
       ->delimiter(',');
-  sub->callback([command] { run(*command); });
 }
 
 }  // namespace dualpipe::cli

@@ -71,26 +71,20 @@ void run(const ProfileCommand& c) {
 }  // namespace
 
 void add_profile_command(CLI::App& app) {
-  auto command = std::make_shared<ProfileCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "profile", "Read a PyTorch profiler trace: compute, communication and their overlap per record_function region, "
-                 "and the --cost string of its forward, backward and weight regions");
-  sub->footer(
-      "Examples:\n"
-      "  dualpipe profile --kineto trace.json\n"
-      "  dualpipe profile --kineto trace.json --forward '^fwd$' --backward '^bwd$' --weight '' --format json\n"
-      "  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'\n"
-      "  dualpipe profile --kineto traces/            (one trace per rank)");
+  auto [sub, command] = add_command<ProfileCommand>(app, "profile", run,
+      "Read a PyTorch profiler trace: compute, communication and their overlap per record_function region, "
+      "and the --cost string of its forward, backward and weight regions");
+  sub->footer(R"(Examples:
+  dualpipe profile --kineto trace.json
+  dualpipe profile --kineto trace.json --forward '^fwd$' --backward '^bwd$' --weight '' --format json
+  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'
+  dualpipe profile --kineto traces/            (one trace per rank))");
   sub->add_option("--kineto", command->kineto,
                   "A trace from torch.profiler's export_chrome_trace; several (or a directory of *.json): one per rank, "
                   "side by side with their clocks aligned and the slowest rank named")
       ->required();
   add_kineto_options(*sub, command->read, command->names);
-  sub->add_option("-f,--format", command->format, "Output form: table or json")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
-  add_output_option(*sub, command->output);
-  sub->callback([command] { run(*command); });
+  add_format_and_output(*sub, command->format, command->output);
 }
 
 }  // namespace dualpipe::cli

@@ -39,16 +39,13 @@ void run(const ScheduleCommand& c) {
 }  // namespace
 
 void add_schedule_command(CLI::App& app) {
-  auto command = std::make_shared<ScheduleCommand>();
-  CLI::App* sub = app.add_subcommand("schedule", "Print the per-rank action order of a schedule");
+  auto [sub, command] = add_command<ScheduleCommand>(app, "schedule", run,
+      "Print the per-rank action order of a schedule");
   sub->footer("Example: dualpipe schedule --kind dualpipe --ranks 4 --microbatches 8");
   add_plan_options(*sub, command->plan, false, true);
-  sub->add_option("-f,--format", command->format, "Output form: text (one line per rank), csv (PyTorch), json")
-      ->check(CLI::IsMember({"text", "csv", "json"}))
-      ->capture_default_str();
-  add_output_option(*sub, command->output);
+  add_format_and_output(*sub, command->format, command->output, {"text", "csv", "json"},
+                        "Output form: text (one line per rank), csv (PyTorch), json");
   sub->add_flag("--lower", command->lower, "Add the SEND/RECV communication actions the runtime executes");
-  sub->callback([command] { run(*command); });
 }
 
 }  // namespace dualpipe::cli

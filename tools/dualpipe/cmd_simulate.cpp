@@ -90,21 +90,15 @@ void run(const SimulateCommand& c) {
 }  // namespace
 
 void add_simulate_command(CLI::App& app) {
-  auto command = std::make_shared<SimulateCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "simulate", "Simulate a schedule: step time, largest idle, bubble rates, per-rank busy/idle/span, peak activations");
-  sub->footer(
-      "Examples:\n"
-      "  dualpipe simulate --kind all --ranks 8 --microbatches 16\n"
-      "  dualpipe simulate --kind dualpipe --ranks 4 --microbatches 8 --cost F=1,B=2,W=1,FB=2.5 --format json\n"
-      "  dualpipe simulate --from my_schedule.txt");
+  auto [sub, command] = add_command<SimulateCommand>(app, "simulate", run,
+      "Simulate a schedule: step time, largest idle, bubble rates, per-rank busy/idle/span, peak activations");
+  sub->footer(R"(Examples:
+  dualpipe simulate --kind all --ranks 8 --microbatches 16
+  dualpipe simulate --kind dualpipe --ranks 4 --microbatches 8 --cost F=1,B=2,W=1,FB=2.5 --format json
+  dualpipe simulate --from my_schedule.txt)");
   add_plan_options(*sub, command->plan, true, true);
   sub->get_option("--kind")->description("Schedule kind, or 'all' to compare every schedule that accepts R and M");
-  sub->add_option("-f,--format", command->format, "Output form: table or json")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
-  add_output_option(*sub, command->output);
-  sub->callback([command] { run(*command); });
+  add_format_and_output(*sub, command->format, command->output);
 }
 
 }  // namespace dualpipe::cli

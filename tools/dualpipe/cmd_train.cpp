@@ -54,7 +54,7 @@ std::string worker_executable(const std::string& self) {
   throw Error(detail::concat("cannot run '", program, "': ", std::strerror(errno)));
 }
 
-void run(TrainCommand c) {
+void run(TrainCommand& c) {
   train::resolve_schedule_file(c.options);  // the ranks to start
   const std::string worker = worker_executable(self_executable());
   std::vector<std::string> args = {worker};
@@ -69,27 +69,25 @@ void run(TrainCommand c) {
 }  // namespace
 
 void add_train_command(CLI::App& app) {
-  auto command = std::make_shared<TrainCommand>();
-  CLI::App* sub = app.add_subcommand(
-      "train", "Train a transformer language model on text with a pipeline schedule on local processes: loss, "
-               "validation loss, tokens/s; step 1 checked against a single-process run; a sample at the end");
+  auto [sub, command] = add_command<TrainCommand>(app, "train", run,
+      "Train a transformer language model on text with a pipeline schedule on local processes: loss, "
+      "validation loss, tokens/s; step 1 checked against a single-process run; a sample at the end");
   sub->footer(
       "The model: a byte-level decoder-only transformer (--layers pre-LayerNorm blocks of causal attention and a\n"
-      "GELU MLP) cut into the schedule's stages, trained with AdamW on --data (default: Debian's fortunes). Every\n"
-      "rank builds the same weights and reads the same sequences from --seed. See docs/train.md.\n"
-      "Examples:\n"
-      "  dualpipe train\n"
-      "  dualpipe train --schedule zbv --steps 100 --metrics run.jsonl && dualpipe plot --metrics run.jsonl\n"
-      "  dualpipe train --data my.txt --checkpoint-dir ckpt --save-every 20 --keep 2\n"
-      "  dualpipe train --checkpoint-dir ckpt --resume --steps 200\n"
-      "  dualpipe train --schedule 1f1b --layers 14 --layers-per-stage 3,4,4,3 --recompute");
+      R"(GELU MLP) cut into the schedule's stages, trained with AdamW on --data (default: Debian's fortunes). Every
+rank builds the same weights and reads the same sequences from --seed. See docs/train.md.
+Examples:
+  dualpipe train
+  dualpipe train --schedule zbv --steps 100 --metrics run.jsonl && dualpipe plot --metrics run.jsonl
+  dualpipe train --data my.txt --checkpoint-dir ckpt --save-every 20 --keep 2
+  dualpipe train --checkpoint-dir ckpt --resume --steps 200
+  dualpipe train --schedule 1f1b --layers 14 --layers-per-stage 3,4,4,3 --recompute)");
   add_train_options(*sub, command->options);
   add_train_launch_options(*sub, command->launch);
   sub->add_flag("--worker", command->worker,
                 "Run as one rank of a job started elsewhere, found through MASTER_ADDR, MASTER_PORT, RANK and "
                 "WORLD_SIZE (to start the ranks yourself, e.g. on several machines; give every rank the same "
                 "options)");
-  sub->callback([command] { run(*command); });
 }
 
 }  // namespace dualpipe::cli

@@ -26,6 +26,12 @@ class HelpFormatter : public CLI::Formatter {
   }
 };
 
+// Says why the command failed on stderr and returns its exit status.
+int failed(int status, const std::exception& e, const char* hint = "", const char* kind = "") {
+  std::cerr << "dualpipe: " << kind << printable_message(e.what()) << hint << "\n";
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,17 +67,13 @@ int main(int argc, char** argv) {
     dualpipe::cli::finish_stdout();
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "dualpipe: " << printable_message(e.what()) << "\nRun with --help for usage.\n";
-    return 2;
+    return failed(2, e, "\nRun with --help for usage.");
   } catch (const dualpipe::InternalError& e) {
-    std::cerr << "dualpipe: internal error (please report): " << printable_message(e.what()) << "\n";
-    return 1;
-  } catch (const dualpipe::Error& e) {
-    std::cerr << "dualpipe: " << printable_message(e.what()) << "\n";
-    return 2;
+    return failed(1, e, "", "internal error (please report): ");
+  } catch (const dualpipe::Error& e) {  // bad input
+    return failed(2, e);
   } catch (const std::exception& e) {
-    std::cerr << "dualpipe: " << printable_message(e.what()) << "\n";
-    return 1;
+    return failed(1, e);
   }
   return 0;
 }

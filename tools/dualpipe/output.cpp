@@ -37,6 +37,12 @@ CLI::Option* add_output_option(CLI::App& command, std::string& path) {
                             "Write the output to FILE instead of standard output (written whole or not at all)");
 }
 
+void add_format_and_output(CLI::App& command, std::string& format, std::string& output,
+                           const std::vector<std::string>& forms, const std::string& help) {
+  command.add_option("-f,--format", format, help)->check(CLI::IsMember(forms))->capture_default_str();
+  add_output_option(command, output);
+}
+
 void check_output(const std::string& path, const std::vector<NamedPath>& inputs) {
   if (path.empty()) return;
   check_can_write_file(path);

@@ -23,6 +23,10 @@ void finish_stdout();
 
 // Adds -o,--output: the file that takes what the command would print (any --format), written whole or not at all.
 CLI::Option* add_output_option(CLI::App& command, std::string& path);
+// Adds -f,--format, one of `forms` (`help` says what each is; the default is the option's value), and -o,--output.
+void add_format_and_output(CLI::App& command, std::string& format, std::string& output,
+                           const std::vector<std::string>& forms = {"table", "json"},
+                           const std::string& help = "Output form: table or json");
 
 // Checks, before any work, that `path` can be written and names none of the command's `inputs`; nothing to check
 // when the output is stdout (empty path).

@@ -1,5 +1,6 @@
 #include "plan_options.h"
 
+#include "dualpipe/schedule/data_parallel_lowering.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/schedule_limits.h"
@@ -36,11 +37,20 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
   command.add_option("--max-memory", o.max_memory,
                      std::string("Refuse schedules whose estimated memory is above SIZE [1GiB]; units: ") +
                          kByteUnitsHelp + "; see docs/limits.md");
+  command.add_option("--dp", o.data_parallel,
+                     "Data-parallel replicas of the pipeline: more than 1 adds each stage's gradient reduction "
+                     "(REDUCE_GRAD) to the schedule, timed by the cost 'reduce'")
+      ->capture_default_str();
+  command.add_option("--zero", o.zero,
+                     "ZeRO stage over the replicas (0-3): 3 adds the gathering and dropping of each stage's "
+                     "parameters (UNSHARD, RESHARD; cost 'unshard'); from 2 on, the reductions wait for the step's end")
+      ->capture_default_str();
   if (with_cost) {
     command.add_option("-c,--cost", o.cost,
                        "Costs KEY=VALUE,...: F forward [1], B full backward [2], W weight part of B [1], "
                        "FB overlapped F&B pair [F+B], comm cross-rank latency [0], a2a expert all-to-all time of a stage's "
-                       "forward, added to F, B and I and hidden by a pair [0], scale=1:1:2 per-stage "
+                       "forward, added to F, B and I and hidden by a pair [0], unshard and reduce a stage's data-parallel "
+                       "gather and gradient reduction (with --dp, --zero) [0], scale=1:1:2 per-stage "
                        "multipliers (one per stage), act_bytes bytes of one stage activation [none]; memory "
                        "model: w_mem share of a stage activation I keeps for W [1], recompute=0|1 "
                        "activation recomputation [0], input_mem share that is the stage input [0.05]");
@@ -59,6 +69,13 @@ Schedule build_schedule(const PlanOptions& o) {
   Schedule s = read_schedule_file(o.from_file);
   validate(s);
   if (const auto header = plan_header(o); header && !header->name.empty()) s.kind = header->name;
+  return with_data_parallel_actions(o, s);
+}
+
+Schedule with_data_parallel_actions(const PlanOptions& o, const Schedule& schedule) {
+  if (o.data_parallel == 1 && o.zero == 0) return schedule;
+  Schedule s = add_data_parallel_actions(schedule, o.data_parallel, o.zero);
+  validate(s);
   return s;
 }
 
@@ -70,7 +87,7 @@ Schedule build_schedule(const PlanOptions& o, const std::string& kind) {
   if (!o.max_memory.empty()) options.max_memory_bytes = parse_byte_size(o.max_memory, "--max-memory");
   Schedule s = make_schedule(kind, options);
   validate(s);
-  return s;
+  return with_data_parallel_actions(o, s);
 }
 
 CostModel build_cost_model(const PlanOptions& o) {

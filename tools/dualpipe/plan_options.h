@@ -18,16 +18,20 @@ struct PlanOptions {
   std::string cost;       // "F=1,B=2,W=1,FB=3,comm=0"
   std::string from_file;  // a schedule in text or PyTorch CSV form instead of a generator
   std::string max_memory;  // --max-memory: raises the generators' limit (kDefaultMaxScheduleMemory); empty: default
+  int data_parallel = 1;   // --dp: replicas of the pipeline, whose collectives the schedule then holds
+  int zero = 0;            // --zero: the ZeRO stage over them
 };
 
-// Adds --kind, --ranks, --microbatches, --stages-per-rank, --max-memory; with_cost adds --cost, with_from adds
-// --from.
+// Adds --kind, --ranks, --microbatches, --stages-per-rank, --max-memory, --dp, --zero; with_cost adds --cost,
+// with_from adds --from.
 void add_plan_options(CLI::App& command, PlanOptions& options, bool with_cost, bool with_from);
 
 // The schedule the options name (generated, or read from --from), validated. Throws dualpipe::Error.
 Schedule build_schedule(const PlanOptions& options);
 // The same for another kind with the same sizes (for --kind all and --compare).
 Schedule build_schedule(const PlanOptions& options, const std::string& kind);
+// `schedule` with the data-parallel actions of --dp and --zero (schedule/data_parallel_lowering.h), validated.
+Schedule with_data_parallel_actions(const PlanOptions& options, const Schedule& schedule);
 
 // --cost; without it, the costs in the header of a --from plan file, else the defaults.
 CostModel build_cost_model(const PlanOptions& options);

@@ -55,25 +55,20 @@ std::vector<std::string> train_arguments(const train::TrainConfig& config) {
 }
 
 void add_train_launch_options(CLI::App& sub, TrainLaunch& launch) {
-  const char* group = "Launch (several machines: run it on each; docs/launch.md)";
-  sub.add_option("--nnodes", launch.nnodes, "Machines in the job")->capture_default_str()->group(group);
-  sub.add_option("--node-rank", launch.node_rank, "This machine's index, 0 to --nnodes minus 1")
-      ->capture_default_str()
-      ->group(group);
-  sub.add_option("--nproc-per-node", launch.nproc_per_node,
-                 "Ranks on each machine (default: --ranks split evenly; node K runs ranks K*N to K*N+N-1)")
-      ->group(group);
-  sub.add_option("--master-addr", launch.master_addr, "Address of node 0, where rank 0 hosts the rendezvous")
-      ->capture_default_str()
-      ->group(group);
-  sub.add_option("--master-port", launch.master_port,
-                 "Port of the rendezvous (default: a free one on one machine, 29500 on several)")
-      ->group(group);
-  sub.add_option("--max-restarts", launch.max_restarts,
-                 "When a rank fails, restart every rank from the newest complete checkpoint in --checkpoint-dir, "
-                 "up to this many times")
-      ->capture_default_str()
-      ->group(group);
+  const auto add = [&sub](const char* flag, auto& value, const char* help) {
+    return sub.add_option(flag, value, help)->group("Launch (several machines: run it on each; docs/launch.md)");
+  };
+  add("--nnodes", launch.nnodes, "Machines in the job")->capture_default_str();
+  add("--node-rank", launch.node_rank, "This machine's index, 0 to --nnodes minus 1")->capture_default_str();
+  add("--nproc-per-node", launch.nproc_per_node,
+      "Ranks on each machine (default: --ranks split evenly; node K runs ranks K*N to K*N+N-1)");
+  add("--master-addr", launch.master_addr, "Address of node 0, where rank 0 hosts the rendezvous")
+      ->capture_default_str();
+  add("--master-port", launch.master_port, "Port of the rendezvous (default: a free one on one machine, 29500 on several)");
+  add("--max-restarts", launch.max_restarts,
+      "When a rank fails, restart every rank from the newest complete checkpoint in --checkpoint-dir, up to this many "
+      "times")
+      ->capture_default_str();
 }
 
 std::vector<std::string> train_launch_arguments(const TrainLaunch& launch) {

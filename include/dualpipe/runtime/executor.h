@@ -104,16 +104,15 @@ struct StepArgs {
   Criterion criterion;
   int num_microbatches = 0;  // must equal the schedule's
   bool return_outputs = false;
-  // Called once per stage of this rank, right after the step's last action that adds to that stage's parameter
-  // gradients (its last B, W, or overlapped pair); the rest of the step leaves them alone, so the caller may
-  // start reducing them (data parallelism) while the schedule goes on. Not called in forward-only steps.
-  std::function<void(int stage)> on_stage_gradients_done;
-  // Called once per stage of this rank around the step's first action that computes with the stage (an F, B, I,
-  // W, or an overlapped pair's two stages), in training and forward-only steps: `on_stage_needed(stage)` right
-  // before it, and `on_stage_needed_soon(stage)` before the compute action ahead of it (or before it, when no
-  // compute action comes first), so that the caller can fetch the stage's parameters while that action runs and
-  // wait for them when they are needed (ZeRO-3).
-  std::function<void(int stage)> on_stage_needed_soon, on_stage_needed;
+  // What the schedule's data-parallel actions (schedule/data_parallel_lowering.h) do on this rank, each called
+  // with the action's stage where the schedule has it; an empty one makes its action a no-op. The schedule says
+  // when, the caller says how (ZeRO-3's gather, a bucket's all-reduce):
+  //   unshard      UNSHARD: start gathering the stage's parameters;
+  //   wait_unsharded  before the first compute action on a stage after its UNSHARD: finish that gather;
+  //   reshard      RESHARD: drop the gathered parameters;
+  //   reduce_grad  REDUCE_GRAD (training steps only): start reducing the stage's gradients, which the rest of the
+  //                step leaves alone.
+  std::function<void(int stage)> unshard, wait_unsharded, reshard, reduce_grad;
 };
 
 // One executed action of the lowered schedule, on this process's steady clock. Convert to the trace's aligned

@@ -1,9 +1,11 @@
 // One step of a pipeline schedule on one rank: a compute action (F, B, I, W or an overlapped F&B pair)
-// or a communication action derived from them by the lowering pass.
+// or an action derived from them by a lowering pass: communication between stages, and the data-parallel
+// collectives around compute (gathering ZeRO-3 parameters, dropping them, reducing gradients).
 //
 // Text forms follow torch.distributed.pipelining so schedules can be exchanged:
 //   "0F1" forward of micro-batch 1 at stage 0, "3B5" full backward, "2I0" input-gradient backward,
-//   "2W0" its deferred weight gradients, "(0F3;3B5)" an overlapped pair, "1SEND_F0" / "2RECV_B4" communication.
+//   "2W0" its deferred weight gradients, "(0F3;3B5)" an overlapped pair, "1SEND_F0" / "2RECV_B4" communication,
+//   "3UNSHARD", "3RESHARD", "3REDUCE_GRAD" a stage's data-parallel collectives (no micro-batch).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,9 @@ enum class ActionType : std::uint8_t {
   RecvForward,     // RECV_F: receive the input of stage's forward from the previous stage's rank
   SendBackward,    // SEND_B: send the input gradient of stage's backward to the previous stage's rank
   RecvBackward,    // RECV_B: receive the output gradient for stage's backward from the next stage's rank
+  Unshard,         // UNSHARD: start gathering the stage's parameters sharded over the data-parallel replicas
+  Reshard,         // RESHARD: drop the gathered parameters of the stage that other replicas own
+  ReduceGrad,      // REDUCE_GRAD: start reducing the stage's gradients over the data-parallel replicas
 };
 
 // The short name used in text forms: "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", ...
@@ -30,7 +35,7 @@ std::string_view type_name(ActionType type);
 struct Action {
   ActionType type = ActionType::Forward;
   std::int32_t stage = 0;       // for an overlapped pair: the forward half's stage
-  std::int32_t microbatch = 0;  // for an overlapped pair: the forward half's micro-batch
+  std::int32_t microbatch = 0;  // for an overlapped pair: the forward half's one; -1 for a data-parallel action
   std::int32_t bwd_stage = -1;  // overlapped pair only: the backward half
   std::int32_t bwd_microbatch = -1;
   std::int32_t peer = -1;       // communication only: the rank on the other end
@@ -49,9 +54,13 @@ struct Action {
   static Action communication(ActionType type, int stage, int microbatch, int peer) {
     return {type, stage, microbatch, -1, -1, peer};
   }
+  static Action data_parallel(ActionType type, int stage) { return {type, stage, -1}; }
 
   bool is_compute() const { return type <= ActionType::Overlapped; }
-  bool is_communication() const { return !is_compute(); }
+  // SEND/RECV between pipeline stages.
+  bool is_communication() const { return type >= ActionType::SendForward && type <= ActionType::RecvBackward; }
+  // UNSHARD, RESHARD, REDUCE_GRAD: a stage's collectives over the data-parallel replicas, run beside compute.
+  bool is_data_parallel() const { return type >= ActionType::Unshard; }
   // The halves of an overlapped pair, as plain F and B actions.
   Action forward_half() const { return forward(stage, microbatch); }
   Action backward_half() const { return backward(bwd_stage, bwd_microbatch); }
@@ -63,7 +72,7 @@ struct Action {
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };
 
-// "0F1", "(0F3;3B5)", "1SEND_F0". The peer of a communication action is not part of the text.
+// "0F1", "(0F3;3B5)", "1SEND_F0", "2UNSHARD". The peer of a communication action is not part of the text.
 std::string to_string(const Action& action);
 
 // Parses the forms above; throws InvalidArgument naming the text and what was expected.

@@ -4,6 +4,9 @@
 //   sFm needs (s-1)Fm; sBm / sIm need sFm and (s+1)Bm / (s+1)Im; sWm needs sIm;
 //   an overlapped pair needs both halves' dependencies and finishes both at its end.
 // Communication actions take no time and wait for nothing here (their latency is on the edges).
+// Data-parallel actions (UNSHARD, RESHARD, REDUCE_GRAD) run on their rank's data-parallel link beside its compute:
+// each starts when the rank reaches it and the link is free, takes its duration there, and does not hold up the
+// rank's next action, except that a compute action on a stage waits for the stage's UNSHARD to finish.
 #pragma once
 
 #include <functional>

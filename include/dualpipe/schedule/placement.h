@@ -39,6 +39,7 @@ class Placement {
   int rank_of(int replica, int stage) const { return rank_of_stage_[replica][stage]; }
   // The distinct ranks holding a copy of `stage`, replica 0's first: one rank, or two for DualPipe and Chimera.
   std::vector<int> ranks_holding(int stage) const;
+  bool holds(int rank, int stage) const;
   // Number of micro-batches the placement knows (two-direction placements only; 0 otherwise).
   int num_microbatches() const { return static_cast<int>(replica_of_microbatch_.size()); }
 

@@ -11,7 +11,8 @@
 namespace dualpipe {
 
 // One row per rank, the compute actions in order (communication actions are left out, as PyTorch does
-// for the compute-only form). Rows are padded with empty cells to equal length.
+// for the compute-only form), with the data-parallel ones where the schedule has them ("0UNSHARD", "0REDUCE_GRAD",
+// as PyTorch writes them). Rows are padded with empty cells to equal length.
 std::string format_pytorch_csv(const Schedule& schedule);
 
 // PyTorch's pipelining maps every stage to one rank. Throws InvalidArgument naming the schedule, the first stage

@@ -23,6 +23,11 @@ struct CostModel {
   // behind the other half's compute, DualPipe's point: it takes max(F + B, a2a(F) + a2a(B)), bound by its
   // compute or by its exchanges, which share the rank's link.
   double all_to_all = 0;
+  // The data-parallel collectives of one stage (schedule/data_parallel_lowering.h), on the rank's data-parallel
+  // link beside its compute, scaled per stage like F: unshard gathers its ZeRO-3 parameters (an UNSHARD), reduce
+  // reduces its gradients over the replicas (a REDUCE_GRAD). A RESHARD takes no time.
+  double unshard = 0;
+  double reduce = 0;
   std::vector<double> stage_scale;   // per-stage multipliers of all costs; empty means 1 for every stage
   // Per-stage absolute costs for uneven stages ("F=2:1:1:1.5"): F, B and W of each stage; empty: forward, backward
   // and weight for every stage. When given, forward/backward/weight hold their means (FB is given for a pair of
@@ -55,12 +60,13 @@ struct CostModel {
   // FB of a pair of mean stages: the given one, or max(F + B, 2 a2a).
   double overlapped_pair() const;
   double activation_of(int stage) const;
-  // The duration of one compute action; zero for communication actions.
+  // The duration of one compute or data-parallel action; zero for communication actions.
   double duration(const Action& action) const;
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
-  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order;
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,unshard=0.5,reduce=1,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05"
+  // (any subset, any order;
   // keys case-insensitive, "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs,
   // "act_scale=1.5:1:1" for per-stage activation sizes). Strict: every item is KEY=VALUE, each key
   // at most once, no empty items, finite numbers. Throws InvalidArgument naming the bad item and the rule.

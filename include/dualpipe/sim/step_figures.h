@@ -32,6 +32,9 @@ double span_bubble_rate(double max_span, double max_busy);
 // Busy and span of one rank (idle needs the makespan: 0 here).
 RankFigures busy_and_span(const std::vector<ComputeInterval>& compute);
 
-StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& compute_by_rank);
+// `beside_by_rank`: per rank, the intervals of collectives that run beside its compute and that the step waits for
+// (the data-parallel ones): they count in the makespan and in the rank's span, not in its busy time.
+StepFigures step_figures(const std::vector<std::vector<ComputeInterval>>& compute_by_rank,
+                         const std::vector<std::vector<ComputeInterval>>& beside_by_rank = {});
 
 }  // namespace dualpipe

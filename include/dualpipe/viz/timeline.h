@@ -27,10 +27,13 @@ struct TimelineCell {
   double duration() const { return end - start; }
 };
 
-// Communication in flight beside the compute cells: a measured MoE step's expert all-to-alls.
+// Communication in flight beside the compute cells: a measured MoE step's expert all-to-alls, and a plan's
+// data-parallel collectives (UNSHARD, REDUCE_GRAD), which the step waits for.
 struct TimelineSpan {
-  std::string name;  // "dispatch", "combine backward"
-  int track = 0;     // 0: the thread running the schedule; 1: the backward half of an overlapped pair
+  static constexpr int kDataParallelTrack = 2;
+  std::string name;  // "dispatch", "combine backward", "2UNSHARD"
+  int track = 0;     // 0: the thread running the schedule; 1: the backward half of an overlapped pair;
+                     // kDataParallelTrack: the rank's data-parallel link
   double start = 0;
   double end = 0;
 };
