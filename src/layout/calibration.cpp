@@ -95,7 +95,7 @@ Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace&
   Layout& l = c.layout;
   l.pp = trace.num_ranks, l.vpp = trace.num_stages / trace.num_ranks;
   DUALPIPE_REQUIRE(find_generator(trace.kind), "--calibrate '", source, "': the run's schedule '", trace.kind,
-                   "' is not one of the generators'; calibrate on a run of a named --schedule");
+                   "' is not one of the generators'; calibrate on a run of a generated schedule");
   l.schedule = find_generator(trace.kind)->name;
   l.micro_batch_size = micro_batch_size, l.recompute = Recompute::None, l.zero = 0;
   DUALPIPE_REQUIRE(trace.num_stages <= model.layers, "--calibrate '", source, "': the run cut the model into ",

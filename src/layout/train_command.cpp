@@ -2,85 +2,74 @@
 
 #include <string>
 
-namespace dualpipe::layout {
+#include "dualpipe/run/train_options.h"
+#include "dualpipe/run/train_rules.h"
+#include "dualpipe/util/error.h"
 
+namespace dualpipe::layout {
 namespace {
 
-// Why the trainer's model cannot be this one, or "".
-std::string model_mismatch(const ModelSpec& m) {
-  if (m.vocab != 256) return "the trainer's model reads bytes (vocab 256), this one has vocab " + std::to_string(m.vocab);
-  if (m.gated_ffn || m.ffn_hidden != 4 * m.hidden) return "the trainer's MLP is 4 x hidden with GELU";
-  if (m.kv_heads != 0 && m.kv_heads != m.heads) return "the trainer has no grouped-query attention";
-  if (m.tied_embeddings) return "the trainer does not tie its embeddings";
-  if (m.experts > 0 && (m.expert_ffn_hidden != 4 * m.hidden || m.shared_experts > 0 || m.dense_layers > 0 ||
-                        m.moe_layer_freq != 1))
-    return "the trainer's MoE layers are all layers, experts of 4 x hidden, none shared";
-  return "";
+run::ModelFeatures features_of(const ModelSpec& m) {
+  run::ModelFeatures f;
+  f.vocab = m.vocab;
+  f.hidden = m.hidden, f.ffn_hidden = m.ffn_hidden, f.heads = m.heads, f.kv_heads = m.kv_heads;
+  f.gated_ffn = m.gated_ffn, f.tied_embeddings = m.tied_embeddings;
+  f.experts = m.experts, f.expert_ffn_hidden = m.expert_ffn_hidden, f.shared_experts = m.shared_experts;
+  f.dense_layers = m.dense_layers, f.moe_layer_freq = m.moe_layer_freq;
+  return f;
 }
 
-// Why the trainer cannot split this model over l.tp ranks as the planner does (with sequence parallelism), or "".
-std::string tensor_parallel_mismatch(const ModelSpec& m, const Layout& l) {
-  if (l.tp == 1) return "";
-  const std::string tp = std::to_string(l.tp);
-  if (m.experts > 0 && l.ep > 1 && l.recompute == Recompute::Full)
-    return "the trainer recomputes beside tensor and expert parallelism only without the forward-backward overlap";
-  if (m.heads % l.tp != 0)
-    return "the trainer splits attention by heads: tp " + tp + " must divide " + std::to_string(m.heads) + " heads";
-  if (m.seq_len % l.tp != 0) return "sequence parallelism needs the sequence divisible by tp " + tp;
-  if (256 % l.tp != 0) return "the trainer splits its vocabulary of 256 by tp, which " + tp + " does not divide";
-  return "";
-}
-
-// Why the trainer cannot split this model's sequences over l.cp ranks as the planner does, or "".
-std::string context_parallel_mismatch(const ModelSpec& m, const Layout& l) {
-  if (l.cp == 1) return "";
-  if (l.tp > 1) return "the trainer's context parallelism runs beside tensor parallelism without sequence parallelism, "
-                       "which the planner assumes with tp";
-  if (m.seq_len % (2 * l.cp) != 0)
-    return "the trainer cuts each sequence into 2 x cp = " + std::to_string(2 * l.cp) + " chunks, which " +
-           std::to_string(m.seq_len) + " tokens do not divide into";
-  return "";
-}
-
-// Why the trainer cannot run this layout, or "".
-std::string layout_mismatch(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
-  if (cluster.gpus > cluster.gpus_per_node) return "the cluster has more than one node";
-  if (const std::string tp = tensor_parallel_mismatch(model, l); !tp.empty()) return tp;
-  if (const std::string cp = context_parallel_mismatch(model, l); !cp.empty()) return cp;
-  if (l.recompute == Recompute::Selective) return "the trainer recomputes whole stages (full), not selectively";
-  if (l.pp < 2) return "the trainer runs a pipeline of at least 2 ranks";
+// The trainer's options for the layout; "" or why the options cannot say it.
+std::string options_for(const ModelSpec& model, const LayoutResult& row, run::TrainConfig& c) {
+  const Layout& l = row.layout;
+  // What the command line has no words for: these layouts are the planner's, not the trainer's.
+  if (l.recompute == Recompute::Selective) return "selective recomputation has no train option (only whole stages)";
+  c.ranks = l.pp, c.dp = l.dp, c.tp = l.tp, c.cp = l.cp, c.ep = l.ep;
+  c.zero = l.dp > 1 ? l.zero : 0;  // over one replica ZeRO shards nothing
+  c.sp = l.tp > 1;  // the planner's memory model assumes sequence parallelism with tensor parallelism
+  c.recompute = l.recompute == Recompute::Full;
+  c.schedule = l.schedule, c.stages_per_rank = l.schedule == "interleaved-1f1b" ? l.vpp : 0;
+  c.microbatches = l.microbatches, c.batch = l.micro_batch_size;
+  c.layers = model.layers, c.hidden = model.hidden, c.heads = model.heads, c.seq_len = model.seq_len;
+  c.experts = model.experts;
+  if (model.experts > 0) c.top_k = model.top_k;
   return "";
 }
 
 }  // namespace
 
 TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, const LayoutResult& row) {
-  const Layout& l = row.layout;
   TrainCommand out;
-  out.why_not = model_mismatch(model);
-  if (out.why_not.empty()) out.why_not = layout_mismatch(model, cluster, l);
-  if (!out.why_not.empty()) return out;
-  // A planned schedule runs from the file `dualpipe plan` writes; it sets the ranks and micro-batches.
-  const bool planned = !row.plan_command.empty();
-  std::string c = planned ? row.plan_command + " && dualpipe train --schedule-file plan.txt"
-                          : "dualpipe train --pp " + std::to_string(l.pp);
-  if (l.dp > 1) c += " --dp " + std::to_string(l.dp);
-  if (l.tp > 1) c += " --tp " + std::to_string(l.tp) + " --sp";  // the planner's memory model assumes SP with TP
-  if (l.cp > 1) c += " --cp " + std::to_string(l.cp);
-  if (l.ep > 1) c += " --ep " + std::to_string(l.ep);
-  if (l.zero == 1 && l.dp > 1) c += " --zero1";
-  if (l.zero > 1 && l.dp > 1) c += " --zero " + std::to_string(l.zero);
-  if (l.recompute == Recompute::Full) c += " --recompute";
-  if (!planned) {
-    c += " --schedule " + l.schedule;
-    if (l.schedule == "interleaved-1f1b") c += " --stages-per-rank " + std::to_string(l.vpp);
-    c += " --microbatches " + std::to_string(l.microbatches);
+  if (cluster.gpus > cluster.gpus_per_node) {  // the command starts this machine's ranks only
+    out.why_not = "the cluster has more than one node";
+    return out;
   }
-  c += " --batch " + std::to_string(l.micro_batch_size);
-  c += " --layers " + std::to_string(model.layers) + " --hidden " + std::to_string(model.hidden) + " --heads " +
-       std::to_string(model.heads) + " --seq-len " + std::to_string(model.seq_len);
-  if (model.experts > 0) c += " --experts " + std::to_string(model.experts) + " --top-k " + std::to_string(model.top_k);
-  out.command = c;
+  out.why_not = run::unsupported_model(features_of(model));
+  run::TrainConfig c;
+  if (out.why_not.empty()) out.why_not = options_for(model, row, c);
+  // A planned schedule runs from the file `dualpipe plan` writes, which sets the ranks and micro-batches.
+  const bool planned = !row.plan_command.empty();
+  try {
+    if (out.why_not.empty()) run::check_options(c);
+    if (out.why_not.empty() && !planned) run::schedule_of(c);
+  } catch (const InvalidArgument& e) {
+    out.why_not = e.what();
+  }
+  if (!out.why_not.empty()) return out;
+  // Shown even where they equal the defaults, so that the command reads as the layout.
+  using C = run::TrainConfig;
+  std::vector<run::TrainField> shown = {&C::ranks, &C::schedule, &C::microbatches, &C::batch,
+                                        &C::layers, &C::hidden,   &C::heads,        &C::seq_len};
+  if (planned) {  // the file says the schedule, its ranks and micro-batches
+    const C defaults;
+    c.schedule = defaults.schedule, c.ranks = defaults.ranks, c.microbatches = defaults.microbatches;
+    c.schedule_file = "plan.txt";
+    shown = {&C::schedule_file, &C::batch, &C::layers, &C::hidden, &C::heads, &C::seq_len};
+  }
+  std::string command = planned ? row.plan_command + " && dualpipe train" : "dualpipe train";
+  for (const std::string& argument : run::command_arguments(c, /*every_option=*/false, shown))
+    command += " " + argument;
+  out.command = command;
   return out;
 }
 

@@ -19,7 +19,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_group(const c10::intrusive_ptr<c10d:
   const auto me = std::find(ranks.begin(), ranks.end(), rank);
   DUALPIPE_CHECK(me != ranks.end(), "rank ", rank, " is not in its own ", kind, " group");
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
-      detail::concat("dualpipe/group/", kind, "/", ranks.front()), store);
+      dualpipe::detail::concat("dualpipe/group/", kind, "/", ranks.front()), store);
   comm::ProcessGroupSpec spec;
   spec.timeout = options.timeout;
   spec.interface = options.interface;
@@ -83,7 +83,7 @@ std::map<int, StageCopyGroups> make_stage_copy_groups(const c10::intrusive_ptr<c
   for (int stage = 0; stage < static_cast<int>(pipeline_ranks_of_stage.size()); ++stage) {
     const std::vector<int>& holders = pipeline_ranks_of_stage[static_cast<std::size_t>(stage)];
     if (holders.size() < 2 || std::find(holders.begin(), holders.end(), at.pipeline_rank) == holders.end()) continue;
-    const std::string kind = detail::concat("stage_copies/", stage);
+    const std::string kind = dualpipe::detail::concat("stage_copies/", stage);
     StageCopyGroups& g = groups[stage];
     g.dense = make_group(store, kind, mesh.holders_group(holders, at.inner), rank, options);
     if (mesh.shape().ep > 1)

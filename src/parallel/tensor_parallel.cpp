@@ -127,16 +127,20 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   }
 };
 
+// `Function` (an autograd function of this file) over a group of more than one rank; `x` itself otherwise.
+template <typename Function>
+torch::Tensor over_group(const torch::Tensor& x, const TensorGroup& tp) {
+  return tp && tp->size() > 1 ? Function::apply(x, tp.get()) : x;
+}
+
 }  // namespace
 
 torch::Tensor gather_sequence(const torch::Tensor& x, const TensorGroup& tp) {
-  if (!tp || tp->size() == 1) return x;
-  return GatherSequence::apply(x, tp.get());
+  return over_group<GatherSequence>(x, tp);
 }
 
 torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, const TensorGroup& tp) {
-  if (!tp || tp->size() == 1) return x;
-  return ReduceScatterSequence::apply(x, tp.get());
+  return over_group<ReduceScatterSequence>(x, tp);
 }
 
 torch::Tensor enter_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
@@ -148,13 +152,11 @@ torch::Tensor leave_tensor_parallel(const torch::Tensor& x, const TensorGroup& t
 }
 
 torch::Tensor copy_to_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
-  if (!tp || tp->size() == 1) return x;
-  return CopyToTensorParallel::apply(x, tp.get());
+  return over_group<CopyToTensorParallel>(x, tp);
 }
 
 torch::Tensor reduce_from_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {
-  if (!tp || tp->size() == 1) return x;
-  return ReduceFromTensorParallel::apply(x, tp.get());
+  return over_group<ReduceFromTensorParallel>(x, tp);
 }
 
 torch::Tensor sum_over_tensor_parallel(const torch::Tensor& x, const TensorGroup& tp) {

@@ -42,16 +42,11 @@ class Lowering {
 Schedule lower_communication(const Schedule& schedule) {
   DUALPIPE_REQUIRE(!schedule.has_communication(),
                    "lower_communication takes a compute-only schedule; this one already holds SEND/RECV actions");
-  Schedule lowered;
-  lowered.kind = schedule.kind;
-  lowered.num_ranks = schedule.num_ranks;
-  lowered.num_stages = schedule.num_stages;
-  lowered.num_microbatches = schedule.num_microbatches;
-  lowered.placement = schedule.placement;
-  lowered.actions.resize(schedule.actions.size());
+  Schedule lowered = schedule;  // the same shape and placement; each rank's actions made again below
   for (int r = 0; r < static_cast<int>(schedule.actions.size()); ++r) {
     const auto& compute = schedule.actions[r];
     auto& out = lowered.actions[r];
+    out.clear();
     out.reserve(compute.size() * 3);
     Lowering lowering(schedule, r, out);
     for (const Action& a : compute) {

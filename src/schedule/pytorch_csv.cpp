@@ -6,6 +6,7 @@
 #include "dualpipe/schedule/infer.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
+#include "schedule/line_reader.h"
 
 namespace dualpipe {
 namespace {
@@ -92,12 +93,7 @@ Schedule parse_pytorch_csv(std::string_view csv, const ScheduleReadLimits& limit
   std::size_t total = 0;
   int line_number = 0;
   while (!csv.empty()) {
-    const std::size_t newline = csv.find('\n');
-    const std::string_view line = csv.substr(0, newline);
-    csv.remove_prefix(newline == std::string_view::npos ? csv.size() : newline + 1);
-    ++line_number;
-    DUALPIPE_REQUIRE(line.size() <= limits.max_line_bytes, "CSV line ", line_number, " is ", line.size(),
-                     " bytes long, above the limit of ", limits.max_line_bytes, " bytes per line");
+    const std::string_view line = next_line(csv, line_number, limits.max_line_bytes, "CSV line");
     if (line.find_first_not_of('\r') == std::string_view::npos) {
       // Only the end of the file may be blank: a blank row inside would silently become a rank with no actions.
       DUALPIPE_REQUIRE(csv.find_first_not_of("\r\n") == std::string_view::npos, "CSV line ", line_number,

@@ -6,6 +6,7 @@
 #include "dualpipe/schedule/infer.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
+#include "schedule/line_reader.h"
 
 namespace dualpipe {
 namespace {
@@ -42,12 +43,7 @@ Schedule parse_text(std::string_view text, const ScheduleReadLimits& limits) {
   std::size_t total = 0;
   int line_number = 0;
   while (!text.empty()) {
-    const std::size_t newline = text.find('\n');
-    const std::string_view raw = text.substr(0, newline);
-    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    ++line_number;
-    DUALPIPE_REQUIRE(raw.size() <= limits.max_line_bytes, "line ", line_number, " is ", raw.size(),
-                     " bytes long, above the limit of ", limits.max_line_bytes, " bytes per line");
+    const std::string_view raw = next_line(text, line_number, limits.max_line_bytes, "line");
     const std::string_view line = trim(raw);
     if (line.empty() || line.front() == '#') continue;
 

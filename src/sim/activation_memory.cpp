@@ -13,32 +13,25 @@ void ActivationCounter::backward_starts(int stage) {
 double ActivationCounter::apply(const Action& a) {
   double highest = level();
   const auto forward_ends = [&](int stage) { (recompute_ ? inputs_ : full_) += size(stage); };
+  // At its start a backward holds the most (a recomputed forward's too); it frees the stage's activation.
+  const auto backward = [&](int stage) {
+    backward_starts(stage);
+    highest = std::max(highest, level());
+    full_ -= size(stage);
+  };
   switch (a.type) {
-    case ActionType::Forward:
-      forward_ends(a.stage);
-      break;
-    case ActionType::Backward:
-      backward_starts(a.stage);
-      highest = std::max(highest, level());
-      full_ -= size(a.stage);
-      break;
+    case ActionType::Forward: forward_ends(a.stage); break;
+    case ActionType::Backward: backward(a.stage); break;
     case ActionType::BackwardInput:
-      backward_starts(a.stage);
-      highest = std::max(highest, level());
-      full_ -= size(a.stage);
-      weights_ += size(a.stage);
+      backward(a.stage);
+      weights_ += size(a.stage);  // what its W needs, kept until the W
       break;
-    case ActionType::BackwardWeight:
-      weights_ -= size(a.stage);
-      break;
+    case ActionType::BackwardWeight: weights_ -= size(a.stage); break;
     case ActionType::Overlapped:
-      backward_starts(a.bwd_stage);
-      highest = std::max(highest, level());
-      full_ -= size(a.bwd_stage);
+      backward(a.bwd_stage);
       forward_ends(a.stage);
       break;
-    default:
-      break;
+    default: break;
   }
   highest = std::max(highest, level());
   peak_ = std::max(peak_, highest);

@@ -90,10 +90,7 @@ nlohmann::ordered_json kineto_costs_json(const KinetoCosts* costs) {
   nlohmann::ordered_json sources = nlohmann::ordered_json::array();
   if (costs)
     for (const KinetoCostSource& s : costs->sources)
-      sources.push_back({{"cost", s.cost},
-                         {"value", s.value},
-                         {"measure", s.measure},
-                         {"regions", s.regions},
+      sources.push_back({{"cost", s.cost}, {"value", s.value}, {"measure", s.measure}, {"regions", s.regions},
                          {"occurrences", s.occurrences}});
   out["cost_sources"] = sources;
   out["warnings"] = costs ? nlohmann::ordered_json(costs->warnings) : nlohmann::ordered_json::array();
@@ -111,22 +108,14 @@ void summary_json(const KinetoSummary& summary, nlohmann::ordered_json& out) {
   out["exposed"] = summary.exposed;
   nlohmann::ordered_json regions = nlohmann::ordered_json::array();
   for (const KinetoRegion& r : summary.regions) {
-    regions.push_back({{"name", r.name},
-                       {"count", r.count},
-                       {"median_duration", r.median_duration},
-                       {"mean_duration", r.mean_duration},
-                       {"durations", r.durations},
-                       {"compute", r.mean_compute},
-                       {"communication", r.mean_communication},
-                       {"overlapped", r.mean_overlapped}});
+    regions.push_back({{"name", r.name}, {"count", r.count}, {"median_duration", r.median_duration},
+                       {"mean_duration", r.mean_duration}, {"durations", r.durations}, {"compute", r.mean_compute},
+                       {"communication", r.mean_communication}, {"overlapped", r.mean_overlapped}});
   }
   out["regions"] = regions;
   nlohmann::ordered_json streams = nlohmann::ordered_json::array();
   for (const KinetoStream& st : summary.streams)
-    streams.push_back({{"pid", st.pid},
-                       {"tid", st.tid},
-                       {"events", st.events},
-                       {"compute", st.compute},
+    streams.push_back({{"pid", st.pid}, {"tid", st.tid}, {"events", st.events}, {"compute", st.compute},
                        {"communication", st.communication}});
   out["streams"] = streams;
 }

@@ -208,21 +208,13 @@ bool step_directory_is_replaceable(const std::string& step_dir, const std::strin
 void write_manifest(const std::string& step_dir, const CheckpointManifest& m) {
   const CheckpointIdentity& id = m.identity;
   json j = {
-      {"format", kFormatVersion},
-      {"run", m.run},
-      {"step", m.step},
-      {"planned_steps", m.planned_steps},
-      {"schedule", m.schedule},
-      {"microbatches", id.microbatches},
-      {"batch", id.batch},
-      {"seed", id.seed},
+      {"format", kFormatVersion}, {"run", m.run}, {"step", m.step}, {"planned_steps", m.planned_steps},
+      {"schedule", m.schedule}, {"microbatches", id.microbatches}, {"batch", id.batch}, {"seed", id.seed},
       {"data", {{"bytes", id.data_bytes}, {"fnv1a64", hex(id.data_checksum)}}},
       {"model",
        {{"vocab", id.vocab}, {"seq_len", id.seq_len}, {"hidden", id.hidden}, {"heads", id.heads},
         {"layers", id.layers}}},
-      {"stage_cut", id.stage_cut},
-      {"world_size", id.world_size},
-      {"experts", id.experts},
+      {"stage_cut", id.stage_cut}, {"world_size", id.world_size}, {"experts", id.experts},
       {"expert_parallel", id.expert_parallel},
       {"data_position", {{"epoch", m.data_position.epoch}, {"index", m.data_position.index}}},
       // The training step draws no random numbers (no dropout; data order comes from the seed and the data

@@ -11,7 +11,7 @@
 #include "dualpipe/util/printable.h"
 #include "dualpipe/sim/activation_memory.h"
 #include "dualpipe/sim/simulate.h"
-#include "dualpipe/train/train_options.h"
+#include "dualpipe/run/train_options.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/number_format.h"
 #include "correctness_checks.h"
@@ -24,14 +24,14 @@ using nlohmann::json;
 std::string millions(int64_t n) { return fixed(n / 1e6, 2) + "M"; }
 
 // One figure of every rank's state bytes.
-std::vector<double> per_rank(const std::vector<StateBytes>& ranks, double StateBytes::*figure) {
+std::vector<double> per_rank(const std::vector<parallel::StateBytes>& ranks, double parallel::StateBytes::*figure) {
   std::vector<double> values;
-  for (const StateBytes& r : ranks) values.push_back(r.*figure);
+  for (const parallel::StateBytes& r : ranks) values.push_back(r.*figure);
   return values;
 }
 
 // "LABEL a b c", and with `sharded` "; predicted (WHY): x y z", in MiB per rank.
-void print_state_bytes(const char* label, const StepReport& r, double StateBytes::*figure, bool sharded,
+void print_state_bytes(const char* label, const StepReport& r, double parallel::StateBytes::*figure, bool sharded,
                        const std::string& why) {
   std::cout << label;
   for (double b : per_rank(r.held_bytes, figure)) std::cout << " " << fixed(b / (1 << 20), 2);
@@ -92,8 +92,8 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
 
   if (c.metrics.empty()) return;
   json record = {{"type", "config"}};
-  for (const TrainOption& option : train_options())  // every option, as given
-    std::visit([&](auto member) { record[record_key(option)] = c.*member; }, option.field);
+  for (const run::TrainOption& option : run::train_options())  // every option, as given
+    std::visit([&](auto member) { record[run::record_key(option)] = c.*member; }, option.field);
   // What the options made: the schedule that runs (its kind, "custom" from a file), the cut, the corpus.
   record["schedule"] = plan.schedule.kind;
   record["stage_cut"] = plan.cut.to_string();
@@ -169,18 +169,12 @@ void ProgressReport::step(const StepReport& r) {
   std::fflush(stdout);
   json peaks = r.peak_activation_bytes;
   json record = json{{"type", "step"},
-                     {"step", r.step},
-                     {"loss", r.loss},
-                     {"tokens_per_s", r.tokens_per_s},
-                     {"step_ms", r.step_ms},
-                     {"lr", r.lr},
-                     {"grad_norm", r.grad_norm},
-                     {"bubble", r.bubble},
-                     {"dp_wait_ms", r.dp_wait_ms},
+                     {"step", r.step}, {"loss", r.loss}, {"tokens_per_s", r.tokens_per_s}, {"step_ms", r.step_ms},
+                     {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"bubble", r.bubble}, {"dp_wait_ms", r.dp_wait_ms},
                      {"peak_activation_bytes", peaks},
-                     {"optimizer_state_bytes", per_rank(r.held_bytes, &StateBytes::optimizer)},
-                     {"gradient_bytes", per_rank(r.held_bytes, &StateBytes::gradients)},
-                     {"parameter_bytes", per_rank(r.held_bytes, &StateBytes::parameters)}};
+                     {"optimizer_state_bytes", per_rank(r.held_bytes, &parallel::StateBytes::optimizer)},
+                     {"gradient_bytes", per_rank(r.held_bytes, &parallel::StateBytes::gradients)},
+                     {"parameter_bytes", per_rank(r.held_bytes, &parallel::StateBytes::parameters)}};
   if (config_.experts > 0) {
     record["moe_aux_loss"] = r.moe_aux_loss;
     record["moe_dropped"] = r.moe_dropped;
@@ -260,11 +254,11 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
 
     const StepReport& last = steps_.back();
     const int zero = config_.zero_stage();
-    print_state_bytes("parameter MiB per rank after the step:", last, &StateBytes::parameters, zero >= 3,
+    print_state_bytes("parameter MiB per rank after the step:", last, &parallel::StateBytes::parameters, zero >= 3,
                       "ZeRO-3: each sharded tensor on its owner alone");
-    print_state_bytes("gradient MiB per rank after the reduction:", last, &StateBytes::gradients, zero >= 2,
+    print_state_bytes("gradient MiB per rank after the reduction:", last, &parallel::StateBytes::gradients, zero >= 2,
                       detail::concat("ZeRO-", zero, ": each sharded tensor on its owner alone"));
-    print_state_bytes("optimizer state MiB per rank:", last, &StateBytes::optimizer, zero >= 1,
+    print_state_bytes("optimizer state MiB per rank:", last, &parallel::StateBytes::optimizer, zero >= 1,
                       detail::concat("ZeRO-", zero, ": sharded over the ", config_.dp, " replicas"));
     double ms = 0, tokens = 0;
     int n = 0;

@@ -9,7 +9,7 @@
 
 #include "dualpipe/data/corpus.h"
 #include "dualpipe/train/run_plan.h"
-#include "state_bytes.h"
+#include "dualpipe/parallel/state_bytes.h"
 
 namespace dualpipe::train {
 
@@ -28,7 +28,7 @@ struct StepReport {
   std::vector<int> peak_live_activations;     // per rank
   // Per rank after the step: the parameters, gradients (after the data-parallel reduction) and AdamW moments held
   // (shards under ZeRO), and the ZeRO paper's figures for them.
-  std::vector<StateBytes> held_bytes, predicted_bytes;
+  std::vector<parallel::StateBytes> held_bytes, predicted_bytes;
 };
 
 class ProgressReport {

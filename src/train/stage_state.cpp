@@ -1,24 +1,12 @@
 #include "stage_state.h"
 
 #include <sstream>
-#include <type_traits>
 
 #include "dualpipe/models/gpt_sharding.h"
+#include "dualpipe/models/moe.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
-namespace {
-
-// The optimizer's state map is keyed by the parameter's TensorImpl pointer.
-template <class StateMap>
-typename StateMap::key_type state_key(const torch::Tensor& parameter) {
-  return static_cast<typename StateMap::key_type>(parameter.unsafeGetTensorImpl());
-}
-
-using OptimizerState = std::decay_t<decltype(std::declval<torch::optim::AdamW&>().state())>;
-
-}  // namespace
-
 StageState::StageState(const TrainConfig& c, const models::GptConfig& model, const models::StageCut& cut, int stage,
                        models::ExpertGroup experts, c10::Device device, models::TensorGroup tp,
                        models::ContextGroup cp)
@@ -55,7 +43,7 @@ SavedStage StageState::save() const {
     const torch::Tensor parameter = whole(p.key(), p.value());
     archive.write("parameter." + p.key(), parameter);
     saved.tensors.emplace_back(p.key(), parameter.sizes().vec());
-    const torch::optim::AdamWParamState* adam = adam_state(p.value());
+    const torch::optim::AdamWParamState* adam = parallel::adam_state(*optimizer, p.value());
     if (!adam) continue;  // the same on every rank of the group: they take the same steps
     archive.write("adam." + p.key() + ".step", torch::tensor(static_cast<int64_t>(adam->step())));
     archive.write("adam." + p.key() + ".exp_avg", whole(p.key(), adam->exp_avg()));
@@ -94,7 +82,7 @@ void StageState::load(const SavedTensors& saved, const std::string& what) {
       DUALPIPE_REQUIRE(exp_avg.sizes() == p.value().sizes() && exp_avg_sq.sizes() == p.value().sizes(), what,
                        ": the optimizer state of ", p.key(), " has shape ", exp_avg.sizes(), ", the model needs ",
                        p.value().sizes());
-      set_adam_state(p.value(), step.item<int64_t>(), exp_avg, exp_avg_sq);
+      parallel::set_adam_state(*optimizer, p.value(), step.item<int64_t>(), exp_avg, exp_avg_sq);
     }
   } catch (const c10::Error& e) {
     std::string message = e.what();
@@ -103,31 +91,20 @@ void StageState::load(const SavedTensors& saved, const std::string& what) {
   }
 }
 
-const torch::optim::AdamWParamState* StageState::adam_state(const torch::Tensor& parameter) const {
-  const OptimizerState& state = optimizer->state();
-  const auto found = state.find(state_key<OptimizerState>(parameter));
-  return found == state.end() ? nullptr : static_cast<const torch::optim::AdamWParamState*>(found->second.get());
+parallel::StageParameters StageState::parallel_view() {
+  const bool sliced = tp != nullptr;
+  return {module->named_parameters(), optimizer.get(), [sliced](const std::string& name) {
+            if (models::is_expert_parameter(name)) return parallel::ParameterSplit::Expert;
+            if (sliced && models::tensor_split(name) != models::TensorSplit::Whole)
+              return parallel::ParameterSplit::TensorSlices;
+            return parallel::ParameterSplit::Whole;
+          }};
 }
 
-void StageState::set_adam_state(const torch::Tensor& parameter, int64_t step, torch::Tensor exp_avg,
-                                torch::Tensor exp_avg_sq) {
-  auto adam = std::make_unique<torch::optim::AdamWParamState>();
-  adam->step(step);
-  adam->exp_avg(exp_avg.to(parameter.device()));
-  adam->exp_avg_sq(exp_avg_sq.to(parameter.device()));
-  optimizer->state()[state_key<OptimizerState>(parameter)] = std::move(adam);
-}
-
-void StageState::drop_adam_state(const torch::Tensor& parameter) {
-  optimizer->state().erase(state_key<OptimizerState>(parameter));
-}
-
-int64_t StageState::optimizer_state_bytes() const {
-  int64_t bytes = 0;
-  for (const auto& p : module->parameters())
-    if (const auto* adam = adam_state(p))
-      bytes += adam->exp_avg().nbytes() + adam->exp_avg_sq().nbytes();
-  return bytes;
+parallel::Stages parallel_view(std::map<int, StageState>& stages) {
+  parallel::Stages view;
+  for (auto& [s, state] : stages) view.emplace(s, state.parallel_view());
+  return view;
 }
 
 }  // namespace dualpipe::train

@@ -6,12 +6,14 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dualpipe/models/gpt.h"
+#include "dualpipe/parallel/stage_parameters.h"
 #include "dualpipe/train/train_config.h"
 
 namespace dualpipe::train {
@@ -48,13 +50,12 @@ struct StageState {
   SavedStage save() const;
   void load(const SavedTensors& saved, const std::string& what);
 
-  // AdamW's state of `parameter` (null: not stepped yet), set or dropped: how ZeRO-1 shards it
-  // (optimizer_sharding.h).
-  const torch::optim::AdamWParamState* adam_state(const torch::Tensor& parameter) const;
-  void set_adam_state(const torch::Tensor& parameter, int64_t step, torch::Tensor exp_avg, torch::Tensor exp_avg_sq);
-  void drop_adam_state(const torch::Tensor& parameter);
-  // The bytes of AdamW's moment estimates held here.
-  int64_t optimizer_state_bytes() const;
+  // The stage as data parallelism and ZeRO see it: its parameters, how the mesh splits each, its AdamW.
+  parallel::StageParameters parallel_view();
 };
+
+// Every stage's view, by stage. The tensors and the optimizers stay the stages': load a checkpoint into them
+// (copy_, set_data) without making the view again.
+parallel::Stages parallel_view(std::map<int, StageState>& stages);
 
 }  // namespace dualpipe::train

@@ -110,7 +110,7 @@ std::string line(const char* what, double counted, double predicted) {
 
 StageTraffic::StageTraffic(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
                            models::ContextGroup cp, const std::map<int, StageState>& stages,
-                           std::shared_ptr<const DataParallelTraffic> data_parallel)
+                           std::shared_ptr<const parallel::DataParallelTraffic> data_parallel)
     : tp_(std::move(tp)), cp_(std::move(cp)), data_parallel_(std::move(data_parallel)) {
   for (bool joined : {false, true})
     data_predicted_[joined] = predicted_data_parallel_bytes(c, plan.schedule, stages, joined);

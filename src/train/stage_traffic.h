@@ -37,7 +37,7 @@
 #include <memory>
 #include <string>
 
-#include "data_parallel_traffic.h"
+#include "dualpipe/parallel/data_parallel_traffic.h"
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/train_config.h"
@@ -51,7 +51,7 @@ class StageTraffic {
   // `stages` with whole parameters (before ZeRO-3 drops them); `data_parallel`: DataParallel::traffic().
   StageTraffic(const TrainConfig& config, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
                models::ContextGroup cp, const std::map<int, StageState>& stages,
-               std::shared_ptr<const DataParallelTraffic> data_parallel);
+               std::shared_ptr<const parallel::DataParallelTraffic> data_parallel);
 
   void step_started();
   // After the step's stage work (the tensor- and context-parallel traffic's end).
@@ -73,7 +73,7 @@ class StageTraffic {
   };
   models::TensorGroup tp_;  // keeps the counters alive
   models::ContextGroup cp_;
-  std::shared_ptr<const DataParallelTraffic> data_parallel_;
+  std::shared_ptr<const parallel::DataParallelTraffic> data_parallel_;
   Counted tensor_, context_, data_;
   double data_predicted_[2] = {0, 0};  // per step, with the stage copies apart and joined
   double data_predicted_sum_ = 0;

@@ -8,7 +8,7 @@
 
 #include "dualpipe/models/moe.h"
 #include "progress_report.h"
-#include "state_bytes.h"
+#include "dualpipe/parallel/state_bytes.h"
 
 namespace dualpipe::train {
 
@@ -21,7 +21,7 @@ struct RankStepStats {
   double peak_activation_bytes = 0, peak_live_activations = 0;
   // Model state held after the step (gradients: after the data-parallel reduction), and the ZeRO paper's figures
   // for it (state_bytes.h).
-  StateBytes held, predicted;
+  parallel::StateBytes held, predicted;
   models::MoeStats moe;  // over every replica's micro-batches
   double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
 };

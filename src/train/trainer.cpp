@@ -9,32 +9,32 @@
 #include <cmath>
 #include <filesystem>
 
-#include "checkpoint_io.h"
-#include "correctness_checks.h"
-#include "data_parallel.h"
-#include "device_choice.h"
-#include "expert_timeline.h"
-#include "gradient_norm.h"
-#include "job_groups.h"
-#include "kineto_profile.h"
-#include "optimizer_sharding.h"
-#include "parameter_sharding.h"
 #include "dualpipe/comm/channels.h"
 #include "dualpipe/comm/gloo_communicator.h"
+#include "dualpipe/parallel/data_parallel.h"
+#include "dualpipe/parallel/gradient_norm.h"
 #include "dualpipe/parallel/process_groups.h"
+#include "dualpipe/parallel/replicated_step.h"
+#include "dualpipe/parallel/state_bytes.h"
 #include "dualpipe/runtime/clock_sync.h"
 #include "dualpipe/runtime/concurrent_overlap.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/runtime/trace_gather.h"
+#include "dualpipe/schedule/data_parallel_lowering.h"
 #include "dualpipe/sim/step_figures.h"
 #include "dualpipe/trace/trace.h"
 #include "dualpipe/util/directory_lock.h"
+#include "checkpoint_io.h"
+#include "correctness_checks.h"
+#include "device_choice.h"
+#include "expert_timeline.h"
+#include "job_groups.h"
+#include "kineto_profile.h"
 #include "progress_report.h"
 #include "sampling.h"
-#include "state_bytes.h"
-#include "step_stats.h"
 #include "stage_traffic.h"
+#include "step_stats.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -69,7 +69,7 @@ class Trainer {
   // the MoE layers (null: every expert here), whose exchanges `timeline` is told of; `tp` and `cp`: the tensor-
   // and context-parallel groups of every stage (null: none).
   Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks,
-          std::shared_ptr<comm::Communicator> communicator, DataParallel dp, models::ExpertGroup experts = nullptr,
+          std::shared_ptr<comm::Communicator> communicator, parallel::DataParallel dp, models::ExpertGroup experts = nullptr,
           std::shared_ptr<ExpertTimeline> timeline = nullptr, models::TensorGroup tp = nullptr,
           models::ContextGroup cp = nullptr)
       : c_(c), hooks_(hooks), device_(stage_device(choose_device(c))), plan_(std::move(plan)),
@@ -96,6 +96,7 @@ class Trainer {
           }
           stages.emplace(st, std::move(stage));
         }
+    view_ = parallel_view(stages_);
     runtime::ExecutorOptions options;
     options.timeout = timeout_;
     options.recompute = c.recompute;
@@ -113,11 +114,11 @@ class Trainer {
     for (int st = 1; st < s.num_stages; ++st)
       options.boundaries.push_back({{{b, tokens_between_stages, c.hidden}, torch::kFloat, device_}});
     options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
-    executor_ = std::make_unique<runtime::Executor>(s, stages, comm_, options);
+    // Training runs its data-parallel collectives as actions of its schedule, doing what train_step's args say.
+    executor_ = std::make_unique<runtime::Executor>(add_data_parallel_actions(s, c.dp, c.zero_stage(), c.dp_overlap),
+                                                    stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
-    if (c.zero_stage() >= 1) sharding_ = OptimizerSharding(dp_, stages_);
-    predicted_bytes_ = predicted_state_bytes(stages_, sharding_, c.zero_stage());
-    if (c.zero_stage() >= 3) parameters_ = ParameterSharding(sharding_, stages_);
+    replicas_ = parallel::ReplicatedStep(dp_, view_, c.zero_stage(), c.dp_overlap);
     traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)
@@ -129,7 +130,7 @@ class Trainer {
     int step = 0;
     if (!c_.checkpoint_dir.empty()) start_checkpoints();
     if (c_.resume) step = resume();
-    parameters_.release_all();  // ZeRO-3: from here each replica keeps the tensors it owns
+    replicas_.release_parameters();  // ZeRO-3: from here each replica keeps the tensors it owns
     first_trained_step_ = step + 1;
     kineto_ = KinetoProfile(c_, plan_.schedule, world().rank(), world().size(), step + 1);
     evaluate(step);
@@ -139,12 +140,10 @@ class Trainer {
       if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
       const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
-        parameters_.gather_all();  // checkpoints hold the whole state, sharded or not
-        sharding_.gather_state(stages_);
+        replicas_.gather_all();  // checkpoints hold the whole state, sharded or not
         const std::string dir =
             save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), owner_, world(), timeout_);
-        sharding_.drop_unowned_state(stages_);
-        parameters_.release_all();
+        replicas_.shard_again();
         if (report_) report_->checkpoint_saved(dir);
       }
     }
@@ -173,7 +172,7 @@ class Trainer {
       return 0;
     }
     if (!resumed->manifest.run.empty()) owner_.run = resumed->manifest.run;
-    sharding_.drop_unowned_state(stages_);
+    replicas_.drop_unowned_state();
     data_.reader.restore(resumed->manifest.data_position);
     if (report_) report_->resumed(resumed->directory, resumed->manifest.step, resumed->manifest.planned_steps, skipped);
     return resumed->manifest.step;
@@ -252,25 +251,12 @@ class Trainer {
     }
     if (timeline_) timeline_->discard();
     runtime::StepArgs args = step_args(inputs, targets);
-    // Step 1 is checked against a single-process run of this replica's own micro-batches: its gradients are
-    // averaged over the replicas after the check. ZeRO-2 reduces them to their owners after the step, once the
-    // copies of a stage are summed.
-    const bool zero2 = c_.zero_stage() >= 2;
-    const bool overlap = !zero2 && dp_.replicas() > 1 && c_.dp_overlap && step > 1;
-    // From step 2 the stage copies' sum joins the data-parallel buckets (data_parallel.h).
-    const bool join_copies = !zero2 && step > 1 && dp_.joins_stage_copies();
-    if (overlap)
-      args.on_stage_gradients_done = [this](int stage) { dp_.start(stage, stages_.at(stage), /*join_copies=*/true); };
-    if (parameters_.on()) {  // ZeRO-3: each stage's parameters here from one action before its first to its last
-      args.on_stage_needed_soon = [this](int stage) { parameters_.prefetch(stage); };
-      args.on_stage_needed = [this](int stage) { parameters_.wait(stage); };
-      args.on_stage_gradients_done = [this](int stage) { parameters_.release(stage); };
-    }
+    replicas_.begin(step, args);  // what the schedule's data-parallel actions do
     traffic_.step_started();
     const runtime::StepResult result = sum_over_context(executor_->step(args));
     const auto updating = kineto_.region("update");  // the rest of the step, for plan --from-kineto
-    double dp_wait_ms = overlap ? dp_.finish() : 0;
-    if (!join_copies) executor_->reduce_replica_gradients();  // before a separate DP average, which sums means
+    double dp_wait_ms = replicas_.finish_overlapped();
+    if (!replicas_.joins_copies()) executor_->reduce_replica_gradients();  // before a DP average, which sums means
     for (auto& [s, state] : stages_) {
       state.module->sum_sequence_parallel_gradients();
       state.module->sum_context_parallel_gradients();
@@ -285,20 +271,18 @@ class Trainer {
         throw Error("step 1 differs from the single-process reference:\n" + problems_text(check.problems));
     }
     const auto update_start = Clock::now();
-    if (!overlap)
-      dp_wait_ms = zero2 ? sharding_.reduce_gradients_to_owners(stages_, dp_.replicas())
-                         : dp_.average_gradients(stages_, join_copies);
-    const StateBytes gradients = held_state_bytes(stages_);  // after the reduction, before ZeRO-1 drops some
-    const double grad_norm = clip_to_global_norm(stages_, plan_.schedule.placement, rank_, dp_,
-                                                 zero2 ? &sharding_ : nullptr, tp_, *comm_, timeout_, c_.clip);
+    dp_wait_ms += replicas_.reduce_gradients();
+    const parallel::StateBytes gradients = parallel::held_state_bytes(view_);  // before ZeRO-1 drops some
+    const double grad_norm = parallel::clip_to_global_norm(view_, plan_.schedule.placement, rank_, dp_,
+                                                           replicas_.gradient_owners(), tp_, *comm_, timeout_, c_.clip);
     const double lr = plan_.lr.at(step);
-    sharding_.keep_own_gradients(stages_);
-    for (auto& [s, state] : stages_) {
-      state.set_lr(lr);
-      state.optimizer->step();
-    }
-    if (!parameters_.on()) sharding_.share_updates(stages_);  // ZeRO-3 gathers them when they are needed
-    traffic_.updates_finished(join_copies);
+    replicas_.update([&] {
+      for (auto& [s, state] : stages_) {
+        state.set_lr(lr);
+        state.optimizer->step();
+      }
+    });
+    traffic_.updates_finished(replicas_.joins_copies());
     step_ms += ms_since(update_start);
 
     RankStepStats mine;
@@ -314,9 +298,9 @@ class Trainer {
     mine.worst_cosine = check.worst_cosine_distance;
     mine.peak_activation_bytes = static_cast<double>(executor_->last_step_stats().peak_activation_bytes);
     mine.peak_live_activations = executor_->last_step_stats().peak_live_activations;
-    mine.held = held_state_bytes(stages_);
+    mine.held = parallel::held_state_bytes(view_);
     mine.held.gradients = gradients.gradients;
-    mine.predicted = predicted_bytes_;
+    mine.predicted = replicas_.predicted_bytes();
     if (plan_.model.moe.experts > 0) mine.moe = moe_stats_of_every_replica();
     if (timeline_) {
       const ExpertTimeline::StepTotals a2a =
@@ -358,9 +342,9 @@ class Trainer {
   void evaluate(int step) {
     const auto [inputs, targets] = microbatches(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
     torch::NoGradGuard no_grad;
-    parameters_.gather_all();
+    replicas_.gather_parameters();
     const runtime::StepResult result = sum_over_context(forward_only_->step(step_args(inputs, targets)));
-    parameters_.release_all();
+    replicas_.release_parameters();
     double sum = 0;
     for (int m : forward_only_->loss_microbatches()) sum += result.losses[m].item<double>();
     const double total = runtime::sum_over_ranks(*comm_, torch::full({1}, sum, torch::kDouble), kEvalTag, timeout_)
@@ -371,7 +355,7 @@ class Trainer {
   void finish() {
     const std::string profiled = kineto_.save();  // before the sampling's forwards
     if (report_ && !profiled.empty()) std::printf("profiler traces: %s and its peers\n", profiled.c_str());
-    parameters_.gather_all();  // to compare the replicas and sample
+    replicas_.gather_parameters();  // to compare the replicas and sample
     const ReplicaCheck replicas = compare_replicas(plan_.schedule.placement, rank_, stages_, *comm_, timeout_);
     if (!replicas.problems.empty())
       throw Error("replicas differ after " + std::to_string(c_.steps) + " steps:\n" + problems_text(replicas.problems));
@@ -380,7 +364,7 @@ class Trainer {
         *comm_, torch::full({1}, double(replicas.tensors_compared), torch::kDouble), kReplicaStatsTag, timeout_);
     int compared = 0;
     for (const auto& t : counts) compared += static_cast<int>(t.item<double>());
-    const int dp_compared = dp_.check_replicas_identical(stages_);
+    const int dp_compared = dp_.check_replicas_identical(view_);
     const double dp_total =
         runtime::sum_over_ranks(*comm_, torch::full({1}, double(dp_compared), torch::kDouble), kReplicaStatsTag, timeout_)
             .item<double>();
@@ -413,10 +397,8 @@ class Trainer {
   RunPlan plan_;
   TrainingData data_;
   std::shared_ptr<comm::Communicator> comm_;
-  DataParallel dp_;
-  OptimizerSharding sharding_;    // off unless --zero 1 or more
-  ParameterSharding parameters_;  // off unless --zero 3
-  StateBytes predicted_bytes_;    // the ZeRO paper's figures for this rank's model state
+  parallel::DataParallel dp_;
+  parallel::ReplicatedStep replicas_;  // data parallelism and ZeRO over dp_
   std::shared_ptr<ExpertTimeline> timeline_;  // null without expert parallelism
   models::TensorGroup tp_;                     // null without tensor parallelism
   models::ContextGroup cp_;                    // null without context parallelism
@@ -424,6 +406,7 @@ class Trainer {
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
   std::map<int, StageState> stages_;
+  parallel::Stages view_;  // stages_ as data parallelism and ZeRO see them
   std::unique_ptr<runtime::Executor> executor_, forward_only_;
   runtime::ClockSync clock_;
   std::unique_ptr<ProgressReport> report_;
@@ -436,7 +419,7 @@ class Trainer {
 void run_on_pipeline(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm::Communicator> communicator,
                      const TrainHooks& hooks) {
   at::set_num_threads(1);
-  Trainer(config, std::move(plan), hooks, std::move(communicator), DataParallel()).run();
+  Trainer(config, std::move(plan), hooks, std::move(communicator), parallel::DataParallel()).run();
 }
 
 void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm::Communicator> world,
@@ -453,9 +436,9 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
     pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
   }
   LayerGroups layers = make_layer_groups(config, groups);
-  DataParallel dp = config.ep > 1
-                        ? DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
-                        : DataParallel(groups.data_parallel, world);
+  parallel::DataParallel dp = config.ep > 1
+                        ? parallel::DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
+                        : parallel::DataParallel(groups.data_parallel, world);
   dp.set_stage_copy_groups(stage_copies);
   Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(layers.experts),
           std::move(layers.timeline), std::move(layers.tp), std::move(layers.cp))

@@ -14,9 +14,7 @@
 namespace dualpipe {
 namespace {
 
-using viz::exact;
-using viz::kFontFamily;
-using viz::xml_escape;
+using namespace viz;  // the pictures' shared helpers: text_util.h, palette.h
 
 constexpr double kPlotMarginLeft = 78;
 constexpr double kPlotMarginRight = 30;

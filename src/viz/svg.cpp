@@ -12,9 +12,7 @@
 namespace dualpipe {
 namespace {
 
-using viz::exact;
-using viz::kFontFamily;
-using viz::xml_escape;
+using namespace viz;  // the pictures' shared helpers: text_util.h, palette.h
 
 constexpr double kMarginLeft = 66;
 constexpr double kMarginRight = 28;

@@ -266,12 +266,14 @@ TEST(Printable, ControlBytesAndBrokenUtf8AreEscapedTextIsKept) {
   EXPECT_EQ(printable("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x99\x82"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x99\x82");
   // ESC [ 2 J would clear the screen; BEL, NUL, CR and DEL are controls too.
   EXPECT_EQ(printable(std::string("\x1B[2J\x07\r\x7F", 7) + std::string(1, '\0')), "\\x1B[2J\\x07\\x0D\\x7F\\x00");
-  // A lone continuation byte, a truncated sequence, an overlong '/', a UTF-16 surrogate and a C1 control.
-  EXPECT_EQ(printable("\x80"), "\\x80");
-  EXPECT_EQ(printable("\xE2\x82"), "\\xE2\\x82");
-  EXPECT_EQ(printable("\xC0\xAF"), "\\xC0\\xAF");
-  EXPECT_EQ(printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");
-  EXPECT_EQ(printable("\xC2\x9B"), "\\xC2\\x9B");
+  // A lone continuation byte, a truncated sequence, an overlong '/', a UTF-16 surrogate and a C1 control: every
+  // byte of each is escaped as \xHH.
+  const char* const hex = "0123456789ABCDEF";
+  for (const std::string broken : {"\x80", "\xE2\x82", "\xC0\xAF", "\xED\xA0\x80", "\xC2\x9B"}) {
+    std::string escaped;
+    for (const unsigned char byte : broken) escaped += std::string("\\x") + hex[byte >> 4] + hex[byte & 15];
+    EXPECT_EQ(printable(broken), escaped);
+  }
   EXPECT_EQ(printable("a\\x41"), "a\\\\x41");
 }
 

@@ -13,19 +13,20 @@ declare -A allowed=(
   [trace]="util schedule trace"
   [sim]="util schedule trace sim"
   [viz]="util schedule trace sim viz"
-  [layout]="util schedule trace sim layout"
+  [run]="util schedule data run"
+  [layout]="util schedule trace sim data run layout"
   [data]="util data"
   [launch]="util launch"
   [comm]="util comm"
   [runtime]="util schedule trace comm runtime"
   [parallel]="util schedule trace comm runtime parallel"
   [models]="util schedule trace comm runtime parallel models"
-  [train]="util schedule trace sim data comm runtime parallel models train"
+  [train]="util schedule trace sim data run comm runtime parallel models train"
   [python]="util schedule trace sim viz layout python"
   [python_runtime]="util schedule trace comm runtime python_runtime"
 )
 # Layers that never include LibTorch.
-torch_free="util schedule trace sim layout viz data launch python"
+torch_free="util schedule trace sim run layout viz data launch python"
 torch_include='^#include <(torch|ATen|c10)/'
 
 failures=0
@@ -59,6 +60,26 @@ while IFS= read -r hit; do
 fitting belong in the library (src/)"
 done < <(grep -nE "$torch_include|std::sto[dilf]\(|strto[dlf]\(|std::ifstream|getline\(|json::parse\(|\
 ^[A-Za-z:<>]+ (fit_[a-z_]*|[a-z_]*_from_trace)\(" tools/dualpipe/*.cpp tools/dualpipe/*.h)
+
+# Data parallelism and ZeRO live in parallel/ (docs/CONTRIBUTING.md): the trainer says when, never how. No
+# collective over a data-parallel group, and none of their files, in train/.
+collective='->(allreduce|allgather|broadcast|reduce|reduce_scatter|_allgather_base|_reduce_scatter_base)\('
+while IFS= read -r hit; do
+  fail "${hit%%:*}:$(cut -d: -f2 <<<"$hit")" "$(cut -d: -f3- <<<"$hit"): a collective in train/; data parallelism \
+and ZeRO belong in parallel/ (parallel::ReplicatedStep)"
+done < <(grep -nE -- "$collective" src/train/*.cpp src/train/*.h)
+for file in src/train/*data_parallel* src/train/*sharding* src/train/gradient_norm* src/train/state_bytes*; do
+  [[ -e $file ]] && fail "$file" "data parallelism and ZeRO belong in parallel/"
+done
+
+# The trainer's rules are written once, in run/ (train_rules.h), and the options' names once, in its table
+# (train_options.h): layout/ fills a run::TrainConfig and asks them, so it names no option and restates no rule.
+option_or_rule='"[^"]*--(pp|tp|cp|dp|ep|sp|zero1?|recompute|schedule|microbatches|batch|layers|hidden|heads|seq-len|'
+option_or_rule+='experts|top-k|stages-per-rank|ranks)\b|the trainer (splits|recomputes|cuts|reads|has|does)'
+while IFS= read -r hit; do
+  fail "${hit%%:*}:$(cut -d: -f2 <<<"$hit")" "$(cut -d: -f3- <<<"$hit"): layout/ restates the trainer's options \
+or rules; ask run/train_options.h and run/train_rules.h"
+done < <(grep -nE "$option_or_rule" src/layout/*.cpp src/layout/*.h | grep -v '"dualpipe plan ')
 
 # Small files with one idea: no source file over 500 lines.
 while read -r lines file; do

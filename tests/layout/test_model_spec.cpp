@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <utility>
+
 #include "dualpipe/layout/cluster_spec.h"
 #include "dualpipe/layout/model_spec.h"
 #include "dualpipe/util/error.h"
@@ -43,21 +46,20 @@ TEST(ModelSpec, ReadsAFileStrictly) {
   EXPECT_EQ(m.name, "tiny");
   EXPECT_EQ(m.layers, 4);
   EXPECT_EQ(m.kv_heads, 0);
-  EXPECT_NE(model_file_error(R"({"layers": 4, "hiden": 64})")
-                .find("m.json: unknown field 'hiden'"),
-            std::string::npos);
-  EXPECT_NE(model_file_error(R"({"layers": 4.5})")
-                .find("'layers' must be a whole number, got 4.5"),
-            std::string::npos);
-  EXPECT_NE(model_file_error("[1, 2]").find("must hold one JSON object"),
-            std::string::npos);
-  EXPECT_NE(model_file_error("{").find("m.json: not valid JSON"), std::string::npos);
-  EXPECT_NE(model_file_error(R"({"layers": )" + std::string(100000, '[') + "}")
-                .find("nothing may nest inside it"),
-            std::string::npos);
-  EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "heads": 5, "ffn_hidden": 256, "vocab": 256,
-                                  "seq_len": 32})").find("heads=5 must divide hidden=64"),
-            std::string::npos);
+  // Files refused, each with the rule its refusal names.
+  const std::pair<std::string, std::string> refused[] = {
+      {R"({"layers": 4, "hiden": 64})", "m.json: unknown field 'hiden'"},
+      {R"({"layers": 4.5})", "'layers' must be a whole number, got 4.5"},
+      {"[1, 2]", "must hold one JSON object"},
+      {"{", "m.json: not valid JSON"},
+      {R"({"layers": )" + std::string(100000, '[') + "}", "nothing may nest inside it"},
+      {R"({"layers": 4, "hidden": 64, "heads": 5, "ffn_hidden": 256, "vocab": 256, "seq_len": 32})",
+       "heads=5 must divide hidden=64"},
+  };
+  for (const auto& [text, rule] : refused) {
+    const std::string message = model_file_error(text);
+    EXPECT_NE(message.find(rule), std::string::npos) << message;
+  }
   EXPECT_NE(error_text([] { model_spec("llama4-1t"); }).find("'llama4-1t' is neither a preset nor an existing file"),
             std::string::npos);
 }
@@ -73,7 +75,8 @@ TEST(ClusterSpec, PresetsTakeTheirGpuCountAfterX) {
   EXPECT_NE(error_text([] { cluster_spec("h800x1e3"); }).find("must be a whole number"), std::string::npos);
   EXPECT_EQ(cluster_spec("a100-80gx4").gpus, 4);  // less than a node
   EXPECT_NE(cluster_file_error(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100, "intra_node_gbps": 100,
-                                    "inter_node_gbps": 10, "matmul_efficiency": 1.5})").find("matmul_efficiency and link_efficiency must be in (0, 1]"),
+                                  "inter_node_gbps": 10, "matmul_efficiency": 1.5})")
+                .find("matmul_efficiency and link_efficiency must be in (0, 1]"),
             std::string::npos);
 }
 
@@ -97,13 +100,13 @@ TEST(ModelSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
                 .find("shared_experts=2147483647 must be between 0 and 1024"),
             std::string::npos);
   EXPECT_NE(model_file_error(R"({"layers": 1000000000, "hidden": 64, "heads": 4, "ffn_hidden": 256, "vocab": 256,
-                                   "seq_len": 32})").find("layers=1000000000 must be between 1 and 100000"),
+                                "seq_len": 32})")
+                .find("layers=1000000000 must be between 1 and 100000"),
             std::string::npos);
   EXPECT_NE(model_error(R"("dtype_bytes": 3)").find("dtype_bytes=3 must be 1, 2, 4 or 8"), std::string::npos);
   EXPECT_NE(model_error(R"("kv_heads": 8)").find("kv_heads=8 must be between 0 and 4"), std::string::npos);
   // A missing field is named as missing, not as a zero; a field given twice is refused.
-  EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256,
-                                                "seq_len": 32})")
+  EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256, "seq_len": 32})")
                 .find("m.json: missing field 'vocab'"),
             std::string::npos);
   EXPECT_NE(model_file_error(R"({"layers": 4, "hidden": 64, "layers": 8})")
@@ -133,8 +136,7 @@ TEST(ClusterSpec, FieldsOutsideTheirRangesAreRefusedNamingThem) {
   EXPECT_NE(cluster_error(R"("step_time_factor": 1000)").find("step_time_factor=1000"), std::string::npos);
   EXPECT_NE(cluster_error(R"("gpus_per_node": 4096)").find("gpus_per_node=4096 must be between 1 and 1024"),
             std::string::npos);
-  EXPECT_NE(cluster_file_error(R"({"gpus": 8, "peak_tflops": 100, "intra_node_gbps": 100,
-                                                  "inter_node_gbps": 10})")
+  EXPECT_NE(cluster_file_error(R"({"gpus": 8, "peak_tflops": 100, "intra_node_gbps": 100, "inter_node_gbps": 10})")
                 .find("c.json: missing field 'memory_gib'"),
             std::string::npos);
 }
@@ -149,7 +151,8 @@ TEST(ModelSpec, MoeLayersOfARangeAreThoseItsLayersSayTheyAre) {
         for (int end = begin; end <= m.layers; ++end) {
           int expected = 0;
           for (int layer = begin; layer < end; ++layer) expected += m.is_moe_layer(layer);
-          ASSERT_EQ(m.moe_layers_in(begin, end), expected) << dense << " " << freq << " [" << begin << ", " << end << ")";
+          ASSERT_EQ(m.moe_layers_in(begin, end), expected)
+              << dense << " " << freq << " [" << begin << ", " << end << ")";
         }
     }
   m.experts = 0;

@@ -1,5 +1,5 @@
-// The `dualpipe train` command printed for a planned layout: the options the trainer takes for it (checked against
-// the trainer's own rules in tests/cli), or why there is none.
+// The `dualpipe train` command printed for a planned layout: the options the trainer takes for it (the trainer runs
+// them in tests/python/test_layout_train.py), or why there is none: the trainer's own rule, word for word.
 #include <gtest/gtest.h>
 
 #include "dualpipe/layout/model_spec.h"
@@ -36,8 +36,8 @@ LayoutResult row(int tp, int pp, int dp) {
 TEST(TrainCommand, TensorParallelLayoutsRunWithSequenceParallelism) {
   const TrainCommand c = train_command(trainers_model(), one_machine(), row(2, 2, 2));
   ASSERT_TRUE(c.command) << c.why_not;
-  EXPECT_EQ(*c.command, "dualpipe train --pp 2 --dp 2 --tp 2 --sp --zero1 --schedule dualpipe --microbatches 4 "
-                        "--batch 1 --layers 8 --hidden 128 --heads 4 --seq-len 128");
+  EXPECT_EQ(*c.command, "dualpipe train --kind dualpipe --ranks 2 --dp 2 --zero 1 --tp 2 --sp --microbatches 4 "
+                        "--layers 8 --hidden 128 --heads 4 --seq-len 128 --batch 1");
 }
 
 TEST(TrainCommand, ContextParallelAndZeroThreeLayoutsRun) {
@@ -46,13 +46,13 @@ TEST(TrainCommand, ContextParallelAndZeroThreeLayoutsRun) {
   r.layout.zero = 3;
   const TrainCommand c = train_command(trainers_model(), one_machine(), r);
   ASSERT_TRUE(c.command) << c.why_not;
-  EXPECT_EQ(*c.command, "dualpipe train --pp 2 --dp 2 --cp 2 --zero 3 --schedule dualpipe --microbatches 4 "
-                        "--batch 1 --layers 8 --hidden 128 --heads 4 --seq-len 128");
+  EXPECT_EQ(*c.command, "dualpipe train --kind dualpipe --ranks 2 --dp 2 --zero 3 --cp 2 --microbatches 4 "
+                        "--layers 8 --hidden 128 --heads 4 --seq-len 128 --batch 1");
 }
 
 TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
   EXPECT_EQ(train_command(trainers_model(), one_machine(), row(8, 1, 1)).why_not,
-            "the trainer splits attention by heads: tp 8 must divide 4 heads");
+            "--tp 8 must divide --heads 4: attention is split by heads, the same number on every tensor-parallel rank");
   ModelSpec moe = trainers_model();
   moe.experts = 4;
   moe.top_k = 2;
@@ -64,12 +64,12 @@ TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
   recomputed.layout.ep = 2;
   recomputed.layout.recompute = Recompute::Full;
   EXPECT_EQ(train_command(moe, one_machine(), recomputed).why_not,
-            "the trainer recomputes beside tensor and expert parallelism only without the forward-backward overlap");
+            "--recompute with --tp 2 and --ep 2 needs --no-fb-overlap: the overlapped backward would run a forward's "
+            "tensor-parallel collectives beside the other half's");
   LayoutResult context = row(2, 2, 1);
   context.layout.cp = 2;
   EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,
-            "the trainer's context parallelism runs beside tensor parallelism without sequence parallelism, which "
-            "the planner assumes with tp");
+            "--cp with --sp is not supported yet: use --cp with --tp alone");
   context.layout.tp = 1;
   const TrainCommand moe_split = train_command(moe, one_machine(), context);
   ASSERT_TRUE(moe_split.command) << moe_split.why_not;  // MoE routing under --cp is one process's
@@ -77,7 +77,8 @@ TEST(TrainCommand, TensorParallelismTheTrainerCannotRunIsNamed) {
   EXPECT_NE(moe_split.command->find(" --experts 4 "), std::string::npos) << *moe_split.command;
   context.layout.cp = 3;
   EXPECT_EQ(train_command(trainers_model(), one_machine(), context).why_not,
-            "the trainer cuts each sequence into 2 x cp = 6 chunks, which 128 tokens do not divide into");
+            "--seq-len 128 does not divide into 2 x --cp 3 = 6 chunks: each context-parallel rank holds two equal "
+            "chunks of every sequence");
 }
 
 }  // namespace

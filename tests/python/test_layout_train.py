@@ -22,10 +22,11 @@ def test_only_layouts_the_trainer_runs_get_a_command(dualpipe):
     assert with_command and len(with_command) < len(rows)
     for r in rows:
         # The example model is MoE: the trainer recomputes beside tensor and expert parallelism only without the
-        # forward-backward overlap, and splits no sequence over both tp (with --sp) and cp; its 4 heads, 128 tokens
-        # and 256 bytes divide by every tp and 2 x cp of this machine; every ZeRO stage runs.
+        # forward-backward overlap, splits no sequence over both tp (with --sp) and cp, and shards experts over
+        # data-parallel replicas only (the planner's ep may span cp ranks too: those commands would be refused);
+        # its 4 heads, 128 tokens and 256 bytes divide by every tp and 2 x cp of this machine; every ZeRO stage runs.
         runnable = (r["recompute"] != "selective" and r["pp"] >= 2 and (r["tp"] == 1 or r["cp"] == 1)
-                    and not (r["tp"] > 1 and r["ep"] > 1 and r["recompute"] == "full"))
+                    and not (r["tp"] > 1 and r["ep"] > 1 and r["recompute"] == "full") and r["dp"] % r["ep"] == 0)
         assert (r["train_command"] is not None) == runnable, r
 
 
@@ -44,8 +45,9 @@ def test_a_printed_command_trains_its_layout(dualpipe, tmp_path):
     config = next(r for r in records if r["type"] == "config")
     assert (config["ranks"], config["dp"], config["ep"], config["kind"]) == (row["pp"], row["dp"], row["ep"],
                                                                              row["schedule"])
-    assert (config["microbatches"], config["batch"], config["zero1"]) == (row["microbatches"],
-                                                                          row["micro_batch_size"], True)
+    zero_stage = max(config["zero"], 1 if config["zero1"] else 0)  # --zero1 is --zero 1
+    assert (config["microbatches"], config["batch"], zero_stage) == (row["microbatches"], row["micro_batch_size"],
+                                                                     row["zero"])
     model = json.load(open(os.path.join(EXAMPLES, "small-moe.json")))
     assert (config["layers"], config["hidden"], config["heads"], config["seq_len"], config["experts"],
             config["top_k"]) == (model["layers"], model["hidden"], model["heads"], model["seq_len"],

@@ -160,16 +160,17 @@ void check_two_direction_table(bool v_shape, const std::vector<int>& ranks) {
   };
   for (const CostModel& c : kDualPipeExact) ASSERT_DOUBLE_EQ(c.weight, c.backward - c.forward);
   for (const CostModel& c : kDualPipeUpperBound) ASSERT_LT(c.weight, c.backward - c.forward);
-  for_each_simulated(kind, kDualPipeExact, ranks, counts, [&](const CostModel& c, const Schedule& s, const Metrics& m) {
+  const auto exact = [&](const CostModel& c, const Schedule& s, const Metrics& m) {
     ASSERT_EQ(s.num_stages, v_shape ? 2 * s.num_ranks : s.num_ranks);
     EXPECT_DOUBLE_EQ(m.bubble, two_direction_bubble(c, s.num_stages));
     EXPECT_EQ(m.peak_activations(), s.num_stages + 1);
-  });
-  for_each_simulated(kind, kDualPipeUpperBound, ranks, counts, [](const CostModel& c, const Schedule& s,
-                                                                   const Metrics& m) {
+  };
+  const auto upper_bound = [](const CostModel& c, const Schedule& s, const Metrics& m) {
     EXPECT_LE(m.bubble, two_direction_bubble(c, s.num_stages) + 1e-9);
     EXPECT_EQ(m.peak_activations(), s.num_stages + 1);
-  });
+  };
+  for_each_simulated(kind, kDualPipeExact, ranks, counts, exact);
+  for_each_simulated(kind, kDualPipeUpperBound, ranks, counts, upper_bound);
 }
 
 TEST(SimulateTable, DualPipe) { check_two_direction_table(false, kRankCounts); }

@@ -16,9 +16,7 @@
 namespace dualpipe::test {
 
 struct DrawnCell {
-  int timeline = 0;
-  int rank = 0;
-  int index = 0;
+  int timeline = 0, rank = 0, index = 0;  // data-timeline, data-rank, data-index
   std::string action;  // data-action
   std::string type;    // "F", "B", "I", "W" or "pair" (from the class)
   int direction = 0;

@@ -160,17 +160,17 @@ void add_compare_command(CLI::App& app) {
   auto [sub, command] = add_command<CompareCommand>(app, "compare", run,
       "Compare a measured step (trace JSON) with its simulated plan: per-rank busy, idle, span, "
       "makespan, bubble, bubble rate side by side");
+  sub->add_option("--trace", command->trace, "Trace JSON of a measured run (docs/trace-format.md)")->required();
+  add_step_option(*sub, command->step, "compare");
+  sub->add_option("--cost", command->cost,
+                  "Plan costs in microseconds instead of the fitted ones: F=..,B=..,W=..,FB=..,comm=..");
+  add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(The plan is the trace's own schedule (dualpipe.schedule) simulated with each stage's mean F, B, W and
 F&B durations in the step (or --cost, in microseconds), so the columns differ by waiting and variation;
 the fit residual says how much the actions varied around those means.
 Examples:
   dualpipe train --trace run.json && dualpipe compare --trace run.json
   dualpipe compare --trace run.json --step 3 --format json)");
-  sub->add_option("--trace", command->trace, "Trace JSON of a measured run (docs/trace-format.md)")->required();
-  add_step_option(*sub, command->step, "compare");
-  sub->add_option("--cost", command->cost,
-                  "Plan costs in microseconds instead of the fitted ones: F=..,B=..,W=..,FB=..,comm=..");
-  add_format_and_output(*sub, command->format, command->output);
 }
 
 }  // namespace dualpipe::cli

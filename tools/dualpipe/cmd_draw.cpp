@@ -184,10 +184,6 @@ void add_draw_command(CLI::App& app) {
   auto [sub, command] = add_command<DrawCommand>(app, "draw", run,
       "Draw a timeline picture (SVG, or HTML with a tooltip per action) of a schedule, a comparison "
       "or a measured run");
-  sub->footer(R"(Examples:
-  dualpipe draw --kind dualpipe --ranks 8 --microbatches 20 -o dualpipe.svg
-  dualpipe draw --compare all --ranks 8 --microbatches 16 -o compare.html
-  dualpipe draw --trace run.json --with-plan -o run.svg)");
   add_plan_options(*sub, command->plan, true, true);
   sub->add_option("-o,--output", command->output, "Picture file: *.svg, or *.html for a page with tooltips")
       ->capture_default_str();
@@ -200,6 +196,10 @@ void add_draw_command(CLI::App& app) {
   add_step_option(*sub, command->step, "draw (with --trace)");
   sub->add_option("--width", command->width,
                   "Picture width in pixels (default: wide enough for every micro-batch number)");
+  sub->footer(R"(Examples:
+  dualpipe draw --kind dualpipe --ranks 8 --microbatches 20 -o dualpipe.svg
+  dualpipe draw --compare all --ranks 8 --microbatches 16 -o compare.html
+  dualpipe draw --trace run.json --with-plan -o run.svg)");
 }
 
 }  // namespace dualpipe::cli

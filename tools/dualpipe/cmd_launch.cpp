@@ -36,18 +36,6 @@ void add_launch_command(CLI::App& app) {
   auto [sub, command] = add_command<LaunchCommand>(app, "launch", run,
       "Run this machine's ranks of a job as local processes (like torchrun, on one machine or several); "
       "output prefixed by rank; when one rank fails, stop them all, or restart them");
-  sub->footer(
-      "Each rank gets torchrun's variables: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
-      R"(MASTER_PORT, TORCHELASTIC_RESTART_COUNT and the rest (docs/launch.md). Output lines become "[rank R] line"
-(stdout to stdout, stderr to stderr). When a rank exits non-zero or is killed, the others are stopped
-(SIGTERM, then SIGKILL after --timeout-grace) and launch exits 1 naming the rank that failed first, unless
---max-restarts lets it start them all again.
-Several machines: run it on each with the same --nnodes, --master-addr and --master-port; node K runs
-ranks K*N to K*N+N-1 (N = --nproc-per-node).
-Examples:
-  dualpipe launch --nproc 4 -- ./train --steps 10
-  dualpipe launch --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr 10.0.0.1 --master-port 29500 -- ./train
-  dualpipe launch --nproc 4 --max-restarts 3 -- ./train --resume)");
   sub->add_option("-n,--nproc-per-node,--nproc", command->nproc_per_node,
                   "Ranks (processes) to start on this machine, 1 to 1024");
   sub->add_option("--nnodes", command->nnodes, "Machines in the job; each runs `dualpipe launch` once")
@@ -72,6 +60,18 @@ Examples:
       ->type_name("ARGS...");
   // Everything from PROGRAM on belongs to the program, options included ("-- " before it is optional).
   sub->positionals_at_end();
+  sub->footer(
+      "Each rank gets torchrun's variables: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
+      R"(MASTER_PORT, TORCHELASTIC_RESTART_COUNT and the rest (docs/launch.md). Output lines become "[rank R] line"
+(stdout to stdout, stderr to stderr). When a rank exits non-zero or is killed, the others are stopped
+(SIGTERM, then SIGKILL after --timeout-grace) and launch exits 1 naming the rank that failed first, unless
+--max-restarts lets it start them all again.
+Several machines: run it on each with the same --nnodes, --master-addr and --master-port; node K runs
+ranks K*N to K*N+N-1 (N = --nproc-per-node).
+Examples:
+  dualpipe launch --nproc 4 -- ./train --steps 10
+  dualpipe launch --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr 10.0.0.1 --master-port 29500 -- ./train
+  dualpipe launch --nproc 4 --max-restarts 3 -- ./train --resume)");
 }
 
 }  // namespace dualpipe::cli

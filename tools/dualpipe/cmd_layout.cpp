@@ -89,15 +89,6 @@ void add_layout_command(CLI::App& app) {
   auto [sub, command] = add_command<LayoutCommand>(app, "layout", run,
       "Plan a whole training job: tp, cp, pp, dp, ep, ZeRO stage, recomputation, micro-batches and schedule, "
       "ranked by tokens/s per GPU within the GPUs' memory");
-  sub->footer("Presets: models " + joined(layout::model_preset_names()) + "; clusters " +
-              joined(layout::cluster_preset_names()) +
-              ", each with its GPU count after 'x'.\n"
-              "Examples:\n"
-              "  dualpipe layout --model llama3-70b --cluster h100-sxmx512 --global-batch 1024\n"
-              "  dualpipe layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --fix pp=16,tp=1\n"
-              "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json\n"
-              "  dualpipe layout --model small.json --cluster this_machine.json --global-batch 16 --calibrate run.json "
-              "--calibrate-mbs 2");
   // Printed as soon as it is parsed, so that the options a search requires are not asked for.
   sub->add_flag_callback(
          "--list-presets",
@@ -142,6 +133,15 @@ void add_layout_command(CLI::App& app) {
                 "pipelines)");
   sub->add_flag("--include-unfit", command->include_unfit, "List layouts over the memory limit too (marked '!')");
   add_format_and_output(*sub, command->format, command->output);
+  sub->footer("Presets: models " + joined(layout::model_preset_names()) + "; clusters " +
+              joined(layout::cluster_preset_names()) +
+              ", each with its GPU count after 'x'.\n"
+              "Examples:\n"
+              "  dualpipe layout --model llama3-70b --cluster h100-sxmx512 --global-batch 1024\n"
+              "  dualpipe layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --fix pp=16,tp=1\n"
+              "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json\n"
+              "  dualpipe layout --model small.json --cluster this_machine.json --global-batch 16 --calibrate run.json "
+              "--calibrate-mbs 2");
 }
 
 }  // namespace dualpipe::cli

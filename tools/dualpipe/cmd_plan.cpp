@@ -202,12 +202,6 @@ void run(PlanCommand& c) {
 void add_plan_command(CLI::App& app) {
   auto [sub, command] = add_command<PlanCommand>(app, "plan", run,
       "Search the schedule with the smallest step time (or span) within a memory limit");
-  sub->footer(R"(Examples:
-  dualpipe plan --ranks 8 --microbatches 24 --cost F=1,B=2,W=1 --memory-limit 8
-  dualpipe plan -r 8 -m 24 --cost F=18.522,B=27.423,W=9.337,comm=0.601,w_mem=0.366 --memory-limit 16 --objective span
-  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt
-  dualpipe plan --from-trace run.json --memory-limit 6
-  dualpipe plan --from-kineto traces/     (dualpipe train --kineto-trace traces/))");
   command->ranks_option =
       sub->add_option("-r,--ranks", command->ranks, "Pipeline ranks (devices), R")->capture_default_str();
   command->microbatches_option =
@@ -242,6 +236,12 @@ void add_plan_command(CLI::App& app) {
                   "Placements allowed, comma-separated: linear (stage s on rank s), v (2R stages in a V), two (two "
                   "directions: every stage on two ranks, twice the parameters), looped (interleaved) [all]")
       ->delimiter(',');
+  sub->footer(R"(Examples:
+  dualpipe plan --ranks 8 --microbatches 24 --cost F=1,B=2,W=1 --memory-limit 8
+  dualpipe plan -r 8 -m 24 --cost F=18.522,B=27.423,W=9.337,comm=0.601,w_mem=0.366 --memory-limit 16 --objective span
+  dualpipe plan -r 4 -m 8 --memory-limit 4 --format text -o plan.txt && dualpipe simulate --from plan.txt
+  dualpipe plan --from-trace run.json --memory-limit 6
+  dualpipe plan --from-kineto traces/     (dualpipe train --kineto-trace traces/))");
 }
 
 }  // namespace dualpipe::cli

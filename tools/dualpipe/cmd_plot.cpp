@@ -61,10 +61,6 @@ void add_plot_command(CLI::App& app) {
   auto [sub, command] = add_command<PlotCommand>(app, "plot", run,
       "Draw a training run (SVG) from its metrics file: loss per step with the validation loss and the "
       "unigram baseline, and tokens per second");
-  sub->footer(R"(The metrics file is the JSON lines of 'dualpipe train --metrics FILE' (docs/plot.md).
-Example:
-  dualpipe train --ranks 4 --steps 200 --metrics run.jsonl
-  dualpipe plot --metrics run.jsonl -o run.svg)");
   sub->add_option("--metrics", command->metrics, "Metrics file written by 'dualpipe train --metrics'")->required();
   sub->add_option("-o,--output", command->output, "Picture file, *.svg (written whole or not at all)")
       ->capture_default_str();
@@ -73,6 +69,10 @@ Example:
                       std::to_string(kMaxMetricsPlotWidth) + " (the height is " +
                       std::to_string(kMetricsPlotHeight) + ")")
       ->capture_default_str();
+  sub->footer(R"(The metrics file is the JSON lines of 'dualpipe train --metrics FILE' (docs/plot.md).
+Example:
+  dualpipe train --ranks 4 --steps 200 --metrics run.jsonl
+  dualpipe plot --metrics run.jsonl -o run.svg)");
 }
 
 }  // namespace dualpipe::cli

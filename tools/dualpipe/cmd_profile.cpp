@@ -74,17 +74,17 @@ void add_profile_command(CLI::App& app) {
   auto [sub, command] = add_command<ProfileCommand>(app, "profile", run,
       "Read a PyTorch profiler trace: compute, communication and their overlap per record_function region, "
       "and the --cost string of its forward, backward and weight regions");
-  sub->footer(R"(Examples:
-  dualpipe profile --kineto trace.json
-  dualpipe profile --kineto trace.json --forward '^fwd$' --backward '^bwd$' --weight '' --format json
-  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'
-  dualpipe profile --kineto traces/            (one trace per rank))");
   sub->add_option("--kineto", command->kineto,
                   "A trace from torch.profiler's export_chrome_trace; several (or a directory of *.json): one per rank, "
                   "side by side with their clocks aligned and the slowest rank named")
       ->required();
   add_kineto_options(*sub, command->read, command->names);
   add_format_and_output(*sub, command->format, command->output);
+  sub->footer(R"(Examples:
+  dualpipe profile --kineto trace.json
+  dualpipe profile --kineto trace.json --forward '^fwd$' --backward '^bwd$' --weight '' --format json
+  dualpipe profile --kineto trace.json --comm-kernel 'my_a2a|custom_allgather'
+  dualpipe profile --kineto traces/            (one trace per rank))");
 }
 
 }  // namespace dualpipe::cli

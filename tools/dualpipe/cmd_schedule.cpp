@@ -41,11 +41,11 @@ void run(const ScheduleCommand& c) {
 void add_schedule_command(CLI::App& app) {
   auto [sub, command] = add_command<ScheduleCommand>(app, "schedule", run,
       "Print the per-rank action order of a schedule");
-  sub->footer("Example: dualpipe schedule --kind dualpipe --ranks 4 --microbatches 8");
   add_plan_options(*sub, command->plan, false, true);
   add_format_and_output(*sub, command->format, command->output, {"text", "csv", "json"},
                         "Output form: text (one line per rank), csv (PyTorch), json");
   sub->add_flag("--lower", command->lower, "Add the SEND/RECV communication actions the runtime executes");
+  sub->footer("Example: dualpipe schedule --kind dualpipe --ranks 4 --microbatches 8");
 }
 
 }  // namespace dualpipe::cli

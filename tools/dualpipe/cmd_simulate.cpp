@@ -92,13 +92,13 @@ void run(const SimulateCommand& c) {
 void add_simulate_command(CLI::App& app) {
   auto [sub, command] = add_command<SimulateCommand>(app, "simulate", run,
       "Simulate a schedule: step time, largest idle, bubble rates, per-rank busy/idle/span, peak activations");
+  add_plan_options(*sub, command->plan, true, true);
+  sub->get_option("--kind")->description("Schedule kind, or 'all' to compare every schedule that accepts R and M");
+  add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(Examples:
   dualpipe simulate --kind all --ranks 8 --microbatches 16
   dualpipe simulate --kind dualpipe --ranks 4 --microbatches 8 --cost F=1,B=2,W=1,FB=2.5 --format json
   dualpipe simulate --from my_schedule.txt)");
-  add_plan_options(*sub, command->plan, true, true);
-  sub->get_option("--kind")->description("Schedule kind, or 'all' to compare every schedule that accepts R and M");
-  add_format_and_output(*sub, command->format, command->output);
 }
 
 }  // namespace dualpipe::cli

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "dualpipe/train/train_options.h"
+#include "dualpipe/run/train_options.h"
 #include "dualpipe/util/error.h"
 #include "train_options.h"
 
@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kWorkerName = "dualpipe-train-worker";
 
 struct TrainCommand {
-  train::TrainConfig options;
+  run::TrainConfig options;
   TrainLaunch launch;
   bool worker = false;
 };
@@ -55,14 +55,14 @@ std::string worker_executable(const std::string& self) {
 }
 
 void run(TrainCommand& c) {
-  train::resolve_schedule_file(c.options);  // the ranks to start
+  run::resolve_schedule_file(c.options);  // the ranks to start
   const std::string worker = worker_executable(self_executable());
   std::vector<std::string> args = {worker};
   if (!c.worker) {
     args.push_back("--launch");
     for (std::string& a : train_launch_arguments(c.launch)) args.push_back(std::move(a));
   }
-  for (std::string& a : train_arguments(c.options)) args.push_back(std::move(a));
+  for (std::string& a : run::command_arguments(c.options, /*every_option=*/true)) args.push_back(std::move(a));
   become(worker, std::move(args));
 }
 
@@ -72,6 +72,12 @@ void add_train_command(CLI::App& app) {
   auto [sub, command] = add_command<TrainCommand>(app, "train", run,
       "Train a transformer language model on text with a pipeline schedule on local processes: loss, "
       "validation loss, tokens/s; step 1 checked against a single-process run; a sample at the end");
+  add_train_options(*sub, command->options);
+  add_train_launch_options(*sub, command->launch);
+  sub->add_flag("--worker", command->worker,
+                "Run as one rank of a job started elsewhere, found through MASTER_ADDR, MASTER_PORT, RANK and "
+                "WORLD_SIZE (to start the ranks yourself, e.g. on several machines; give every rank the same "
+                "options)");
   sub->footer(
       "The model: a byte-level decoder-only transformer (--layers pre-LayerNorm blocks of causal attention and a\n"
       R"(GELU MLP) cut into the schedule's stages, trained with AdamW on --data (default: Debian's fortunes). Every
@@ -82,12 +88,6 @@ Examples:
   dualpipe train --data my.txt --checkpoint-dir ckpt --save-every 20 --keep 2
   dualpipe train --checkpoint-dir ckpt --resume --steps 200
   dualpipe train --schedule 1f1b --layers 14 --layers-per-stage 3,4,4,3 --recompute)");
-  add_train_options(*sub, command->options);
-  add_train_launch_options(*sub, command->launch);
-  sub->add_flag("--worker", command->worker,
-                "Run as one rank of a job started elsewhere, found through MASTER_ADDR, MASTER_PORT, RANK and "
-                "WORLD_SIZE (to start the ranks yourself, e.g. on several machines; give every rank the same "
-                "options)");
 }
 
 }  // namespace dualpipe::cli

@@ -2,14 +2,14 @@
 
 #include <type_traits>
 
-#include "dualpipe/train/train_options.h"
+#include "dualpipe/run/train_options.h"
 
 namespace dualpipe::cli {
 
-void add_train_options(CLI::App& sub, train::TrainConfig& config) {
+void add_train_options(CLI::App& sub, run::TrainConfig& config) {
   // The last of a repeated option wins, so a script can override its defaults by appending.
   sub.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  for (const train::TrainOption& option : train::train_options()) {
+  for (const run::TrainOption& option : run::train_options()) {
     const std::string names(option.names);
     CLI::Option* added = std::visit(
         [&](auto member) -> CLI::Option* {
@@ -18,7 +18,7 @@ void add_train_options(CLI::App& sub, train::TrainConfig& config) {
           if constexpr (std::is_same_v<T, bool>) {
             CLI::Option* flag = sub.add_flag(names, value, option.help);
             // A switch (it has a --no- form) shows its default; a plain flag is off unless given.
-            if (!train::negated_name(option).empty()) flag->option_text(value ? "(default: on)" : "(default: off)");
+            if (!run::negated_name(option).empty()) flag->option_text(value ? "(default: on)" : "(default: off)");
             return flag;
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             return sub.add_option(names, value, option.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -30,28 +30,6 @@ void add_train_options(CLI::App& sub, train::TrainConfig& config) {
         option.field);
     added->group(std::string(option.group));
   }
-}
-
-std::vector<std::string> train_arguments(const train::TrainConfig& config) {
-  std::vector<std::string> args;
-  for (const train::TrainOption& option : train::train_options()) {
-    const std::string name = train::primary_name(option);
-    if (const auto* flag = std::get_if<bool train::TrainConfig::*>(&option.field)) {
-      // A switch is given either way; a flag only when set.
-      const std::string negated = train::negated_name(option);
-      if (config.**flag) args.push_back(name);
-      else if (!negated.empty()) args.push_back(negated);
-    } else if (const auto* list = std::get_if<std::vector<std::string> train::TrainConfig::*>(&option.field)) {
-      for (const std::string& item : config.**list) {
-        args.push_back(name);
-        args.push_back(item);
-      }
-    } else {
-      args.push_back(name);
-      args.push_back(train::value_text(option, config));
-    }
-  }
-  return args;
 }
 
 void add_train_launch_options(CLI::App& sub, TrainLaunch& launch) {

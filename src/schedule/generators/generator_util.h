@@ -37,4 +37,11 @@ inline void require_stages_per_rank(std::string_view kind, const ScheduleOptions
                    " stage(s) on each rank; --stages-per-rank ", o.stages_per_rank, " does not apply");
 }
 
+// The checks and the empty schedule of a family with one stage per rank, stage r on rank r (GPipe, 1F1B).
+inline Schedule empty_linear_schedule(std::string_view family, std::string kind, const ScheduleOptions& o) {
+  require_basic(family, o);
+  require_stages_per_rank(family, o, 1);
+  return empty_schedule(std::move(kind), o.num_ranks, o.num_ranks, o.num_microbatches, Placement::linear(o.num_ranks));
+}
+
 }  // namespace dualpipe::gen

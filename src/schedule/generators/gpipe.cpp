@@ -4,10 +4,8 @@
 namespace dualpipe {
 
 Schedule make_gpipe(const ScheduleOptions& o) {
-  gen::require_basic("GPipe", o);
-  gen::require_stages_per_rank("GPipe", o, 1);
+  Schedule s = gen::empty_linear_schedule("GPipe", "gpipe", o);
   const int R = o.num_ranks, M = o.num_microbatches;
-  Schedule s = gen::empty_schedule("gpipe", R, R, M, Placement::linear(R));
   for (int r = 0; r < R; ++r) {
     for (int m = 0; m < M; ++m) s.actions[r].push_back(Action::forward(r, m));
     for (int m = 0; m < M; ++m) s.actions[r].push_back(Action::backward(r, m));

@@ -7,10 +7,8 @@
 namespace dualpipe {
 
 Schedule make_1f1b(const ScheduleOptions& o) {
-  gen::require_basic("1F1B", o);
-  gen::require_stages_per_rank("1F1B", o, 1);
+  Schedule s = gen::empty_linear_schedule("1F1B", "1f1b", o);
   const int R = o.num_ranks, M = o.num_microbatches;
-  Schedule s = gen::empty_schedule("1f1b", R, R, M, Placement::linear(R));
   for (int r = 0; r < R; ++r) {
     auto& out = s.actions[r];
     int next_forward = 0, next_backward = 0;

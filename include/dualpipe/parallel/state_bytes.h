@@ -1,4 +1,4 @@
-// The bytes of model state a rank holds, beside the ZeRO paper's figures for them (internal; Rajbhandari et al. 2020,
+// The bytes of model state a rank holds, beside the ZeRO paper's figures for them (Rajbhandari et al. 2020,
 // section 3). For each parameter tensor of P bytes that n data-parallel replicas share out (n = 1 where it is not
 // shared: an expert only this replica holds, or no replicas):
 //   parameters   P, ZeRO-3: P / n
@@ -10,9 +10,10 @@
 
 #include <map>
 
-namespace dualpipe::train {
+#include "dualpipe/parallel/stage_parameters.h"
 
-struct StageState;
+namespace dualpipe::parallel {
+
 class OptimizerSharding;
 
 struct StateBytes {
@@ -21,9 +22,9 @@ struct StateBytes {
 
 // The figures of ZeRO stage `zero_stage` for `stages`, shared out as `sharding` deals them (call while the stages'
 // parameters are whole).
-StateBytes predicted_state_bytes(const std::map<int, StageState>& stages, const OptimizerSharding& sharding,
+StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& sharding,
                                  int zero_stage);
 // What `stages` hold now: their parameters' storage, their defined gradients, AdamW's moments.
-StateBytes held_state_bytes(const std::map<int, StageState>& stages);
+StateBytes held_state_bytes(const Stages& stages);
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

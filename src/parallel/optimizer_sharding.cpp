@@ -1,10 +1,10 @@
 // ZeRO-1 for the trainer (see optimizer_sharding.h).
-#include "optimizer_sharding.h"
+#include "dualpipe/parallel/optimizer_sharding.h"
 
 #include <algorithm>
 #include <chrono>
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 namespace {
 
 // `parts` concatenated on the group's member `root` and broadcast; the other members get root's values back in their
@@ -36,21 +36,22 @@ void broadcast_parts(c10d::ProcessGroup& group, int root, std::vector<torch::Ten
 
 }  // namespace
 
-OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages)
+OptimizerSharding::OptimizerSharding(const DataParallel& dp, const Stages& stages)
     : traffic_(dp.traffic()) {
   // Elements dealt so far to each member of each group, over all this rank's stages: a rank holding two stages
   // (DualPipe, V placements) balances its whole share, not each stage's.
   std::map<const c10d::ProcessGroup*, std::vector<int64_t>> loads;
   for (const auto& [stage, state] : stages) {
     std::vector<std::pair<int64_t, std::string>> sizes;  // largest first, then by name: the same on every member
-    for (const auto& p : state.module->named_parameters())
+    for (const auto& p : state.parameters)
       if (p.value().requires_grad()) sizes.emplace_back(-p.value().numel(), p.key());
     std::sort(sizes.begin(), sizes.end());
     Shard kinds[2];  // the data-parallel group's tensors, then the sharded experts'
     for (const auto& [negative_numel, name] : sizes) {
-      const auto& group = dp.gradient_group(name);
+      const ParameterSplit split = state.split(name);
+      const auto& group = dp.gradient_group(split);
       if (!group || group->getSize() < 2) continue;  // nobody to share with: the whole state stays here
-      const int kind = dp.is_sharded_expert(name) ? 1 : 0;
+      const int kind = dp.is_sharded_expert(split) ? 1 : 0;
       Shard& shard = kinds[kind];
       if (!shard.group) {
         shard.group = group;
@@ -68,9 +69,9 @@ OptimizerSharding::OptimizerSharding(const DataParallel& dp, const std::map<int,
   }
 }
 
-void OptimizerSharding::keep_own_gradients(std::map<int, StageState>& stages) const {
+void OptimizerSharding::keep_own_gradients(Stages& stages) const {
   for (const auto& [stage, shards] : shards_) {
-    auto parameters = stages.at(stage).module->named_parameters();
+    auto parameters = stages.at(stage).parameters;
     for (const Shard& shard : shards)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner)
         if (static_cast<int>(owner) != shard.group->getRank())
@@ -78,7 +79,7 @@ void OptimizerSharding::keep_own_gradients(std::map<int, StageState>& stages) co
   }
 }
 
-double OptimizerSharding::reduce_gradients_to_owners(std::map<int, StageState>& stages, int replicas) const {
+double OptimizerSharding::reduce_gradients_to_owners(Stages& stages, int replicas) const {
   const auto start = std::chrono::steady_clock::now();
   struct Reduction {  // one owner's tensors of one stage, flat
     std::vector<torch::Tensor> parameters;
@@ -88,7 +89,7 @@ double OptimizerSharding::reduce_gradients_to_owners(std::map<int, StageState>& 
   };
   std::vector<Reduction> reductions;
   for (auto& [stage, state] : stages) {
-    auto parameters = state.module->named_parameters();
+    auto parameters = state.parameters;
     for (auto& p : parameters) {
       if (!p.value().requires_grad()) continue;
       // Every member sends the same layout, whatever took part in the step.
@@ -137,9 +138,9 @@ int OptimizerSharding::sharing_ranks(int stage, const std::string& name) const {
   return found == in_stage->second.end() ? 1 : found->second;
 }
 
-void OptimizerSharding::share_updates(std::map<int, StageState>& stages) const {
+void OptimizerSharding::share_updates(Stages& stages) const {
   for (const auto& [stage, shards] : shards_) {
-    auto parameters = stages.at(stage).module->named_parameters();
+    auto parameters = stages.at(stage).parameters;
     for (const Shard& shard : shards)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
         std::vector<torch::Tensor> parts;
@@ -154,10 +155,10 @@ void OptimizerSharding::share_updates(std::map<int, StageState>& stages) const {
   }
 }
 
-void OptimizerSharding::gather_state(std::map<int, StageState>& stages) const {
+void OptimizerSharding::gather_state(Stages& stages) const {
   for (const auto& [stage, shards] : shards_) {
-    StageState& state = stages.at(stage);
-    auto parameters = state.module->named_parameters();
+    StageParameters& state = stages.at(stage);
+    auto parameters = state.parameters;
     for (const Shard& shard : shards)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
         const auto& names = shard.names_by_owner[owner];
@@ -167,7 +168,7 @@ void OptimizerSharding::gather_state(std::map<int, StageState>& stages) const {
         std::vector<torch::Tensor> steps = {torch::full({int64_t(names.size())}, -1, torch::kLong)};
         for (size_t i = 0; i < names.size(); ++i) {
           const torch::Tensor& p = parameters[names[i]];
-          const auto* adam = mine ? state.adam_state(p) : nullptr;
+          const auto* adam = mine ? adam_state(*state.optimizer, p) : nullptr;
           moments[i] = adam ? adam->exp_avg() : torch::zeros_like(p);
           moments[names.size() + i] = adam ? adam->exp_avg_sq() : torch::zeros_like(p);
           if (adam) steps[0][int64_t(i)].fill_(adam->step());
@@ -178,21 +179,21 @@ void OptimizerSharding::gather_state(std::map<int, StageState>& stages) const {
         for (size_t i = 0; i < names.size(); ++i) {
           const int64_t step = steps[0][int64_t(i)].item<int64_t>();
           if (step >= 0)
-            state.set_adam_state(parameters[names[i]], step, moments[i], moments[names.size() + i]);
+            set_adam_state(*state.optimizer, parameters[names[i]], step, moments[i], moments[names.size() + i]);
         }
       }
   }
 }
 
-void OptimizerSharding::drop_unowned_state(std::map<int, StageState>& stages) const {
+void OptimizerSharding::drop_unowned_state(Stages& stages) const {
   for (const auto& [stage, shards] : shards_) {
-    StageState& state = stages.at(stage);
-    auto parameters = state.module->named_parameters();
+    StageParameters& state = stages.at(stage);
+    auto parameters = state.parameters;
     for (const Shard& shard : shards)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner)
         if (static_cast<int>(owner) != shard.group->getRank())
-          for (const auto& name : shard.names_by_owner[owner]) state.drop_adam_state(parameters[name]);
+          for (const auto& name : shard.names_by_owner[owner]) drop_adam_state(*state.optimizer, parameters[name]);
   }
 }
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

@@ -1,4 +1,4 @@
-// The bytes a rank sends in the data-parallel collectives of training (internal): the gradients' reduction
+// The bytes a rank sends in the data-parallel collectives of training: the gradients' reduction
 // (DataParallel's all-reduce, ZeRO-2/3's reduce onto each owner) and the sharing of parameters (ZeRO-1/2's broadcast
 // of the updated tensors from their owners, ZeRO-3's gather before a stage computes), counted where they are
 // started, as a ring sends them, so the run can print them beside the volumes of the ZeRO paper (stage_traffic.h).
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 
 struct DataParallelTraffic {
   std::atomic<int64_t> sent{0};
@@ -25,4 +25,4 @@ struct DataParallelTraffic {
   static int64_t share(double bytes, int ranks) { return std::llround(bytes * (ranks - 1) / ranks); }
 };
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

@@ -1,13 +1,13 @@
-// ZeRO stage 3 for the trainer (internal; Rajbhandari et al. 2020, FSDP's idea): the parameters are sharded over the
+// ZeRO stage 3 for the trainer (Rajbhandari et al. 2020, FSDP's idea): the parameters are sharded over the
 // data-parallel replicas too. Each tensor lives whole on its owner (OptimizerSharding's, which also steps it and
 // alone gets its gradient under ZeRO-2's reduction); the other replicas hold it only while their step computes
 // with its stage.
 //
 // As PyTorch's pipelining runs FSDP stages, a stage's parameters are gathered (broadcast from their owners, one
-// flat message per owner) before the stage's first action of a step and dropped after its last one; the gather is
-// started one compute action ahead (StepArgs::on_stage_needed_soon) so that it runs while that action computes. The
-// gathered tensors are views of the message buffer, kept out of the activation meter (UnmeteredMemory): they are
-// parameters, which state_bytes.h counts after the step.
+// flat message per owner) before the stage's first action of a step and dropped after its last one (the schedule's
+// UNSHARD and RESHARD actions, StepArgs::unshard and reshard); the gather starts one compute action ahead, so that
+// it runs while that action computes. The gathered tensors are views of the message buffer, kept out of the
+// activation meter (UnmeteredMemory): they are parameters, which state_bytes.h counts after the step.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -17,17 +17,17 @@
 #include <set>
 #include <vector>
 
-#include "optimizer_sharding.h"
-#include "stage_state.h"
+#include "dualpipe/parallel/optimizer_sharding.h"
+#include "dualpipe/parallel/stage_parameters.h"
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 
 class ParameterSharding {
  public:
   ParameterSharding() = default;  // off: every replica keeps its parameters
   // `stages` must hold whole parameters now; they stay whole until release() or release_all(). The tensors of
   // `stages` are kept: they must not be replaced (their storage is, by set_data).
-  ParameterSharding(const OptimizerSharding& owners, std::map<int, StageState>& stages);
+  ParameterSharding(const OptimizerSharding& owners, Stages& stages);
 
   bool on() const { return on_; }
   // Starts gathering `stage`'s parameters from their owners (collective over each sharing group; every member
@@ -57,4 +57,4 @@ class ParameterSharding {
   std::set<int> gathering_, whole_;                   // stages with a gather in flight; stages held whole
 };
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 for the trainer (internal; Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+// ZeRO stages 1 and 2 for the trainer (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
 // Trillion Parameter Models", 2020): the AdamW state is sharded over the data-parallel replicas instead of kept whole
 // by each, and with stage 2 the gradients too: reduce_gradients_to_owners replaces the all-reduce, each tensor's
 // gradients summed onto its owner alone (a reduce) and dropped by the others.
@@ -22,32 +22,32 @@
 #include <string>
 #include <vector>
 
-#include "data_parallel.h"
-#include "stage_state.h"
+#include "dualpipe/parallel/data_parallel.h"
+#include "dualpipe/parallel/stage_parameters.h"
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 
 class OptimizerSharding {
  public:
   OptimizerSharding() = default;  // off: every replica keeps the whole state
-  OptimizerSharding(const DataParallel& dp, const std::map<int, StageState>& stages);
+  OptimizerSharding(const DataParallel& dp, const Stages& stages);
 
   // Drops the gradients of the tensors other replicas own (call after clipping, before the optimizer's step).
-  void keep_own_gradients(std::map<int, StageState>& stages) const;
+  void keep_own_gradients(Stages& stages) const;
   // ZeRO-2, in place of DataParallel::average_gradients: each owner gets the mean over the `replicas` of its
   // tensors' gradients, the others drop them; a gradient nobody shares (an expert only this replica holds) is
   // divided by `replicas`, as DataParallel does. Returns the milliseconds it took.
-  double reduce_gradients_to_owners(std::map<int, StageState>& stages, int replicas) const;
+  double reduce_gradients_to_owners(Stages& stages, int replicas) const;
   // The members of the group that shares out `name` of `stage` (the data-parallel or the expert-data-parallel
   // group), one of which owns it; 1 where it is not sharded.
   int sharing_ranks(int stage, const std::string& name) const;
   bool is_sharded(int stage, const std::string& name) const { return sharing_ranks(stage, name) > 1; }
   // Gives every replica the tensors their owners updated (after the optimizer's step).
-  void share_updates(std::map<int, StageState>& stages) const;
+  void share_updates(Stages& stages) const;
   // Gives every replica the whole optimizer state, for a checkpoint (collective over the data-parallel replicas).
-  void gather_state(std::map<int, StageState>& stages) const;
+  void gather_state(Stages& stages) const;
   // Drops the state of the tensors other replicas own.
-  void drop_unowned_state(std::map<int, StageState>& stages) const;
+  void drop_unowned_state(Stages& stages) const;
 
   // One stage's tensors averaged over one group, by owner (the owner's rank in the group).
   struct Shard {
@@ -65,4 +65,4 @@ class OptimizerSharding {
   std::shared_ptr<DataParallelTraffic> traffic_;
 };
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

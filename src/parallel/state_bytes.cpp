@@ -1,15 +1,15 @@
-#include "state_bytes.h"
+#include "dualpipe/parallel/state_bytes.h"
 
-#include "optimizer_sharding.h"
-#include "stage_state.h"
+#include "dualpipe/parallel/optimizer_sharding.h"
+#include "dualpipe/parallel/stage_parameters.h"
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 
-StateBytes predicted_state_bytes(const std::map<int, StageState>& stages, const OptimizerSharding& sharding,
+StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& sharding,
                                  int zero_stage) {
   StateBytes bytes;
   for (const auto& [s, state] : stages)
-    for (const auto& p : state.module->named_parameters()) {
+    for (const auto& p : state.parameters) {
       const double whole = double(p.value().nbytes()), share = whole / sharding.sharing_ranks(s, p.key());
       bytes.parameters += zero_stage >= 3 ? share : whole;
       bytes.gradients += zero_stage >= 2 ? share : whole;
@@ -18,16 +18,16 @@ StateBytes predicted_state_bytes(const std::map<int, StageState>& stages, const 
   return bytes;
 }
 
-StateBytes held_state_bytes(const std::map<int, StageState>& stages) {
+StateBytes held_state_bytes(const Stages& stages) {
   StateBytes bytes;
   for (const auto& [s, state] : stages) {
-    for (const auto& p : state.module->parameters()) {
+    for (const auto& p : state.parameters.values()) {
       bytes.parameters += double(p.nbytes());
       if (p.grad().defined()) bytes.gradients += double(p.grad().nbytes());
     }
-    bytes.optimizer += double(state.optimizer_state_bytes());
+    bytes.optimizer += double(optimizer_state_bytes(state));
   }
   return bytes;
 }
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

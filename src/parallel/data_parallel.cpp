@@ -1,11 +1,11 @@
 // Data parallelism for the trainer (see data_parallel.h).
-#include "data_parallel.h"
+#include "dualpipe/parallel/data_parallel.h"
 
 #include <chrono>
 
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 namespace {
 
 bool sharded(const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group && group->getSize() > 1; }
@@ -18,17 +18,17 @@ DataParallel::DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::sh
     : group_(std::move(group)), expert_group_(std::move(expert_group)),
       expert_data_parallel_(std::move(expert_data_parallel)), world_(std::move(world)) {}
 
-void DataParallel::start(int stage, StageState& state, bool join_copies) {
+void DataParallel::start(int stage, StageParameters& state, bool join_copies) {
   const auto copies = join_copies ? copy_groups_.find(stage) : copy_groups_.end();
   const bool joined = copies != copy_groups_.end();
   if (replicas() == 1 && !joined) return;
   std::vector<torch::Tensor> dense, experts;
-  for (auto& p : state.module->named_parameters()) {
+  for (auto& p : state.parameters) {
     if (!p.value().requires_grad()) continue;
     // Every holder sends the same layout, even where a parameter took no part in this step (an expert that got
     // no tokens, with a LibTorch whose zero_grad sets gradients to none).
     if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
-    (is_sharded_expert(p.key()) ? experts : dense).push_back(p.value().grad());
+    (is_sharded_expert(state.split(p.key())) ? experts : dense).push_back(p.value().grad());
   }
   start_bucket(std::move(dense), joined ? copies->second.dense : group_);
   start_bucket(std::move(experts), joined ? copies->second.experts : expert_data_parallel_);
@@ -65,7 +65,7 @@ double DataParallel::finish() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-double DataParallel::average_gradients(std::map<int, StageState>& stages, bool join_copies) {
+double DataParallel::average_gradients(Stages& stages, bool join_copies) {
   const auto start = std::chrono::steady_clock::now();
   for (auto& [stage, state] : stages) this->start(stage, state, join_copies);
   finish();
@@ -98,17 +98,17 @@ void DataParallel::sum_over_expert_data_parallel(torch::Tensor& values) const {
   expert_data_parallel_->allreduce(t)->wait();
 }
 
-int DataParallel::check_replicas_identical(const std::map<int, StageState>& stages) const {
+int DataParallel::check_replicas_identical(const Stages& stages) const {
   if (replicas() == 1) return 0;
   int compared = 0;
   for (const auto& [stage, state] : stages) {
-    for (const auto& p : state.module->named_parameters()) {
-      const auto& group = gradient_group(p.key());
+    for (const auto& p : state.parameters) {
+      const auto& group = gradient_group(state.split(p.key()));
       if (!sharded(group)) continue;  // an expert with no other holder
       std::vector<torch::Tensor> theirs = {p.value().detach().clone()};
       group->broadcast(theirs)->wait();  // the first holder's
       if (!torch::equal(theirs[0], p.value()))
-        throw Error(detail::concat("data-parallel replica ", replica(), " differs from replica 0 in stage ", stage,
+        throw Error(dualpipe::detail::concat("data-parallel replica ", replica(), " differs from replica 0 in stage ", stage,
                                    " parameter ", p.key(), " (max difference ",
                                    (theirs[0] - p.value()).abs().max().item<double>(), ")"));
       ++compared;
@@ -117,12 +117,12 @@ int DataParallel::check_replicas_identical(const std::map<int, StageState>& stag
   return compared;
 }
 
-bool DataParallel::is_sharded_expert(const std::string& name) const {
-  return sharded(expert_group_) && models::is_expert_parameter(name);
+bool DataParallel::is_sharded_expert(ParameterSplit split) const {
+  return sharded(expert_group_) && split == ParameterSplit::Expert;
 }
 
 void DataParallel::world_barrier() const {
   if (world_) world_->barrier();
 }
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

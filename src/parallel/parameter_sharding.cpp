@@ -1,14 +1,14 @@
 // ZeRO-3 for the trainer (see parameter_sharding.h).
-#include "parameter_sharding.h"
+#include "dualpipe/parallel/parameter_sharding.h"
 
 #include "dualpipe/runtime/unmetered_memory.h"
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 
-ParameterSharding::ParameterSharding(const OptimizerSharding& owners, std::map<int, StageState>& stages)
+ParameterSharding::ParameterSharding(const OptimizerSharding& owners, Stages& stages)
     : on_(true), traffic_(owners.traffic()) {
   for (const auto& [stage, shards] : owners.shards()) {
-    auto parameters = stages.at(stage).module->named_parameters();
+    auto parameters = stages.at(stage).parameters;
     for (const OptimizerSharding::Shard& shard : shards)
       for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
         if (shard.names_by_owner[owner].empty()) continue;
@@ -89,4 +89,4 @@ void ParameterSharding::release_all() {
   for (const auto& [stage, tensors] : tensors_) release(stage);
 }
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

@@ -1,4 +1,4 @@
-// Data parallelism for the trainer (internal): D replicas of the pipeline, each training on its own slice of the
+// Data parallelism for the trainer: D replicas of the pipeline, each training on its own slice of the
 // global batch, their gradients averaged over the data-parallel group after every step so that every replica
 // takes the same optimizer step. With D = 1 every method is a no-op.
 //
@@ -6,13 +6,13 @@
 // contributions of its EP group's E replicas (the all-to-all brought their tokens), and the other D/E groups hold
 // the same expert: it is summed over that expert-data-parallel group and divided by D like the others.
 //
-// One bucket per stage (two with experts): a flat copy of the stage's gradients, all-reduced asynchronously. With overlap the
-// executor starts a stage's bucket as soon as the step's last action that adds to its gradients has run
-// (StepArgs::on_stage_gradients_done), so the reduction runs while the schedule goes on; finish() then waits for
-// what is left. Without overlap, average_gradients() does the same once the step is over.
+// One bucket per stage (two with experts): a flat copy of the stage's gradients, all-reduced asynchronously. With
+// overlap the executor starts a stage's bucket as soon as the step's last action that adds to its gradients has run
+// (the schedule's REDUCE_GRAD action, StepArgs::reduce_grad), so the reduction runs while the schedule goes on;
+// finish() then waits for what is left. Without overlap, average_gradients() does the same once the step is over.
 //
 // A stage with copies on two pipeline ranks (DualPipe, Chimera) can join its copies' sum to the same bucket: the
-// all-reduce then runs over every holder of the stage in every replica (parallel::StageCopyGroups), and the
+// all-reduce then runs over every holder of the stage in every replica (StageCopyGroups), and the
 // runtime's point-to-point exchange between the copies (Executor::reduce_replica_gradients) is not needed.
 #pragma once
 
@@ -22,12 +22,12 @@
 #include <map>
 #include <memory>
 
-#include "data_parallel_traffic.h"
+#include "dualpipe/parallel/data_parallel_traffic.h"
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/parallel/process_groups.h"
-#include "stage_state.h"
+#include "dualpipe/parallel/stage_parameters.h"
 
-namespace dualpipe::train {
+namespace dualpipe::parallel {
 
 class DataParallel {
  public:
@@ -39,7 +39,7 @@ class DataParallel {
                c10::intrusive_ptr<c10d::ProcessGroup> expert_group = {},
                c10::intrusive_ptr<c10d::ProcessGroup> expert_data_parallel = {});
   // Sets the groups that join each stage's copies to its buckets (keyed by stage; see the top of this file).
-  void set_stage_copy_groups(std::map<int, parallel::StageCopyGroups> groups) { copy_groups_ = std::move(groups); }
+  void set_stage_copy_groups(std::map<int, StageCopyGroups> groups) { copy_groups_ = std::move(groups); }
   // Whether stage copies' groups were set: then buckets started with join_copies sum the copies too.
   bool joins_stage_copies() const { return !copy_groups_.empty(); }
 
@@ -47,12 +47,12 @@ class DataParallel {
   int replica() const { return group_ ? group_->getRank() : 0; }
 
   // Starts averaging stage `stage`'s gradients over the replicas, summing its copies too when `join_copies`.
-  void start(int stage, StageState& state, bool join_copies);
+  void start(int stage, StageParameters& state, bool join_copies);
   // Waits for every started bucket and writes the means back into the gradients; returns the milliseconds it
   // waited (the reduction time the step could not hide).
   double finish();
   // Every gradient of `stages` replaced by its mean over the replicas (start every stage, then finish).
-  double average_gradients(std::map<int, StageState>& stages, bool join_copies);
+  double average_gradients(Stages& stages, bool join_copies);
   // The mean of `value` over the replicas.
   double mean(double value) const;
   // `values` (doubles on the CPU) replaced by their sums over the replicas.
@@ -63,12 +63,12 @@ class DataParallel {
   void sum_over_expert_data_parallel(torch::Tensor& values) const;
   // The number of parameter tensors of `stages` compared with replica 0's (an expert's with the first holder of
   // the same expert); throws Error naming the first stage and parameter that is not bit-identical.
-  int check_replicas_identical(const std::map<int, StageState>& stages) const;
-  // Whether parameter `name`'s gradient is averaged over the expert-data-parallel group (a sharded expert's) rather
-  // than the data-parallel group, and that group (null with one replica).
-  bool is_sharded_expert(const std::string& name) const;
-  const c10::intrusive_ptr<c10d::ProcessGroup>& gradient_group(const std::string& name) const {
-    return is_sharded_expert(name) ? expert_data_parallel_ : group_;
+  int check_replicas_identical(const Stages& stages) const;
+  // Whether a parameter split as `split` has its gradient averaged over the expert-data-parallel group (a sharded
+  // expert's) rather than the data-parallel group, and that group (null with one replica).
+  bool is_sharded_expert(ParameterSplit split) const;
+  const c10::intrusive_ptr<c10d::ProcessGroup>& gradient_group(ParameterSplit split) const {
+    return is_sharded_expert(split) ? expert_data_parallel_ : group_;
   }
   // What this rank's gradient and parameter collectives sent (shared with the ZeRO sharding built from this).
   const std::shared_ptr<DataParallelTraffic>& traffic() const { return traffic_; }
@@ -86,10 +86,10 @@ class DataParallel {
   };
   void start_bucket(std::vector<torch::Tensor> gradients, const c10::intrusive_ptr<c10d::ProcessGroup>& group);
   c10::intrusive_ptr<c10d::ProcessGroup> group_, expert_group_, expert_data_parallel_;
-  std::map<int, parallel::StageCopyGroups> copy_groups_;
+  std::map<int, StageCopyGroups> copy_groups_;
   std::shared_ptr<comm::Communicator> world_;
   std::vector<Bucket> buckets_;  // started, not finished
   std::shared_ptr<DataParallelTraffic> traffic_ = std::make_shared<DataParallelTraffic>();
 };
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::parallel

@@ -1,11 +1,12 @@
-#include "dualpipe/train/train_options.h"
+#include "dualpipe/run/train_options.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
 
-namespace dualpipe::train {
+namespace dualpipe::run {
 namespace {
 
 std::string schedule_help() {
@@ -69,6 +70,32 @@ std::string value_text(const TrainOption& option, const TrainConfig& config) {
         }
       },
       option.field);
+}
+
+std::vector<std::string> command_arguments(const TrainConfig& config, bool every_option,
+                                           const std::vector<TrainField>& always) {
+  static const TrainConfig defaults;
+  std::vector<std::string> args;
+  for (const TrainOption& option : train_options()) {
+    const bool same = std::visit([&](auto member) { return config.*member == defaults.*member; }, option.field);
+    if (!every_option && same && std::find(always.begin(), always.end(), option.field) == always.end()) continue;
+    const std::string name = primary_name(option);
+    if (const auto* flag = std::get_if<bool TrainConfig::*>(&option.field)) {
+      // A switch is given either way; a flag only when set.
+      const std::string negated = negated_name(option);
+      if (config.**flag) args.push_back(name);
+      else if (!negated.empty()) args.push_back(negated);
+    } else if (const auto* list = std::get_if<std::vector<std::string> TrainConfig::*>(&option.field)) {
+      for (const std::string& item : config.**list) {
+        args.push_back(name);
+        args.push_back(item);
+      }
+    } else {
+      args.push_back(name);
+      args.push_back(value_text(option, config));
+    }
+  }
+  return args;
 }
 
 const std::vector<TrainOption>& train_options() {
@@ -212,4 +239,4 @@ const std::vector<TrainOption>& train_options() {
   return table;
 }
 
-}  // namespace dualpipe::train
+}  // namespace dualpipe::run

@@ -1,7 +1,7 @@
 // Every option of a training run, declared once. The command line of `dualpipe train` and of its ranks
-// (tools/dualpipe/train_options.cpp), the arguments `dualpipe train` hands each rank, and the config record of
-// the metrics file (progress_report.cpp) are all generated from this table, so they cannot drift apart.
-// LibTorch-free.
+// (tools/dualpipe/train_options.cpp), the arguments `dualpipe train` hands each rank, the config record of the
+// metrics file (progress_report.cpp) and the train commands `dualpipe layout` prints are all generated from this
+// table, so they cannot drift apart. LibTorch-free.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <variant>
 #include <vector>
 
-#include "dualpipe/train/train_config.h"
+#include "dualpipe/run/train_config.h"
 
-namespace dualpipe::train {
+namespace dualpipe::run {
 
 using TrainField = std::variant<int TrainConfig::*, int64_t TrainConfig::*, uint64_t TrainConfig::*,
                                 double TrainConfig::*, std::string TrainConfig::*, bool TrainConfig::*,
@@ -48,4 +48,10 @@ const std::vector<TrainOption>& train_options();
 // Not for vectors and bools, which become repeated options and switches.
 std::string value_text(const TrainOption& option, const TrainConfig& config);
 
-}  // namespace dualpipe::train
+// `config` as command-line arguments, in the table's order: a switch as its name or its --no- name, a flag when
+// set, a list as the option once per item. Every option (what `dualpipe train` hands its ranks: nothing left to
+// defaults), or only those whose value differs from a default TrainConfig's and those of `always`.
+std::vector<std::string> command_arguments(const TrainConfig& config, bool every_option,
+                                           const std::vector<TrainField>& always = {});
+
+}  // namespace dualpipe::run
