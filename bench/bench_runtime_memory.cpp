@@ -19,6 +19,7 @@
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/mlp_stage.h"
 #include "dualpipe/schedule/generators.h"
+#include "options.h"
 #include "dualpipe/sim/simulate.h"
 
 namespace {
@@ -85,15 +86,9 @@ std::string join(const std::vector<int>& v) {
 
 int main(int argc, char** argv) {
   int R = 4, M = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string key = argv[i];
-    if (key == "--ranks") R = std::atoi(argv[i + 1]);
-    else if (key == "--microbatches") M = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: bench_runtime_memory [--ranks R] [--microbatches M]\n");
-      return 2;
-    }
-  }
+  if (!dualpipe::bench::parse_options(argc, argv, {{"--ranks", &R}, {"--microbatches", &M}},
+                                      "usage: bench_runtime_memory [--ranks R] [--microbatches M]"))
+    return 2;
   if (M == 0) M = 2 * R;
   std::printf("Peak live stage activations per rank, measured in the runtime vs simulated (R=%d, M=%d)\n\n", R, M);
   std::printf("%-18s %-24s %-24s %s\n", "schedule", "measured (rank 0..R-1)", "simulated", "measured/simulated");

@@ -25,6 +25,7 @@
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/mlp_stage.h"
 #include "dualpipe/schedule/generators.h"
+#include "options.h"
 #include "rank_processes.h"
 
 namespace {
@@ -121,22 +122,15 @@ int main(int argc, char** argv) {
   int steps = 50, warmup = 10, only_ranks = 0, microbatches = 0;
   double reference = 0;
   bool threads = false, gloo = true, mkldnn = true;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string key = argv[i];
-    if (key == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (key == "--warmup") warmup = std::atoi(argv[i + 1]);
-    else if (key == "--ranks") only_ranks = std::atoi(argv[i + 1]);
-    else if (key == "--microbatches") microbatches = std::atoi(argv[i + 1]);
-    else if (key == "--reference-ms") reference = std::atof(argv[i + 1]);
-    else if (key == "--threads") threads = std::string(argv[i + 1]) == "on";
-    else if (key == "--gloo") gloo = std::string(argv[i + 1]) != "off";
-    // PyTorch 2 sends small element-wise ops through oneDNN, whose per-call set-up dominates these tiny stages.
-    else if (key == "--mkldnn") mkldnn = std::string(argv[i + 1]) != "off";
-    else {
-      std::fprintf(stderr, "usage: bench_runtime_overhead [--steps N] [--warmup N] [--ranks 4|8] [--threads on] [--gloo off] [--mkldnn off]\n");
-      return 2;
-    }
-  }
+  // PyTorch 2 sends small element-wise ops through oneDNN, whose per-call set-up dominates these tiny stages:
+  // --mkldnn off measures without it.
+  const std::vector<dualpipe::bench::Option> options = {
+      {"--steps", &steps}, {"--warmup", &warmup}, {"--ranks", &only_ranks}, {"--microbatches", &microbatches},
+      {"--reference-ms", &reference}, {"--threads", &threads}, {"--gloo", &gloo}, {"--mkldnn", &mkldnn}};
+  if (!dualpipe::bench::parse_options(argc, argv, options,
+                                      "usage: bench_runtime_overhead [--steps N] [--warmup N] [--ranks 4|8] "
+                                      "[--threads on] [--gloo off] [--mkldnn off]"))
+    return 2;
   at::globalContext().setUserEnabledMkldnn(mkldnn);
   try {
     if (dualpipe::bench::is_rank_process()) {

@@ -22,6 +22,7 @@
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/sim/simulate.h"
+#include "options.h"
 #include "rank_processes.h"
 #include "sleep_stage.h"
 
@@ -151,18 +152,10 @@ int run_rank(int steps, double f_ms, double b_ms, double w_ms) {
 int main(int argc, char** argv) {
   int steps = 5, only_ranks = 0;
   double f = 20, b = 40, w = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string key = argv[i];
-    if (key == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (key == "--ranks") only_ranks = std::atoi(argv[i + 1]);
-    else if (key == "--F") f = std::atof(argv[i + 1]);
-    else if (key == "--B") b = std::atof(argv[i + 1]);
-    else if (key == "--W") w = std::atof(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: bench_schedule_fidelity [--ranks 4|8] [--steps N] [--F ms --B ms --W ms]\n");
-      return 2;
-    }
-  }
+  const std::vector<dualpipe::bench::Option> options = {
+      {"--steps", &steps}, {"--ranks", &only_ranks}, {"--F", &f}, {"--B", &b}, {"--W", &w}};
+  const char* usage = "usage: bench_schedule_fidelity [--ranks 4|8] [--steps N] [--F ms --B ms --W ms]";
+  if (!dualpipe::bench::parse_options(argc, argv, options, usage)) return 2;
   try {
     if (bench::is_rank_process()) return run_rank(steps, f, b, w);
     std::printf("Schedule fidelity: sleeping stages over Gloo/TCP, one process per rank; measured step / simulated "

@@ -6,3 +6,4 @@ file(GLOB DUALPIPE_PYTHON_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/
 # NO_EXTRAS: no link-time optimisation or stripping, which cost minutes on two cores and buy nothing here.
 pybind11_add_module(_core MODULE NO_EXTRAS ${DUALPIPE_PYTHON_SOURCES})
 target_link_libraries(_core PRIVATE dualpipe_core)
+target_compile_definitions(_core PRIVATE DUALPIPE_VERSION="${PROJECT_VERSION}")  # dualpipe.__version__

@@ -6,6 +6,7 @@ find_library(DUALPIPE_TORCH_PYTHON torch_python PATHS "${TORCH_INSTALL_PREFIX}/l
 file(GLOB DUALPIPE_PYTHON_RUNTIME_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/python_runtime/*.cpp)
 pybind11_add_module(_runtime MODULE NO_EXTRAS ${DUALPIPE_PYTHON_RUNTIME_SOURCES})
 target_link_libraries(_runtime PRIVATE dualpipe_runtime ${DUALPIPE_TORCH_PYTHON})
+target_include_directories(_runtime PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)  # python/python_errors.h, shared with _core
 target_compile_options(_runtime PRIVATE -Wno-unused-parameter)
 target_precompile_headers(_runtime REUSE_FROM dualpipe_runtime)
 # torch is imported first (dualpipe/deepseek.py), which loads these libraries; the path is for a bare import. Built

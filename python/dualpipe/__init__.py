@@ -12,9 +12,8 @@ DeepSeek's API on our runtime (docs/python.md): dualpipe.DualPipe((stage_r, stag
 Schedule, Simulation and Plan have the fields of `dualpipe schedule|simulate|plan --format json` as attributes
 (`to_dict()` gives them all). Bad input raises ValueError naming the value and the rule.
 """
-from ._core import Costs, Plan, Schedule, Simulation, kinds, plan, read_schedule, schedule, simulate
+from ._core import Costs, Plan, Schedule, Simulation, __version__, kinds, plan, read_schedule, schedule, simulate
 
-__version__ = "0.1.0"
 __all__ = ["Costs", "DualPipe", "DualPipeV", "Plan", "Schedule", "Simulation", "kinds", "plan", "read_schedule",
            "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes", "simulate"]
 

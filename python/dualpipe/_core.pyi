@@ -3,6 +3,8 @@
 import os
 from typing import Any, Sequence
 
+__version__: str  # the project's (CMakeLists.txt)
+
 class Costs:
     """Per-action costs and the memory model, named as the command line's --cost keys."""
 

@@ -18,6 +18,7 @@
 #include "dualpipe/schedule/validate.h"
 #include "dualpipe/sim/layer_partition.h"
 #include "dualpipe/sim/plan_file.h"
+#include "dualpipe/sim/plan_request.h"
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/simulate.h"
@@ -27,6 +28,7 @@
 #include "dualpipe/viz/html.h"
 #include "dualpipe/viz/timeline.h"
 #include "json_to_python.h"
+#include "python_errors.h"
 #include "python_costs.h"
 
 namespace py = pybind11;
@@ -62,15 +64,6 @@ std::int64_t byte_limit(const py::object& value, const char* what) {
                    std::string(py::repr(value)), " is not a memory size: give a whole number of bytes above 0, or a "
                    "size with its unit such as '4GiB' (", kByteUnitsHelp, ")");
   return static_cast<std::int64_t>(bytes);
-}
-
-// The library's messages name the command line's options; Python callers know them as keyword arguments.
-std::string for_python(std::string message) {
-  for (const auto& [option, argument] : {std::pair<std::string, std::string>{"--max-memory", "max_memory="},
-                                         {"--stages-per-rank", "stages_per_rank="}})
-    for (std::size_t at = message.find(option); at != std::string::npos; at = message.find(option, at))
-      message.replace(at, option.size(), argument);
-  return message;
 }
 
 // The timeline picture of a simulated schedule, as `dualpipe draw` writes it: .svg, or .html with tooltips.
@@ -120,21 +113,17 @@ std::vector<LayerCost> layer_costs(const py::object& layers) {
 PlanResult plan(int ranks, int microbatches, const CostModel& costs, const py::object& memory_limit,
                 const std::string& objective, const std::vector<std::string>& placements, bool families_only,
                 const py::object& max_memory, const py::object& layers) {
-  PlanRequest request;
-  request.num_ranks = ranks;
-  request.num_microbatches = microbatches;
-  request.costs = costs;
-  if (!layers.is_none()) set_layer_costs(request, layer_costs(layers));
-  DUALPIPE_REQUIRE(objective == "makespan" || objective == "span", "objective '", objective,
-                   "' is neither 'makespan' (step time) nor 'span' (largest per-rank span)");
-  request.objective = objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
-  if (py::isinstance<py::str>(memory_limit))
-    request.memory_limit = activation_limit(memory_limit.cast<std::string>(), request.costs, "memory_limit");
-  else if (!memory_limit.is_none())
-    request.memory_limit = memory_limit.cast<double>();
-  request.placements = placements;
-  request.automatic = !families_only;
-  request.max_memory_bytes = byte_limit(max_memory, "max_memory");
+  PlanInputs inputs;
+  inputs.ranks = ranks;
+  inputs.microbatches = microbatches;
+  inputs.costs = costs;
+  if (!layers.is_none()) inputs.layers = layer_costs(layers);
+  inputs.objective = objective;
+  if (!memory_limit.is_none()) inputs.memory_limit = py::str(memory_limit).cast<std::string>();  // 8, 7.5 or '2GiB'
+  inputs.placements = placements;
+  inputs.families_only = families_only;
+  inputs.max_memory_bytes = byte_limit(max_memory, "max_memory");
+  PlanRequest request = plan_request(inputs, {"objective", "memory_limit"});
   py::gil_scoped_release unlocked;
   Plan result = plan_schedule(request);
   validate(result.best.schedule);
@@ -160,20 +149,6 @@ py::list candidates(const Plan& plan) {
   return out;
 }
 
-// Local to this module: pybind11's global translators are shared by every module of its build, and
-// dualpipe._runtime's would answer for this one's exceptions (without for_python) when imported after it.
-void translate_errors() {
-  py::register_local_exception_translator([](std::exception_ptr error) {
-    try {
-      if (error) std::rethrow_exception(error);
-    } catch (const InvalidArgument& e) {
-      PyErr_SetString(PyExc_ValueError, for_python(e.what()).c_str());
-    } catch (const InvalidSchedule& e) {
-      PyErr_SetString(PyExc_ValueError, for_python(e.what()).c_str());
-    }
-  });
-}
-
 }  // namespace
 }  // namespace dualpipe::python
 
@@ -181,6 +156,7 @@ PYBIND11_MODULE(_core, m) {
   using namespace dualpipe;
   using namespace dualpipe::python;
   m.doc() = "dualpipe's planner: schedules, simulation, the memory-limited search (docs/python.md)";
+  m.attr("__version__") = DUALPIPE_VERSION;  // the project's (CMakeLists.txt), as `dualpipe --version` says it
   translate_errors();
 
   bind_costs(m);

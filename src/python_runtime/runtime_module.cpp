@@ -13,6 +13,7 @@
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/util/error.h"
+#include "python/python_errors.h"
 #include "interrupt_watch.h"
 #include "python_stage.h"
 
@@ -218,22 +219,25 @@ class Pipeline {
 }  // namespace
 }  // namespace dualpipe::python_runtime
 
+namespace {
+
+// A peer that refused its input fails every rank with ValueError, as it fails itself; other peer failures are
+// RuntimeError.
+PyObject* peer_error_type(const std::exception& e) {
+  if (const auto* peer = dynamic_cast<const dualpipe::comm::CommError*>(&e))
+    return peer->invalid_input() ? PyExc_ValueError : PyExc_RuntimeError;
+  return nullptr;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_runtime, m) {
   using namespace dualpipe;
   using dualpipe::python_runtime::ChannelSpec;
   using dualpipe::python_runtime::MonitorSpec;
   using dualpipe::python_runtime::Pipeline;
   m.doc() = "dualpipe's executor on Python modules (internal to dualpipe.DualPipe and dualpipe.DualPipeV)";
-  py::register_local_exception_translator([](std::exception_ptr error) {
-    try {
-      if (error) std::rethrow_exception(error);
-    } catch (const InvalidArgument& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    } catch (const comm::CommError& e) {
-      // A peer that refused its input fails every rank with ValueError, as it fails itself.
-      PyErr_SetString(e.invalid_input() ? PyExc_ValueError : PyExc_RuntimeError, e.what());
-    }
-  });
+  python::translate_errors<peer_error_type>();
   m.def("nccl_compiled_in", &comm::nccl_compiled_in, "whether this LibTorch has NCCL");
   py::class_<ChannelSpec>(m, "ChannelSpec")
       .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix, bool nccl) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "test_helpers.h"
 
@@ -31,6 +32,20 @@ inline CommandResult run_command(const std::string& command_line) {
 
 // `dualpipe ARGS`, the program this build made.
 inline CommandResult dualpipe(const std::string& args) { return run_command(std::string(DUALPIPE_BIN) + " " + args); }
+
+// A command line (or options added to one) that must be refused, and what the refusal must say.
+struct Refusal {
+  std::string args, says;
+};
+
+// Each `dualpipe ARGS` exits 2 (bad input) with `says` in its output.
+inline void expect_each_refused(const std::vector<Refusal>& cases) {
+  for (const Refusal& c : cases) {
+    const CommandResult run = dualpipe(c.args);
+    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
+    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
+  }
+}
 
 }  // namespace dualpipe::test
 

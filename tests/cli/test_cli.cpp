@@ -11,6 +11,7 @@ namespace {
 using dualpipe::test::CommandResult;
 
 using dualpipe::test::dualpipe;
+using dualpipe::test::expect_each_refused;
 
 std::string line_starting(const std::string& text, const std::string& prefix) {
   std::size_t pos = 0;
@@ -79,28 +80,21 @@ TEST(Cli, CsvAndTextFilesRoundTripThroughFrom) {
 }
 
 TEST(Cli, BadArgumentsExitWithStatusTwoAndSayWhy) {
-  struct Case {
-    const char* args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"schedule --kind dualpipe --ranks 4 --microbatches 6", "M >= 2R"},
-                        Case{"schedule --kind dualpipe --ranks 5 --microbatches 10", "even number of ranks"},
-                        Case{"schedule --kind nosuch", "unknown schedule kind 'nosuch'"},
-                        Case{"simulate --cost F=1,B=oops", "'oops' is not a number"},
-                        Case{"simulate --cost W=3", "W <= B"},
-                        // Costs whose sum overflows are refused for every kind, not "no schedule accepts".
-                        Case{"simulate --kind all --cost F=1e308,B=1e308", "too large to simulate"},
-                        // The output path is checked first, so this one is writable (and never written).
-                        Case{"draw --compare all --cost F=1e308,B=1e308 -o /tmp/dualpipe_never_written.svg",
-                             "too large to simulate"},
-                        Case{"schedule --ranks many", "many"},
-                        Case{"simulate --from /nonexistent/file.txt", "/nonexistent/file.txt"},
-                        Case{"schedule --format xml", "xml"},
-                        Case{"frobnicate", ""}}) {
-    const CommandResult run = dualpipe(c.args);
-    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
-    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
-  }
+  expect_each_refused({
+      {"schedule --kind dualpipe --ranks 4 --microbatches 6", "M >= 2R"},
+      {"schedule --kind dualpipe --ranks 5 --microbatches 10", "even number of ranks"},
+      {"schedule --kind nosuch", "unknown schedule kind 'nosuch'"},
+      {"simulate --cost F=1,B=oops", "'oops' is not a number"},
+      {"simulate --cost W=3", "W <= B"},
+      // Costs whose sum overflows are refused for every kind, not "no schedule accepts".
+      {"simulate --kind all --cost F=1e308,B=1e308", "too large to simulate"},
+      // The output path is checked first, so this one is writable (and never written).
+      {"draw --compare all --cost F=1e308,B=1e308 -o /tmp/dualpipe_never_written.svg", "too large to simulate"},
+      {"schedule --ranks many", "many"},
+      {"simulate --from /nonexistent/file.txt", "/nonexistent/file.txt"},
+      {"schedule --format xml", "xml"},
+      {"frobnicate", ""},
+  });
 }
 
 TEST(Cli, EveryCommandHasHelp) {

@@ -100,15 +100,11 @@ TEST_F(Train, ContextParallelRanksSampleTheSameTextAsWholeSequences) {
 }
 
 TEST_F(Train, ContextParallelBadInputIsRefusedBeforeAnyRankStarts) {
-  const struct {
-    std::string options, message;
-  } cases[] = {
+  expect_each_refused_before_any_rank_starts(kSmall + "--steps 1 --schedule 1f1b --pp 2 ", {
       {"--cp 3", "--seq-len 16 does not divide into 2 x --cp 3 = 6 chunks"},
       {"--cp 0", "--cp must be between 1 and 64, got 0"},
       {"--cp 2 --tp 2 --sp", "--cp with --sp is not supported yet"},
-  };
-  for (const auto& c : cases)
-    expect_refused_before_any_rank_starts(kSmall + "--steps 1 --schedule 1f1b --pp 2 " + c.options, c.message);
+  });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/run_command.h"
 
@@ -55,6 +56,17 @@ class HostileInput : public ::testing::Test {
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
   void write(const std::string& name, const std::string& contents) {
     std::ofstream(path(name), std::ios::binary) << contents;
+  }
+  // A file for a command to read, and what the command's refusal of it must say.
+  struct RefusedFile {
+    std::string name, contents, says;
+  };
+  // Each file, written into the scratch folder, makes `dualpipe COMMAND NAME` exit 2 naming its rule.
+  void expect_files_refused(const std::string& command, const std::vector<RefusedFile>& files) {
+    for (const RefusedFile& f : files) {
+      write(f.name, f.contents);
+      EXPECT_REFUSED(dualpipe(command + " " + f.name), f.says);
+    }
   }
   bool exists(const std::string& name) const { return std::ifstream(path(name)).good(); }
   // Names in the scratch folder, to check that nothing (not even a temporary file) was left behind.
@@ -319,12 +331,11 @@ TEST_F(HostileInput, ComputeActionsThatOverlapOnOneRankAreRefused) {
 
 // Issue 27: a first row "nan 2 1 100" was skipped as if it were a header. Only a row of words is a header.
 TEST_F(HostileInput, ALayerCostRowThatIsNotFiniteIsRefusedNotTakenForAHeader) {
-  write("nan.txt", "nan 2 1 100\n1 2 1 100\n1 2 1 100\n");
-  EXPECT_REFUSED(dualpipe("plan -r 2 -m 4 --layer-costs nan.txt"), "nan.txt:1: 'nan' is not a finite number");
-  write("inf.txt", "F B W act_bytes\n1 2 1 100\ninf 2 1 100\n");
-  EXPECT_REFUSED(dualpipe("plan -r 2 -m 4 --layer-costs inf.txt"), "inf.txt:3: 'inf' is not a finite number");
-  write("mixed.txt", "F 2 1 100\n1 2 1 100\n");
-  EXPECT_REFUSED(dualpipe("plan -r 2 -m 4 --layer-costs mixed.txt"), "mixed.txt:1: 'F' is not a finite number");
+  expect_files_refused("plan -r 2 -m 4 --layer-costs",
+                       {{"nan.txt", "nan 2 1 100\n1 2 1 100\n1 2 1 100\n", "nan.txt:1: 'nan' is not a finite number"},
+                        {"inf.txt", "F B W act_bytes\n1 2 1 100\ninf 2 1 100\n",
+                         "inf.txt:3: 'inf' is not a finite number"},
+                        {"mixed.txt", "F 2 1 100\n1 2 1 100\n", "mixed.txt:1: 'F' is not a finite number"}});
 }
 
 TEST_F(HostileInput, OutOfRangeStageIsNamedOnce) {
@@ -374,14 +385,16 @@ TEST_F(HostileInput, OutputsThatAreDevicesFifosOrFoldersAreRefusedAndLinksToFile
 // A plan file's header names the plan, and the name is printed back: a control character or a name of megabytes is
 // refused; an empty name leaves the schedule's own.
 TEST_F(HostileInput, APlanHeaderNameIsBoundedPrintableText) {
-  write("escape.txt", "# dualpipe plan: \x1b[2Jx, costs F=1\nrank 0: 0F0 0B0\n");
-  EXPECT_REFUSED(dualpipe("simulate --from escape.txt"), "escape.txt: the plan header's name holds a control character");
-  write("long.txt", "# dualpipe plan: " + std::string(100000, 'x') + ", costs F=1\nrank 0: 0F0 0B0\n");
-  EXPECT_REFUSED(dualpipe("simulate --from long.txt"), "the plan header's name has 100000 characters; at most 200");
-  write("nocosts.txt", "# dualpipe plan: x\nrank 0: 0F0 0B0\n");
-  EXPECT_REFUSED(dualpipe("simulate --from nocosts.txt"), "has no 'costs ' part");
-  write("badcosts.txt", "# dualpipe plan: x, costs F=nan\nrank 0: 0F0 0B0\n");
-  EXPECT_REFUSED(dualpipe("simulate --from badcosts.txt"), "badcosts.txt: the plan header's costs: cost F: 'nan'");
+  const std::string schedule = "rank 0: 0F0 0B0\n";
+  expect_files_refused(
+      "simulate --from",
+      {{"escape.txt", "# dualpipe plan: \x1b[2Jx, costs F=1\n" + schedule,
+        "escape.txt: the plan header's name holds a control character"},
+       {"long.txt", "# dualpipe plan: " + std::string(100000, 'x') + ", costs F=1\n" + schedule,
+        "the plan header's name has 100000 characters; at most 200"},
+       {"nocosts.txt", "# dualpipe plan: x\n" + schedule, "has no 'costs ' part"},
+       {"badcosts.txt", "# dualpipe plan: x, costs F=nan\n" + schedule,
+        "badcosts.txt: the plan header's costs: cost F: 'nan'"}});
   write("empty.txt", "# dualpipe plan: , costs F=2\nrank 0: 0F0 0B0\n");
   const CommandResult empty = dualpipe("simulate --from empty.txt");
   EXPECT_EQ(empty.status, 0) << empty.out;

@@ -5,9 +5,11 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -139,6 +141,17 @@ TEST_F(HostileRoundThree, EveryLayoutRowHoldsTheFixedValues) {
   EXPECT_REFUSED(bounded(layout + "--fix vpp=3,schedule=1f1b"), "1f1b runs 1 stage per rank, not vpp=3");
 }
 
+// A profiler trace of one thread: user regions, each {name as JSON string text, start, duration} (us, as JSON
+// numbers), over an aten::mm of 5 us at 1 us, the operator the profile table attributes to them.
+std::string user_regions_trace(const std::vector<std::array<std::string, 3>>& regions) {
+  std::string events;
+  for (const auto& [name, ts, dur] : regions)
+    events += R"({"ph": "X", "cat": "user_annotation", "name": ")" + name + R"(", "pid": 1, "tid": 1, "ts": )" + ts +
+              R"(, "dur": )" + dur + "},\n";
+  return R"({"traceEvents": [)" + events + R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, )" +
+         R"("ts": 1, "dur": 5}]})";
+}
+
 TEST_F(HostileRoundThree, ControlCharactersFromInputsAreNeverEchoedRaw) {
   write("name.json", model_json("\"name\": \"\\u001b[2Jpwn\""));
   const CommandResult name = bounded("layout --cluster h100-sxmx8 --global-batch 8 --model name.json");
@@ -152,10 +165,7 @@ TEST_F(HostileRoundThree, ControlCharactersFromInputsAreNeverEchoedRaw) {
   EXPECT_EQ(schedule.status, 2) << schedule.out;
   EXPECT_FALSE(has_raw_control(schedule.out)) << schedule.out;
   // Profiler regions named with ESC and BEL: the table shows them escaped.
-  write("trace.json", R"({"traceEvents": [
-      {"ph": "X", "cat": "user_annotation", "name": "\u001b[2Jwipe", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
-      {"ph": "X", "cat": "user_annotation", "name": "bell\u0007", "pid": 1, "tid": 1, "ts": 20, "dur": 10},
-      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]})");
+  write("trace.json", user_regions_trace({{R"(\u001b[2Jwipe)", "0", "10"}, {R"(bell\u0007)", "20", "10"}}));
   const CommandResult profile = bounded("profile --kineto trace.json");
   ASSERT_EQ(profile.status, 0) << profile.out;
   EXPECT_FALSE(has_raw_control(profile.out)) << profile.out;
@@ -166,10 +176,7 @@ TEST_F(HostileRoundThree, ControlCharactersFromInputsAreNeverEchoedRaw) {
 // A region of 1e308 us prints numbers of 300 digits: every row whole, on its own line (rows were cut at 511
 // characters, and two merged into one line).
 TEST_F(HostileRoundThree, ProfileRowsOfHugeDurationsAreWhole) {
-  write("trace.json", R"({"traceEvents": [
-      {"ph": "X", "cat": "user_annotation", "name": "first", "pid": 1, "tid": 1, "ts": 0, "dur": 1e308},
-      {"ph": "X", "cat": "user_annotation", "name": "second", "pid": 1, "tid": 1, "ts": 0, "dur": 1e307},
-      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 5}]})");
+  write("trace.json", user_regions_trace({{"first", "0", "1e308"}, {"second", "0", "1e307"}}));
   const CommandResult run = bounded("profile --kineto trace.json");
   ASSERT_EQ(run.status, 0) << run.out;
   int rows = 0;

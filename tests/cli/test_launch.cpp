@@ -117,10 +117,29 @@ std::string wait_for_pid_files(const std::string& dir, int n) {
   return "while [ $(ls '" + dir + "' | grep -c '^pid\\.') -lt " + std::to_string(n) + " ]; do sleep 0.02; done; ";
 }
 
+// Shell text: record the shell's pid, as a rank that is itself the process to watch.
+std::string record_shell_pid(const std::string& dir) { return "echo $$ > '" + dir + "'/pid.sh.$RANK; "; }
+
 // Shell text: start `sleep 60` in the background, record its pid and the shell's, then wait for it. The sleep is
 // a grandchild of the launcher, so its death shows that whole process groups were stopped.
 std::string record_pids_and_sleep(const std::string& dir) {
-  return "echo $$ > '" + dir + "'/pid.sh.$RANK; sleep 60 & echo $! > '" + dir + "'/pid.sleep.$RANK; wait";
+  return record_shell_pid(dir) + "sleep 60 & echo $! > '" + dir + "'/pid.sleep.$RANK; wait";
+}
+
+// `dualpipe launch --nproc N [OPTIONS] -- /bin/sh -c PROGRAM`: `nproc` ranks each running the shell text `program`.
+Launched launch_shells(int nproc, const std::string& program, const std::vector<std::string>& options = {},
+                       const std::function<void(pid_t)>& while_running = {}) {
+  std::vector<std::string> args = {"launch", "--nproc", std::to_string(nproc)};
+  args.insert(args.end(), options.begin(), options.end());
+  args.insert(args.end(), {"--", "/bin/sh", "-c", program});
+  return dualpipe(args, while_running);
+}
+
+// Waits up to 5 s for the ranks to write `n` pid files into `dir`; returns the pids written by then.
+std::vector<pid_t> wait_for_pids(const TempDir& dir, std::size_t n) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (dir.pids().size() < n && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return dir.pids();
 }
 
 void expect_all_gone(const std::vector<pid_t>& pids, std::size_t expected_count) {
@@ -131,11 +150,20 @@ void expect_all_gone(const std::vector<pid_t>& pids, std::size_t expected_count)
   }
 }
 
+// The launcher exited 1 printing each of `lines` (after its "dualpipe launch: " prefix) on a line of its own, and
+// none of the `processes` pids the ranks recorded in `dir` runs any more.
+void expect_job_failed_saying(const Launched& run, const std::vector<std::string>& lines, const TempDir& dir,
+                              std::size_t processes) {
+  EXPECT_EQ(run.status, 1) << run.out;
+  for (const std::string& line : lines) EXPECT_TRUE(has_line(run.out, "dualpipe launch: " + line)) << run.out;
+  expect_all_gone(dir.pids(), processes);
+}
+
 TEST(Launch, EveryRankGetsItsEnvironmentAndRankPrefix) {
-  const Launched run = dualpipe(
-      {"launch", "--nproc", "4", "--", "/bin/sh", "-c",
-       "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
-       "MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT\"; echo \"on stderr\" >&2"});
+  const Launched run = launch_shells(4,
+                                     "echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
+                                     "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
+                                     "MASTER_PORT=$MASTER_PORT\"; echo \"on stderr\" >&2");
   ASSERT_EQ(run.status, 0) << run.out;
 
   std::smatch banner;
@@ -175,7 +203,7 @@ TEST(Launch, LinesOfRanksNeverMixAndAnUnfinishedLastLineIsKept) {
       "p=$(printf '%" + std::to_string(kWidth) + "s' '' | tr ' ' \"$RANK\"); i=0; while [ $i -lt " +
       std::to_string(kLines) + " ]; do echo \"O$RANK $i $p\"; " +
       "if [ $((i % 2)) -eq 1 ]; then echo \"E$RANK $i $p\" >&2; fi; i=$((i + 1)); done; printf \"tail of $RANK\"";
-  const Launched run = dualpipe({"launch", "--nproc", std::to_string(kRanks), "--", "/bin/sh", "-c", program});
+  const Launched run = launch_shells(kRanks, program);
   ASSERT_EQ(run.status, 0) << run.out.substr(0, 2000);
 
   const std::regex line_form("\\[rank (\\d)\\] ([OE])(\\d) (\\d+) (\\d+)");
@@ -212,24 +240,19 @@ TEST(Launch, FailingRankStopsTheOthersAndLeavesNoProcess) {
   const std::string program = "if [ \"$RANK\" = 2 ]; then sleep 60 & echo $! > '" + dir.path() +
                               "/pid.sleep.2'; echo $$ > '" + dir.path() + "/pid.sh.2'; " +
                               wait_for_pid_files(dir.path(), 8) + "exit 3; fi; " + record_pids_and_sleep(dir.path());
-  const Launched run = dualpipe({"launch", "--nproc", "4", "--", "/bin/sh", "-c", program});
+  const Launched run = launch_shells(4, program);
   EXPECT_NE(run.status, 0) << run.out;
-  EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_LT(run.seconds, 4.0) << run.out;  // SIGTERM suffices: no need for the 5 s grace
-  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 2 exited with status 3; stopped the other 3 ranks")) << run.out;
-  expect_all_gone(dir.pids(), 8);
+  expect_job_failed_saying(run, {"rank 2 exited with status 3; stopped the other 3 ranks"}, dir, 8);
 }
 
 TEST(Launch, RankKilledBySignalIsNamed) {
   TempDir dir;
   const std::string program = "if [ \"$RANK\" = 1 ]; then " + wait_for_pid_files(dir.path(), 2) +
                               "kill -9 $$; fi; " + record_pids_and_sleep(dir.path());
-  const Launched run = dualpipe({"launch", "--nproc", "2", "--", "/bin/sh", "-c", program});
-  EXPECT_EQ(run.status, 1) << run.out;
+  const Launched run = launch_shells(2, program);
   EXPECT_LT(run.seconds, 4.0) << run.out;
-  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 1 was killed by signal 9 (SIGKILL); stopped the other rank"))
-      << run.out;
-  expect_all_gone(dir.pids(), 2);
+  expect_job_failed_saying(run, {"rank 1 was killed by signal 9 (SIGKILL); stopped the other rank"}, dir, 2);
 }
 
 TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
@@ -237,17 +260,14 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
   // The ignored SIGTERM is inherited by the background sleep as well.
   const std::string program = "trap '' TERM; if [ \"$RANK\" = 0 ]; then " + wait_for_pid_files(dir.path(), 4) +
                               "exit 4; fi; " + record_pids_and_sleep(dir.path());
-  const Launched run = dualpipe({"launch", "--nproc", "3", "--timeout-grace", "1", "--", "/bin/sh", "-c", program});
-  EXPECT_EQ(run.status, 1) << run.out;
+  const Launched run = launch_shells(3, program, {"--timeout-grace", "1"});
   EXPECT_GE(run.seconds, 1.0) << run.out;
   EXPECT_LT(run.seconds, 4.0) << run.out;
-  for (const char* rank : {"1", "2"}) {
-    EXPECT_TRUE(has_line(run.out, std::string("dualpipe launch: rank ") + rank +
-                                      " did not stop within 1 s of SIGTERM; sending SIGKILL"))
-        << run.out;
-  }
-  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 0 exited with status 4; stopped the other 2 ranks")) << run.out;
-  expect_all_gone(dir.pids(), 4);
+  expect_job_failed_saying(run,
+                           {"rank 1 did not stop within 1 s of SIGTERM; sending SIGKILL",
+                            "rank 2 did not stop within 1 s of SIGTERM; sending SIGKILL",
+                            "rank 0 exited with status 4; stopped the other 2 ranks"},
+                           dir, 4);
 }
 
 // Issue 10: rank 2 is stopped (SIGSTOP), the other ranks time out waiting for it and exit 1 naming it, as the
@@ -256,11 +276,11 @@ TEST(Launch, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
 TEST(Launch, AStoppedRankIsBlamedAndTheRanksThatNamedItAreItsConsequences) {
   TempDir dir;
   const std::string program =
-      "echo $$ > '" + dir.path() + "'/pid.sh.$RANK; " + wait_for_pid_files(dir.path(), 4) +
+      record_shell_pid(dir.path()) + wait_for_pid_files(dir.path(), 4) +
       "if [ \"$RANK\" = 2 ]; then kill -STOP $$; fi; "
       "echo \"rank $RANK: waiting for 2SEND_F5 from rank 2: rank 2 stopped responding (no heartbeat for 5.0 s)\" >&2; "
       "exit 1";
-  const Launched run = dualpipe({"launch", "--nproc", "4", "--timeout-grace", "1", "--", "/bin/sh", "-c", program});
+  const Launched run = launch_shells(4, program, {"--timeout-grace", "1"});
   EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_LT(run.seconds, 6.0) << run.out;
   const auto lines = lines_of(run.out);
@@ -283,29 +303,22 @@ TEST(Launch, AStoppedRankIsBlamedAndTheRanksThatNamedItAreItsConsequences) {
 TEST(Launch, TheFirstFailureIsBlamedAndALaterOneNamingItIsItsConsequence) {
   TempDir dir;
   const std::string program =
-      "trap '' TERM; echo $$ > '" + dir.path() + "'/pid.sh.$RANK; " + wait_for_pid_files(dir.path(), 2) +
+      "trap '' TERM; " + record_shell_pid(dir.path()) + wait_for_pid_files(dir.path(), 2) +
       "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 0.3; "
       "echo \"rank 0: peer rank 1 closed the connection (its process exited or was killed)\" >&2; exit 1";
-  const Launched run = dualpipe({"launch", "--nproc", "2", "--", "/bin/sh", "-c", program});
-  EXPECT_EQ(run.status, 1) << run.out;
-  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 0 exited with status 1 only because of rank 1 (its error "
-                                "names rank 1)"))
-      << run.out;
-  EXPECT_TRUE(has_line(run.out, "dualpipe launch: rank 1 exited with status 3; stopped the other rank")) << run.out;
-  expect_all_gone(dir.pids(), 2);
+  const Launched run = launch_shells(2, program);
+  expect_job_failed_saying(run,
+                           {"rank 0 exited with status 1 only because of rank 1 (its error names rank 1)",
+                            "rank 1 exited with status 3; stopped the other rank"},
+                           dir, 2);
 }
 
 TEST(Launch, SignalToTheLauncherStopsEveryRank) {
   TempDir dir;
-  std::vector<pid_t> pids;
-  const Launched run = dualpipe({"launch", "--nproc", "3", "--", "/bin/sh", "-c", record_pids_and_sleep(dir.path())},
-                                [&](pid_t launcher) {
-                                  const auto deadline = Clock::now() + std::chrono::seconds(5);
-                                  while (dir.pids().size() < 6 && Clock::now() < deadline) {
-                                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                                  }
-                                  kill(launcher, SIGTERM);
-                                });
+  const Launched run = launch_shells(3, record_pids_and_sleep(dir.path()), {}, [&](pid_t launcher) {
+    wait_for_pids(dir, 6);
+    kill(launcher, SIGTERM);
+  });
   EXPECT_EQ(run.status, 128 + SIGTERM) << run.out;
   EXPECT_LT(run.seconds, 5.0) << run.out;
   EXPECT_TRUE(has_line(run.out, "dualpipe launch: got SIGTERM; stopped all 3 ranks")) << run.out;
@@ -323,15 +336,10 @@ bool stopped(pid_t pid) {
 TEST(Launch, RanksDieWithAKilledLauncher) {
   TempDir dir;
   std::vector<pid_t> pids;
-  const Launched run = dualpipe({"launch", "--nproc", "2", "--", "/bin/sh", "-c",
-                                 "echo $$ > '" + dir.path() + "'/pid.sh.$RANK; exec sleep 60"},
-                                [&](pid_t launcher) {
-                                  const auto deadline = Clock::now() + std::chrono::seconds(5);
-                                  while (dir.pids().size() < 2 && Clock::now() < deadline)
-                                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                                  pids = dir.pids();
-                                  kill(launcher, SIGKILL);  // what the OOM killer does: no chance to stop anything
-                                });
+  const Launched run = launch_shells(2, record_shell_pid(dir.path()) + "exec sleep 60", {}, [&](pid_t launcher) {
+    pids = wait_for_pids(dir, 2);
+    kill(launcher, SIGKILL);  // what the OOM killer does: no chance to stop anything
+  });
   EXPECT_EQ(run.status, -SIGKILL) << run.out;
   ASSERT_EQ(pids.size(), 2u) << run.out;
   const auto deadline = Clock::now() + std::chrono::seconds(5);

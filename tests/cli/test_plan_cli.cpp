@@ -18,6 +18,7 @@ namespace {
 using dualpipe::test::CommandResult;
 
 using dualpipe::test::dualpipe;
+using dualpipe::test::expect_each_refused;
 
 // The json object a command printed, without the notes it wrote to stderr after it.
 nlohmann::json json_object_of(const CommandResult& run) {
@@ -74,22 +75,16 @@ TEST(SimulateCli, FractionalPeaksKeepTheirFieldNames) {
 }
 
 TEST(SimulateCli, StrictCostsExitTwoNamingTheRule) {
-  struct Case {
-    const char* args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"simulate --kind 1f1b --ranks 4 --cost scale=1:1:2", "3 values for a schedule with 4 stages"},
-                        Case{"simulate --kind all --ranks 4 --cost scale=1:1:2", "needs one per 1/R of the model (4 values)"},
-                        Case{"simulate --cost F=1,F=2", "'F' is given twice"},
-                        Case{"simulate --cost F=1,,B=2", "item 2"},
-                        Case{"simulate --cost F=inf", "'inf' is not a number"},
-                        Case{"simulate --cost F=1e999", "overflows"},
-                        Case{"simulate --cost w_mem=2", "0 <= w_mem <= 1"},
-                        Case{"simulate --cost recompute=2", "recompute must be 0 or 1"}}) {
-    const CommandResult run = dualpipe(c.args);
-    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
-    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
-  }
+  expect_each_refused({
+      {"simulate --kind 1f1b --ranks 4 --cost scale=1:1:2", "3 values for a schedule with 4 stages"},
+      {"simulate --kind all --ranks 4 --cost scale=1:1:2", "needs one per 1/R of the model (4 values)"},
+      {"simulate --cost F=1,F=2", "'F' is given twice"},
+      {"simulate --cost F=1,,B=2", "item 2"},
+      {"simulate --cost F=inf", "'inf' is not a number"},
+      {"simulate --cost F=1e999", "overflows"},
+      {"simulate --cost w_mem=2", "0 <= w_mem <= 1"},
+      {"simulate --cost recompute=2", "recompute must be 0 or 1"},
+  });
   // Per 1/R slice in comparisons: 4 values at R=4 also serve the 8-stage schedules.
   EXPECT_EQ(dualpipe("simulate --kind all --ranks 4 --cost scale=1:1:2:1").status, 0);
 }
@@ -201,29 +196,22 @@ TEST(PlanCli, BadInputExitsTwoNamingTheValueAndTheRule) {
     std::fputs("{\"traceEvents\": []}\n", f);
     std::fclose(f);
   }
-  struct Case {
-    std::string args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"plan -r 4 -m 8 --memory-limit 0.5", "below the feasible minimum of 1"},
-                        Case{"plan -r 4 -m 8 --cost recompute=1 --placements linear --memory-limit 0.9",
-                             "below the feasible minimum of 1"},
-                        Case{"plan -r 4 -m 8 --cost F=-1", "F=-1"},
-                        Case{"plan -r 4 -m 8 --cost B=nan", "'nan' is not a number"},
-                        Case{"plan -r 4 -m 8 --cost W=inf", "'inf' is not a number"},
-                        Case{"plan -r 4 -m 8 --cost F=1e999", "overflows"},
-                        Case{"plan -r 4 -m 8 --cost scale=1:2:3", "3 values; plan needs one per 1/R slice"},
-                        Case{"plan -r 4 -m 8 --memory-limit 3GB", "give the bytes of one stage activation"},
-                        Case{"plan -r 4 -m 8 --memory-limit 3parsecs", "unknown unit 'parsecs'"},
-                        Case{"plan -r 4 -m 8 --memory-limit -1", "finite number >= 0"},
-                        Case{"plan -r 4 -m 8 --placements diagonal", "unknown placement 'diagonal'"},
-                        Case{"plan --from-trace " + not_dualpipe, "not a dualpipe trace"},
-                        Case{"plan --from-trace /nonexistent/run.json", "/nonexistent/run.json"},
-                        Case{"plan -r 4 -m 8 -o /nonexistent/dir/plan.txt --format text", "/nonexistent/dir/plan.txt"}}) {
-    const CommandResult run = dualpipe(c.args);
-    EXPECT_EQ(run.status, 2) << c.args << "\n" << run.out;
-    EXPECT_NE(run.out.find(c.says), std::string::npos) << c.args << "\n" << run.out;
-  }
+  expect_each_refused({
+      {"plan -r 4 -m 8 --memory-limit 0.5", "below the feasible minimum of 1"},
+      {"plan -r 4 -m 8 --cost recompute=1 --placements linear --memory-limit 0.9", "below the feasible minimum of 1"},
+      {"plan -r 4 -m 8 --cost F=-1", "F=-1"},
+      {"plan -r 4 -m 8 --cost B=nan", "'nan' is not a number"},
+      {"plan -r 4 -m 8 --cost W=inf", "'inf' is not a number"},
+      {"plan -r 4 -m 8 --cost F=1e999", "overflows"},
+      {"plan -r 4 -m 8 --cost scale=1:2:3", "3 values; plan needs one per 1/R slice"},
+      {"plan -r 4 -m 8 --memory-limit 3GB", "give the bytes of one stage activation"},
+      {"plan -r 4 -m 8 --memory-limit 3parsecs", "unknown unit 'parsecs'"},
+      {"plan -r 4 -m 8 --memory-limit -1", "finite number >= 0"},
+      {"plan -r 4 -m 8 --placements diagonal", "unknown placement 'diagonal'"},
+      {"plan --from-trace " + not_dualpipe, "not a dualpipe trace"},
+      {"plan --from-trace /nonexistent/run.json", "/nonexistent/run.json"},
+      {"plan -r 4 -m 8 -o /nonexistent/dir/plan.txt --format text", "/nonexistent/dir/plan.txt"},
+  });
 }
 
 }  // namespace

@@ -128,18 +128,13 @@ TEST_F(PlotCommand, BadFileNamesTheLineAndWritesNothing) {
 
 TEST_F(PlotCommand, BadOptionsAreRefusedBeforeReading) {
   write("run.jsonl", kRun);
-  const CommandResult wide = plot("--metrics run.jsonl --width 100000");
-  EXPECT_EQ(wide.status, 2);
-  EXPECT_TRUE(contains(wide.out, "--width must be from 600 to 4000 pixels, got 100000")) << wide.out;
-  const CommandResult png = plot("--metrics run.jsonl -o run.png");
-  EXPECT_EQ(png.status, 2);
-  EXPECT_TRUE(contains(png.out, "output 'run.png': plot writes SVG, so the file name must end in .svg")) << png.out;
-  const CommandResult missing = plot("-o x.svg");
-  EXPECT_EQ(missing.status, 2);
-  EXPECT_TRUE(contains(missing.out, "--metrics is required")) << missing.out;
-  const CommandResult absent = plot("--metrics nothing.jsonl");
-  EXPECT_EQ(absent.status, 2);
-  EXPECT_TRUE(contains(absent.out, "metrics 'nothing.jsonl' does not exist")) << absent.out;
+  const Refusal cases[] = {
+      {"--metrics run.jsonl --width 100000", "--width must be from 600 to 4000 pixels, got 100000"},
+      {"--metrics run.jsonl -o run.png", "output 'run.png': plot writes SVG, so the file name must end in .svg"},
+      {"-o x.svg", "--metrics is required"},
+      {"--metrics nothing.jsonl", "metrics 'nothing.jsonl' does not exist"},
+  };
+  for (const Refusal& c : cases) EXPECT_REFUSED(plot(c.args), c.says);
   EXPECT_FALSE(exists("run.svg"));
   EXPECT_FALSE(exists("x.svg"));
 }

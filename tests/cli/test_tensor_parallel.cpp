@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <string>
 
-#include "cli/free_port.h"
 #include "cli/train_fixture.h"
 
 namespace {
@@ -103,37 +102,17 @@ TEST_F(Train, FourTensorParallelRanksSampleTheSameTextAsWholeStages) {
 // x TP 2 with sequence parallelism, continuing its losses.
 TEST_F(Train, TensorParallelCheckpointsResumeOnAnyTensorParallelLayout) {
   const std::string job = kSmall + "--steps 4 --eval-every 0 --sample-tokens 0 --schedule dualpipe --pp 2 -m 4 ";
-  auto resume_from_step_2 = [&](const std::string& source, const std::string& name, const std::string& layout) {
-    const std::string dir = path(name);
-    EXPECT_EQ(run_command("mkdir -p '" + dir + "' && cp -r '" + source + "/step-2' '" + dir + "/'").status, 0);
-    const CommandResult resumed =
-        dualpipe_cmd(job + layout + " --checkpoint-dir " + dir + " --resume --metrics " + dir + ".jsonl", 240);
-    EXPECT_EQ(resumed.status, 0) << layout << "\n" << resumed.out;
-    EXPECT_TRUE(contains(resumed.out, "after step 2")) << resumed.out;
-    return read_metrics(dir + ".jsonl");
-  };
-  auto tail = [](MetricsFile m) {  // steps 3 and 4
-    m.steps.erase(m.steps.begin(), m.steps.begin() + 2);
-    return m;
-  };
-
-  const CommandResult split =
-      dualpipe_cmd(job + "--tp 2 --checkpoint-dir " + path("tp") + " --save-every 2 --metrics " + path("tp.jsonl"), 240);
-  ASSERT_EQ(split.status, 0) << split.out;
-  const MetricsFile tp_run = read_metrics(path("tp.jsonl"));
+  const MetricsFile tp_run = train_saving_every_two_steps(job + "--tp 2", "tp", 240);
   ASSERT_EQ(tp_run.steps.size(), 4u);
-  const MetricsFile same = resume_from_step_2(path("tp"), "tp-again", "--tp 2");
+  const MetricsFile same = resume_from_step_two(job + "--tp 2", path("tp"), "tp-again", 240);
   ASSERT_EQ(same.steps.size(), 2u);
-  for (std::size_t i = 0; i < 2; ++i)
-    for (const char* field : {"loss", "grad_norm"})
-      EXPECT_EQ(same.steps[i][field], tp_run.steps[i + 2][field]) << "TP 2 again, step " << i + 3 << " " << field;
-  expect_same_training(resume_from_step_2(path("tp"), "whole", ""), tail(tp_run), "TP 2 -> whole stages");
+  expect_steps_identical(same, tp_run, 2, "TP 2 again,");
+  expect_same_training(resume_from_step_two(job, path("tp"), "whole", 240), without_first_steps(tp_run, 2),
+                       "TP 2 -> whole stages");
 
-  const CommandResult replicas =
-      dualpipe_cmd(job + "--dp 2 --checkpoint-dir " + path("dp") + " --save-every 2 --metrics " + path("dp.jsonl"), 240);
-  ASSERT_EQ(replicas.status, 0) << replicas.out;
-  expect_same_training(resume_from_step_2(path("dp"), "dp-tp", "--dp 2 --tp 2 --sp"), tail(read_metrics(path("dp.jsonl"))),
-                       "DP 2 -> DP 2 x TP 2 with SP");
+  const MetricsFile dp_run = train_saving_every_two_steps(job + "--dp 2", "dp", 240);
+  expect_same_training(resume_from_step_two(job + "--dp 2 --tp 2 --sp", path("dp"), "dp-tp", 240),
+                       without_first_steps(dp_run, 2), "DP 2 -> DP 2 x TP 2 with SP");
 }
 
 // One block's activations for one micro-batch, measured by the executor's meter on rank 0 (the difference between
@@ -170,22 +149,16 @@ TEST_F(Train, TensorParallelActivationsPerLayerAreTheCountedOnes) {
 }
 
 TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
-  const struct {
-    std::string options, message;
-  } cases[] = {
+  expect_each_refused_before_any_rank_starts(kTensorParallelJob + "--pp 2 ", {
       {"--tp 3", "--tp 3 must divide --heads 2: attention is split by heads"},
       {"--tp 3 --heads 3 --hidden 48", "--tp 3 must divide the vocabulary of 256 tokens"},
       {"--tp 0", "--tp must be between 1 and 64, got 0"},
       {"--sp", "--sp needs --tp above 1, got --tp 1"},
       {"--tp 2 --sp --seq-len 15", "--seq-len 15 must be divisible by --tp 2 with --sp"},
       {"--tp 2 --dp 2 --ep 2 --experts 4 --recompute", "--recompute with --tp 2 and --ep 2 needs --no-fb-overlap"},
-  };
-  for (const auto& c : cases) expect_refused_before_any_rank_starts(kTensorParallelJob + "--pp 2 " + c.options, c.message);
-  const CommandResult mismatch = run_command(
-      "env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + a_free_port(1) +
-      " RANK=0 WORLD_SIZE=2 timeout 30 " + std::string(DUALPIPE_BIN) + " " + kTensorParallelJob + "--worker --pp 2 --tp 2");
-  EXPECT_EQ(mismatch.status, 2) << mismatch.out;
-  EXPECT_TRUE(contains(mismatch.out, "WORLD_SIZE is 2 but --pp 2 x --dp 1 x --tp 2 is 4")) << mismatch.out;
+  });
+  EXPECT_REFUSED(run_alone_as_rank_zero_of(2, kTensorParallelJob + "--worker --pp 2 --tp 2"),
+                 "WORLD_SIZE is 2 but --pp 2 x --dp 1 x --tp 2 is 4");
 }
 
 }  // namespace

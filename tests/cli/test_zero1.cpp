@@ -27,10 +27,7 @@ void expect_zero1_like_unsharded(const std::string& layout, int replicas, const 
   const MetricsFile got = read_metrics(dir + "/zero1.jsonl"), expected = read_metrics(dir + "/whole.jsonl");
   ASSERT_EQ(got.steps.size(), 4u);
   ASSERT_EQ(expected.steps.size(), 4u);
-  for (std::size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(got.steps[i]["loss"], expected.steps[i]["loss"]) << layout << " step " << i + 1;
-    EXPECT_EQ(got.steps[i]["grad_norm"], expected.steps[i]["grad_norm"]) << layout << " step " << i + 1;
-  }
+  expect_steps_identical(got, expected, 0, layout);
   // Each pipeline rank of replica 0 holds its share: about 1/D of the whole (whole tensors are dealt, so not
   // exactly), and never nothing.
   const std::vector<double> share = got.steps.back()["optimizer_state_bytes"],
@@ -51,24 +48,12 @@ TEST_F(Train, ZeroOneShardsTheOptimizerStateAndTrainsBitForBitLikeTheWholeState)
 
 TEST_F(Train, ZeroOneCheckpointsHoldTheWholeStateAndResumeBitForBitShardedOrNot) {
   const std::string job = kZeroOneJob + "--schedule dualpipe --pp 2 --dp 2 -m 4 ";
-  const CommandResult first =
-      dualpipe_cmd(job + "--zero1 --checkpoint-dir " + path("a") + " --save-every 2 --metrics " + path("a.jsonl"), 180);
-  ASSERT_EQ(first.status, 0) << first.out;
-  const MetricsFile whole = read_metrics(path("a.jsonl"));
+  const MetricsFile whole = train_saving_every_two_steps(job + "--zero1", "a", 180);
   ASSERT_EQ(whole.steps.size(), 4u);
   for (const std::string flag : {"--zero1", ""}) {
-    const std::string dir = path(flag.empty() ? "unsharded" : "sharded");
-    ASSERT_EQ(run_command("mkdir -p '" + dir + "' && cp -r '" + path("a") + "/step-2' '" + dir + "/'").status, 0);
-    const CommandResult resumed =
-        dualpipe_cmd(job + flag + " --checkpoint-dir " + dir + " --resume --metrics " + dir + ".jsonl", 180);
-    ASSERT_EQ(resumed.status, 0) << resumed.out;
-    EXPECT_TRUE(contains(resumed.out, "after step 2")) << resumed.out;
-    const MetricsFile rest = read_metrics(dir + ".jsonl");
+    const MetricsFile rest = resume_from_step_two(job + flag, path("a"), flag.empty() ? "unsharded" : "sharded", 180);
     ASSERT_EQ(rest.steps.size(), 2u);
-    for (std::size_t i = 0; i < 2; ++i)
-      for (const char* field : {"loss", "grad_norm"})
-        EXPECT_EQ(rest.steps[i][field], whole.steps[i + 2][field]) << "resumed " << (flag.empty() ? "without" : "with")
-                                                                   << " --zero1, step " << i + 3 << " " << field;
+    expect_steps_identical(rest, whole, 2, std::string("resumed ") + (flag.empty() ? "without" : "with") + " --zero1,");
   }
 }
 

@@ -69,27 +69,20 @@ void expect_zero2_like_unsharded(const std::string& layout, int pipeline_ranks, 
 }
 
 TEST_F(Train, ZeroTwoShardsTheGradientsAndTrainsLikeTheWholeState) {
-  expect_zero2_like_unsharded("--schedule dualpipe --pp 2 --dp 2 -m 4", 2, dir_);
-  expect_zero2_like_unsharded("--schedule 1f1b --pp 2 --dp 4 --ep 2 --experts 4 -m 4", 2, dir_);
-  expect_zero2_like_unsharded("--schedule zb-h1 --pp 2 --dp 2 --tp 2 -m 4", 2, dir_);
+  for (const char* layout : {"--schedule dualpipe --pp 2 --dp 2 -m 4",
+                             "--schedule 1f1b --pp 2 --dp 4 --ep 2 --experts 4 -m 4",
+                             "--schedule zb-h1 --pp 2 --dp 2 --tp 2 -m 4"})
+    expect_zero2_like_unsharded(layout, 2, dir_);
 }
 
 // A ZeRO-1 checkpoint (the whole optimizer state, like every checkpoint) resumes under ZeRO-2, continuing the
 // ZeRO-1 run's losses.
 TEST_F(Train, ZeroOneCheckpointsResumeUnderZeroTwo) {
   const std::string job = kSmall + "--eval-every 0 --sample-tokens 0 --steps 4 --schedule dualpipev --pp 2 --dp 2 -m 4 ";
-  const CommandResult first =
-      dualpipe_cmd(job + "--zero1 --checkpoint-dir " + path("a") + " --save-every 2 --metrics " + path("a.jsonl"), 180);
-  ASSERT_EQ(first.status, 0) << first.out;
-  MetricsFile zero1 = read_metrics(path("a.jsonl"));
+  const MetricsFile zero1 = train_saving_every_two_steps(job + "--zero1", "a", 180);
   ASSERT_EQ(zero1.steps.size(), 4u);
-  ASSERT_EQ(run_command("mkdir -p '" + path("b") + "' && cp -r '" + path("a") + "/step-2' '" + path("b") + "/'").status, 0);
-  const CommandResult resumed =
-      dualpipe_cmd(job + "--zero 2 --checkpoint-dir " + path("b") + " --resume --metrics " + path("b.jsonl"), 180);
-  ASSERT_EQ(resumed.status, 0) << resumed.out;
-  EXPECT_TRUE(contains(resumed.out, "after step 2")) << resumed.out;
-  zero1.steps.erase(zero1.steps.begin(), zero1.steps.begin() + 2);
-  expect_steps_close(read_metrics(path("b.jsonl")), zero1, {"loss", "grad_norm"}, 1e-6, "ZeRO-1 -> ZeRO-2");
+  expect_steps_close(resume_from_step_two(job + "--zero 2", path("a"), "b", 180), without_first_steps(zero1, 2),
+                     {"loss", "grad_norm"}, 1e-6, "ZeRO-1 -> ZeRO-2");
 }
 
 // ZeRO-3 against ZeRO-2 on the same layout (each run also passes its own step-1 check against a single process and
@@ -109,9 +102,7 @@ TEST_F(Train, ZeroThreeShardsTheParametersAndTrainsBitForBitLikeZeroTwo) {
     const MetricsFile three = read_metrics(path("zero3.jsonl")), two = read_metrics(path("zero2.jsonl"));
     ASSERT_EQ(three.steps.size(), 3u) << layout;
     ASSERT_EQ(two.steps.size(), 3u) << layout;
-    for (std::size_t i = 0; i < 3; ++i)
-      for (const char* field : {"loss", "grad_norm"})
-        EXPECT_EQ(three.steps[i][field], two.steps[i][field]) << layout << " step " << i + 1 << " " << field;
+    expect_steps_identical(three, two, 0, layout);
 
     const auto [held, predicted] = megabytes_per_rank(zero3.out, kParameterLine);
     const auto [whole, unused] = megabytes_per_rank(zero2.out, kParameterLine);
@@ -127,21 +118,13 @@ TEST_F(Train, ZeroThreeShardsTheParametersAndTrainsBitForBitLikeZeroTwo) {
 
 // ZeRO-3 checkpoints hold whole tensors (gathered before the save) and resume bit for bit under ZeRO-3.
 TEST_F(Train, ZeroThreeCheckpointsResumeBitForBit) {
-  const std::string job = kSmall + "--eval-every 0 --sample-tokens 0 --steps 4 --schedule 1f1b --pp 2 --dp 2 -m 4 --zero 3 ";
-  const CommandResult first =
-      dualpipe_cmd(job + "--checkpoint-dir " + path("a") + " --save-every 2 --metrics " + path("a.jsonl"), 180);
-  ASSERT_EQ(first.status, 0) << first.out;
-  const MetricsFile whole = read_metrics(path("a.jsonl"));
+  const std::string job =
+      kSmall + "--eval-every 0 --sample-tokens 0 --steps 4 --schedule 1f1b --pp 2 --dp 2 -m 4 --zero 3";
+  const MetricsFile whole = train_saving_every_two_steps(job, "a", 180);
   ASSERT_EQ(whole.steps.size(), 4u);
-  ASSERT_EQ(run_command("mkdir -p '" + path("b") + "' && cp -r '" + path("a") + "/step-2' '" + path("b") + "/'").status, 0);
-  const CommandResult resumed =
-      dualpipe_cmd(job + "--checkpoint-dir " + path("b") + " --resume --metrics " + path("b.jsonl"), 180);
-  ASSERT_EQ(resumed.status, 0) << resumed.out;
-  const MetricsFile rest = read_metrics(path("b.jsonl"));
+  const MetricsFile rest = resume_from_step_two(job, path("a"), "b", 180);
   ASSERT_EQ(rest.steps.size(), 2u);
-  for (std::size_t i = 0; i < 2; ++i)
-    for (const char* field : {"loss", "grad_norm"})
-      EXPECT_EQ(rest.steps[i][field], whole.steps[i + 2][field]) << "step " << i + 3 << " " << field;
+  expect_steps_identical(rest, whole, 2, "resumed");
 }
 
 // The bytes each ZeRO stage's collectives send per step, counted where they start (rank 0 of PP 2 x DP 2), against
@@ -168,17 +151,14 @@ TEST_F(Train, DataParallelTrafficOfEachZeroStageIsThePapersVolume) {
 }
 
 TEST_F(Train, ZeroStagesBreakingTheRulesAreRefused) {
-  const struct {
-    std::string options, message;
-  } cases[] = {
+  expect_each_refused_before_any_rank_starts(kZeroJob + "--pp 2 ", {
       {"--zero 3", "--zero 3 needs --dp above 1, got --dp 1"},
       {"--dp 2 --zero 4", "--zero must be 0, 1, 2 or 3, got 4"},
       {"--zero 2", "--zero 2 needs --dp above 1, got --dp 1"},
       // Once accepted silently, running ZeRO-2.
       {"--dp 2 --zero1 --zero 2", "--zero1 and --zero 2 ask for two ZeRO stages: --zero1 is --zero 1"},
       {"--dp 2 --zero 3 --zero1", "--zero1 and --zero 3 ask for two ZeRO stages"},
-  };
-  for (const auto& c : cases) expect_refused_before_any_rank_starts(kZeroJob + "--pp 2 " + c.options, c.message);
+  });
 }
 
 }  // namespace

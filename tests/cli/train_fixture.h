@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/free_port.h"
 #include "cli/run_command.h"
 
 namespace dualpipe::test {
@@ -30,6 +33,18 @@ inline void expect_refused_before_any_rank_starts(const std::string& args, const
   EXPECT_EQ(run.status, 2) << args << "\n" << run.out;
   EXPECT_TRUE(contains(run.out, message)) << args << "\n" << run.out;
   EXPECT_FALSE(contains(run.out, "[rank 0]")) << "a rank started for " << args << "\n" << run.out;
+}
+
+// `dualpipe JOB OPTIONS` is refused as in expect_refused_before_any_rank_starts, for each case's OPTIONS.
+inline void expect_each_refused_before_any_rank_starts(const std::string& job, const std::vector<Refusal>& cases) {
+  for (const Refusal& c : cases) expect_refused_before_any_rank_starts(job + c.args, c.says);
+}
+
+// `dualpipe ARGS` (a worker's options, with --worker) started by hand as rank 0 of `world_size` ranks, with the
+// variables a launcher would set, and no other rank: for the checks a worker makes before it meets the others.
+inline CommandResult run_alone_as_rank_zero_of(int world_size, const std::string& args) {
+  return run_command("env MASTER_ADDR=127.0.0.1 MASTER_PORT=" + a_free_port(1) + " RANK=0 WORLD_SIZE=" +
+                     std::to_string(world_size) + " timeout 30 " + std::string(DUALPIPE_BIN) + " " + args);
 }
 
 // A small model, so that each run takes seconds: 8 layers of width 32 over 16-byte sequences of the default
@@ -66,6 +81,23 @@ inline void expect_steps_close(const MetricsFile& got, const MetricsFile& expect
       EXPECT_LE(std::abs(a - b), tolerance * std::abs(b))
           << label << " step " << i + 1 << " " << field << ": " << a << " vs " << b;
     }
+}
+
+// Step i of `got` has the loss and gradient norm of step `offset` + i of `expected`, bit for bit: runs that do the
+// same arithmetic in the same order, or a resumed run against the steps it continues.
+inline void expect_steps_identical(const MetricsFile& got, const MetricsFile& expected, std::size_t offset,
+                                   const std::string& label) {
+  ASSERT_LE(offset + got.steps.size(), expected.steps.size()) << label;
+  for (std::size_t i = 0; i < got.steps.size(); ++i)
+    for (const char* field : {"loss", "grad_norm"})
+      EXPECT_EQ(got.steps[i][field], expected.steps[offset + i][field])
+          << label << " step " << offset + i + 1 << " " << field;
+}
+
+// `m` without its first `n` steps: what a run resumed after step `n` must continue.
+inline MetricsFile without_first_steps(MetricsFile m, std::size_t n) {
+  m.steps.erase(m.steps.begin(), m.steps.begin() + static_cast<std::ptrdiff_t>(std::min(n, m.steps.size())));
+  return m;
 }
 
 // Two runs that must train alike up to reduction order: losses within a relative 1e-6 at every step, gradient
@@ -162,6 +194,29 @@ class Train : public ::testing::Test {
     if (!dir_.empty()) run_command("rm -rf '" + dir_ + "'");
   }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Trains `job` keeping a checkpoint every 2 steps in NAME/, its metrics in NAME.jsonl; returns the metrics
+  // (none after a failed run).
+  MetricsFile train_saving_every_two_steps(const std::string& job, const std::string& name, int limit_seconds) const {
+    const CommandResult run =
+        dualpipe_cmd(job + " --checkpoint-dir " + path(name) + " --save-every 2 --metrics " + path(name) + ".jsonl",
+                     limit_seconds);
+    EXPECT_EQ(run.status, 0) << job << "\n" << run.out;
+    return read_metrics(path(name) + ".jsonl");
+  }
+
+  // Resumes `job` from the step-2 checkpoint of the directory `source` (train_saving_every_two_steps), copied
+  // alone into NAME/ so that the run cannot pick a later one; returns the metrics of the steps after step 2.
+  MetricsFile resume_from_step_two(const std::string& job, const std::string& source, const std::string& name,
+                                   int limit_seconds) const {
+    const std::string dir = path(name);
+    EXPECT_EQ(run_command("mkdir -p '" + dir + "' && cp -r '" + source + "/step-2' '" + dir + "/'").status, 0);
+    const CommandResult resumed =
+        dualpipe_cmd(job + " --checkpoint-dir " + dir + " --resume --metrics " + dir + ".jsonl", limit_seconds);
+    EXPECT_EQ(resumed.status, 0) << job << "\n" << resumed.out;
+    EXPECT_TRUE(contains(resumed.out, "after step 2")) << resumed.out;
+    return read_metrics(dir + ".jsonl");
+  }
 
   std::string dir_;
 };

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 import dualpipe
 from dualpipe.utils import WeightGradStore, run_backward
 
+from rank_checks import check, cosine_distance as cal_diff  # cal_diff: the reference examples' name
 from ranks import free_port, start_ranks
 
 NUM_CHUNKS, MICRO_BATCH_SIZE = 20, 3
@@ -131,16 +132,6 @@ def whole_model_step(kind, pp_size, path):
     torch.save({"weights": [m.state_dict() for m in full_modules],
                 "grads": [[p.grad for p in m.parameters()] for m in full_modules],
                 "x": x, "l": l, "loss": loss.detach(), "outputs": outputs.detach()}, path)
-
-
-def cal_diff(x, y):
-    x, y = x.double(), y.double()
-    return 1 - 2 * (x * y).sum().item() / (x * x + y * y).sum().item()
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 def run_rank(rank, pp_size, kind, port, device, sizes, backend, reference_path):

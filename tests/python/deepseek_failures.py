@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 import dualpipe
 
+from rank_checks import check
 from ranks import free_port, start_ranks
 
 TIMEOUT = 10  # seconds, the pipeline's wait limit in every case
@@ -93,11 +94,6 @@ def two_rank_results(case):
     for seconds, _ in results:
         check(float(seconds) < 6 * TIMEOUT, f"{case}: a rank waited past the timeout")
     return [(float(seconds), message) for seconds, message in results]
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 def main():

@@ -29,6 +29,7 @@ from torch.utils.checkpoint import checkpoint
 import dualpipe
 from dualpipe.utils import WeightGradStore
 
+from rank_checks import check, cosine_distance
 from ranks import free_port, start_ranks
 
 CHUNKS, ROWS, POSITIONS, WIDTH = 8, 2, 4, 16
@@ -104,16 +105,6 @@ STAGES = {"linear": Mlp, "checkpoint": CheckpointedMlp, "checkpoint-store": Chec
 
 def criterion(output, target):
     return F.mse_loss(output.float(), target).clone()
-
-
-def cosine_distance(x, y):
-    x, y = x.double(), y.double()
-    return 1 - 2 * (x * y).sum().item() / (x * x + y * y).sum().item()
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 def reference(full, x, labels, chunks, context):

@@ -4,6 +4,7 @@ pictures, and errors that name the value and the rule. The command is the refere
 
 Run by ctest (`python.python_package`) with the environment of scripts/setup.sh, which installs the package.
 """
+import importlib.metadata
 import json
 import subprocess
 
@@ -18,6 +19,13 @@ def command_json(cli, *args):
 def command_text(cli, *args):
     # bytes decoded as they are: the CSV's "\r\n" line ends stay
     return subprocess.run([cli, *args], capture_output=True, check=True).stdout.decode()
+
+
+def test_the_version_is_the_projects_everywhere(dualpipe, package):
+    # Written once (CMakeLists.txt's project()): the command, the extension and the installed distribution say it.
+    command = subprocess.run([dualpipe, "--version"], check=True, capture_output=True, text=True).stdout.split()
+    assert command == ["dualpipe", package.__version__]
+    assert importlib.metadata.version("dualpipe") == package.__version__
 
 
 def test_the_issue_example_matches_the_command_line(dualpipe, package):

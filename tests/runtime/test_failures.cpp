@@ -172,18 +172,33 @@ void expect_others_failed(const Workers& w, int faulty, Clock::time_point fault,
   }
 }
 
+// The worker's options for `steps` DualPipe steps over 4 ranks, its files in `dir`, where rank `rank` meets `fault`
+// in step `step` (what the worker does: kill, stop, kill-while-writing), after any `more` options.
+std::vector<std::string> faulty_run(int steps, int timeout_ms, const std::string& dir, const std::string& fault,
+                                    int rank, int step, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> args = {"--kind", "dualpipe", "--steps", std::to_string(steps), "--timeout-ms",
+                                   std::to_string(timeout_ms), "--out", dir, "--fault", fault, "--fault-rank",
+                                   std::to_string(rank), "--fault-step", std::to_string(step)};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Once every rank exited: rank `killed` died of SIGKILL, each other rank failed within 5 s naming it as the peer that
+// closed its connection, and no process is left.
+void expect_killed_rank_named_by_the_others(Workers& w, int killed) {
+  ASSERT_TRUE(w.watch(std::chrono::seconds(60), [&] { return w.all_exited_except(-1); }));
+  ASSERT_EQ(w[killed].code, 128 + SIGKILL) << read_text(w[killed].stderr_path);
+  expect_others_failed(w, killed, w[killed].event, std::chrono::milliseconds(5000),
+                       std::regex("peer rank " + std::to_string(killed) + " closed the connection"));
+  expect_no_process_left(w);
+}
+
 TEST(Failures, RankKilledMidStepFailsEveryOtherRankNamingIt) {
   const ScratchDir scratch;
   const std::string& dir = scratch.path;
   // A long timeout: the others must notice the closed connections, not wait for the timeout.
-  Workers w(4, {"--kind", "dualpipe", "--steps", "5", "--timeout-ms", "20000", "--out", dir, "--fault", "kill",
-                "--fault-rank", "2", "--fault-step", "2", "--fault-after-forwards", "3"},
-            dir);
-  ASSERT_TRUE(w.watch(std::chrono::seconds(60), [&] { return w.all_exited_except(-1); }));
-  ASSERT_EQ(w[2].code, 128 + SIGKILL) << read_text(w[2].stderr_path);
-  expect_others_failed(w, 2, w[2].event, std::chrono::milliseconds(5000),
-                       std::regex("peer rank 2 closed the connection"));
-  expect_no_process_left(w);
+  Workers w(4, faulty_run(5, 20000, dir, "kill", 2, 2, {"--fault-after-forwards", "3"}), dir);
+  ASSERT_NO_FATAL_FAILURE(expect_killed_rank_named_by_the_others(w, 2));
   for (int r = 0; r < 4; ++r)  // steps 0 and 1 completed everywhere, step 2 nowhere
     EXPECT_EQ(checkpoint_step(dir + "/rank" + std::to_string(r) + ".ckpt"), 1) << "rank " << r;
 }
@@ -191,9 +206,7 @@ TEST(Failures, RankKilledMidStepFailsEveryOtherRankNamingIt) {
 TEST(Failures, StoppedRankTimesOutEveryOtherRankNamingIt) {
   const ScratchDir scratch;
   const std::string& dir = scratch.path;
-  Workers w(4, {"--kind", "dualpipe", "--steps", "5", "--timeout-ms", "3000", "--out", dir, "--fault", "stop",
-                "--fault-rank", "2", "--fault-step", "2", "--fault-after-forwards", "3"},
-            dir);
+  Workers w(4, faulty_run(5, 3000, dir, "stop", 2, 2, {"--fault-after-forwards", "3"}), dir);
   bool ended = w.watch(std::chrono::seconds(60), [&] { return w[2].stopped && w.all_exited_except(2); });
   ASSERT_TRUE(w[2].stopped) << "rank 2 never stopped: " << read_text(w[2].stderr_path);
   EXPECT_TRUE(ended) << "the other ranks still run after 60 s";
@@ -207,14 +220,8 @@ TEST(Failures, StoppedRankTimesOutEveryOtherRankNamingIt) {
 TEST(Failures, RankKilledWhileWritingLeavesItsPreviousCheckpoint) {
   const ScratchDir scratch;
   const std::string& dir = scratch.path;
-  Workers w(4, {"--kind", "dualpipe", "--steps", "4", "--timeout-ms", "20000", "--out", dir, "--fault",
-                "kill-while-writing", "--fault-rank", "1", "--fault-step", "1"},
-            dir);
-  ASSERT_TRUE(w.watch(std::chrono::seconds(60), [&] { return w.all_exited_except(-1); }));
-  ASSERT_EQ(w[1].code, 128 + SIGKILL) << read_text(w[1].stderr_path);
-  expect_others_failed(w, 1, w[1].event, std::chrono::milliseconds(5000),
-                       std::regex("peer rank 1 closed the connection"));
-  expect_no_process_left(w);
+  Workers w(4, faulty_run(4, 20000, dir, "kill-while-writing", 1, 1), dir);
+  ASSERT_NO_FATAL_FAILURE(expect_killed_rank_named_by_the_others(w, 1));
   // The half-written file exists under its temporary name only; the real name still holds step 0, complete.
   EXPECT_EQ(checkpoint_step(dir + "/rank1.ckpt"), 0);
   bool temporary_left = false;
@@ -238,9 +245,9 @@ TEST(Failures, RankKilledUnderLaunchStopsTheJob) {
   const std::string& dir = scratch.path;
   const std::string output = dir + "/launch.out";
   std::vector<std::string> args{DUALPIPE_BIN, "launch", "--nproc", "4", "--timeout-grace", "2", "--",
-                                DUALPIPE_FAILURE_WORKER, "--kind", "dualpipe", "--steps", "5", "--timeout-ms", "20000",
-                                "--out", dir, "--fault", "kill", "--fault-rank", "2", "--fault-step", "2",
-                                "--fault-after-forwards", "3"};
+                                DUALPIPE_FAILURE_WORKER};
+  for (const std::string& a : faulty_run(5, 20000, dir, "kill", 2, 2, {"--fault-after-forwards", "3"}))
+    args.push_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

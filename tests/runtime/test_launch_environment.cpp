@@ -33,6 +33,24 @@ std::string error_of(const Environment& env) {
   return "(no error)";
 }
 
+// Where a launcher's variables place a worker: the fields every launcher's reading must fill in.
+struct WorkerPlace {
+  std::string launcher;
+  int rank, world_size, local_rank, local_world_size;
+  std::string master_addr;
+  int master_port;
+};
+
+void expect_worker_place(const LaunchEnvironment& e, const WorkerPlace& expected) {
+  EXPECT_EQ(e.launcher, expected.launcher);
+  EXPECT_EQ(e.rank, expected.rank);
+  EXPECT_EQ(e.world_size, expected.world_size);
+  EXPECT_EQ(e.local_rank, expected.local_rank);
+  EXPECT_EQ(e.local_world_size, expected.local_world_size);
+  EXPECT_EQ(e.master_addr, expected.master_addr);
+  EXPECT_EQ(e.master_port, expected.master_port);
+}
+
 // What torchrun 1.13 gives local rank 1 of node 1 in `torchrun --nnodes 2 --nproc-per-node 2` (static rendezvous).
 const Environment kTorchrun = {
     {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"GROUP_RANK", "1"}, {"ROLE_RANK", "3"}, {"ROLE_NAME", "default"},
@@ -43,13 +61,7 @@ const Environment kTorchrun = {
 
 TEST(LaunchEnvironment, TorchrunsWorkerEnvironment) {
   const LaunchEnvironment e = read(kTorchrun);
-  EXPECT_EQ(e.launcher, "torchrun");
-  EXPECT_EQ(e.rank, 3);
-  EXPECT_EQ(e.world_size, 4);
-  EXPECT_EQ(e.local_rank, 1);
-  EXPECT_EQ(e.local_world_size, 2);
-  EXPECT_EQ(e.master_addr, "node0.cluster");
-  EXPECT_EQ(e.master_port, 29500);
+  expect_worker_place(e, {"torchrun", 3, 4, 1, 2, "node0.cluster", 29500});
   EXPECT_TRUE(e.store_hosted_by_agent);
   EXPECT_EQ(e.restart_count, 2);
 }
@@ -70,14 +82,8 @@ const Environment kSlurm = {{"SLURM_PROCID", "3"},  {"SLURM_NTASKS", "6"},     {
                             {"SLURM_NNODES", "3"}};
 
 TEST(LaunchEnvironment, SlurmTasksFindTheFirstNodeOfTheJob) {
-  const LaunchEnvironment e = read(kSlurm);
-  EXPECT_EQ(e.launcher, "slurm");
-  EXPECT_EQ(e.rank, 3);
-  EXPECT_EQ(e.world_size, 6);
-  EXPECT_EQ(e.local_rank, 1);
-  EXPECT_EQ(e.local_world_size, 2);
-  EXPECT_EQ(e.master_addr, "node07");
-  EXPECT_EQ(e.master_port, 20000 + 123456 % 20000);  // per job, so jobs sharing a node differ
+  // The port is per job, so that jobs sharing a node differ.
+  expect_worker_place(read(kSlurm), {"slurm", 3, 6, 1, 2, "node07", 20000 + 123456 % 20000});
   Environment uneven = kSlurm;
   uneven["SLURM_TASKS_PER_NODE"] = "3,2(x2)";  // node 1 has 2 tasks
   uneven["MASTER_ADDR"] = "login";
@@ -92,14 +98,7 @@ TEST(LaunchEnvironment, OpenMpiAndMpichRanksNeedAMasterAddress) {
   const Environment ompi = {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
                             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
                             {"MASTER_ADDR", "host-a"}};
-  const LaunchEnvironment e = read(ompi);
-  EXPECT_EQ(e.launcher, "mpi");
-  EXPECT_EQ(e.rank, 2);
-  EXPECT_EQ(e.world_size, 4);
-  EXPECT_EQ(e.local_rank, 0);
-  EXPECT_EQ(e.local_world_size, 2);
-  EXPECT_EQ(e.master_addr, "host-a");
-  EXPECT_EQ(e.master_port, 29500);
+  expect_worker_place(read(ompi), {"mpi", 2, 4, 0, 2, "host-a", 29500});
   Environment no_master = ompi;
   no_master.erase("MASTER_ADDR");
   EXPECT_NE(error_of(no_master).find("MASTER_ADDR is not set (MPI has no master address: pass the host of rank 0 "

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "dualpipe/train/checkpoint.h"
 #include "dualpipe/util/directory_lock.h"
@@ -17,6 +18,18 @@ namespace dualpipe::train {
 namespace {
 
 namespace fs = std::filesystem;
+
+// What `call` was refused with: the message of the InvalidArgument it threw, or "accepted" (what no message says)
+// when it returned.
+template <typename Call>
+std::string refusal_message(Call call) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
 
 class Checkpoints : public ::testing::Test {
  protected:
@@ -51,12 +64,7 @@ class Checkpoints : public ::testing::Test {
     std::ofstream(path, std::ios::trunc) << text;
   }
   std::string refusal(int step) {
-    try {
-      read_manifest(step_directory(dir_, step));
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "accepted";
+    return refusal_message([&] { read_manifest(step_directory(dir_, step)); });
   }
   std::string dir_;
   CheckpointIdentity identity{256, 16, 32, 2, 8, "8", 4, 0, 1, 7, 4, 2, 1000, 0x1234};  // one stage
@@ -87,24 +95,15 @@ TEST_F(Checkpoints, AFlippedByteATruncationAndAnotherShapeAreRefused) {
   EXPECT_THROW(verify_shards(d, m), InvalidArgument);
   CheckpointIdentity other = identity;
   other.world_size = 2;
-  try {
-    check_identity(d, m.identity, other);
-    FAIL() << "accepted another world size";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("world size (--ranks) 4, this run has 2"), std::string::npos) << e.what();
-  }
+  const std::string world = refusal_message([&] { check_identity(d, m.identity, other); });
+  EXPECT_NE(world.find("world size (--ranks) 4, this run has 2"), std::string::npos) << world;
 }
 
 TEST_F(Checkpoints, AnotherSeedBatchOrCorpusIsRefusedByName) {
   write(4, "x");
   const CheckpointManifest m = read_manifest(step_directory(dir_, 4));
-  auto refusal_of = [&](CheckpointIdentity other) -> std::string {
-    try {
-      check_identity("ckpt", m.identity, other);
-    } catch (const InvalidArgument& e) {
-      return e.what();
-    }
-    return "accepted";
+  auto refusal_of = [&](const CheckpointIdentity& other) {
+    return refusal_message([&] { check_identity("ckpt", m.identity, other); });
   };
   CheckpointIdentity seed = identity, batch = identity, microbatches = identity, data = identity;
   seed.seed = 8;
@@ -144,14 +143,9 @@ TEST_F(Checkpoints, AShardOutsideTheStageCutOrMissingIsRefused) {
   write(2, "x");
   const std::string d = step_directory(dir_, 2);
   edit_manifest(2, "\"stage\": 0", "\"stage\": 7");
-  try {
-    verify_shards(d, read_manifest(d));
-    FAIL() << "accepted stage 7 of a 1-stage cut";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("shard stage-0.pt is for stage 7, outside its stage cut 8 (1 stages)"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string outside = refusal_message([&] { verify_shards(d, read_manifest(d)); });
+  EXPECT_NE(outside.find("shard stage-0.pt is for stage 7, outside its stage cut 8 (1 stages)"), std::string::npos)
+      << outside;
   CheckpointManifest two_stages = read_manifest(d);
   two_stages.identity.stage_cut = "4,4";
   two_stages.shards[0].stage = 0;
@@ -183,15 +177,11 @@ TEST_F(Checkpoints, ALayoutFreeCheckpointListsItsTensorsAndNeedsOnlyTheModelData
   EXPECT_NO_THROW(check_identity(d, m.identity, other_layout));
   CheckpointIdentity more_sequences = other_layout;
   more_sequences.microbatches = 4;
-  try {
-    check_identity(d, m.identity, more_sequences);
-    FAIL() << "accepted 16 sequences per step";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("written with 8 sequences per step (--dp 1 x --microbatches 4 x --batch 2), "
-                                         "this run has 16 sequences per step (--dp 2 x --microbatches 4 x --batch 2)"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string sequences = refusal_message([&] { check_identity(d, m.identity, more_sequences); });
+  EXPECT_NE(sequences.find("written with 8 sequences per step (--dp 1 x --microbatches 4 x --batch 2), "
+                           "this run has 16 sequences per step (--dp 2 x --microbatches 4 x --batch 2)"),
+            std::string::npos)
+      << sequences;
   CheckpointIdentity wider = other_layout;
   wider.hidden = 64;
   EXPECT_THROW(check_identity(d, m.identity, wider), InvalidArgument);
@@ -210,12 +200,8 @@ TEST_F(Checkpoints, AShardLargerThanItsManifestSaysIsRefusedBeforeItIsRead) {
   write(2, "payload");
   const std::string d = step_directory(dir_, 2);
   fs::resize_file(d + "/stage-0.pt", uint64_t{8} << 30);
-  try {
-    verify_shards(d, read_manifest(d));
-    FAIL() << "accepted an 8 GiB shard";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("has 8589934592 bytes, its manifest says 7"), std::string::npos) << e.what();
-  }
+  const std::string sparse = refusal_message([&] { verify_shards(d, read_manifest(d)); });
+  EXPECT_NE(sparse.find("has 8589934592 bytes, its manifest says 7"), std::string::npos) << sparse;
 }
 
 // Issue 27: a step folder whose number does not fit is not a checkpoint (it made std::stoi throw).

@@ -87,12 +87,18 @@ TEST(LrSchedule, WarmsUpLinearlyThenFollowsTheCosineToMinLr) {
   EXPECT_DOUBLE_EQ(s.at(20), 0.1);  // past the planned steps (a resumed run with more --steps)
 }
 
-TEST(Gpt, TheModelIsTheSameWhicheverCutBuildsIt) {
+// A GPT of `layers` blocks small enough to compare whole outputs: width 16, 2 heads, sequences of 8 tokens.
+models::GptConfig tiny_gpt(int layers) {
   models::GptConfig c;
   c.hidden = 16;
   c.heads = 2;
-  c.layers = 4;
+  c.layers = layers;
   c.seq_len = 8;
+  return c;
+}
+
+TEST(Gpt, TheModelIsTheSameWhicheverCutBuildsIt) {
+  models::GptConfig c = tiny_gpt(4);
   c.seed = 3;
   const torch::Tensor ids = torch::randint(256, {2, 8}, torch::kLong);
   auto run = [&](const models::StageCut& cut) {
@@ -112,11 +118,7 @@ TEST(Gpt, TheModelIsTheSameWhicheverCutBuildsIt) {
 }
 
 TEST(Gpt, PositionIAttendsOnlyToPositionsUpToI) {
-  models::GptConfig c;
-  c.hidden = 16;
-  c.heads = 2;
-  c.layers = 2;
-  c.seq_len = 8;
+  const models::GptConfig c = tiny_gpt(2);
   models::GptStage model(c, models::StageCut{{2}}, 0);
   torch::Tensor ids = torch::randint(256, {1, 8}, torch::kLong);
   const torch::Tensor before = model->forward({ids})[0];

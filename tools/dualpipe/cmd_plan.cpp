@@ -20,6 +20,7 @@
 #include "dualpipe/sim/kineto_plan.h"
 #include "dualpipe/sim/kineto_report.h"
 #include "dualpipe/sim/layer_partition.h"
+#include "dualpipe/sim/plan_request.h"
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/trace_costs.h"
@@ -157,10 +158,10 @@ void adopt_run_shape(PlanCommand& c, int ranks, int microbatches, const std::str
 
 void run(PlanCommand& c) {
   // Refused before the work, leaving nothing behind.
-  std::vector<NamedPath> inputs = {{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}};
-  for (const std::string& path : c.from_kineto) inputs.push_back({"--from-kineto", path});
-  check_output(c.output, inputs);
-  PlanRequest request;
+  std::vector<NamedPath> files = {{"--from-trace", c.from_trace}, {"--layer-costs", c.layer_costs}};
+  for (const std::string& path : c.from_kineto) files.push_back({"--from-kineto", path});
+  check_output(c.output, files);
+  PlanInputs inputs;
   DUALPIPE_REQUIRE(c.from_trace.empty() || c.from_kineto.empty(), "--from-trace and --from-kineto are two sources of "
                    "the same costs: give one");
   DUALPIPE_REQUIRE(c.cost.empty() || (c.from_trace.empty() && c.from_kineto.empty()), "--",
@@ -169,27 +170,26 @@ void run(PlanCommand& c) {
   if (!c.from_trace.empty()) {
     const SliceCosts fitted = slice_costs_from_trace(read_trace(c.from_trace), c.from_trace);
     for (const std::string& w : fitted.warnings) std::cerr << "warning: fitting '" << c.from_trace << "': " << w << "\n";
-    request.costs = fitted.costs;
+    inputs.costs = fitted.costs;
     adopt_run_shape(c, fitted.ranks, fitted.microbatches, "--from-trace '" + c.from_trace + "'");
   } else if (!c.from_kineto.empty()) {
     c.kineto_names.check();
     c.kineto = read_kineto_run(read_kineto_ranks(c.from_kineto, c.kineto_read), c.kineto_names, c.ranks);
-    request.costs = c.kineto->costs.costs;
+    inputs.costs = c.kineto->costs.costs;
     if (const std::optional<Schedule>& ran = c.kineto->schedule)
       adopt_run_shape(c, ran->num_ranks, ran->num_microbatches, "--from-kineto (the schedule the traces ran)");
   } else {
-    request.costs = CostModel::parse(c.cost);
+    inputs.costs = CostModel::parse(c.cost);
   }
-  request.num_ranks = c.ranks;
-  request.num_microbatches = c.microbatches;
-  if (!c.max_memory.empty()) request.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
-  request.costs.check();  // before the options that read the costs, so a bad cost is the error named
-  request.objective = c.objective == "span" ? PlanObjective::Span : PlanObjective::Makespan;
-  if (!c.layer_costs.empty()) set_layer_costs(request, read_layer_costs(c.layer_costs));
-
-  if (!c.memory_limit.empty()) request.memory_limit = activation_limit(c.memory_limit, request.costs, "--memory-limit");
-  request.automatic = !c.families_only;
-  request.placements = c.placements;
+  inputs.ranks = c.ranks;
+  inputs.microbatches = c.microbatches;
+  if (!c.max_memory.empty()) inputs.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
+  inputs.objective = c.objective;
+  if (!c.layer_costs.empty()) inputs.layers = read_layer_costs(c.layer_costs);
+  if (!c.memory_limit.empty()) inputs.memory_limit = c.memory_limit;
+  inputs.families_only = c.families_only;
+  inputs.placements = c.placements;
+  const PlanRequest request = plan_request(inputs, {"--objective", "--memory-limit"});
   const Plan plan = plan_schedule(request);
   validate(plan.best.schedule);
   write_output(c.output, c.format == "table" ? plan_table(c, plan, request) : render(c, plan, request));
