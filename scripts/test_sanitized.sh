@@ -46,13 +46,13 @@ if (( thread )); then
   ctest --test-dir "$dir" --output-on-failure -j "${JOBS:-2}" --timeout 300 -L '^sanitize$' -L '^runtime$'
   exit 0
 fi
-# Only the programs of the tests labelled sanitize (tests/labels.cmake): the core's (schedule, sim, trace, layout,
-# util and the parsers, in test_schedule, test_sim, test_layout, test_viz, test_data, test_parallel) and the runtime's
+# Only the programs of the tests labelled sanitize (tests/labels.cmake): the core's (util, schedule, trace, sim, run,
+# layout and the parsers, in test_util ... test_parallel; the launcher's node layout, test_launch) and the runtime's
 # and communicators' with ranks as threads (test_runtime). The end-to-end CLI runs and the training library's tests
 # (test_cli, test_train) run once, in the normal suite: they start processes, and what they add over the kept tests
 # is LibTorch's training code rather than ours that runs threads or parses input. The readers are fuzzed under the
 # same sanitizers (scripts/fuzz.sh).
-targets=(test_schedule test_sim test_layout test_viz test_data test_parallel)
+targets=(test_util test_schedule test_trace test_sim test_run test_layout test_viz test_data test_launch test_parallel)
 if grep -q '^DUALPIPE_WITH_TORCH:BOOL=ON' "$dir/CMakeCache.txt"; then targets+=(test_runtime); fi
 cmake --build "$dir" -j "${JOBS:-2}" --target "${targets[@]}"
 ctest --test-dir "$dir" --output-on-failure -j "${JOBS:-2}" --timeout 300 -L '^sanitize$'

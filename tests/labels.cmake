@@ -11,7 +11,7 @@
 # Patterns are CMake regular expressions matched against the whole test name (Suite.Name/param).
 
 # Programs whose every test is quick and sanitized: the core (no LibTorch) and the mesh's layout.
-set(dualpipe_quick_layers schedule sim layout viz data parallel)
+set(dualpipe_quick_layers util schedule trace sim run layout viz data launch parallel)
 # test_runtime: ranks as threads, except these, which start processes (workers, the example program, `dualpipe`).
 set(dualpipe_runtime_processes "^(GlooProcesses|Failures|MinimalExample)\\.")
 # ... and of those, the quick suite keeps the Gloo processes (the communicator over real sockets).

@@ -28,7 +28,9 @@ std::string options_for(const ModelSpec& model, const LayoutResult& row, run::Tr
   c.zero = l.dp > 1 ? l.zero : 0;  // over one replica ZeRO shards nothing
   c.sp = l.tp > 1;  // the planner's memory model assumes sequence parallelism with tensor parallelism
   c.recompute = l.recompute == Recompute::Full;
-  c.schedule = l.schedule, c.stages_per_rank = l.schedule == "interleaved-1f1b" ? l.vpp : 0;
+  // A one-rank pipeline runs each micro-batch's forward then its backward: the order 1F1B names for one rank.
+  c.schedule = l.pp == 1 ? "1f1b" : l.schedule;
+  c.stages_per_rank = l.schedule == "interleaved-1f1b" ? l.vpp : 0;
   c.microbatches = l.microbatches, c.batch = l.micro_batch_size;
   c.layers = model.layers, c.hidden = model.hidden, c.heads = model.heads, c.seq_len = model.seq_len;
   c.experts = model.experts;
@@ -66,6 +68,7 @@ TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, c
     c.schedule_file = "plan.txt";
     shown = {&C::schedule_file, &C::batch, &C::layers, &C::hidden, &C::heads, &C::seq_len};
   }
+  if (c.experts > 0) shown.push_back(&C::top_k);
   std::string command = planned ? row.plan_command + " && dualpipe train" : "dualpipe train";
   for (const std::string& argument : run::command_arguments(c, /*every_option=*/false, shown))
     command += " " + argument;

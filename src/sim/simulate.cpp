@@ -16,6 +16,13 @@ double Metrics::peak_activations() const {
   return peak;
 }
 
+StepFigures Metrics::figures() const {
+  StepFigures f;
+  f.makespan = makespan, f.bubble = bubble, f.bubble_rate = bubble_rate, f.step_bubble_rate = step_bubble_rate;
+  f.per_rank.assign(per_rank.begin(), per_rank.end());  // each rank's RankFigures part
+  return f;
+}
+
 std::vector<int> peak_activations(const Schedule& schedule) {
   std::vector<int> peaks;
   for (const double peak : activation_peaks(schedule, CostModel{})) peaks.push_back(static_cast<int>(peak));
@@ -61,10 +68,8 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
   m.per_rank.resize(R);
   for (int r = 0; r < R; ++r) {
     RankMetrics& rm = m.per_rank[r];
+    static_cast<RankFigures&>(rm) = figures.per_rank[r];
     rm.rank = r;
-    rm.busy = figures.per_rank[r].busy;
-    rm.idle = figures.per_rank[r].idle;
-    rm.span = figures.per_rank[r].span;
     rm.peak_activations = peaks[r];
     rm.peak_activation_fraction = peaks[r] / schedule.num_stages;
     rm.peak_activation_bytes = peaks[r] * costs.activation_bytes;

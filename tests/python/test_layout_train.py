@@ -25,7 +25,7 @@ def test_only_layouts_the_trainer_runs_get_a_command(dualpipe):
         # forward-backward overlap, splits no sequence over both tp (with --sp) and cp, and shards experts over
         # data-parallel replicas only (the planner's ep may span cp ranks too: those commands would be refused);
         # its 4 heads, 128 tokens and 256 bytes divide by every tp and 2 x cp of this machine; every ZeRO stage runs.
-        runnable = (r["recompute"] != "selective" and r["pp"] >= 2 and (r["tp"] == 1 or r["cp"] == 1)
+        runnable = (r["recompute"] != "selective" and (r["tp"] == 1 or r["cp"] == 1)
                     and not (r["tp"] > 1 and r["ep"] > 1 and r["recompute"] == "full") and r["dp"] % r["ep"] == 0)
         assert (r["train_command"] is not None) == runnable, r
 

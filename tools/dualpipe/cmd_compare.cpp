@@ -36,24 +36,8 @@ struct CompareCommand {
   std::string output;
 };
 
-// The spec's figures of one side (measured or planned), in microseconds.
-struct Figures {
-  double makespan = 0, bubble = 0, bubble_rate = 0;
-  std::vector<RankFigures> per_rank;
-};
-
-Figures figures_of(const Timeline& t) {
-  const StepFigures step = step_figures(compute_intervals(t));
-  return {step.makespan, step.bubble, step.bubble_rate, step.per_rank};
-}
-
-Figures figures_of(const Metrics& m) {
-  Figures f{m.makespan, m.bubble, m.bubble_rate, {}};
-  for (const RankMetrics& r : m.per_rank) f.per_rank.push_back({r.busy, r.idle, r.span});
-  return f;
-}
-
-nlohmann::ordered_json to_json(const Figures& f) {
+// The spec's figures of one side (measured or planned, in microseconds): StepFigures.
+nlohmann::ordered_json to_json(const StepFigures& f) {
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (size_t r = 0; r < f.per_rank.size(); ++r)
     ranks.push_back({{"rank", r}, {"busy", f.per_rank[r].busy}, {"idle", f.per_rank[r].idle},
@@ -108,8 +92,8 @@ void run(const CompareCommand& c) {
   const PlanCosts costs = plan_costs(c, trace, step);
   costs.costs.check();
   const Timeline measured_timeline = timeline_from_trace(trace, step);
-  const Figures measured = figures_of(measured_timeline);
-  const Figures planned = figures_of(simulate(plan, costs.costs).metrics);
+  const StepFigures measured = step_figures(compute_intervals(measured_timeline));
+  const StepFigures planned = simulate(plan, costs.costs).metrics.figures();
   DUALPIPE_REQUIRE(measured.per_rank.size() == planned.per_rank.size(), "trace '", c.trace, "' has events of ",
                    measured.per_rank.size(), " ranks but its schedule has ", planned.per_rank.size());
 

@@ -6,14 +6,13 @@
 #include "dualpipe/schedule/dependency_walk.h"
 #include "dualpipe/schedule/schedule.h"
 #include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/step_figures.h"
 
 namespace dualpipe {
 
-struct RankMetrics {
+// A rank's step figures (busy, idle, span: step_figures.h) and what the plan holds there.
+struct RankMetrics : RankFigures {
   int rank = 0;
-  double busy = 0;  // sum of compute durations
-  double idle = 0;  // makespan - busy
-  double span = 0;  // last end - first start on this rank
   // Peak live activations in stage activations (activation_memory.h): whole numbers under the default memory
   // model (w_mem = 1, no recompute), fractions otherwise.
   double peak_activations = 0;
@@ -36,6 +35,8 @@ struct Metrics {
   std::vector<RankMetrics> per_rank;
 
   double peak_activations() const;  // worst rank
+  // The step's figures alone, as step_figures() gives those of a measured step: the same type on both sides.
+  StepFigures figures() const;
 };
 
 struct Simulation {

@@ -75,8 +75,8 @@ void write_trace_file(const std::string& path, const Trace& trace);
 // rank and action that differ, so figures are never computed from a partial or padded step.
 void check_trace_step(const Trace& trace, const Schedule& schedule, int step, const std::string& source);
 
-// A trace of `schedule` without events: its kind, sizes and compute-only text form (the communication actions
-// of a lowered schedule are left out).
+// A trace of `schedule` without events: its kind, sizes and text form without messages (the communication actions
+// of a lowered schedule are left out; data-parallel ones stay, as they are part of the plan).
 Trace trace_header(const Schedule& schedule);
 
 }  // namespace dualpipe

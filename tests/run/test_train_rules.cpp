@@ -1,0 +1,74 @@
+// run/: a training run's options and their rules, on their own. The rules are the trainer's own (the CLI tests run
+// them through `dualpipe train`); here each is met once by a config a planner could make, and the table turns a
+// config into arguments that name exactly what differs from the defaults.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dualpipe/run/train_options.h"
+#include "dualpipe/run/train_rules.h"
+#include "test_helpers.h"
+
+namespace dualpipe::run {
+namespace {
+
+std::string refusal(const TrainConfig& c) { return test::error_text([&] { check_options(c); }); }
+
+TEST(TrainRules, EachParallelismsRuleIsNamedWithItsOptions) {
+  TrainConfig c;
+  EXPECT_EQ(refusal(c), "(no error)");
+  c.zero = 3;
+  EXPECT_EQ(refusal(c), "--zero 3 needs --dp above 1, got --dp 1: it shards over the data-parallel replicas");
+  c.dp = 2;
+  EXPECT_EQ(refusal(c), "(no error)");
+  c.ep = 4;
+  EXPECT_EQ(refusal(c), "--ep 4 must divide --dp 2: expert parallelism runs across the data-parallel replicas of a "
+                        "stage");
+  c.ep = 1, c.tp = 3;
+  EXPECT_TRUE(test::contains(refusal(c), "--tp 3 must divide --heads 4")) << refusal(c);
+  c.tp = 2, c.sp = true, c.cp = 2;
+  EXPECT_EQ(refusal(c), "--cp with --sp is not supported yet: use --cp with --tp alone");
+}
+
+TEST(TrainRules, TheScheduleTheOptionsNameKeepsItsGeneratorsRules) {
+  TrainConfig c;
+  c.ranks = 4, c.microbatches = 6;  // DualPipe needs M >= 2R
+  EXPECT_TRUE(test::contains(test::error_text([&] { schedule_of(c); }), "M=6")) << test::error_text([&] {
+    schedule_of(c);
+  });
+  c.microbatches = 8;
+  const Schedule s = schedule_of(c);
+  EXPECT_EQ(s.num_stages, 4);                // the model cut in R stages,
+  EXPECT_EQ(s.placement.stages_held(0), 2);  // each held twice: rank r holds stages r and R-1-r
+}
+
+TEST(TrainRules, TheTrainersModelIsAByteLevelGeluTransformer) {
+  ModelFeatures m;
+  m.hidden = 128, m.ffn_hidden = 512, m.heads = 4;
+  EXPECT_EQ(unsupported_model(m), "");
+  m.kv_heads = 1;
+  EXPECT_EQ(unsupported_model(m), "the trainer has no grouped-query attention");
+  m.kv_heads = 0, m.vocab = 32000;
+  EXPECT_EQ(unsupported_model(m), "the trainer's model reads bytes (vocab 256), this one has vocab 32000");
+}
+
+TEST(TrainOptions, ArgumentsNameWhatDiffersFromTheDefaultsInTheTablesOrder) {
+  TrainConfig c;
+  EXPECT_EQ(command_arguments(c, false), std::vector<std::string>{});
+  c.dp = 2, c.zero = 1, c.fb_overlap = false, c.layers = 12;
+  EXPECT_EQ(command_arguments(c, false),
+            (std::vector<std::string>{"--dp", "2", "--zero", "1", "--no-fb-overlap", "--layers", "12"}));
+  // A field asked for is shown even at its default.
+  EXPECT_EQ(command_arguments(TrainConfig{}, false, {&TrainConfig::ranks}),
+            (std::vector<std::string>{"--ranks", "4"}));
+  // Every option, for the ranks: each switch either way, each value exactly.
+  const std::vector<std::string> every = command_arguments(c, true);
+  EXPECT_NE(std::find(every.begin(), every.end(), "--dp-overlap"), every.end());
+  const auto lr = std::find(every.begin(), every.end(), "--lr");
+  ASSERT_NE(lr, every.end());
+  EXPECT_EQ(*(lr + 1), "0.0060000000000000001");  // 6e-3 to 17 significant digits: read back as the same double
+}
+
+}  // namespace
+}  // namespace dualpipe::run
