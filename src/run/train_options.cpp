@@ -110,12 +110,9 @@ const std::vector<TrainOption>& train_options() {
        "Reduce each stage's gradients over the replicas while the step goes on, from its last W (default); "
        "--no-dp-overlap reduces them after the step",
        "Pipeline", &C::dp_overlap, false},
-      {"--zero1",
-       "ZeRO-1: shard the optimizer state over the data-parallel replicas (needs --dp above 1); each replica updates "
-       "its share of the parameters and sends it to the others. Same results, less memory",
-       "Pipeline", &C::zero1, false},
       {"--zero",
-       "ZeRO stage: 0 none; 1 the optimizer state sharded over the data-parallel replicas (as --zero1); 2 the "
+       "ZeRO stage: 0 none; 1 the optimizer state sharded over the data-parallel replicas (--zero1 is the old "
+       "spelling); 2 the "
        "gradients too, each reduced to the one replica that updates it (reduce instead of all-reduce, after the "
        "step); 3 the parameters too, each kept whole by that replica alone and gathered by the others for the stage's "
        "actions of a step (prefetched one action ahead), dropped after its last. Needs --dp above 1",

@@ -69,11 +69,8 @@ void check_options(const TrainConfig& c) {
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);
   DUALPIPE_REQUIRE(c.zero >= 0 && c.zero <= 3, "--zero must be 0, 1, 2 or 3, got ", c.zero);
-  DUALPIPE_REQUIRE(!c.zero1 || c.zero <= 1, "--zero1 and --zero ", c.zero,
-                   " ask for two ZeRO stages: --zero1 is --zero 1, give one of them");
-  DUALPIPE_REQUIRE(c.zero_stage() == 0 || c.dp > 1,
-                   c.zero1 ? std::string("--zero1") : "--zero " + std::to_string(c.zero), " needs --dp above 1, got --dp ",
-                   c.dp, ": it shards over the data-parallel replicas");
+  DUALPIPE_REQUIRE(c.zero == 0 || c.dp > 1, "--zero ", c.zero, " needs --dp above 1, got --dp ", c.dp,
+                   ": it shards over the data-parallel replicas");
   DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),
                    "--save-every, --keep and --resume need --checkpoint-dir DIR");
   DUALPIPE_REQUIRE(c.ep >= 1 && c.dp % c.ep == 0, "--ep ", c.ep, " must divide --dp ", c.dp,

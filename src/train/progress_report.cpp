@@ -253,7 +253,7 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     std::cout << "\n";
 
     const StepReport& last = steps_.back();
-    const int zero = config_.zero_stage();
+    const int zero = config_.zero;
     print_state_bytes("parameter MiB per rank after the step:", last, &parallel::StateBytes::parameters, zero >= 3,
                       "ZeRO-3: each sharded tensor on its owner alone");
     print_state_bytes("gradient MiB per rank after the reduction:", last, &parallel::StateBytes::gradients, zero >= 2,

@@ -82,7 +82,7 @@ int holders(const Schedule& schedule, int stage) {
 // One step's data-parallel bytes for this rank's `stages` (stage_traffic.h).
 double predicted_data_parallel_bytes(const TrainConfig& c, const Schedule& schedule,
                                      const std::map<int, StageState>& stages, bool copies_joined) {
-  const int zero = c.zero_stage();
+  const int zero = c.zero;
   double bytes = 0;
   for (const auto& [stage, state] : stages) {
     double dense = 0, experts = 0;  // Ψ of the data-parallel group, and of the expert-data-parallel group

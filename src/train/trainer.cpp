@@ -115,10 +115,10 @@ class Trainer {
       options.boundaries.push_back({{{b, tokens_between_stages, c.hidden}, torch::kFloat, device_}});
     options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
     // Training runs its data-parallel collectives as actions of its schedule, doing what train_step's args say.
-    executor_ = std::make_unique<runtime::Executor>(add_data_parallel_actions(s, c.dp, c.zero_stage(), c.dp_overlap),
+    executor_ = std::make_unique<runtime::Executor>(add_data_parallel_actions(s, c.dp, c.zero, c.dp_overlap),
                                                     stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
-    replicas_ = parallel::ReplicatedStep(dp_, view_, c.zero_stage(), c.dp_overlap);
+    replicas_ = parallel::ReplicatedStep(dp_, view_, c.zero, c.dp_overlap);
     traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0)

@@ -60,7 +60,7 @@ TEST_F(Train, ZeroOneCheckpointsHoldTheWholeStateAndResumeBitForBitShardedOrNot)
 TEST_F(Train, ZeroOneWithoutDataParallelReplicasIsRefused) {
   const CommandResult run = dualpipe_cmd(kZeroOneJob + "--zero1");
   EXPECT_EQ(run.status, 2) << run.out;
-  EXPECT_TRUE(contains(run.out, "--zero1 needs --dp above 1, got --dp 1")) << run.out;
+  EXPECT_TRUE(contains(run.out, "--zero 1 needs --dp above 1, got --dp 1")) << run.out;  // --zero1 is --zero 1
   EXPECT_FALSE(contains(run.out, "dualpipe launch:")) << "started ranks\n" << run.out;
 }
 

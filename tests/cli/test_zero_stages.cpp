@@ -155,9 +155,9 @@ TEST_F(Train, ZeroStagesBreakingTheRulesAreRefused) {
       {"--zero 3", "--zero 3 needs --dp above 1, got --dp 1"},
       {"--dp 2 --zero 4", "--zero must be 0, 1, 2 or 3, got 4"},
       {"--zero 2", "--zero 2 needs --dp above 1, got --dp 1"},
-      // Once accepted silently, running ZeRO-2.
-      {"--dp 2 --zero1 --zero 2", "--zero1 and --zero 2 ask for two ZeRO stages: --zero1 is --zero 1"},
-      {"--dp 2 --zero 3 --zero1", "--zero1 and --zero 3 ask for two ZeRO stages"},
+      // Once accepted silently, running ZeRO-2. --zero1 is --zero 1's old spelling: two answers to one question.
+      {"--dp 2 --zero1 --zero 2", "--zero excludes --zero1"},
+      {"--dp 2 --zero 3 --zero1", "--zero excludes --zero1"},
   });
 }
 

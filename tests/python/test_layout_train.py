@@ -45,9 +45,8 @@ def test_a_printed_command_trains_its_layout(dualpipe, tmp_path):
     config = next(r for r in records if r["type"] == "config")
     assert (config["ranks"], config["dp"], config["ep"], config["kind"]) == (row["pp"], row["dp"], row["ep"],
                                                                              row["schedule"])
-    zero_stage = max(config["zero"], 1 if config["zero1"] else 0)  # --zero1 is --zero 1
-    assert (config["microbatches"], config["batch"], zero_stage) == (row["microbatches"], row["micro_batch_size"],
-                                                                     row["zero"])
+    assert (config["microbatches"], config["batch"], config["zero"]) == (row["microbatches"], row["micro_batch_size"],
+                                                                         row["zero"])
     model = json.load(open(os.path.join(EXAMPLES, "small-moe.json")))
     assert (config["layers"], config["hidden"], config["heads"], config["seq_len"], config["experts"],
             config["top_k"]) == (model["layers"], model["hidden"], model["heads"], model["seq_len"],

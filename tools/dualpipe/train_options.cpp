@@ -30,6 +30,9 @@ void add_train_options(CLI::App& sub, run::TrainConfig& config) {
         option.field);
     added->group(std::string(option.group));
   }
+  // --zero1, the old spelling of --zero 1: the same field, so giving both is refused as two answers to one question.
+  CLI::Option* zero = sub.get_option("--zero");
+  sub.add_flag("--zero1{1}", config.zero, "The old spelling of --zero 1")->group(zero->get_group())->excludes(zero);
 }
 
 void add_train_launch_options(CLI::App& sub, TrainLaunch& launch) {

@@ -16,10 +16,9 @@ struct TrainConfig {
   int ranks = 4;          // pipeline ranks P (processes per pipeline replica)
   int dp = 1;             // data-parallel replicas D of the pipeline: P x D processes in all
   bool dp_overlap = true;  // reduce a stage's gradients while the step goes on, once its last W is done
-  bool zero1 = false;      // ZeRO-1: shard the AdamW state over the data-parallel replicas (needs dp > 1)
-  // The ZeRO stage (--zero; --zero1 is --zero 1): 0 none, 1 the AdamW state sharded over the data-parallel
+  // The ZeRO stage (--zero; --zero1 is its old spelling of 1): 0 none, 1 the AdamW state sharded over the data-parallel
   // replicas, 2 the gradients too (each reduced to the replica that owns it), 3 the parameters too (gathered for a
-  // stage's actions of a step). Read it through zero_stage().
+  // stage's actions of a step).
   int zero = 0;
   int ep = 1;             // expert-parallel group size E among the replicas (divides dp)
   // Tensor-parallel ranks T of every stage (Megatron's: attention by heads, the MLP by columns then rows, the
@@ -99,9 +98,6 @@ struct TrainConfig {
   // a2a=20"), taken by sleeping instead of computing, and the link rate ("100mbit") that sizes a2a's exchanges.
   std::string emulate_device;
   std::string emulate_link_rate;
-
-  // The ZeRO stage in force: --zero, or 1 for --zero1.
-  int zero_stage() const { return zero1 && zero < 1 ? 1 : zero; }
 
   // The processes of the job: P x D x C x T.
   int world_size() const { return ranks * dp * cp * tp; }
