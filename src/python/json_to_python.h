@@ -15,7 +15,7 @@ pybind11::object to_python(const nlohmann::ordered_json& value);
 // (--cost, layer-cost tables), which hold the rules and messages that keyword and list arguments get too.
 std::string exact_text(double value);
 
-// to_dict(), attribute access to each field of the json form, and dir() listing them. to_json(self, with_actions)
+// to_dict(), attribute access to each field of the json form, == on them all, and dir() listing them. to_json(self, with_actions)
 // builds the json; attribute access other than `actions` leaves the actions out, which are most of a large
 // schedule's json (R=64, M=1024: 60 ms with them).
 template <typename T, typename ToJson>
@@ -29,6 +29,8 @@ void add_json_fields(pybind11::class_<T>& cls, ToJson to_json, const char* what)
       throw pybind11::attribute_error(std::string(what) + " has no field '" + name + "' (see to_dict())");
     return to_python(*field);
   });
+  // Equal when every field is: two results of the same inputs, or a result and one read back from its files.
+  cls.def("__eq__", [to_json](const T& self, const T& other) { return to_json(self, true) == to_json(other, true); });
   cls.def("__dir__", [to_json](const T& self) {
     const nlohmann::ordered_json json = to_json(self, true);
     pybind11::list names;

@@ -167,7 +167,15 @@ PYBIND11_MODULE(_core, m) {
                                 "microbatches, placement, actions.");
   add_json_fields(
       schedule, [](const Schedule& s, bool actions) { return schedule_json(s, actions); }, "a schedule");
-  schedule.def("to_text", &format_text, "The text form, one line per rank (`dualpipe schedule`).")
+  schedule
+      .def_static("from_text",
+                  [](const std::string& text) {
+                    Schedule s = parse_text(text);
+                    validate(s);
+                    return s;
+                  },
+                  py::arg("text"), "Reads and validates the text form to_text() writes (`rank 0: 0F0 ...`).")
+      .def("to_text", &format_text, "The text form, one line per rank (`dualpipe schedule`).")
       .def("to_csv", &format_pytorch_csv,
            "PyTorch's compute-only CSV form (`dualpipe schedule --format csv`), which dualpipe reads back; "
            "to_pytorch_csv() also refuses what PyTorch's runtime cannot run.")

@@ -221,3 +221,15 @@ def test_the_type_stubs_name_every_function_method_and_field(package):
         fields = set(value.to_dict())
         assert methods | fields | {"__init__", "__len__"} >= members[name] - {"__init__", "__len__"}, name
         assert members[name] >= methods | fields, f"{name}: not in the stubs: {(methods | fields) - members[name]}"
+
+
+def test_a_schedule_reads_back_from_its_text_equal(package):
+    # Results compare by their fields: a schedule read back from its own text form is the same schedule, another
+    # kind is not, and two simulations of the same inputs are equal.
+    s = package.schedule("dualpipev", 4, 8)
+    assert package.Schedule.from_text(s.to_text()).to_text() == s.to_text()
+    assert package.Schedule.from_text(s.to_text()) == package.Schedule.from_text(s.to_text())
+    assert s != package.schedule("zbv", 4, 8)
+    assert package.simulate(s) == package.simulate(s)
+    with pytest.raises(ValueError, match="rank 0"):
+        package.Schedule.from_text("rank 0: 0F0\n")  # no backward: the validator names what is missing
