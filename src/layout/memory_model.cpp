@@ -1,5 +1,6 @@
 #include "dualpipe/layout/memory_model.h"
 
+#include "dualpipe/parallel/zero_shares.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::layout {
@@ -7,11 +8,8 @@ namespace dualpipe::layout {
 ModelStateBytes model_state_bytes(double params, int zero_stage, int shards) {
   DUALPIPE_REQUIRE(zero_stage >= 0 && zero_stage <= 3, "ZeRO stage must be 0, 1, 2 or 3, got ", zero_stage);
   DUALPIPE_REQUIRE(shards >= 1, "data-parallel ranks must be >= 1, got ", shards);
-  ModelStateBytes bytes{2 * params, 2 * params, 12 * params};
-  if (zero_stage >= 1) bytes.optimizer /= shards;
-  if (zero_stage >= 2) bytes.gradients /= shards;
-  if (zero_stage >= 3) bytes.parameters /= shards;
-  return bytes;
+  const parallel::ZeroShares kept = parallel::zero_shares(zero_stage, shards);
+  return {2 * params * kept.parameters, 2 * params * kept.gradients, 12 * params * kept.optimizer};
 }
 
 const char* recompute_name(Recompute recompute) {

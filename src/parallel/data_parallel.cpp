@@ -108,9 +108,9 @@ int DataParallel::check_replicas_identical(const Stages& stages) const {
       std::vector<torch::Tensor> theirs = {p.value().detach().clone()};
       group->broadcast(theirs)->wait();  // the first holder's
       if (!torch::equal(theirs[0], p.value()))
-        throw Error(dualpipe::detail::concat("data-parallel replica ", replica(), " differs from replica 0 in stage ", stage,
-                                   " parameter ", p.key(), " (max difference ",
-                                   (theirs[0] - p.value()).abs().max().item<double>(), ")"));
+        throw Error(dualpipe::detail::concat("data-parallel replica ", replica(), " differs from replica 0 in stage ",
+                                             stage, " parameter ", p.key(), " (max difference ",
+                                             (theirs[0] - p.value()).abs().max().item<double>(), ")"));
       ++compared;
     }
   }

@@ -10,9 +10,9 @@ constexpr int kMaxWorld = 65536;
 }
 
 std::string MeshShape::to_string() const {
-  return dualpipe::detail::concat("PP=", pp, " x DP=", dp, cp > 1 ? dualpipe::detail::concat(" x CP=", cp) : std::string(),
-                        tp > 1 ? dualpipe::detail::concat(" x TP=", tp) : std::string(),
-                        ep > 1 ? dualpipe::detail::concat(" (EP=", ep, ")") : std::string());
+  return detail::concat("PP=", pp, " x DP=", dp, cp > 1 ? detail::concat(" x CP=", cp) : std::string(),
+                        tp > 1 ? detail::concat(" x TP=", tp) : std::string(),
+                        ep > 1 ? detail::concat(" (EP=", ep, ")") : std::string());
 }
 
 ProcessMesh::ProcessMesh(MeshShape shape) : shape_(shape) {
@@ -23,8 +23,8 @@ ProcessMesh::ProcessMesh(MeshShape shape) : shape_(shape) {
   DUALPIPE_REQUIRE(shape.cp >= 1, "--cp must be at least 1, got ", shape.cp);
   const long long world = static_cast<long long>(shape.pp) * shape.dp * shape.cp * shape.tp;
   DUALPIPE_REQUIRE(world <= kMaxWorld, "--pp ", shape.pp, " x --dp ", shape.dp,
-                   shape.cp > 1 ? dualpipe::detail::concat(" x --cp ", shape.cp) : std::string(),
-                   shape.tp > 1 ? dualpipe::detail::concat(" x --tp ", shape.tp) : std::string(), " is ", world,
+                   shape.cp > 1 ? detail::concat(" x --cp ", shape.cp) : std::string(),
+                   shape.tp > 1 ? detail::concat(" x --tp ", shape.tp) : std::string(), " is ", world,
                    " ranks, above the limit of ", kMaxWorld);
   DUALPIPE_REQUIRE(shape.dp % shape.ep == 0, "--ep ", shape.ep, " must divide --dp ", shape.dp,
                    ": expert parallelism runs across the data-parallel replicas of one stage");

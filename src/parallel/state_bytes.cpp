@@ -2,6 +2,7 @@
 
 #include "dualpipe/parallel/optimizer_sharding.h"
 #include "dualpipe/parallel/stage_parameters.h"
+#include "dualpipe/parallel/zero_shares.h"
 
 namespace dualpipe::parallel {
 
@@ -10,10 +11,11 @@ StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& 
   StateBytes bytes;
   for (const auto& [s, state] : stages)
     for (const auto& p : state.parameters) {
-      const double whole = double(p.value().nbytes()), share = whole / sharding.sharing_ranks(s, p.key());
-      bytes.parameters += zero_stage >= 3 ? share : whole;
-      bytes.gradients += zero_stage >= 2 ? share : whole;
-      bytes.optimizer += 2 * (zero_stage >= 1 ? share : whole);
+      const double whole = double(p.value().nbytes());
+      const ZeroShares kept = zero_shares(zero_stage, sharding.sharing_ranks(s, p.key()));
+      bytes.parameters += whole * kept.parameters;
+      bytes.gradients += whole * kept.gradients;
+      bytes.optimizer += 2 * whole * kept.optimizer;  // AdamW's two moments
     }
   return bytes;
 }

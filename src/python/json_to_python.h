@@ -15,9 +15,9 @@ pybind11::object to_python(const nlohmann::ordered_json& value);
 // (--cost, layer-cost tables), which hold the rules and messages that keyword and list arguments get too.
 std::string exact_text(double value);
 
-// to_dict(), attribute access to each field of the json form, == on them all, and dir() listing them. to_json(self, with_actions)
-// builds the json; attribute access other than `actions` leaves the actions out, which are most of a large
-// schedule's json (R=64, M=1024: 60 ms with them).
+// to_dict(), attribute access to each field of the json form, == on them all, and dir() listing them.
+// to_json(self, with_actions) builds the json; attribute access other than `actions` leaves the actions out, which
+// are most of a large schedule's json (R=64, M=1024: 60 ms with them).
 template <typename T, typename ToJson>
 void add_json_fields(pybind11::class_<T>& cls, ToJson to_json, const char* what) {
   cls.def("to_dict", [to_json](const T& self) { return to_python(to_json(self, true)); },

@@ -6,8 +6,8 @@
 
 #include <map>
 #include <memory>
-#include <set>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "backward_split.h"

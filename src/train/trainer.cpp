@@ -69,7 +69,8 @@ class Trainer {
   // the MoE layers (null: every expert here), whose exchanges `timeline` is told of; `tp` and `cp`: the tensor-
   // and context-parallel groups of every stage (null: none).
   Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks,
-          std::shared_ptr<comm::Communicator> communicator, parallel::DataParallel dp, models::ExpertGroup experts = nullptr,
+          std::shared_ptr<comm::Communicator> communicator, parallel::DataParallel dp,
+          models::ExpertGroup experts = nullptr,
           std::shared_ptr<ExpertTimeline> timeline = nullptr, models::TensorGroup tp = nullptr,
           models::ContextGroup cp = nullptr)
       : c_(c), hooks_(hooks), device_(stage_device(choose_device(c))), plan_(std::move(plan)),
@@ -437,7 +438,8 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
   }
   LayerGroups layers = make_layer_groups(config, groups);
   parallel::DataParallel dp = config.ep > 1
-                        ? parallel::DataParallel(groups.data_parallel, world, groups.expert, groups.expert_data_parallel)
+                        ? parallel::DataParallel(groups.data_parallel, world, groups.expert,
+                                                 groups.expert_data_parallel)
                         : parallel::DataParallel(groups.data_parallel, world);
   dp.set_stage_copy_groups(stage_copies);
   Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(layers.experts),

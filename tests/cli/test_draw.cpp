@@ -101,7 +101,8 @@ TEST_F(DrawCommand, AZeroThreeScheduleShowsItsGathersAndReductions) {
   // Nothing to gather without replicas.
   const CommandResult one = draw("--kind 1f1b --zero 3 -o " + path("one.svg"));
   EXPECT_EQ(one.status, 2);
-  EXPECT_TRUE(contains(one.err, "ZeRO-3 shards over the data-parallel replicas and needs at least 2, got 1")) << one.err;
+  EXPECT_TRUE(contains(one.err, "ZeRO-3 shards over the data-parallel replicas and needs at least 2, got 1"))
+      << one.err;
 }
 
 TEST_F(DrawCommand, HtmlHasTooltips) {

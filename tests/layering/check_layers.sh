@@ -14,7 +14,7 @@ declare -A allowed=(
   [sim]="util schedule trace sim"
   [viz]="util schedule trace sim viz"
   [run]="util schedule data run"
-  [layout]="util schedule trace sim data run layout"
+  [layout]="util schedule trace sim data run parallel layout"
   [data]="util data"
   [launch]="util launch"
   [comm]="util comm"
@@ -48,8 +48,14 @@ for layer in "${!allowed[@]}"; do
   done
 done
 
-# The process mesh's layout is part of the LibTorch-free core (the planner uses it).
-for file in include/dualpipe/parallel/mesh.h src/parallel/mesh.cpp; do
+# The process mesh's layout and ZeRO's sharding rule are part of the LibTorch-free core (the planner uses them), and
+# they are all of parallel/ that layout/ may include.
+while IFS= read -r hit; do
+  fail "${hit%%:*}:$(cut -d: -f2 <<<"$hit")" "$(cut -d: -f3- <<<"$hit"): layout/ may include only parallel/'s \
+LibTorch-free mesh.h and zero_shares.h"
+done < <(grep -nE '^#include "dualpipe/parallel/' src/layout/*.cpp src/layout/*.h include/dualpipe/layout/*.h |
+         grep -vE 'parallel/(mesh|zero_shares)\.h"')
+for file in include/dualpipe/parallel/mesh.h src/parallel/mesh.cpp include/dualpipe/parallel/zero_shares.h; do
   while IFS= read -r hit; do fail "$file:${hit%%:*}" "${hit#*:}: the mesh's layout never includes LibTorch"; done \
     < <(grep -nE "$torch_include" "$file")
 done

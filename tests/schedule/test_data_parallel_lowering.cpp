@@ -84,9 +84,11 @@ void expect_rules_hold(const Schedule& compute, const Schedule& lowered, ReduceA
       for (int i = positions.back() + 1; i < reshard[0]; ++i) EXPECT_TRUE(actions[i].is_data_parallel()) << where;
       EXPECT_GT(reduce[0], gradients[stage].back()) << where;
       if (at == ReduceAt::LastGradient) {
-        for (int i = gradients[stage].back() + 1; i < reduce[0]; ++i) EXPECT_TRUE(actions[i].is_data_parallel()) << where;
+        for (int i = gradients[stage].back() + 1; i < reduce[0]; ++i)
+          EXPECT_TRUE(actions[i].is_data_parallel()) << where;
       } else {
-        for (int i = reduce[0]; i < static_cast<int>(actions.size()); ++i) EXPECT_FALSE(actions[i].is_compute()) << where;
+        for (int i = reduce[0]; i < static_cast<int>(actions.size()); ++i)
+          EXPECT_FALSE(actions[i].is_compute()) << where;
       }
     }
   }

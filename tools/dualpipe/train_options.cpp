@@ -45,7 +45,8 @@ void add_train_launch_options(CLI::App& sub, TrainLaunch& launch) {
       "Ranks on each machine (default: --ranks split evenly; node K runs ranks K*N to K*N+N-1)");
   add("--master-addr", launch.master_addr, "Address of node 0, where rank 0 hosts the rendezvous")
       ->capture_default_str();
-  add("--master-port", launch.master_port, "Port of the rendezvous (default: a free one on one machine, 29500 on several)");
+  add("--master-port", launch.master_port,
+      "Port of the rendezvous (default: a free one on one machine, 29500 on several)");
   add("--max-restarts", launch.max_restarts,
       "When a rank fails, restart every rank from the newest complete checkpoint in --checkpoint-dir, up to this many "
       "times")
