@@ -1,6 +1,7 @@
 #include "dualpipe/layout/train_command.h"
 
 #include <string>
+#include <vector>
 
 #include "dualpipe/run/train_options.h"
 #include "dualpipe/run/train_rules.h"

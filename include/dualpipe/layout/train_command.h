@@ -10,9 +10,9 @@
 
 namespace dualpipe::layout {
 
-// The command line, or why there is none: the trainer's model is a byte-level GPT (vocabulary 256, a 4x GELU
-// MLP or MoE of such experts, untied embeddings) run as local processes of one machine, with pipeline, data,
-// expert and (for dense models, with sequence parallelism) tensor parallelism, ZeRO-1 and full recomputation.
+// The command line, or why there is none: the row filled into the trainer's own configuration (run::TrainConfig),
+// checked by the trainer's own rules (run/train_rules.h) and written by its table of options, for the local
+// processes of one machine. `why_not` is the first rule the row breaks, in the trainer's words.
 struct TrainCommand {
   std::optional<std::string> command;
   std::string why_not;  // set when command is empty
