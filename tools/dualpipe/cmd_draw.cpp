@@ -74,7 +74,10 @@ void require_drawable(const Schedule& s, std::size_t already) {
 
 Picture draw_plan(const DrawCommand& c) {
   Schedule schedule = c.plan.from_file.empty() ? build_schedule(c.plan) : read_schedule_file(c.plan.from_file);
-  if (!c.plan.from_file.empty()) validate(schedule), schedule = with_data_parallel_actions(c.plan, schedule);
+  if (!c.plan.from_file.empty()) {  // read as it is (its kind kept), unlike build_schedule's plan files
+    validate(schedule);
+    schedule = with_data_parallel_actions(c.plan, schedule);
+  }
   require_drawable(schedule, 0);
   const CostModel costs = build_cost_model(c.plan);
   const Timeline t = timeline_from_simulation(schedule, simulate(schedule, costs), costs);
