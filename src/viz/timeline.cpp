@@ -17,21 +17,17 @@ std::size_t Timeline::num_cells() const {
 
 double Timeline::begin() const {
   double b = std::numeric_limits<double>::infinity();
-  for (const TimelineRow& row : rows) {
-    for (const TimelineCell& c : row.cells) b = std::min(b, c.start);
-    for (const TimelineSpan& span : row.spans)
-      if (span.track == TimelineSpan::kDataParallelTrack) b = std::min(b, span.start);
-  }
+  for (const auto& kind : {compute_intervals(*this), data_parallel_intervals(*this)})
+    for (const auto& rank : kind)
+      for (const ComputeInterval& i : rank) b = std::min(b, i.start);
   return b == std::numeric_limits<double>::infinity() ? 0.0 : b;
 }
 
 double Timeline::end() const {
   double e = 0;
-  for (const TimelineRow& row : rows) {
-    for (const TimelineCell& c : row.cells) e = std::max(e, c.end);
-    for (const TimelineSpan& span : row.spans)
-      if (span.track == TimelineSpan::kDataParallelTrack) e = std::max(e, span.end);
-  }
+  for (const auto& kind : {compute_intervals(*this), data_parallel_intervals(*this)})
+    for (const auto& rank : kind)
+      for (const ComputeInterval& i : rank) e = std::max(e, i.end);
   return e;
 }
 
@@ -94,19 +90,23 @@ TimelineStats compute_stats(const Timeline& timeline) {
       max_stage = std::max({max_stage, c.action.stage, c.action.bwd_stage});
     }
   }
-  std::vector<std::vector<ComputeInterval>> data_parallel;  // collectives the step waits for
-  for (const TimelineRow& row : timeline.rows) {
-    auto& rank = data_parallel.emplace_back();
-    for (const TimelineSpan& span : row.spans)
-      if (span.track == TimelineSpan::kDataParallelTrack) rank.push_back({span.start, span.end});
-  }
-  const StepFigures figures = step_figures(compute_intervals(timeline), data_parallel);
+  const StepFigures figures = step_figures(compute_intervals(timeline), data_parallel_intervals(timeline));
   s.makespan = figures.makespan;
   s.bubble = figures.bubble;
   s.bubble_rate = figures.bubble_rate;
   for (int p : peak_activations(order)) s.peak_activations = std::max(s.peak_activations, p);
   s.num_stages = max_stage + 1;
   return s;
+}
+
+std::vector<std::vector<ComputeInterval>> data_parallel_intervals(const Timeline& timeline) {
+  std::vector<std::vector<ComputeInterval>> out;
+  for (const TimelineRow& row : timeline.rows) {
+    std::vector<ComputeInterval>& rank = out.emplace_back();
+    for (const TimelineSpan& span : row.spans)
+      if (span.track == TimelineSpan::kDataParallelTrack) rank.push_back({span.start, span.end});
+  }
+  return out;
 }
 
 std::vector<std::vector<ComputeInterval>> compute_intervals(const Timeline& timeline) {

@@ -79,6 +79,8 @@ TimelineStats compute_stats(const Timeline& timeline);
 
 // Each row's cells as compute intervals, for step_figures (sim/step_figures.h).
 std::vector<std::vector<ComputeInterval>> compute_intervals(const Timeline& timeline);
+// Per row, the data-parallel collectives the step waits for (the spans on TimelineSpan::kDataParallelTrack).
+std::vector<std::vector<ComputeInterval>> data_parallel_intervals(const Timeline& timeline);
 
 // "bubble 9, bubble rate 7.1%, makespan 69, peak activations 9 (1.12x model)"; times in the timeline's unit.
 std::string describe_stats(const TimelineStats& stats, const std::string& time_unit);
