@@ -116,12 +116,14 @@ void check_indices(const Schedule& schedule, int rank, const Action& a) {
   }
 }
 
-// Each rank's data-parallel link: the collectives run one after another on it, beside the rank's compute.
+// Each rank's data-parallel link: the collectives run one after another on it, beside the rank's compute. Its
+// tables are made at the first collective: the planner's many walks of schedules without any pay nothing.
 class DataParallelLink {
  public:
-  DataParallelLink(int ranks, int stages) : free_at_(ranks, 0.0), unsharded_at_(ranks, std::vector<double>(stages)) {}
+  DataParallelLink(int ranks, int stages) : ranks_(ranks), stages_(stages) {}
 
   ActionTime run(int rank, const Action& a, double issued, double duration) {
+    if (free_at_.empty()) free_at_.assign(ranks_, 0.0), unsharded_at_.assign(ranks_, std::vector<double>(stages_));
     const double start = std::max(issued, free_at_[rank]);
     free_at_[rank] = start + duration;
     if (a.type == ActionType::Unshard) unsharded_at_[rank][a.stage] = start + duration;
@@ -129,12 +131,14 @@ class DataParallelLink {
   }
   // The earliest a compute action may start: once the parameters of its stages are gathered.
   double ready(int rank, const Action& a, double start) const {
+    if (unsharded_at_.empty()) return start;
     start = std::max(start, unsharded_at_[rank][a.stage]);
     if (a.type == ActionType::Overlapped) start = std::max(start, unsharded_at_[rank][a.bwd_stage]);
     return start;
   }
 
  private:
+  int ranks_, stages_;
   std::vector<double> free_at_;
   std::vector<std::vector<double>> unsharded_at_;  // [rank][stage]: when its UNSHARD ends (0: none)
 };

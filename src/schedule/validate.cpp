@@ -1,5 +1,6 @@
 #include "dualpipe/schedule/validate.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -223,6 +224,8 @@ class Validator {
   void check_data_parallel() {
     for (int r = 0; r < static_cast<int>(s_.actions.size()); ++r) {
       const auto& actions = s_.actions[r];
+      if (std::none_of(actions.begin(), actions.end(), [](const Action& a) { return a.is_data_parallel(); }))
+        continue;  // most schedules: nothing to check, and nothing to allocate
       std::map<std::pair<int, ActionType>, int> at;  // (stage, type) -> index
       std::map<int, std::pair<int, int>> uses, gradients;  // stage -> first and last index
       auto use = [](std::map<int, std::pair<int, int>>& table, int stage, int i) {

@@ -15,19 +15,33 @@ std::size_t Timeline::num_cells() const {
   return n;
 }
 
+namespace {
+
+// Whether the step waits for the span: a data-parallel collective, not an all-to-all inside a compute action.
+bool waited_for(const TimelineSpan& span) { return span.track == TimelineSpan::kDataParallelTrack; }
+
+// Calls visit(start, end) on every cell and every span the step waits for (begin() and end() run once per row of
+// a picture: no copies).
+template <typename Visit>
+void for_each_interval(const Timeline& t, Visit&& visit) {
+  for (const TimelineRow& row : t.rows) {
+    for (const TimelineCell& c : row.cells) visit(c.start, c.end);
+    for (const TimelineSpan& span : row.spans)
+      if (waited_for(span)) visit(span.start, span.end);
+  }
+}
+
+}  // namespace
+
 double Timeline::begin() const {
   double b = std::numeric_limits<double>::infinity();
-  for (const auto& kind : {compute_intervals(*this), data_parallel_intervals(*this)})
-    for (const auto& rank : kind)
-      for (const ComputeInterval& i : rank) b = std::min(b, i.start);
+  for_each_interval(*this, [&](double start, double) { b = std::min(b, start); });
   return b == std::numeric_limits<double>::infinity() ? 0.0 : b;
 }
 
 double Timeline::end() const {
   double e = 0;
-  for (const auto& kind : {compute_intervals(*this), data_parallel_intervals(*this)})
-    for (const auto& rank : kind)
-      for (const ComputeInterval& i : rank) e = std::max(e, i.end);
+  for_each_interval(*this, [&](double, double end) { e = std::max(e, end); });
   return e;
 }
 
@@ -104,7 +118,7 @@ std::vector<std::vector<ComputeInterval>> data_parallel_intervals(const Timeline
   for (const TimelineRow& row : timeline.rows) {
     std::vector<ComputeInterval>& rank = out.emplace_back();
     for (const TimelineSpan& span : row.spans)
-      if (span.track == TimelineSpan::kDataParallelTrack) rank.push_back({span.start, span.end});
+      if (waited_for(span)) rank.push_back({span.start, span.end});
   }
   return out;
 }
