@@ -1,6 +1,7 @@
 #include "dualpipe/layout/cluster_spec.h"
 
 #include <cstdlib>
+#include <utility>
 
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/printable.h"
@@ -10,16 +11,16 @@ namespace dualpipe::layout {
 
 namespace {
 
-// Vendors' datasheet figures (docs/layout.md): dense 16-bit TFLOP/s, NVLink and one 200/400 Gb/s NIC per GPU, one
-// direction each.
+// Vendors' datasheet figures (docs/layout.md): dense 16-bit TFLOP/s, HBM bandwidth, SMs, NVLink and one 200/400
+// Gb/s NIC per GPU, one direction each.
 bool preset(const std::string& name, ClusterSpec& c) {
   c.gpus_per_node = 8, c.memory_gib = 80;
   if (name == "a100-80g") {
-    c.peak_tflops = 312, c.intra_node_gbps = 300, c.inter_node_gbps = 25;
+    c.peak_tflops = 312, c.hbm_gbps = 2039, c.sm_count = 108, c.intra_node_gbps = 300, c.inter_node_gbps = 25;
   } else if (name == "h100-sxm") {
-    c.peak_tflops = 989, c.intra_node_gbps = 450, c.inter_node_gbps = 50;
+    c.peak_tflops = 989, c.hbm_gbps = 3350, c.sm_count = 132, c.intra_node_gbps = 450, c.inter_node_gbps = 50;
   } else if (name == "h800") {  // NVLink cut to 400 GB/s both ways; DeepSeek-V3's cluster, 400 Gb/s IB per GPU
-    c.peak_tflops = 989, c.intra_node_gbps = 200, c.inter_node_gbps = 50;
+    c.peak_tflops = 989, c.hbm_gbps = 3350, c.sm_count = 132, c.intra_node_gbps = 200, c.inter_node_gbps = 50;
   } else {
     return false;
   }
@@ -53,9 +54,15 @@ void ClusterSpec::check() const {
   // Up to 1 EB/s: a link that costs nothing, as a model of one machine's shared memory.
   within("intra_node_gbps", intra_node_gbps, 1e-3, 1e9, " (1 MB/s to 1 EB/s)");
   within("inter_node_gbps", inter_node_gbps, 1e-3, 1e9, " (1 MB/s to 1 EB/s)");
-  DUALPIPE_REQUIRE(matmul_efficiency > 0 && matmul_efficiency <= 1 && link_efficiency > 0 && link_efficiency <= 1,
-                   what, "matmul_efficiency and link_efficiency must be in (0, 1], got ", matmul_efficiency, " and ",
-                   link_efficiency);
+  within("hbm_gbps", hbm_gbps, 0.0, 1e9, " (0: not modelled)");
+  within("sm_count", sm_count, 0, 1 << 20, " (0: not modelled)");
+  for (const auto& [field, share] : {std::pair{"matmul_efficiency", matmul_efficiency},
+                                     std::pair{"memory_efficiency", memory_efficiency},
+                                     std::pair{"link_efficiency", link_efficiency}})
+    DUALPIPE_REQUIRE(share > 0 && share <= 1, what, field, "=", share, " must be above 0 and at most 1");
+  within("intra_node_latency_us", intra_node_latency_us, 0.0, 1e6);
+  within("inter_node_latency_us", inter_node_latency_us, 0.0, 1e6);
+  within("tp_overlap", tp_overlap, 0.0, 1.0, " (the share of tensor-parallel traffic hidden)");
   within("host_cores", host_cores, 0, 1 << 16, " (0: each GPU computes on its own)");
   within("update_ns_per_parameter", update_ns_per_parameter, 0.0, 1e6, " (0: not modelled)");
   within("step_time_factor", step_time_factor, 1e-2, 1e2, " (1: nothing added)");
@@ -68,7 +75,11 @@ ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& 
   object.read("name", c.name), object.read("gpus", c.gpus), object.read("gpus_per_node", c.gpus_per_node);
   object.read("memory_gib", c.memory_gib), object.read("peak_tflops", c.peak_tflops);
   object.read("intra_node_gbps", c.intra_node_gbps), object.read("inter_node_gbps", c.inter_node_gbps);
-  object.read("matmul_efficiency", c.matmul_efficiency), object.read("link_efficiency", c.link_efficiency);
+  object.read("hbm_gbps", c.hbm_gbps), object.read("sm_count", c.sm_count);
+  object.read("matmul_efficiency", c.matmul_efficiency), object.read("memory_efficiency", c.memory_efficiency);
+  object.read("link_efficiency", c.link_efficiency);
+  object.read("intra_node_latency_us", c.intra_node_latency_us);
+  object.read("inter_node_latency_us", c.inter_node_latency_us), object.read("tp_overlap", c.tp_overlap);
   object.read("reserved_gib", c.reserved_gib), object.read("host_cores", c.host_cores);
   object.read("update_ns_per_parameter", c.update_ns_per_parameter), object.read("step_time_factor", c.step_time_factor);
   object.refuse_unknown();

@@ -38,7 +38,7 @@ std::vector<std::pair<std::string, int>> pipeline_schedules(const LayoutFix& fix
   std::vector<std::pair<std::string, int>> schedules;
   for (const GeneratorInfo& g : generators()) {
     const std::string kind(g.name);
-    if (fix.schedule && *fix.schedule != kind) continue;
+    if (!fix.allows_schedule(kind)) continue;
     if (g.stages_per_rank == 0) {  // the caller picks: 2 and 4 stages per rank
       for (const int v : held_to(fix.vpp, {2, 4})) schedules.emplace_back(kind, v);
     } else if (!fix.vpp || *fix.vpp == g.stages_per_rank) {
@@ -118,7 +118,11 @@ std::vector<Layout> candidate_layouts(const LayoutRequest& request) {
                 Layout l;
                 l.tp = tp, l.cp = cp, l.pp = pp, l.dp = dp, l.ep = ep, l.micro_batch_size = mbs;
                 l.recompute = recompute, l.schedule = kind, l.vpp = vpp, l.zero = first_zero;
-                if (!fix.holds(l)) continue;  // pp=1 ("none", vpp 1) against a fixed schedule or vpp
+                fix.apply(l);
+                // With FlashAttention the scores are never kept: selective recomputation is no recomputation.
+                if (l.flash_attention && recompute == Recompute::Selective && !fix.recompute) continue;
+                // pp=1 ("none", vpp 1) against a fixed schedule or vpp; an uneven cut under even_stages
+                if (!fix.holds(l) || !fix.cuts_as_required(model, l)) continue;
                 try {
                   check_divides(model, cluster, request.global_batch, l);
                 } catch (const InvalidArgument&) {

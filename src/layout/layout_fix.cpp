@@ -8,6 +8,11 @@
 
 namespace dualpipe::layout {
 
+namespace {
+constexpr const char* kFixKeys =
+    "tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule, sp, dp_overlap, flash, even_stages";
+}  // namespace
+
 LayoutFix LayoutFix::parse(const std::string& text) {
   LayoutFix fix;
   size_t start = 0;
@@ -16,7 +21,7 @@ LayoutFix LayoutFix::parse(const std::string& text) {
     const std::string item = text.substr(start, comma - start);
     const size_t eq = item.find('=');
     DUALPIPE_REQUIRE(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--fix item '", item,
-                     "' must be KEY=VALUE (keys: tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule)");
+                     "' must be KEY=VALUE (keys: ", kFixKeys, ")");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     const auto number = [&](std::optional<int>& slot, int low, int high) {
       DUALPIPE_REQUIRE(!slot, "--fix names '", key, "' twice");
@@ -25,6 +30,11 @@ LayoutFix LayoutFix::parse(const std::string& text) {
       const int n = std::stoi(value);
       DUALPIPE_REQUIRE(n >= low && n <= high, "--fix ", key, "=", n, " must be between ", low, " and ", high);
       slot = n;
+    };
+    const auto flag = [&](std::optional<bool>& slot) {
+      DUALPIPE_REQUIRE(!slot, "--fix names '", key, "' twice");
+      DUALPIPE_REQUIRE(value == "0" || value == "1", "--fix ", key, "='", value, "' must be 0 or 1");
+      slot = value == "1";
     };
     if (key == "tp") number(fix.tp, 1, 1 << 20);
     else if (key == "cp") number(fix.cp, 1, 1 << 20);
@@ -38,12 +48,29 @@ LayoutFix LayoutFix::parse(const std::string& text) {
       DUALPIPE_REQUIRE(!fix.recompute, "--fix names 'recompute' twice");
       fix.recompute = parse_recompute(value);
     } else if (key == "schedule") {
-      DUALPIPE_REQUIRE(!fix.schedule, "--fix names 'schedule' twice");
-      DUALPIPE_REQUIRE(value == "none" || find_generator(value), "--fix schedule='", value,
-                       "' is not a schedule (dualpipe schedule --help lists them) nor none");
-      fix.schedule = value == "none" ? value : std::string(find_generator(value)->name);
+      DUALPIPE_REQUIRE(fix.schedules.empty(), "--fix names 'schedule' twice (join several with '+')");
+      for (size_t begin = 0;;) {
+        const size_t plus = std::min(value.find('+', begin), value.size());
+        const std::string kind = value.substr(begin, plus - begin);
+        DUALPIPE_REQUIRE(kind == "none" || find_generator(kind), "--fix schedule='", kind,
+                         "' is not a schedule (dualpipe schedule --help lists them) nor none");
+        const std::string name = kind == "none" ? kind : std::string(find_generator(kind)->name);
+        DUALPIPE_REQUIRE(!fix.allows_schedule(name) || fix.schedules.empty(), "--fix schedule names '", name,
+                         "' twice");
+        fix.schedules.push_back(name);
+        if (plus == value.size()) break;
+        begin = plus + 1;
+      }
+    } else if (key == "sp") {
+      flag(fix.sp);
+    } else if (key == "dp_overlap") {
+      flag(fix.dp_overlap);
+    } else if (key == "flash") {
+      flag(fix.flash);
+    } else if (key == "even_stages") {
+      flag(fix.even_stages);
     } else {
-      throw InvalidArgument("--fix key '" + key + "' is not one of tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule");
+      throw InvalidArgument("--fix key '" + key + "' is not one of " + kFixKeys);
     }
     start = comma + 1;
     if (comma == text.size()) break;
@@ -62,8 +89,29 @@ std::string LayoutFix::to_string() const {
   number("tp", tp), number("cp", cp), number("pp", pp), number("vpp", vpp), number("dp", dp), number("ep", ep);
   number("zero", zero), number("mbs", mbs);
   if (recompute) add("recompute", recompute_name(*recompute));
-  if (schedule) add("schedule", *schedule);
+  if (!schedules.empty()) {
+    std::string joined;
+    for (const std::string& kind : schedules) joined += (joined.empty() ? "" : "+") + kind;
+    add("schedule", joined);
+  }
+  const auto flag = [&](const char* key, const std::optional<bool>& value) {
+    if (value) add(key, *value ? "1" : "0");
+  };
+  flag("sp", sp), flag("dp_overlap", dp_overlap), flag("flash", flash), flag("even_stages", even_stages);
   return text;
+}
+
+bool LayoutFix::allows_schedule(const std::string& kind) const {
+  return schedules.empty() || std::find(schedules.begin(), schedules.end(), kind) != schedules.end();
+}
+
+bool LayoutFix::cuts_as_required(const ModelSpec& model, const Layout& l) const {
+  return !even_stages.value_or(false) || model.layers % l.stages() == 0;
+}
+
+void LayoutFix::apply(Layout& l) const {
+  l.sequence_parallel = sp.value_or(true), l.dp_overlap = dp_overlap.value_or(true);
+  l.flash_attention = flash.value_or(true);
 }
 
 bool LayoutFix::holds(const Layout& l) const {
@@ -71,7 +119,8 @@ bool LayoutFix::holds(const Layout& l) const {
   // A planned schedule ("planned auto V") is no family's: it holds only when no schedule is fixed.
   return same(tp, l.tp) && same(cp, l.cp) && same(pp, l.pp) && same(vpp, l.vpp) && same(dp, l.dp) &&
          same(ep, l.ep) && same(zero, l.zero) && same(mbs, l.micro_batch_size) && same(recompute, l.recompute) &&
-         same(schedule, l.schedule);
+         allows_schedule(l.schedule) && same(sp, l.sequence_parallel) && same(dp_overlap, l.dp_overlap) &&
+         same(flash, l.flash_attention);
 }
 
 void LayoutFix::check_can_hold(const ModelSpec& model) const {
@@ -82,15 +131,26 @@ void LayoutFix::check_can_hold(const ModelSpec& model) const {
     DUALPIPE_REQUIRE(model.experts % *ep == 0, given, ": ep=", *ep, " must divide the model's ", model.experts,
                      " experts");
   }
-  if (schedule == "none") {
+  if (schedules.size() == 1 && schedules[0] == "none") {
     DUALPIPE_REQUIRE(!pp || *pp == 1, given, ": schedule=none is a pipeline of one stage, so pp must be 1");
     DUALPIPE_REQUIRE(!vpp || *vpp == 1, given, ": schedule=none is one stage per rank, so vpp must be 1");
-  } else if (schedule) {
-    DUALPIPE_REQUIRE(!pp || *pp > 1, given, ": a schedule needs a pipeline, so pp must be above 1");
-    const GeneratorInfo& generator = *find_generator(*schedule);
-    DUALPIPE_REQUIRE(!vpp || generator.stages_per_rank == 0 || *vpp == generator.stages_per_rank, given, ": ",
-                     *schedule, " runs ", generator.stages_per_rank, " stage", generator.stages_per_rank == 1 ? "" : "s",
-                     " per rank, not vpp=", *vpp);
+  } else if (!schedules.empty()) {
+    if (!allows_schedule("none"))
+      DUALPIPE_REQUIRE(!pp || *pp > 1, given, ": a schedule needs a pipeline, so pp must be above 1");
+    if (vpp) {
+      bool served = false;
+      for (const std::string& kind : schedules) {
+        const GeneratorInfo* generator = find_generator(kind);
+        served |= generator ? generator->stages_per_rank == 0 || generator->stages_per_rank == *vpp : *vpp == 1;
+      }
+      const GeneratorInfo* first = find_generator(schedules[0]);
+      DUALPIPE_REQUIRE(served, given, ": ",
+                       schedules.size() == 1 && first
+                           ? detail::concat(schedules[0], " runs ", first->stages_per_rank, " stage",
+                                            first->stages_per_rank == 1 ? "" : "s", " per rank")
+                           : std::string("none of these schedules runs that many stages per rank"),
+                       ", not vpp=", *vpp);
+    }
   }
   if (vpp && *vpp > 1) {
     bool served = false;

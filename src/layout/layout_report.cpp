@@ -6,10 +6,9 @@
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/number_format.h"
 #include "dualpipe/util/printable.h"
+#include "layout/report_parts.h"
 
 namespace dualpipe::layout {
-
-namespace {
 
 std::string layout_name(const Layout& l) {
   std::string text = "tp" + std::to_string(l.tp) + " cp" + std::to_string(l.cp) + " pp" + std::to_string(l.pp);
@@ -18,6 +17,8 @@ std::string layout_name(const Layout& l) {
   if (l.ep > 1) text += " ep" + std::to_string(l.ep);
   return text;
 }
+
+namespace {
 
 std::string calibration_line(const Calibration& c) {
   const Layout& l = c.layout;
@@ -40,7 +41,9 @@ std::string calibration_line(const Calibration& c) {
   return text;
 }
 
-std::string header(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
+}  // namespace
+
+std::string layout_header(const LayoutRequest& request, const Calibration* calibration) {
   const ModelSpec& m = request.model;
   const ClusterSpec& c = request.cluster;
   // Billions for the presets, millions for a model small enough to train here.
@@ -58,9 +61,18 @@ std::string header(const LayoutRequest& request, const LayoutSearch& search, con
           formatted(" in a node and %g GB/s between nodes\n", c.inter_node_gbps);
   if (c.host_cores > 0) text += "ranks share " + std::to_string(c.host_cores) + " host cores\n";
   if (calibration) text += calibration_line(*calibration);
-  text += formatted("assumed: matrix products at %.3g%% of peak, collectives at %.0f%% of link bandwidth; ",
-                        100 * c.matmul_efficiency, 100 * c.link_efficiency);
+  text += formatted("assumed: matrix products at %.3g%% of peak, ", 100 * c.matmul_efficiency);
+  if (c.hbm_gbps > 0)
+    text += formatted("memory-bound work at %.3g%% of %g GB/s HBM, ", 100 * c.memory_efficiency, c.hbm_gbps);
+  text += formatted("collectives at %.0f%% of link bandwidth; ", 100 * c.link_efficiency);
   text += "global batch " + std::to_string(request.global_batch) + " sequences\n";
+  return text;
+}
+
+namespace {
+
+std::string header(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
+  std::string text = layout_header(request, calibration);
   text += "searched " + std::to_string(search.layouts) + " layouts that divide, " +
           std::to_string(search.over_memory) + " over memory at every ZeRO stage, " +
           std::to_string(search.simulated) + " pipelines simulated (the rest bounded out), " +
@@ -75,19 +87,20 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
   std::string text = header(request, search, calibration);
   text +=
       "  #  layout                      zero recompute  schedule          mbs     M   memory GiB (param+grad+opt+act)"
-      "      step s  compute   tp   cp   ep   dp bubble  tok/s/GPU   MFU\n";
+      "      step s  compute recomp   tp   cp   ep   dp bubble  tok/s/GPU   MFU\n";
   int rank = 0;
   for (const LayoutResult& r : search.ranked) {
     const Layout& l = r.layout;
     const LayoutMemory& mem = r.memory;
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%3d  %-27s %4d %-10s %-16s %4d %5d %6.1f%s = %5.1f+%5.1f+%5.1f+%5.1f %8.3f %7.0f%% %3.0f%% %3.0f%% "
-                  "%3.0f%% %3.0f%% %5.0f%% %10.0f %4.1f%%\n",
+                  "%3d  %-27s %4d %-10s %-16s %4d %5d %6.1f%s = %5.1f+%5.1f+%5.1f+%5.1f %8.3f %7.0f%% %5.0f%% %3.0f%% "
+                  "%3.0f%% %3.0f%% %3.0f%% %5.0f%% %10.0f %4.1f%%\n",
                   ++rank, layout_name(l).c_str(), l.zero, recompute_name(l.recompute), l.schedule.c_str(),
                   l.micro_batch_size, l.microbatches, mem.total() / kBytesPerGiB, r.fits ? " " : "!",
                   mem.parameters / kBytesPerGiB, mem.gradients / kBytesPerGiB, mem.optimizer / kBytesPerGiB, mem.activations / kBytesPerGiB,
-                  r.time.step, 100 * r.time.compute / r.time.step, 100 * r.time.tp / r.time.step,
+                  r.time.step, 100 * r.time.compute / r.time.step, 100 * r.time.recompute / r.time.step,
+                  100 * r.time.tp / r.time.step,
                   100 * r.time.cp / r.time.step, 100 * r.time.ep / r.time.step, 100 * r.time.dp / r.time.step,
                   100 * r.bubble_fraction, r.tokens_per_second_per_gpu, 100 * r.mfu);
     text += line;
@@ -105,16 +118,46 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
   else if (request.cluster.gpus <= request.cluster.gpus_per_node && !why_not.empty())
     text += "\nno dualpipe train command: " + why_not + "\n";
   text += "\nmemory per GPU against " + formatted("%.1f", request.cluster.memory_bytes() / kBytesPerGiB) +
-          " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, exposed "
-          "tp/cp/ep/dp communication,\nbubble (idle, pipeline messages included); MFU counts model FLOPs "
+          " GiB usable ('!' marks a layout over it); step time split on the busiest rank: compute, recomputation, "
+          "exposed tp/cp/ep/dp\ncommunication, bubble (idle, pipeline messages included); MFU counts model FLOPs "
           "(6 x active parameters + 12 x layers x hidden x sequence per token)\n";
-  if (request.cluster.update_ns_per_parameter > 0 || request.cluster.step_time_factor != 1)
-    text += "the rest of each step is the optimizer's update (update_ns_per_parameter) and what the calibration's "
-            "step_time_factor adds\n";
+  text += "the rest of each step is the optimizer's update";
+  text += request.cluster.step_time_factor != 1 ? " and what the calibration's step_time_factor adds\n" : "\n";
   return text;
 }
 
-std::string layout_json(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
+nlohmann::ordered_json layout_result_json(const LayoutResult& r) {
+  const Layout& l = r.layout;
+  const LayoutTime& t = r.time;
+  nlohmann::ordered_json row;
+  row["tp"] = l.tp, row["cp"] = l.cp, row["pp"] = l.pp, row["vpp"] = l.vpp, row["dp"] = l.dp, row["ep"] = l.ep;
+  row["zero"] = l.zero, row["recompute"] = recompute_name(l.recompute), row["schedule"] = l.schedule;
+  row["micro_batch_size"] = l.micro_batch_size, row["microbatches"] = l.microbatches;
+  row["sequence_parallel"] = l.sequence_parallel, row["dp_overlap"] = l.dp_overlap;
+  row["flash_attention"] = l.flash_attention;
+  row["memory_bytes"] = {{"parameters", r.memory.parameters}, {"gradients", r.memory.gradients},
+                         {"optimizer", r.memory.optimizer},   {"activations", r.memory.activations},
+                         {"optimizer_step", r.memory.optimizer_step}, {"total", r.memory.total()},
+                         {"limit", r.memory_limit}};
+  row["step_seconds"] = t.step;
+  row["time_seconds"] = {{"compute", t.compute}, {"recompute", t.recompute}, {"tp", t.tp},
+                         {"cp", t.cp},           {"ep", t.ep},               {"bubble", t.bubble},
+                         {"dp", t.dp},           {"update", t.update},       {"other", t.other}};
+  row["hidden_seconds"] = {{"tp", t.tp_hidden}, {"cp", t.cp_hidden}, {"ep", t.ep_hidden}, {"dp", t.dp_hidden}};
+  row["compute_efficiency"] = t.compute_efficiency;
+  row["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
+  row["mfu"] = r.mfu;
+  row["tflops_per_gpu"] = r.tflops_per_gpu;
+  row["hardware_tflops_per_gpu"] = r.hardware_tflops_per_gpu;
+  row["bubble_fraction"] = r.bubble_fraction;
+  row["peak_stage_activations"] = r.peak_stage_activations;
+  row["parameter_copies"] = r.parameter_copies;
+  row["fits"] = r.fits;
+  row["plan_command"] = r.plan_command.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.plan_command);
+  return row;
+}
+
+nlohmann::ordered_json layout_request_json(const LayoutRequest& request, const Calibration* calibration) {
   nlohmann::ordered_json out;
   const ModelSpec& m = request.model;
   const ClusterSpec& c = request.cluster;
@@ -126,7 +169,10 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
                     {"gpus_per_node", c.gpus_per_node}, {"memory_gib", c.memory_gib},
                     {"reserved_gib", c.reserved_gib},   {"peak_tflops", c.peak_tflops},
                     {"intra_node_gbps", c.intra_node_gbps}, {"inter_node_gbps", c.inter_node_gbps},
-                    {"matmul_efficiency", c.matmul_efficiency}, {"link_efficiency", c.link_efficiency},
+                    {"hbm_gbps", c.hbm_gbps}, {"sm_count", c.sm_count},
+                    {"matmul_efficiency", c.matmul_efficiency}, {"memory_efficiency", c.memory_efficiency},
+                    {"link_efficiency", c.link_efficiency}, {"intra_node_latency_us", c.intra_node_latency_us},
+                    {"inter_node_latency_us", c.inter_node_latency_us}, {"tp_overlap", c.tp_overlap},
                     {"host_cores", c.host_cores}, {"update_ns_per_parameter", c.update_ns_per_parameter},
                     {"step_time_factor", c.step_time_factor}};
   if (calibration) {
@@ -148,6 +194,11 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
                           {"step_time_factor", calibration->step_time_factor}};
   }
   out["global_batch"] = request.global_batch;
+  return out;
+}
+
+std::string layout_json(const LayoutRequest& request, const LayoutSearch& search, const Calibration* calibration) {
+  nlohmann::ordered_json out = layout_request_json(request, calibration);
   out["layouts"] = search.layouts;
   out["over_memory"] = search.over_memory;
   out["simulated"] = search.simulated;
@@ -155,26 +206,7 @@ std::string layout_json(const LayoutRequest& request, const LayoutSearch& search
   out["schedule_bytes"] = search.schedule_bytes;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const LayoutResult& r : search.ranked) {
-    const Layout& l = r.layout;
-    nlohmann::ordered_json row;
-    row["tp"] = l.tp, row["cp"] = l.cp, row["pp"] = l.pp, row["vpp"] = l.vpp, row["dp"] = l.dp, row["ep"] = l.ep;
-    row["zero"] = l.zero, row["recompute"] = recompute_name(l.recompute), row["schedule"] = l.schedule;
-    row["micro_batch_size"] = l.micro_batch_size, row["microbatches"] = l.microbatches;
-    row["memory_bytes"] = {{"parameters", r.memory.parameters}, {"gradients", r.memory.gradients},
-                           {"optimizer", r.memory.optimizer},   {"activations", r.memory.activations},
-                           {"total", r.memory.total()},         {"limit", r.memory_limit}};
-    row["step_seconds"] = r.time.step;
-    row["time_seconds"] = {{"compute", r.time.compute}, {"tp", r.time.tp}, {"cp", r.time.cp}, {"ep", r.time.ep},
-                           {"dp", r.time.dp},           {"bubble", r.time.bubble},
-                           {"update", r.time.update},   {"other", r.time.other}};
-    row["tokens_per_second_per_gpu"] = r.tokens_per_second_per_gpu;
-    row["mfu"] = r.mfu;
-    row["tflops_per_gpu"] = r.tflops_per_gpu;
-    row["bubble_fraction"] = r.bubble_fraction;
-    row["peak_stage_activations"] = r.peak_stage_activations;
-    row["parameter_copies"] = r.parameter_copies;
-    row["fits"] = r.fits;
-    row["plan_command"] = r.plan_command.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.plan_command);
+    nlohmann::ordered_json row = layout_result_json(r);
     const TrainCommand train = train_command(request.model, request.cluster, r);
     row["train_command"] = train.command ? nlohmann::ordered_json(*train.command) : nlohmann::ordered_json(nullptr);
     rows.push_back(row);

@@ -8,6 +8,7 @@
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
+#include "layout/collectives.h"
 #include "layout/layout_candidates.h"
 #include "layout/pipeline_costs.h"
 #include "layout/shared_cores.h"
@@ -129,10 +130,16 @@ PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, co
   for (const int n : e.costs.layers_per_stage) max_layers = std::max(max_layers, n);
   LayerShape shape;
   shape.micro_batch = l.micro_batch_size, shape.tp = l.tp, shape.cp = l.cp, shape.recompute = l.recompute;
+  shape.sequence_parallel = l.sequence_parallel, shape.flash_attention = l.flash_attention;
   const double layer = layer_activation_bytes(model, model.experts > 0, shape);
   // The loss's fp32 logits of one micro-batch on the last stage (Korthikanti et al.'s 4sbv/t).
   const double logits = 4.0 * l.micro_batch_size * model.seq_len / l.cp * model.vocab / l.tp;
-  e.activation_bytes = peak * max_layers * layer + logits;
+  // Under full recomputation the backward re-runs one layer's forward at a time and holds all of its activations
+  // while it runs.
+  LayerShape whole = shape;
+  whole.recompute = Recompute::None;
+  const double working = l.recompute == Recompute::Full ? layer_activation_bytes(model, model.experts > 0, whole) : 0;
+  e.activation_bytes = peak * max_layers * layer + logits + working;
   e.slice_activation_bytes = double(model.layers) / l.pp * layer;
   e.logit_bytes = logits;
   return e;
@@ -144,30 +151,50 @@ LayoutMemory memory_of(const PipelineEstimate& e, int zero) {
   const Layout& l = e.layout;
   const ModelStateBytes dense = model_state_bytes(e.dense_params, zero, l.dp * l.cp);
   const ModelStateBytes experts = model_state_bytes(e.expert_params, zero, l.tp * l.cp * l.dp / l.ep);
-  return {dense.parameters + experts.parameters, dense.gradients + experts.gradients,
-          dense.optimizer + experts.optimizer, e.activation_bytes};
+  LayoutMemory memory{dense.parameters + experts.parameters, dense.gradients + experts.gradients,
+                      dense.optimizer + experts.optimizer, e.activation_bytes};
+  memory.optimizer_step = memory.optimizer * 4 / 12;  // fp32 gradients of the parameters whose 12 bytes it holds
+  return memory;
 }
 
-// Data-parallel traffic left exposed: ZeRO-0/1 reduce the gradients once, behind the last backward; ZeRO-2
-// reduce-scatters every micro-batch's gradients behind its backward; ZeRO-3 also gathers the parameters for every
-// forward and backward, behind them.
-double exposed_data_parallel(const ClusterSpec& cluster, const PipelineEstimate& e, int zero) {
+// The data-parallel traffic of a step, and how much of it runs behind the backward (docs/layout.md): ZeRO-0/1
+// reduce the gradients once, behind the last backward; ZeRO-2 reduce-scatters every micro-batch's gradients
+// behind its backward and gathers the parameters once; ZeRO-3 also gathers the parameters for every forward and
+// backward, behind them. Without dp_overlap nothing hides.
+struct DataParallelTime {
+  double total = 0, exposed = 0;
+};
+
+DataParallelTime data_parallel_time(const ClusterSpec& cluster, const PipelineEstimate& e, int zero) {
   const Layout& l = e.layout;
   const int dense_ranks = l.dp * l.cp, expert_ranks = l.tp * l.cp * l.dp / l.ep;
-  const auto ring = [](double bytes, int n) { return n > 1 ? bytes * (n - 1) / n : 0.0; };
-  const double dense_bw = group_bandwidth(cluster, dense_ranks, l.tp);
-  const double expert_bw = group_bandwidth(cluster, expert_ranks, l.ep);
-  const auto pass = [&](double bytes_per_param) {  // one ring pass over this rank's parameters
-    return ring(bytes_per_param * e.dense_params, dense_ranks) / dense_bw +
-           ring(bytes_per_param * e.expert_params, expert_ranks) / expert_bw;
-  };
+  // One pass of 16-bit values of every parameter this rank holds over its group: a gather or a reduce-scatter.
+  const double pass = all_gather_seconds(cluster, 2 * e.dense_params, dense_ranks, l.tp) +
+                      all_gather_seconds(cluster, 2 * e.expert_params, expert_ranks, l.ep);
+  const double all_reduce = all_reduce_seconds(cluster, 2 * e.dense_params, dense_ranks, l.tp) +
+                            all_reduce_seconds(cluster, 2 * e.expert_params, expert_ranks, l.ep);
   const CostModel& c = e.costs.costs;
   const double stages_per_rank = double(l.stages()) / l.pp * e.copies;
-  const double backward = (c.backward) * stages_per_rank, forward = c.forward * stages_per_rank;
+  const double backward = l.dp_overlap ? c.backward * stages_per_rank : 0;
+  const double forward = l.dp_overlap ? c.forward * stages_per_rank : 0;
   const int m = l.microbatches;
-  if (zero <= 1) return std::max(0.0, 2 * pass(2) - backward);
-  if (zero == 2) return m * std::max(0.0, pass(2) - backward) + pass(2);
-  return m * std::max(0.0, 3 * pass(2) - forward - backward);
+  if (zero <= 1) return {all_reduce, std::max(0.0, all_reduce - backward)};
+  if (zero == 2) return {m * pass + pass, m * std::max(0.0, pass - backward) + pass};
+  return {3 * m * pass, m * std::max(0.0, 3 * pass - forward - backward)};
+}
+
+// The optimizer's update of the parameters whose state a rank holds: the calibrated rate where there is one, else
+// mixed-precision Adam's HBM traffic (it reads the fp32 master weight, momentum, variance and gradient and writes
+// the first three and the 16-bit weight: 30 bytes a parameter), slowed like the compute where ranks share cores.
+double update_seconds(const ClusterSpec& cluster, double parameters) {
+  constexpr double kAdamBytesPerParameter = 4 * 4 + 3 * 4 + 2;
+  double seconds = 0;
+  if (cluster.update_ns_per_parameter > 0) {
+    seconds = parameters * cluster.update_ns_per_parameter * 1e-9;
+  } else if (cluster.hbm_gbps > 0) {
+    seconds = parameters * kAdamBytesPerParameter / (cluster.hbm_gbps * 1e9 * cluster.memory_efficiency);
+  }
+  return seconds * (cluster.host_cores > 0 ? std::max(1.0, double(cluster.gpus) / cluster.host_cores) : 1.0);
 }
 
 // The pipeline's step as the simulator plays it: its makespan and the busiest rank's busy time (seconds). The
@@ -208,22 +235,24 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   const double makespan = pipeline.makespan, busy = pipeline.busy;
   r.peak_stage_activations = e.facts ? e.facts->peak : 1;
   // The busiest rank's busy time split as the stages' sums are.
-  const double parts = pc.compute + pc.tp + pc.cp + pc.ep;
-  r.time.compute = busy * pc.compute / parts;
-  r.time.tp = busy * pc.tp / parts, r.time.cp = busy * pc.cp / parts, r.time.ep = busy * pc.ep / parts;
-  r.time.bubble = makespan - busy;
-  r.time.dp = exposed_data_parallel(cluster, e, zero);
-  // A rank updates the parameters whose optimizer state it holds (12 bytes each; ZeRO shards them), slowed like
-  // the compute where the ranks share cores.
-  const double updated = r.memory.optimizer / 12;
-  r.time.update = updated * cluster.update_ns_per_parameter * 1e-9 *
-                  (cluster.host_cores > 0 ? std::max(1.0, double(cluster.gpus) / cluster.host_cores) : 1.0);
-  const double modelled = makespan + r.time.dp + r.time.update;
-  r.time.other = (cluster.step_time_factor - 1) * modelled;
-  r.time.step = modelled + r.time.other;
+  const double scale = busy / (pc.compute + pc.recompute + pc.tp + pc.cp + pc.ep);
+  LayoutTime& t = r.time;
+  t.compute = scale * pc.compute, t.recompute = scale * pc.recompute;
+  t.tp = scale * pc.tp, t.cp = scale * pc.cp, t.ep = scale * pc.ep;
+  t.tp_hidden = scale * pc.tp_hidden, t.cp_hidden = scale * pc.cp_hidden, t.ep_hidden = scale * pc.ep_hidden;
+  t.compute_efficiency = pc.flops / ((pc.compute + pc.recompute) * cluster.peak_tflops * 1e12);
+  t.bubble = makespan - busy;
+  const DataParallelTime dp = data_parallel_time(cluster, e, zero);
+  t.dp = dp.exposed, t.dp_hidden = dp.total - dp.exposed;
+  t.update = update_seconds(cluster, r.memory.optimizer / 12);  // 12 bytes of optimizer state a parameter
+  const double modelled = makespan + t.dp + t.update;
+  t.other = (cluster.step_time_factor - 1) * modelled;
+  t.step = modelled + t.other;
   const double tokens = double(global_batch) * model.seq_len;
-  r.tokens_per_second_per_gpu = tokens / r.time.step / cluster.gpus;
+  r.tokens_per_second_per_gpu = tokens / t.step / cluster.gpus;
   r.tflops_per_gpu = r.tokens_per_second_per_gpu * model_flops_per_token(model) / 1e12;
+  r.hardware_tflops_per_gpu =
+      r.tokens_per_second_per_gpu * executed_flops_per_token(model, e.layout.recompute, e.layout.flash_attention) / 1e12;
   r.mfu = r.tflops_per_gpu / cluster.peak_tflops;
   r.bubble_fraction = r.time.bubble / r.time.step;
   return r;
@@ -287,7 +316,7 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
     }
     // What one copy of the model states leaves for activations, in 1/pp slices of one micro-batch.
     const LayoutMemory states = memory_of(linear, row.layout.zero);
-    const double left = cluster.memory_bytes() - (states.total() - states.activations) - linear.logit_bytes;
+    const double left = cluster.memory_bytes() - states.states() - linear.logit_bytes;
     PlanRequest plan_request;
     plan_request.num_ranks = base.pp, plan_request.num_microbatches = base.microbatches;
     plan_request.costs = pipeline_costs(model, cluster, base, true).costs;
@@ -315,7 +344,8 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
     }
     ++search.simulated;
     std::optional<LayoutResult> best = best_zero_stage(request, e, cache, zeros);
-    if (!best || !request.fix.holds(best->layout)) continue;  // its vpp is the plan's
+    if (!best || !request.fix.holds(best->layout) || !request.fix.cuts_as_required(model, best->layout))
+      continue;  // its vpp is the plan's
     best->plan_command = "dualpipe plan --ranks " + std::to_string(base.pp) + " --microbatches " +
                          std::to_string(base.microbatches) + " --cost " + plan_request.costs.to_string() +
                          " --memory-limit " + detail::concat(*plan_request.memory_limit) +
@@ -330,6 +360,16 @@ void add_planner_schedules(const LayoutRequest& request, const std::vector<int>&
 double model_flops_per_token(const ModelSpec& model) {
   const double input_embedding = model.tied_embeddings ? 0 : double(model.vocab) * model.hidden;
   return 6 * (model.active_parameters() - input_embedding) + 12.0 * model.layers * model.hidden * model.seq_len;
+}
+
+double executed_flops_per_token(const ModelSpec& model, Recompute recompute, bool flash_attention) {
+  const double attention_core = 4.0 * model.layers * model.hidden * model.seq_len;
+  const double embeddings = double(model.vocab) * model.hidden * (model.tied_embeddings ? 1 : 2);
+  const double layers = 2 * (model.active_parameters() - embeddings) + attention_core;
+  double again = 0;
+  if (recompute == Recompute::Full) again = layers;
+  if (recompute == Recompute::Selective && !flash_attention) again = attention_core;
+  return model_flops_per_token(model) + again;
 }
 
 LayoutResult evaluate_layout(const ModelSpec& model, const ClusterSpec& cluster, int global_batch,
@@ -398,7 +438,7 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
       add_ranked(ranked, *best, request.top);
   }
   std::vector<std::unique_ptr<ScheduleFacts>> planned;
-  if (request.planner && !fix.schedule) add_planner_schedules(request, zeros, cache, planned, search, 1);
+  if (request.planner && fix.schedules.empty()) add_planner_schedules(request, zeros, cache, planned, search, 1);
   return search;
 }
 

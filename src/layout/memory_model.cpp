@@ -57,7 +57,7 @@ double layer_activation_bytes(const ModelSpec& model, bool moe_layer, const Laye
   const double mlp_split = (model.gated_ffn ? 6 : 4) * ffn_width + dispatched_copies;
   const double unsplit = 10;
   const double scores =
-      shape.recompute == Recompute::Selective ? 0 : 5.0 * model.heads * model.seq_len / h;  // a·s_keys/h
+      shape.recompute == Recompute::Selective || shape.flash_attention ? 0 : 5.0 * model.heads * model.seq_len / h;
   const double split = attention_split + mlp_split + scores;
   return split_all ? sbh * (unsplit + split) / t : sbh * (unsplit + split / t);
 }

@@ -3,116 +3,102 @@
 #include <algorithm>
 
 #include "dualpipe/util/error.h"
+#include "layout/collectives.h"
+#include "layout/layer_time.h"
 
 namespace dualpipe::layout {
 
-double group_bandwidth(const ClusterSpec& cluster, int size, int stride) {
-  const bool in_node = double(size) * stride <= cluster.gpus_per_node;
-  return (in_node ? cluster.intra_node_gbps : cluster.inter_node_gbps) * 1e9 * cluster.link_efficiency;
-}
-
 namespace {
 
-// An all-to-all over `ep` ranks numbered node by node, moving `token_bytes` per token to each of its `copies`
-// experts: the share of the traffic that leaves its node goes over the network while the rest takes NVLink, at
-// once. With node-limited routing (max_nodes > 0), a token crosses the network once per remote node it reaches,
-// at most max_nodes of them, and every copy then takes NVLink once inside its node.
-double all_to_all_seconds(const ClusterSpec& cluster, int ep, double token_bytes, int copies, int max_nodes) {
-  const double bytes = token_bytes * copies, moved = bytes * (ep - 1) / ep;
-  const double eff = cluster.link_efficiency * 1e9;
-  if (ep <= cluster.gpus_per_node) return moved / (cluster.intra_node_gbps * eff);
-  const double outside = double(ep - cluster.gpus_per_node) / (ep - 1);
-  double network = moved * outside, nvlink = moved * (1 - outside);
-  if (max_nodes > 0) {
-    const double nodes = double(ep) / cluster.gpus_per_node;
-    network = std::min(network, token_bytes * std::min(max_nodes, copies) * (nodes - 1) / nodes);
-    nvlink = moved;
+// What one layer adds to its stage, dense or MoE, as seconds of the stage's F, B and W and its parts; a stage adds
+// each kind once per layer of it. Counted rather than looped, so that the time does not grow with the layers (a
+// model may have 100000).
+struct StageSums {
+  double f = 0, b = 0, w = 0;                    // the simulator's costs, exposed communication included
+  double compute = 0, recompute = 0, flops = 0;  // forward and backward compute; recomputed forwards; executed
+  double tp = 0, cp = 0, tp_hidden = 0, cp_hidden = 0, all_to_all = 0;
+  double dense_parameters = 0, expert_parameters = 0;
+
+  void add(const StageSums& o, double count) {
+    f += count * o.f, b += count * o.b, w += count * o.w;
+    compute += count * o.compute, recompute += count * o.recompute, flops += count * o.flops;
+    tp += count * o.tp, cp += count * o.cp, tp_hidden += count * o.tp_hidden, cp_hidden += count * o.cp_hidden;
+    all_to_all += count * o.all_to_all;
+    dense_parameters += count * o.dense_parameters, expert_parameters += count * o.expert_parameters;
   }
-  return std::max(network / (cluster.inter_node_gbps * eff), nvlink / (cluster.intra_node_gbps * eff));
+};
+
+StageSums sums_of(const LayerTime& t, bool full_recompute) {
+  StageSums s;
+  // The backward exchanges as much as the forward, and a full recomputation runs the forward's exchanges again;
+  // context parallelism's backward ring carries K, V and their gradients.
+  const double tp = t.tp - t.tp_hidden, cp = t.cp - t.cp_hidden;
+  const double tp_backward = tp * (full_recompute ? 2 : 1);
+  s.f = t.forward + tp + cp;
+  s.b = t.backward + t.recompute + tp_backward + 2 * cp;
+  s.w = t.weight;
+  s.compute = t.forward + t.backward, s.recompute = t.recompute;
+  s.flops = 3 * t.forward_flops + t.recompute_flops;
+  s.tp = tp + tp_backward, s.cp = 3 * cp;
+  s.tp_hidden = t.tp_hidden * (full_recompute ? 3 : 2), s.cp_hidden = 3 * t.cp_hidden;
+  return s;
 }
 
 }  // namespace
 
 PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout,
                              bool overlapped_pairs) {
-  const int stages = layout.stages(), t = layout.tp, c = layout.cp;
+  const int stages = layout.stages(), t = layout.tp;
   DUALPIPE_REQUIRE(stages <= model.layers, "pp x vpp = ", stages, " stages need at least as many layers, the model has ",
                    model.layers);
   PipelineCosts out;
   // Contiguous cut, the first stages taking one layer more where the layers do not divide evenly.
   for (int s = 0; s < stages; ++s) out.layers_per_stage.push_back(model.layers / stages + (s < model.layers % stages));
 
-  const double h = model.hidden, seq = model.seq_len, tokens = double(layout.micro_batch_size) * seq;
-  const double rate = cluster.peak_tflops * 1e12 * cluster.matmul_efficiency * t * c;  // FLOP/s of a tp x cp group
-  const double act_bytes = tokens / c * h * model.dtype_bytes;  // a layer's input, one micro-batch, one cp rank
-  const double tp_bw = group_bandwidth(cluster, t, 1), cp_bw = group_bandwidth(cluster, c, t);
-  const double kv_share = double(model.kv_heads > 0 ? model.kv_heads : model.heads) / model.heads;
-  // Sequence parallelism: 2 all-gathers and 2 reduce-scatters per layer each way, each moving (t-1)/t of it.
-  const double tp_each_way = t > 1 ? 4.0 * (t - 1) / t * act_bytes / tp_bw : 0;
-  // Ring attention: cp - 1 exchanges of this rank's K and V forward, twice that (with their gradients) backward,
-  // overlapped with the attention's own compute.
-  const double cp_forward = c > 1 ? (c - 1) * 2 * act_bytes * kv_share / t / cp_bw : 0;
-  const double ep_each_way =
-      layout.ep > 1
-          ? 2 * all_to_all_seconds(cluster, layout.ep, act_bytes / t, model.top_k, model.max_nodes_per_token)
-          : 0;
+  const double h = model.hidden, tokens = double(layout.micro_batch_size) * model.seq_len / layout.cp;
+  const double act_bytes = tokens * h * model.dtype_bytes;  // a layer's input, one micro-batch, one cp rank
+  const bool full = layout.recompute == Recompute::Full;
+  // Expert parallelism: a dispatch and a combine per MoE layer each way.
+  const double all_to_all_each_way =
+      2 * all_to_all_seconds(cluster, layout.ep, act_bytes / t, model.top_k, model.max_nodes_per_token);
 
-  // What one layer adds to its stage, dense or MoE; a stage adds each kind once per layer of it. Counted rather
-  // than looped, so that the time does not grow with the layers (a model may have 100000).
-  struct LayerCosts {
-    double f_compute = 0, b_compute = 0, w = 0, cp_f = 0, cp_b = 0, exposed_tp = 0, all_to_all = 0;
-    double dense_parameters = 0, expert_parameters = 0;
-  };
-  const auto layer_costs = [&](bool moe) {
-    LayerCosts l;
-    const double ffn = moe ? (model.top_k + model.shared_experts) * model.expert_parameters() + model.router_parameters()
-                           : model.dense_ffn_parameters();
-    const double attention_core = tokens * 4 * h * seq / rate;  // QK^T and AV, forward
-    const double fc = tokens * 2 * (model.attention_parameters() + ffn) / rate + attention_core;
-    double bc = 2 * fc;
-    if (layout.recompute == Recompute::Full) bc += fc;
-    if (layout.recompute == Recompute::Selective) bc += attention_core;
-    l.f_compute = fc, l.b_compute = bc, l.w = fc;
-    l.cp_f = std::max(0.0, cp_forward - attention_core), l.cp_b = std::max(0.0, 2 * (cp_forward - attention_core));
-    l.exposed_tp = 2 * tp_each_way;
-    l.all_to_all = moe ? 2 * ep_each_way : 0;
-    l.dense_parameters = (model.attention_parameters() +
+  const auto layer_sums = [&](bool moe) {
+    StageSums s = sums_of(layer_time(model, cluster, layout, moe), full);
+    s.all_to_all = moe ? 2 * all_to_all_each_way : 0;
+    s.dense_parameters = (model.attention_parameters() +
                           (moe ? model.shared_experts * model.expert_parameters() + model.router_parameters()
                                : model.dense_ffn_parameters())) / t;
-    l.expert_parameters = moe ? model.experts * model.expert_parameters() / layout.ep : 0;
-    return l;
+    s.expert_parameters = moe ? model.experts * model.expert_parameters() / layout.ep : 0;
+    return s;
   };
-  const LayerCosts dense_layer = layer_costs(false), moe_layer = layer_costs(true);
+  const StageSums dense_layer = layer_sums(false), moe_layer = model.experts > 0 ? layer_sums(true) : StageSums{};
+  const StageSums output_layer = sums_of(output_layer_time(model, cluster, layout), false);
 
   std::vector<double> forward, backward, weight;
   double pair_sum = 0, separate_sum = 0;
   int layer = 0;
   for (int s = 0; s < stages; ++s) {
-    double w = 0, f_compute = 0, b_compute = 0, all_to_all = 0, exposed_tp = 0, cp_f = 0, cp_b = 0;
-    StageParameters params;
-    if (s == 0) params.dense += double(model.vocab) * h / t;
+    StageSums stage;
+    if (s == 0) stage.dense_parameters += double(model.vocab) * h / t;
     const int moe_layers = model.moe_layers_in(layer, layer + out.layers_per_stage[s]);
     layer += out.layers_per_stage[s];
-    for (const auto& [l, count] : {std::pair{dense_layer, out.layers_per_stage[s] - moe_layers},
-                                   std::pair{moe_layer, moe_layers}}) {
-      f_compute += count * l.f_compute, b_compute += count * l.b_compute, w += count * l.w;
-      cp_f += count * l.cp_f, cp_b += count * l.cp_b, exposed_tp += count * l.exposed_tp;
-      all_to_all += count * l.all_to_all;
-      params.dense += count * l.dense_parameters, params.experts += count * l.expert_parameters;
-    }
+    stage.add(dense_layer, out.layers_per_stage[s] - moe_layers);
+    stage.add(moe_layer, moe_layers);
     if (s == stages - 1) {
-      const double logits = tokens * 2 * double(model.vocab) * h / rate;
-      f_compute += logits, b_compute += 2 * logits, w += logits;
-      if (!model.tied_embeddings || stages > 1) params.dense += double(model.vocab) * h / t;
+      stage.add(output_layer, 1);
+      if (!model.tied_embeddings || stages > 1) stage.dense_parameters += double(model.vocab) * h / t;
     }
-    const double f = f_compute + exposed_tp / 2 + cp_f, b = b_compute + exposed_tp / 2 + cp_b;
-    out.compute += f_compute + b_compute, out.tp += exposed_tp, out.cp += cp_f + cp_b;
+    out.compute += stage.compute, out.recompute += stage.recompute, out.flops += stage.flops;
+    out.tp += stage.tp, out.cp += stage.cp, out.tp_hidden += stage.tp_hidden, out.cp_hidden += stage.cp_hidden;
     // A pair runs one micro-batch's forward beside another's backward: their all-to-alls hide behind the compute.
-    const double separate = f + b + all_to_all;
-    pair_sum += std::max(f + b, all_to_all + exposed_tp), separate_sum += separate;
-    out.ep += overlapped_pairs ? std::max(0.0, all_to_all - (f_compute + b_compute)) : all_to_all;
-    forward.push_back(f + all_to_all / 2), backward.push_back(b + all_to_all / 2), weight.push_back(w);
-    out.parameters.push_back(params);
+    const double computing = stage.compute + stage.recompute;
+    pair_sum += std::max(stage.f + stage.b, stage.all_to_all + stage.tp);
+    separate_sum += stage.f + stage.b + stage.all_to_all;
+    const double hidden = overlapped_pairs ? std::min(stage.all_to_all, computing) : 0;
+    out.ep += stage.all_to_all - hidden, out.ep_hidden += hidden;
+    forward.push_back(stage.f + stage.all_to_all / 2), backward.push_back(stage.b + stage.all_to_all / 2);
+    weight.push_back(stage.w);
+    out.parameters.push_back({stage.dense_parameters, stage.expert_parameters});
   }
   CostModel& costs = out.costs;
   costs.forward = costs.backward = costs.weight = 0;
@@ -121,7 +107,11 @@ PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster,
     costs.forward += forward[s] / stages, costs.backward += backward[s] / stages, costs.weight += weight[s] / stages;
   }
   if (overlapped_pairs) costs.overlapped = (costs.forward + costs.backward) * pair_sum / separate_sum;
-  costs.comm = layout.pp > 1 ? act_bytes / t / group_bandwidth(cluster, 2, t * c * layout.dp) : 0;
+  // The pipeline's message: each tensor rank sends its 1/t of the activation (Megatron's scatter-gather).
+  if (layout.pp > 1) {
+    const GroupLink link = group_link(cluster, 2, t * layout.cp * layout.dp);
+    costs.comm = link.step_seconds + act_bytes / t / link.bytes_per_second;
+  }
   return out;
 }
 

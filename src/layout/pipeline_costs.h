@@ -16,8 +16,11 @@ struct StageParameters {
 
 struct PipelineCosts {
   CostModel costs;  // per stage, seconds; comm is one point-to-point message; FB set where pairs hide all-to-all
-  // Of a micro-batch's F + B summed over the stages: compute, and each exposed communication (seconds).
-  double compute = 0, tp = 0, cp = 0, ep = 0;
+  // Of a micro-batch's F + B summed over the stages (seconds): compute, the recomputed forwards, each exposed
+  // communication, and the communication hidden behind compute.
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;
+  double tp_hidden = 0, cp_hidden = 0, ep_hidden = 0;
+  double flops = 0;  // executed, recomputation included
   std::vector<StageParameters> parameters;  // per stage (already divided by tp)
   std::vector<int> layers_per_stage;
 };
@@ -27,9 +30,5 @@ struct PipelineCosts {
 // the model has layers.
 PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout,
                              bool overlapped_pairs);
-
-// Bytes per second of a group of `size` ranks whose neighbours are `stride` ranks apart (ranks numbered node by
-// node): NVLink while the whole group sits in one node, the network otherwise, at the cluster's link efficiency.
-double group_bandwidth(const ClusterSpec& cluster, int size, int stride);
 
 }  // namespace dualpipe::layout

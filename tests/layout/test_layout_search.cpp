@@ -141,7 +141,7 @@ TEST(LayoutFix, ParsesItsKeysAndRefusesTheRest) {
   const LayoutFix fix = LayoutFix::parse("tp=8,pp=16,schedule=DualPipe,recompute=full,zero=1");
   EXPECT_EQ(fix.tp, 8);
   EXPECT_EQ(fix.pp, 16);
-  EXPECT_EQ(fix.schedule, "dualpipe");
+  EXPECT_EQ(fix.schedules, std::vector<std::string>{"dualpipe"});
   EXPECT_EQ(fix.recompute, Recompute::Full);
   EXPECT_FALSE(fix.cp.has_value());
   const auto error_of = [](const std::string& text) { return test::error_text([&] { LayoutFix::parse(text); }); };

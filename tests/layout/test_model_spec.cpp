@@ -76,7 +76,7 @@ TEST(ClusterSpec, PresetsTakeTheirGpuCountAfterX) {
   EXPECT_EQ(cluster_spec("a100-80gx4").gpus, 4);  // less than a node
   EXPECT_NE(cluster_file_error(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100, "intra_node_gbps": 100,
                                   "inter_node_gbps": 10, "matmul_efficiency": 1.5})")
-                .find("matmul_efficiency and link_efficiency must be in (0, 1]"),
+                .find("matmul_efficiency=1.5 must be above 0 and at most 1"),
             std::string::npos);
 }
 

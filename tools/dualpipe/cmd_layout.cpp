@@ -19,7 +19,7 @@ namespace {
 struct LayoutCommand {
   std::string model, cluster, fix, format = "table", output, calibrate, max_memory;
   int global_batch = 0, seq_len = 0, top = 10, calibrate_mbs = 0, calibrate_stages = 1;
-  bool include_unfit = false, families_only = false;
+  bool include_unfit = false, families_only = false, explain = false;
 };
 
 // The costs of torch.profiler traces (a file, or a directory of one per rank), per slice of the ranks that ran
@@ -73,6 +73,14 @@ void run(const LayoutCommand& c) {
   if (!c.calibrate.empty()) calibration = calibration_of(c, request);
   const layout::LayoutSearch search = layout::search_layouts(request);
   const layout::Calibration* measured = calibration ? &*calibration : nullptr;
+  if (c.explain) {
+    DUALPIPE_REQUIRE(!search.ranked.empty(), "--explain: no layout fits in memory (add --include-unfit to explain "
+                                             "the closest)");
+    const layout::LayoutResult& best = search.ranked.front();
+    write_output(c.output, c.format == "json" ? layout::layout_explanation_json(request, best, measured)
+                                              : layout::layout_explanation(request, best, measured));
+    return;
+  }
   write_output(c.output, c.format == "json" ? layout::layout_json(request, search, measured)
                                             : layout::layout_table(request, search, measured));
 }
@@ -108,7 +116,11 @@ void add_layout_command(CLI::App& app) {
   sub->add_option("--seq-len", command->seq_len, "Sequence length (default: the model's)")->check(CLI::Range(1, 1 << 24));
   sub->add_option("--top", command->top, "Rows to show")->check(CLI::Range(1, 10000))->capture_default_str();
   sub->add_option("--fix", command->fix,
-                  "Hold sizes fixed: KEY=VALUE,... with keys tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule");
+                  "Hold sizes fixed: KEY=VALUE,... with keys tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule "
+                  "(several joined by '+'), and how the layers run: sp, dp_overlap, flash, even_stages (0 or 1)");
+  sub->add_flag("--explain", command->explain,
+                "Take the best layout (hold it with --fix) apart: its step by part (compute and its efficiency, "
+                "recomputation, exposed and hidden communication, bubble, optimizer) and its memory by part");
   auto* calibrate = sub->add_option(
       "--calibrate", command->calibrate,
       "Fit the time model to a run of --model: a dualpipe train --trace (one replica; compute rate, update and step "
@@ -139,6 +151,8 @@ void add_layout_command(CLI::App& app) {
               "Examples:\n"
               "  dualpipe layout --model llama3-70b --cluster h100-sxmx512 --global-batch 1024\n"
               "  dualpipe layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --fix pp=16,tp=1\n"
+              "  dualpipe layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --explain "
+              "--fix tp=1,cp=1,pp=16,ep=64,mbs=1,zero=1,schedule=dualpipe\n"
               "  dualpipe layout --model my_model.json --cluster my_cluster.json --global-batch 64 --format json\n"
               "  dualpipe layout --model small.json --cluster this_machine.json --global-batch 16 --calibrate run.json "
               "--calibrate-mbs 2");

@@ -10,6 +10,11 @@ namespace dualpipe::layout {
 constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;  // memory_gib's unit
 constexpr int kMaxClusterGpus = 1 << 20;
 
+// The two efficiencies fitted on Narayanan et al. 2021's Table 1 (the test in tests/layout/test_published_runs.cpp
+// fits them again from the published figures and checks these are its result).
+constexpr double kFittedMatmulEfficiency = 0.70;
+constexpr double kFittedMemoryEfficiency = 0.7;
+
 struct ClusterSpec {
   std::string name;
   int gpus = 0;
@@ -18,10 +23,26 @@ struct ClusterSpec {
   double peak_tflops = 0;        // dense 16-bit, per GPU
   double intra_node_gbps = 0;    // GB/s per GPU, one direction, inside a node
   double inter_node_gbps = 0;    // GB/s per GPU, one direction, between nodes
-  // Assumptions, stated with every result: the share of peak that large matrix products reach, and of the link
-  // bandwidths that collectives reach.
-  double matmul_efficiency = 0.6;
+  // The memory-bound side of a GPU (docs/layout.md, "The time model"): HBM bandwidth (GB/s, datasheet) and the
+  // streaming multiprocessors a matrix product's tiles spread over. 0: not modelled (CPU processes; a GPU whose
+  // figures are unknown): element-wise work then costs nothing and products run at matmul_efficiency whatever
+  // their shape.
+  double hbm_gbps = 0;
+  int sm_count = 0;
+  // Fitted on published runs (tests/layout/data/published_runs.json; docs/layout.md, "Checked against published
+  // runs"), stated with every result: the share of peak that large matrix products reach, of the HBM bandwidth
+  // that element-wise kernels reach, and of the link bandwidths that collectives reach.
+  double matmul_efficiency = kFittedMatmulEfficiency;
+  double memory_efficiency = kFittedMemoryEfficiency;
   double link_efficiency = 0.8;
+  // Per-step latencies of a ring collective in microseconds (NCCL's tuning model, src/graph/tuning.cc, ring
+  // with the Simple protocol: 3.4 per NVLink hop, 9.6 per network hop); a collective also pays NCCL's base
+  // latency of 8.4 once.
+  double intra_node_latency_us = 3.4;
+  double inter_node_latency_us = 9.6;
+  // The share of tensor-parallel communication that runs behind the matrix products beside it (Megatron-Core's
+  // --tp-comm-overlap splits them into chunks to do so); 0: exposed, as Megatron-LM ran it in 2021 and 2022.
+  double tp_overlap = 0;
   // Bytes per GPU kept out of the planner's reach (the CUDA context, NCCL's buffers, fragmentation).
   double reserved_gib = 4;
   // CPU processes on one machine (this machine's runs): the cores every rank shares. More ranks computing at once

@@ -4,6 +4,7 @@
 // docs/layout.md.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,21 +25,38 @@ struct Layout {
   std::string schedule = "none";
   int micro_batch_size = 1;
   int microbatches = 1;  // per step, per data-parallel replica
+  // How the layers run, as the training software offers (--fix sp=0,dp_overlap=0,flash=0 for Megatron-LM in 2021):
+  // with tp > 1, sequence parallelism splits the norms and dropouts over the tensor ranks too (Korthikanti et al.
+  // 2022); the gradients' reduction runs behind the last backward (PyTorch DDP, Megatron-Core's
+  // --overlap-grad-reduce); FlashAttention keeps attention's scores out of memory (Dao et al. 2022), where the
+  // unfused softmax and dropout read and write them.
+  bool sequence_parallel = true;
+  bool dp_overlap = true;
+  bool flash_attention = true;
   int stages() const { return pp * vpp; }
 };
 
+// Bytes per GPU at the peak: the model states, and the larger of the activations (during the backward) and the fp32
+// copy of the gradients that the optimizer's step makes once they are freed (Megatron-LM's and DeepSpeed's
+// mixed-precision optimizers cast the 16-bit gradients to fp32 beside the fp32 state: 4 bytes a parameter updated).
 struct LayoutMemory {
   double parameters = 0, gradients = 0, optimizer = 0, activations = 0;
-  double total() const { return parameters + gradients + optimizer + activations; }
+  double optimizer_step = 0;
+  double states() const { return parameters + gradients + optimizer; }
+  double total() const { return states() + std::max(activations, optimizer_step); }
 };
 
-// Seconds per step, by part, on the busiest rank: compute, the communication left exposed, and the pipeline's
-// idle time (bubble, point-to-point waits included).
+// Seconds per step, by part, on the busiest rank: compute, the recomputed forwards, the communication left
+// exposed, the pipeline's idle time (bubble, point-to-point waits included), the data-parallel reduction left
+// exposed and the optimizer's update; they add up to `step`. The *_hidden parts ran behind compute and are not in
+// the step.
 struct LayoutTime {
-  double compute = 0, tp = 0, cp = 0, ep = 0, dp = 0, bubble = 0;
-  double update = 0;  // the optimizer step and the rest outside the pipeline (cluster.update_ns_per_parameter)
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, bubble = 0, dp = 0;
+  double update = 0;  // the optimizer's step (update_ns_per_parameter, else its HBM traffic)
   double other = 0;   // what cluster.step_time_factor adds
   double step = 0;
+  double tp_hidden = 0, cp_hidden = 0, ep_hidden = 0, dp_hidden = 0;
+  double compute_efficiency = 0;  // FLOPs executed (recomputation included) over (compute + recompute) x peak
 };
 
 struct LayoutResult {
@@ -50,7 +68,8 @@ struct LayoutResult {
   double peak_stage_activations = 0;  // the schedule's in-flight micro-batch stages on the worst rank
   double parameter_copies = 1;        // 2 for DualPipe and Chimera
   double tokens_per_second_per_gpu = 0;
-  double tflops_per_gpu = 0;  // model FLOPs (no recomputation) per second per GPU
+  double tflops_per_gpu = 0;           // model FLOPs (no recomputation) per second per GPU
+  double hardware_tflops_per_gpu = 0;  // FLOPs executed (recomputation included) per second per GPU
   double mfu = 0;
   double bubble_fraction = 0;  // time.bubble / time.step
   // For a schedule of the planner ("planned auto V"): the `dualpipe plan` command that writes it to plan.txt.
@@ -58,14 +77,21 @@ struct LayoutResult {
 };
 
 // Sizes a search is held to ("tp=8,pp=16,schedule=dualpipe"): any of tp, cp, pp, vpp, dp, ep, zero, mbs,
-// recompute, schedule.
+// recompute, schedule (one, or several joined by '+': those the training software offers, "none" for a pipeline of
+// one stage), and how the layers run: sp, dp_overlap, flash (0 or 1; 1 unless fixed). even_stages=1 keeps only
+// pipelines whose stages hold the same number of layers (Megatron-LM before 2024 requires it; the planner
+// otherwise cuts unevenly, the first stages taking one layer more).
 struct LayoutFix {
   std::optional<int> tp, cp, pp, vpp, dp, ep, zero, mbs;
   std::optional<Recompute> recompute;
-  std::optional<std::string> schedule;
+  std::vector<std::string> schedules;  // empty: any
+  bool allows_schedule(const std::string& kind) const;
+  std::optional<bool> sp, dp_overlap, flash, even_stages;
+  void apply(Layout& layout) const;  // sets sp, dp_overlap and flash where fixed
   static LayoutFix parse(const std::string& text);  // throws InvalidArgument naming the item and the rule
   std::string to_string() const;                    // as parse() reads it
   bool holds(const Layout& layout) const;           // every fixed value is the layout's
+  bool cuts_as_required(const ModelSpec& model, const Layout& layout) const;  // even_stages, where fixed
   // Throws InvalidArgument when no layout of `model` could hold the values together, naming the ones in conflict
   // and the rule (ep on a dense model, vpp against the fixed schedule's stages per rank, pp=1 with a schedule).
   void check_can_hold(const ModelSpec& model) const;
@@ -101,6 +127,10 @@ struct LayoutSearch {
 // Model FLOPs per token, forward and backward (PaLM's 6N + 12·L·h·s: N the parameters a token passes through in
 // matrix products, attention's scores and values counted in full).
 double model_flops_per_token(const ModelSpec& model);
+// The same with the forwards that `recompute` runs again: the layers' forward a second time under full
+// recomputation (Narayanan et al. 2021's 96·B·s·l·h² count for a GPT), the attention core under selective
+// without FlashAttention (with it, the scores are never kept, so there is nothing to recompute).
+double executed_flops_per_token(const ModelSpec& model, Recompute recompute, bool flash_attention);
 
 // Costs one layout; throws InvalidArgument when it does not divide (naming the sizes and the rule).
 LayoutResult evaluate_layout(const ModelSpec& model, const ClusterSpec& cluster, int global_batch,

@@ -15,4 +15,12 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
 std::string layout_json(const LayoutRequest& request, const LayoutSearch& search,
                         const Calibration* calibration = nullptr);
 
+// --explain: one layout's predicted step split into compute (with its efficiency), recomputation, the exposed and
+// hidden tp, cp and ep communication, the bubble, the data-parallel communication and the optimizer, which add up to
+// the step; and its memory per GPU by part. The JSON carries the same fields as a row of layout_json.
+std::string layout_explanation(const LayoutRequest& request, const LayoutResult& result,
+                               const Calibration* calibration = nullptr);
+std::string layout_explanation_json(const LayoutRequest& request, const LayoutResult& result,
+                                    const Calibration* calibration = nullptr);
+
 }  // namespace dualpipe::layout

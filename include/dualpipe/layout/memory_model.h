@@ -38,6 +38,7 @@ struct LayerShape {
   int cp = 1;                     // context parallelism divides the sequence
   bool sequence_parallel = true;  // with tp > 1
   Recompute recompute = Recompute::Selective;
+  bool flash_attention = false;  // the scores are never kept (as under selective recomputation)
 };
 
 // The same accounting for one layer of `model` (dense or MoE): Korthikanti's terms with grouped-query K and V,
