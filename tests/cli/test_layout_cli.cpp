@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cli/run_command.h"
@@ -23,15 +25,19 @@ TEST(LayoutCommand, JsonRowsCarryEveryDocumentedField) {
   ASSERT_EQ(out["rows"].size(), 3u);
   for (const auto& row : out["rows"]) {
     for (const char* field : {"tp", "cp", "pp", "vpp", "dp", "ep", "zero", "recompute", "schedule", "micro_batch_size",
-                              "microbatches", "memory_bytes", "step_seconds", "tokens_per_second_per_gpu", "mfu",
-                              "tflops_per_gpu", "bubble_fraction", "fits", "plan_command", "train_command"})
+                              "microbatches", "sequence_parallel", "dp_overlap", "flash_attention", "memory_bytes",
+                              "step_seconds", "time_seconds", "hidden_seconds", "compute_efficiency",
+                              "tokens_per_second_per_gpu", "mfu", "tflops_per_gpu", "hardware_tflops_per_gpu",
+                              "bubble_fraction", "fits", "plan_command", "train_command"})
       EXPECT_TRUE(row.contains(field)) << field;
     EXPECT_EQ(row["tp"].get<int>() * row["cp"].get<int>() * row["pp"].get<int>() * row["dp"].get<int>(), 64);
     EXPECT_TRUE(row["fits"].get<bool>());
     const auto& memory = row["memory_bytes"];
+    // The peak: the states, and the activations or the optimizer step's fp32 gradients, whichever is larger.
     EXPECT_DOUBLE_EQ(memory["total"].get<double>(),
                      memory["parameters"].get<double>() + memory["gradients"].get<double>() +
-                         memory["optimizer"].get<double>() + memory["activations"].get<double>());
+                         memory["optimizer"].get<double>() +
+                         std::max(memory["activations"].get<double>(), memory["optimizer_step"].get<double>()));
     EXPECT_LE(memory["total"].get<double>(), memory["limit"].get<double>());
     // tokens/s per GPU is the batch's tokens over the step and the GPUs.
     EXPECT_NEAR(row["tokens_per_second_per_gpu"].get<double>(), 512.0 * 8192 / row["step_seconds"].get<double>() / 64,
@@ -39,6 +45,46 @@ TEST(LayoutCommand, JsonRowsCarryEveryDocumentedField) {
   }
   EXPECT_GE(out["rows"][0]["tokens_per_second_per_gpu"].get<double>(),
             out["rows"][1]["tokens_per_second_per_gpu"].get<double>());
+}
+
+// --explain takes one layout apart: its parts add up to its step, in the JSON and in the text a user reads.
+TEST(LayoutCommand, ExplainsOneLayoutWhosePartsAddUpToItsStep) {
+  const std::string base = "layout --model deepseek-v3 --cluster h800x2048 --global-batch 15360 --explain "
+                           "--fix tp=1,cp=1,pp=16,ep=64,mbs=1,zero=1,schedule=dualpipe";
+  const CommandResult json_run = dualpipe(base + " --format json");
+  ASSERT_EQ(json_run.status, 0) << json_run.out;
+  const nlohmann::json layout = nlohmann::json::parse(json_run.out)["layout"];
+  double parts = 0;
+  for (const auto& [name, seconds] : layout["time_seconds"].items()) parts += seconds.get<double>();
+  const double step = layout["step_seconds"].get<double>();
+  EXPECT_NEAR(parts, step, 1e-9 * step);
+  for (const char* part : {"compute", "recompute", "tp", "cp", "ep", "bubble", "dp", "update", "other"})
+    EXPECT_TRUE(layout["time_seconds"].contains(part)) << part;
+  EXPECT_GT(layout["hidden_seconds"]["ep"].get<double>(), 0);  // DualPipe's pairs hide the all-to-all
+  EXPECT_GT(layout["compute_efficiency"].get<double>(), 0);
+  EXPECT_LE(layout["compute_efficiency"].get<double>(), 1);
+
+  // The text: every part's seconds, summed, give the step line's.
+  const CommandResult text_run = dualpipe(base);
+  ASSERT_EQ(text_run.status, 0) << text_run.out;
+  std::istringstream lines(text_run.out);
+  std::string line;
+  double summed = 0, stated = -1;
+  int counted = 0;
+  while (std::getline(lines, line) && line.find("on the busiest rank:") == std::string::npos) {
+  }
+  while (stated < 0 && std::getline(lines, line)) {  // the parts, down to the step's line
+    char name[64];
+    double seconds = 0;
+    if (std::sscanf(line.c_str(), "  %63[a-z ] %lf s", name, &seconds) != 2) continue;
+    const std::string part = name;
+    if (part.rfind("step", 0) == 0) stated = seconds;
+    else summed += seconds, ++counted;
+  }
+  EXPECT_GE(counted, 8) << text_run.out;
+  EXPECT_NEAR(summed, stated, 1e-3 * stated) << text_run.out;
+  EXPECT_NEAR(stated, step, 1e-3 * step);
+  EXPECT_NE(text_run.out.find("memory per GPU"), std::string::npos);
 }
 
 TEST(LayoutCommand, FixHoldsTheSizesAndTheTableGoesToAFile) {

@@ -154,5 +154,35 @@ TEST(LayoutFix, ParsesItsKeysAndRefusesTheRest) {
   EXPECT_TRUE(LayoutFix::parse("").tp == std::nullopt);
 }
 
+// How the layers run, and the schedules the training software offers (Megatron-LM's in 2021, say).
+TEST(LayoutFix, HoldsHowTheLayersRunAndSeveralSchedules) {
+  const LayoutFix fix = LayoutFix::parse("sp=0,flash=0,dp_overlap=1,even_stages=1,schedule=none+1f1b+interleaved-1f1b");
+  EXPECT_EQ(fix.sp, false);
+  EXPECT_EQ(fix.flash, false);
+  EXPECT_EQ(fix.dp_overlap, true);
+  EXPECT_EQ(fix.schedules, (std::vector<std::string>{"none", "1f1b", "interleaved-1f1b"}));
+  EXPECT_EQ(LayoutFix::parse(fix.to_string()).to_string(), fix.to_string());
+  Layout l;
+  fix.apply(l);
+  EXPECT_FALSE(l.sequence_parallel);
+  EXPECT_FALSE(l.flash_attention);
+  EXPECT_TRUE(l.dp_overlap);
+  const auto error_of = [](const std::string& text) { return test::error_text([&] { LayoutFix::parse(text); }); };
+  EXPECT_NE(error_of("sp=2").find("--fix sp='2' must be 0 or 1"), std::string::npos);
+  EXPECT_NE(error_of("schedule=1f1b+1f1b").find("names '1f1b' twice"), std::string::npos);
+  EXPECT_NE(error_of("schedule=1f1b,schedule=gpipe").find("names 'schedule' twice"), std::string::npos);
+
+  // Every row keeps to them: only those schedules, and layers that divide evenly over the stages.
+  const ModelSpec model = model_spec("gpt3-175b");  // 96 layers
+  const LayoutSearch search =
+      search_layouts(test::search_request(model, "a100-80gx256", 512, fix.to_string() + ",tp=8", 50));
+  ASSERT_FALSE(search.ranked.empty());
+  for (const LayoutResult& row : search.ranked) {
+    EXPECT_TRUE(fix.allows_schedule(row.layout.schedule)) << row.layout.schedule;
+    EXPECT_EQ(model.layers % row.layout.stages(), 0) << row.layout.pp << "x" << row.layout.vpp;
+    EXPECT_FALSE(row.layout.sequence_parallel);
+  }
+}
+
 }  // namespace
 }  // namespace dualpipe::layout
