@@ -1,0 +1,86 @@
+// The time model's pieces by hand (src/layout/layer_time.h, collectives.h): a matrix product's tiles, waves and
+// roofline, NCCL's ring and tree, and the tensor-parallel traffic that runs behind the products.
+#include <gtest/gtest.h>
+
+#include "dualpipe/layout/layout.h"
+#include "layout/collectives.h"
+#include "layout/layer_time.h"
+
+namespace dualpipe::layout {
+namespace {
+
+ClusterSpec a100() { return cluster_spec("a100-80gx64"); }  // 312 TFLOP/s, 2039 GB/s, 108 SMs, 0.70 and 0.70
+
+TEST(MatmulSeconds, OneFullWaveRunsAtTheMatmulEfficiency) {
+  const ClusterSpec c = a100();
+  // 12 x 9 tiles of 128 x 128: one wave of 108 exactly, compute-bound (k = 4096: 66 us of compute, 18 us of
+  // operands from memory).
+  const double m = 12 * 128, n = 9 * 128, k = 4096;
+  EXPECT_NEAR(matmul_seconds(c, m, n, k), 2 * m * n * k / (312e12 * 0.70), 1e-15);
+}
+
+TEST(MatmulSeconds, ATileMoreThanAWaveRunsASecondWaveAndPadsItsTile) {
+  const ClusterSpec c = a100();
+  // m = 108 x 128 + 1: 109 tiles, the last holding one row, so two waves of 108 for 109 tiles of work.
+  const double m = 108 * 128 + 1, n = 128, k = 4096;
+  const double pad = m / (109 * 128.0), waves = 109.0 / 216;
+  EXPECT_NEAR(matmul_seconds(c, m, n, k), 2 * m * n * k / (312e12 * 0.70 * pad * waves), 1e-15);
+}
+
+TEST(MatmulSeconds, AThinProductStreamsFromMemory) {
+  const ClusterSpec c = a100();
+  // k = 8: 2mnk FLOPs against 2(mk + kn + mn) bytes, far below the A100's 153 FLOP/byte.
+  const double m = 108 * 128, n = 1024, k = 8;
+  EXPECT_NEAR(matmul_seconds(c, m, n, k), 2 * (m * k + k * n + m * n) / (2039e9 * 0.70), 1e-15);
+}
+
+TEST(MatmulSeconds, WithoutGpuFiguresEveryShapeRunsAtTheMatmulEfficiency) {
+  ClusterSpec c = a100();
+  c.hbm_gbps = 0, c.sm_count = 0;
+  EXPECT_NEAR(matmul_seconds(c, 3, 5, 7), 2 * 3 * 5 * 7 / (312e12 * 0.70), 1e-24);
+}
+
+TEST(Collectives, RingInANodeAndTreeForSmallTensorsAcrossMany) {
+  const ClusterSpec c = a100();
+  const double base = 8.4e-6, nvlink = 3.4e-6, network = 9.6e-6;
+  // 256 MB over the 8 GPUs of a node: a ring, 14 steps on NVLink at 300 GB/s x 0.8.
+  const double bytes = 256e6;
+  EXPECT_NEAR(all_reduce_seconds(c, bytes, 8, 1), base + 14 * nvlink + 2 * bytes * 7 / 8 / 240e9, 1e-12);
+  EXPECT_NEAR(all_gather_seconds(c, bytes, 8, 1), base + 7 * nvlink + bytes * 7 / 8 / 240e9, 1e-12);
+  // 1 KB over 1024 ranks in 128 nodes: a tree, 2 log2(1024) = 20 steps, twice the bytes at 25 GB/s x 0.8.
+  EXPECT_NEAR(all_reduce_seconds(c, 1e3, 1024, 1), base + 20 * network + 2 * 1e3 / 20e9, 1e-12);
+  EXPECT_EQ(all_reduce_seconds(c, bytes, 1, 1), 0);
+}
+
+TEST(LayerTime, TensorParallelTrafficHidesBehindTheProductsOnlyAsFarAsAsked) {
+  ClusterSpec c = a100();
+  const ModelSpec model = model_spec("gpt3-175b");
+  Layout l;
+  l.tp = 8, l.pp = 8, l.dp = 1;
+  const LayerTime exposed = layer_time(model, c, l, false);
+  EXPECT_GT(exposed.tp, 0);
+  EXPECT_EQ(exposed.tp_hidden, 0);
+  c.tp_overlap = 0.5;
+  EXPECT_DOUBLE_EQ(layer_time(model, c, l, false).tp_hidden, 0.5 * exposed.tp);
+  c.tp_overlap = 1;
+  const LayerTime all = layer_time(model, c, l, false);
+  EXPECT_DOUBLE_EQ(all.tp_hidden, std::min(all.tp, all.weight));  // at most the products' time
+}
+
+// Without sequence parallelism the norms and dropouts run on every tensor rank whole: a tensor-parallel layer is
+// slower without it, by the memory-bound work 1/t of which sequence parallelism leaves.
+TEST(LayerTime, SequenceParallelismSplitsTheNormsAndDropouts) {
+  const ClusterSpec c = a100();
+  const ModelSpec model = model_spec("gpt3-175b");
+  Layout l;
+  l.tp = 8, l.pp = 8, l.dp = 1;
+  const double split = layer_time(model, c, l, false).forward;
+  l.sequence_parallel = false;
+  const double whole = layer_time(model, c, l, false).forward;
+  // Two norms (2 passes) and two bias-dropout-adds (3.5 passes) over 2048 x 12288 16-bit values, 7/8 of it saved.
+  const double norm_bytes = (2 * 2 + 2 * 3.5) * 2.0 * 2048 * 12288;
+  EXPECT_NEAR(whole - split, norm_bytes * 7 / 8 / (2039e9 * 0.70), 1e-12);
+}
+
+}  // namespace
+}  // namespace dualpipe::layout
