@@ -1,6 +1,7 @@
 #include "dualpipe/layout/calibration.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "dualpipe/schedule/generators.h"
@@ -48,9 +49,26 @@ StepTimes step_times(const Trace& trace, const std::vector<int>& steps) {
   return {median(gaps), median(periods)};
 }
 
-// Scales cluster.matmul_efficiency by modelled / measured.
-void fit_rate(Calibration& c, ClusterSpec& cluster) {
-  c.matmul_efficiency = c.stated_efficiency * c.modelled_seconds / c.measured_seconds;
+// The matmul efficiency at which the model gives the measured time. Only the products scale with it (memory-bound
+// work and communication do not), so modelled(e) is about A / e + B: the step e' = e x modelled(e) / measured
+// converges to A / (measured - B) where B < measured, in one step where B = 0 (a cluster without GPU figures).
+// modelled_at(cluster) is the model's time for the run at the cluster's efficiency.
+template <typename Modelled>
+void fit_rate(Calibration& c, ClusterSpec& cluster, const Modelled& modelled_at) {
+  c.stated_efficiency = cluster.matmul_efficiency;
+  c.modelled_seconds = modelled_at(cluster);
+  ClusterSpec trial = cluster;
+  double efficiency = c.stated_efficiency, modelled = c.modelled_seconds;
+  for (int step = 0; step < 50; ++step) {
+    const double next = efficiency * modelled / c.measured_seconds;
+    if (next > 1 || std::abs(next - efficiency) <= 1e-9 * efficiency) {
+      efficiency = next;
+      break;
+    }
+    efficiency = trial.matmul_efficiency = next;
+    modelled = modelled_at(trial);
+  }
+  c.matmul_efficiency = efficiency;
   DUALPIPE_REQUIRE(c.matmul_efficiency <= 1, "--calibrate '", c.source, "': the run computed at ",
                    100 * c.matmul_efficiency, "% of the cluster's peak_tflops=", cluster.peak_tflops,
                    "; a rate above peak means peak_tflops is too low for this machine");
@@ -75,9 +93,9 @@ Calibration calibrate_from_costs(const ModelSpec& model, ClusterSpec& cluster, c
   l.micro_batch_size = micro_batch_size, l.recompute = Recompute::None, l.zero = 0;
   c.measured_seconds = forward_plus_backward(costs, stages) * 1e-6;
   DUALPIPE_REQUIRE(c.measured_seconds > 0, "--calibrate '", source, "': the costs' F + B is 0");
-  c.modelled_seconds = forward_plus_backward(pipeline_costs(model, cluster, l, false).costs, stages);
-  c.stated_efficiency = cluster.matmul_efficiency;
-  fit_rate(c, cluster);
+  fit_rate(c, cluster, [&](const ClusterSpec& at) {
+    return forward_plus_backward(pipeline_costs(model, at, l, false).costs, stages);
+  });
   return c;
 }
 
@@ -115,20 +133,20 @@ Calibration calibrate(const ModelSpec& model, ClusterSpec& cluster, const Trace&
                    source, "': the trace has no forward or backward events to measure");
   c.steps = int(per_step.size());
   c.measured_seconds = median(per_step);
-  const CostModel modelled = pipeline_costs(model, cluster, l, false).costs;
-  c.modelled_seconds = forward_plus_backward(modelled, trace.num_stages);
-  c.stated_efficiency = cluster.matmul_efficiency;
   // Ranks beyond the host's cores measured their actions slowed by sharing them: compare with the model's
   // actions slowed alike (the slowdown depends on the schedule's shape, not on the rate).
   if (cluster.host_cores > 0 && l.pp > cluster.host_cores) {
     ScheduleOptions options;
     options.num_ranks = l.pp, options.num_microbatches = trace.num_microbatches;
     options.stages_per_rank = find_generator(l.schedule)->stages_per_rank == 0 ? l.vpp : 0;
+    const CostModel modelled = pipeline_costs(model, cluster, l, false).costs;
     c.shared_cores_slowdown =
         simulate_on_shared_cores(make_schedule(l.schedule, options), modelled, 1, cluster.host_cores).mean_slowdown;
-    c.modelled_seconds *= c.shared_cores_slowdown;
   }
-  fit_rate(c, cluster);
+  fit_rate(c, cluster, [&](const ClusterSpec& at) {
+    return c.shared_cores_slowdown *
+           forward_plus_backward(pipeline_costs(model, at, l, false).costs, trace.num_stages);
+  });
 
   const StepTimes times = step_times(trace, steps);
   c.between_steps_seconds = times.between, c.step_seconds = times.period;

@@ -5,6 +5,7 @@
 #include "dualpipe/layout/layout.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
+#include "layout/pipeline_costs.h"
 
 namespace dualpipe::layout {
 namespace {
@@ -143,6 +144,24 @@ TEST(Calibrate, ACostStringOfTheWholeModelGivesTheSameRate) {
     EXPECT_NE(std::string(e.what()).find("--calibrate-stages=9 must be between 1 and the 8 layers"), std::string::npos)
         << e.what();
   }
+}
+
+// On a GPU cluster the memory-bound work does not scale with the products' rate: the fitted efficiency is the one at
+// which the model gives the measured F + B (checked on the model itself after the fit), not stated x modelled /
+// measured.
+TEST(Calibrate, OnAGpuTheFitSolvesForTheProductsRateAlone) {
+  const ModelSpec model = model_spec("llama3-8b");
+  ClusterSpec cluster = cluster_spec("h100-sxmx8");
+  Layout l;
+  l.micro_batch_size = 1, l.recompute = Recompute::None, l.zero = 0, l.schedule = "none";
+  const CostModel stated = pipeline_costs(model, cluster, l, false).costs;
+  const double stated_seconds = 1e6 * (stated.forward + stated.backward);
+  const double measured_us = 1.25 * stated_seconds;  // a quarter slower than the datasheet's model
+  const Calibration c = calibrate_from_costs(model, cluster, CostModel::parse(
+      "F=" + std::to_string(measured_us / 3) + ",B=" + std::to_string(2 * measured_us / 3)), 1, 1, "measured");
+  const CostModel fitted = pipeline_costs(model, cluster, l, false).costs;
+  EXPECT_NEAR(1e6 * (fitted.forward + fitted.backward), measured_us, 1e-6 * measured_us);
+  EXPECT_LT(c.matmul_efficiency, c.stated_efficiency / 1.25);  // the products slow more than the whole
 }
 
 TEST(Calibrate, RefusesATraceOfAnotherModel) {

@@ -20,7 +20,8 @@ struct Calibration {
   double modelled_seconds = 0;     // the same by the time model, at the cluster's stated efficiency
   double shared_cores_slowdown = 1;  // in that, the model's slowdown of ranks beyond the host's cores
   double stated_efficiency = 0;    // the cluster's matmul_efficiency before
-  double matmul_efficiency = 0;    // after: stated x modelled / measured
+  double matmul_efficiency = 0;    // after: where the model gives the measured time (stated x modelled / measured
+                                   // when only products are modelled, as on a cluster without GPU figures)
   // The time between one step's last action and the next step's first (optimizer, clipping, loss), the median
   // over the steps that have a next one, and what it gives per parameter a rank updates (0 with under 3 steps).
   double between_steps_seconds = 0;
