@@ -81,7 +81,8 @@ ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& 
   object.read("intra_node_latency_us", c.intra_node_latency_us);
   object.read("inter_node_latency_us", c.inter_node_latency_us), object.read("tp_overlap", c.tp_overlap);
   object.read("reserved_gib", c.reserved_gib), object.read("host_cores", c.host_cores);
-  object.read("update_ns_per_parameter", c.update_ns_per_parameter), object.read("step_time_factor", c.step_time_factor);
+  object.read("update_ns_per_parameter", c.update_ns_per_parameter);
+  object.read("step_time_factor", c.step_time_factor);
   object.refuse_unknown();
   object.require({"gpus", "memory_gib", "peak_tflops", "intra_node_gbps", "inter_node_gbps"});
   c.check();

@@ -38,7 +38,7 @@ std::string layout_explanation(const LayoutRequest& request, const LayoutResult&
   text += "  " + how_layers_run(l) + "\n\n";
   text += formatted("step %.4f s on the busiest rank:\n", t.step);
   text += part("compute", t.compute, t.step,
-               formatted("forward and backward; with recomputation at %.1f%% of peak (%.0f of %g TFLOP/s)",
+               formatted("forward and backward; with the recomputation, %.1f%% of peak (%.0f of %g TFLOP/s)",
                          100 * t.compute_efficiency, t.compute_efficiency * c.peak_tflops, c.peak_tflops));
   text += part("recompute", t.recompute, t.step,
                l.recompute == Recompute::Full ? "each layer's forward again, before its backward"

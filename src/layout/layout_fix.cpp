@@ -55,8 +55,8 @@ LayoutFix LayoutFix::parse(const std::string& text) {
         DUALPIPE_REQUIRE(kind == "none" || find_generator(kind), "--fix schedule='", kind,
                          "' is not a schedule (dualpipe schedule --help lists them) nor none");
         const std::string name = kind == "none" ? kind : std::string(find_generator(kind)->name);
-        DUALPIPE_REQUIRE(!fix.allows_schedule(name) || fix.schedules.empty(), "--fix schedule names '", name,
-                         "' twice");
+        DUALPIPE_REQUIRE(std::find(fix.schedules.begin(), fix.schedules.end(), name) == fix.schedules.end(),
+                         "--fix schedule names '", name, "' twice");
         fix.schedules.push_back(name);
         if (plus == value.size()) break;
         begin = plus + 1;

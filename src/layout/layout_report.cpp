@@ -54,7 +54,8 @@ std::string layout_header(const LayoutRequest& request, const Calibration* calib
                                             : "%.2fM parameters, %.2fM active per token",
                                    m.total_parameters() / unit, m.active_parameters() / unit);
   text += ", " + std::to_string(m.layers) + " layers, sequence " + std::to_string(m.seq_len) + "\n";
-  text += "cluster " + printable_line(c.name) + ": " + std::to_string(c.gpus) + " GPUs, " + std::to_string(c.gpus_per_node) +
+  text += "cluster " + printable_line(c.name) + ": " + std::to_string(c.gpus) + " GPUs, " +
+          std::to_string(c.gpus_per_node) +
           " per node, " +
           formatted("%g GiB (%g GiB reserved), %g TFLOP/s, links %g GB/s", c.memory_gib, c.reserved_gib,
                         c.peak_tflops, c.intra_node_gbps) +
@@ -98,7 +99,8 @@ std::string layout_table(const LayoutRequest& request, const LayoutSearch& searc
                   "%3.0f%% %3.0f%% %3.0f%% %5.0f%% %10.0f %4.1f%%\n",
                   ++rank, layout_name(l).c_str(), l.zero, recompute_name(l.recompute), l.schedule.c_str(),
                   l.micro_batch_size, l.microbatches, mem.total() / kBytesPerGiB, r.fits ? " " : "!",
-                  mem.parameters / kBytesPerGiB, mem.gradients / kBytesPerGiB, mem.optimizer / kBytesPerGiB, mem.activations / kBytesPerGiB,
+                  mem.parameters / kBytesPerGiB, mem.gradients / kBytesPerGiB, mem.optimizer / kBytesPerGiB,
+                  mem.activations / kBytesPerGiB,
                   r.time.step, 100 * r.time.compute / r.time.step, 100 * r.time.recompute / r.time.step,
                   100 * r.time.tp / r.time.step,
                   100 * r.time.cp / r.time.step, 100 * r.time.ep / r.time.step, 100 * r.time.dp / r.time.step,
@@ -153,7 +155,8 @@ nlohmann::ordered_json layout_result_json(const LayoutResult& r) {
   row["peak_stage_activations"] = r.peak_stage_activations;
   row["parameter_copies"] = r.parameter_copies;
   row["fits"] = r.fits;
-  row["plan_command"] = r.plan_command.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.plan_command);
+  row["plan_command"] =
+      r.plan_command.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.plan_command);
   return row;
 }
 

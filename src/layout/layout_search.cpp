@@ -8,8 +8,8 @@
 #include "dualpipe/sim/planner.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
-#include "layout/collectives.h"
 #include "layout/layout_candidates.h"
+#include "layout/outside_pipeline.h"
 #include "layout/pipeline_costs.h"
 #include "layout/shared_cores.h"
 
@@ -157,46 +157,6 @@ LayoutMemory memory_of(const PipelineEstimate& e, int zero) {
   return memory;
 }
 
-// The data-parallel traffic of a step, and how much of it runs behind the backward (docs/layout.md): ZeRO-0/1
-// reduce the gradients once, behind the last backward; ZeRO-2 reduce-scatters every micro-batch's gradients
-// behind its backward and gathers the parameters once; ZeRO-3 also gathers the parameters for every forward and
-// backward, behind them. Without dp_overlap nothing hides.
-struct DataParallelTime {
-  double total = 0, exposed = 0;
-};
-
-DataParallelTime data_parallel_time(const ClusterSpec& cluster, const PipelineEstimate& e, int zero) {
-  const Layout& l = e.layout;
-  const int dense_ranks = l.dp * l.cp, expert_ranks = l.tp * l.cp * l.dp / l.ep;
-  // One pass of 16-bit values of every parameter this rank holds over its group: a gather or a reduce-scatter.
-  const double pass = all_gather_seconds(cluster, 2 * e.dense_params, dense_ranks, l.tp) +
-                      all_gather_seconds(cluster, 2 * e.expert_params, expert_ranks, l.ep);
-  const double all_reduce = all_reduce_seconds(cluster, 2 * e.dense_params, dense_ranks, l.tp) +
-                            all_reduce_seconds(cluster, 2 * e.expert_params, expert_ranks, l.ep);
-  const CostModel& c = e.costs.costs;
-  const double stages_per_rank = double(l.stages()) / l.pp * e.copies;
-  const double backward = l.dp_overlap ? c.backward * stages_per_rank : 0;
-  const double forward = l.dp_overlap ? c.forward * stages_per_rank : 0;
-  const int m = l.microbatches;
-  if (zero <= 1) return {all_reduce, std::max(0.0, all_reduce - backward)};
-  if (zero == 2) return {m * pass + pass, m * std::max(0.0, pass - backward) + pass};
-  return {3 * m * pass, m * std::max(0.0, 3 * pass - forward - backward)};
-}
-
-// The optimizer's update of the parameters whose state a rank holds: the calibrated rate where there is one, else
-// mixed-precision Adam's HBM traffic (it reads the fp32 master weight, momentum, variance and gradient and writes
-// the first three and the 16-bit weight: 30 bytes a parameter), slowed like the compute where ranks share cores.
-double update_seconds(const ClusterSpec& cluster, double parameters) {
-  constexpr double kAdamBytesPerParameter = 4 * 4 + 3 * 4 + 2;
-  double seconds = 0;
-  if (cluster.update_ns_per_parameter > 0) {
-    seconds = parameters * cluster.update_ns_per_parameter * 1e-9;
-  } else if (cluster.hbm_gbps > 0) {
-    seconds = parameters * kAdamBytesPerParameter / (cluster.hbm_gbps * 1e9 * cluster.memory_efficiency);
-  }
-  return seconds * (cluster.host_cores > 0 ? std::max(1.0, double(cluster.gpus) / cluster.host_cores) : 1.0);
-}
-
 // The pipeline's step as the simulator plays it: its makespan and the busiest rank's busy time (seconds). The
 // same for every ZeRO stage, so simulated once per pipeline.
 struct PipelineTime {
@@ -242,7 +202,9 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   t.tp_hidden = scale * pc.tp_hidden, t.cp_hidden = scale * pc.cp_hidden, t.ep_hidden = scale * pc.ep_hidden;
   t.compute_efficiency = pc.flops / ((pc.compute + pc.recompute) * cluster.peak_tflops * 1e12);
   t.bubble = makespan - busy;
-  const DataParallelTime dp = data_parallel_time(cluster, e, zero);
+  const double held = double(e.layout.stages()) / e.layout.pp * e.copies;  // stages a rank runs, copies counted
+  const DataParallelTime dp = data_parallel_time(cluster, e.layout, zero, e.dense_params, e.expert_params,
+                                                 held * pc.costs.forward, held * pc.costs.backward);
   t.dp = dp.exposed, t.dp_hidden = dp.total - dp.exposed;
   t.update = update_seconds(cluster, r.memory.optimizer / 12);  // 12 bytes of optimizer state a parameter
   const double modelled = makespan + t.dp + t.update;
@@ -251,8 +213,8 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   const double tokens = double(global_batch) * model.seq_len;
   r.tokens_per_second_per_gpu = tokens / t.step / cluster.gpus;
   r.tflops_per_gpu = r.tokens_per_second_per_gpu * model_flops_per_token(model) / 1e12;
-  r.hardware_tflops_per_gpu =
-      r.tokens_per_second_per_gpu * executed_flops_per_token(model, e.layout.recompute, e.layout.flash_attention) / 1e12;
+  const double executed = executed_flops_per_token(model, e.layout.recompute, e.layout.flash_attention);
+  r.hardware_tflops_per_gpu = r.tokens_per_second_per_gpu * executed / 1e12;
   r.mfu = r.tflops_per_gpu / cluster.peak_tflops;
   r.bubble_fraction = r.time.bubble / r.time.step;
   return r;
@@ -398,8 +360,8 @@ LayoutSearch search_layouts(const LayoutRequest& request) {
   fix.check_can_hold(model);
   const std::vector<Layout> candidates = candidate_layouts(request);
   const std::string fixed = fix.to_string();
-  DUALPIPE_REQUIRE(!candidates.empty(), "no layout of ", model.name, " on ", cluster.name, " divides with global batch ",
-                   request.global_batch, fixed.empty() ? "" : " and --fix " + fixed,
+  DUALPIPE_REQUIRE(!candidates.empty(), "no layout of ", model.name, " on ", cluster.name,
+                   " divides with global batch ", request.global_batch, fixed.empty() ? "" : " and --fix " + fixed,
                    ": the GPUs must factor into tp x cp x pp x dp and the batch into dp x micro-batch size");
   const SearchSize size = check_search_size(request, candidates);
   const std::vector<int> zeros = fix.zero ? std::vector<int>{*fix.zero} : std::vector<int>{0, 1, 2, 3};

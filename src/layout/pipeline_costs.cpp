@@ -49,8 +49,8 @@ StageSums sums_of(const LayerTime& t, bool full_recompute) {
 PipelineCosts pipeline_costs(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout,
                              bool overlapped_pairs) {
   const int stages = layout.stages(), t = layout.tp;
-  DUALPIPE_REQUIRE(stages <= model.layers, "pp x vpp = ", stages, " stages need at least as many layers, the model has ",
-                   model.layers);
+  DUALPIPE_REQUIRE(stages <= model.layers, "pp x vpp = ", stages,
+                   " stages need at least as many layers, the model has ", model.layers);
   PipelineCosts out;
   // Contiguous cut, the first stages taking one layer more where the layers do not divide evenly.
   for (int s = 0; s < stages; ++s) out.layers_per_stage.push_back(model.layers / stages + (s < model.layers % stages));

@@ -113,7 +113,8 @@ void add_layout_command(CLI::App& app) {
   sub->add_option("--global-batch", command->global_batch, "Sequences per optimizer step")
       ->required()
       ->check(CLI::Range(1, 1 << 30));
-  sub->add_option("--seq-len", command->seq_len, "Sequence length (default: the model's)")->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--seq-len", command->seq_len, "Sequence length (default: the model's)")
+      ->check(CLI::Range(1, 1 << 24));
   sub->add_option("--top", command->top, "Rows to show")->check(CLI::Range(1, 10000))->capture_default_str();
   sub->add_option("--fix", command->fix,
                   "Hold sizes fixed: KEY=VALUE,... with keys tp, cp, pp, vpp, dp, ep, zero, mbs, recompute, schedule "
@@ -126,7 +127,8 @@ void add_layout_command(CLI::App& app) {
       "Fit the time model to a run of --model: a dualpipe train --trace (one replica; compute rate, update and step "
       "time), its --kineto-trace directory or another PyTorch profiler trace (compute rate, from the regions' "
       "costs), or a --cost string in microseconds (compute rate; dualpipe profile --kineto writes one)");
-  sub->add_option("--calibrate-mbs", command->calibrate_mbs, "Sequences per micro-batch of the --calibrate run (its --batch)")
+  sub->add_option("--calibrate-mbs", command->calibrate_mbs,
+                  "Sequences per micro-batch of the --calibrate run (its --batch)")
       ->check(CLI::Range(1, 1 << 20))
       ->needs(calibrate);
   calibrate->needs("--calibrate-mbs");
