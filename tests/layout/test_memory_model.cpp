@@ -2,24 +2,16 @@
 // et al.'s activation formulas (Table 2) and their GPT-3 figure.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dualpipe/layout/memory_model.h"
 #include "dualpipe/util/error.h"
+#include "layout/published_runs.h"
 
 namespace dualpipe::layout {
 namespace {
 
-nlohmann::json published_figures(const std::string& key) {
-  std::ifstream in(std::string(DUALPIPE_SOURCE_DIR) + "/tests/layout/data/published_runs.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str()).at(key);
-}
+using test::published_figures;
 
 // Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models" (2020), Figure 1: a
 // 7.5B-parameter model on 64 data-parallel GPUs with mixed-precision Adam (K = 12) needs 120 GB per GPU as the

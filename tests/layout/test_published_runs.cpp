@@ -4,27 +4,20 @@
 // "Checked against published runs", has the table this test prints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "dualpipe/layout/layout.h"
+#include "layout/published_runs.h"
 #include "layout/search_request.h"
 
 namespace dualpipe::layout {
 namespace {
 
-nlohmann::json published(const std::string& key) {
-  std::ifstream in(std::string(DUALPIPE_SOURCE_DIR) + "/tests/layout/data/published_runs.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str()).at(key);
-}
+using test::published_figures;
 
 struct Row {
   double parameters_b, tflops;
@@ -34,7 +27,7 @@ struct Row {
 
 std::vector<Row> narayanan_rows() {
   std::vector<Row> rows;
-  const nlohmann::json table = published("narayanan2021");
+  const nlohmann::json table = published_figures("narayanan2021");
   for (const auto& r : table.at("rows"))
     rows.push_back({r.at("parameters_b"), r.at("tflops_per_gpu"), r.at("heads"), r.at("hidden"), r.at("layers"),
                     r.at("tp"), r.at("pp"), r.at("vpp"), r.at("mbs"), r.at("gpus"), r.at("batch"),
@@ -43,7 +36,7 @@ std::vector<Row> narayanan_rows() {
 }
 
 ModelSpec gpt(const Row& r) {
-  const nlohmann::json table = published("narayanan2021");
+  const nlohmann::json table = published_figures("narayanan2021");
   ModelSpec m;
   m.name = "gpt-" + std::to_string(r.parameters_b);
   m.layers = r.layers, m.hidden = r.hidden, m.heads = r.heads, m.ffn_hidden = 4 * r.hidden;
@@ -52,12 +45,12 @@ ModelSpec gpt(const Row& r) {
 }
 
 ClusterSpec selene(const Row& r) {
-  return cluster_spec(published("narayanan2021").at("cluster").get<std::string>() + "x" + std::to_string(r.gpus));
+  return cluster_spec(published_figures("narayanan2021").at("cluster").get<std::string>() + "x" + std::to_string(r.gpus));
 }
 
 // What the software offered, and this run's gradient reduction (PyTorch's DDP overlaps it, Megatron's own does not).
 LayoutFix software(const Row& r) {
-  return LayoutFix::parse(published("narayanan2021").at("software").get<std::string>() +
+  return LayoutFix::parse(published_figures("narayanan2021").at("software").get<std::string>() +
                           ",dp_overlap=" + (r.torch_ddp ? "1" : "0"));
 }
 
@@ -156,7 +149,7 @@ TEST(PublishedRuns, TheFittedEfficienciesAreTheTablesFitAndPlausible) {
 // Korthikanti et al.: selective recomputation with sequence parallelism runs the 530B model at 54.2% MFU where
 // full recomputation ran at 42.1%: 1.29 times as fast. The model's two steps for the same layout, within 10%.
 TEST(PublishedRuns, SelectiveRecomputationGainsWhatKorthikantiMeasured) {
-  const nlohmann::json run = published("korthikanti2022_recomputation");
+  const nlohmann::json run = published_figures("korthikanti2022_recomputation");
   Row r{529.6, 0, 128, 20480, 105, 8, 35, 1, 1, run.at("gpus"), run.at("batch"), false};
   const ModelSpec model = gpt(r);
   const ClusterSpec cluster = cluster_spec("a100-80gx" + std::to_string(r.gpus));
