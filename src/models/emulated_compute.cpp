@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -21,6 +22,11 @@ std::mutex& device() {
   return the_device;
 }
 
+std::atomic<double>& slowdown() {
+  static std::atomic<double> factor{1.0};
+  return factor;
+}
+
 int64_t thread_cpu_us() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -30,7 +36,8 @@ int64_t thread_cpu_us() {
 // The device computes for `microseconds`, less what the host's own maths took on this thread since its last
 // compute: the small model's real operations stand for part of the device's time instead of adding to it. The
 // thread's CPU time, so that waiting (for an exchange, a message, a core) does not count.
-void compute_for(int64_t microseconds) {
+void compute_for(int64_t costed_us) {
+  const auto microseconds = static_cast<int64_t>(static_cast<double>(costed_us) * slowdown().load());
   thread_local int64_t last_compute_cpu_us = thread_cpu_us();
   const int64_t host_us = thread_cpu_us() - last_compute_cpu_us;
   if (microseconds > host_us) {
@@ -64,6 +71,8 @@ struct EmulatedCompute : torch::autograd::Function<EmulatedCompute> {
 };
 
 }  // namespace
+
+void set_emulated_slowdown(double factor) { slowdown().store(factor); }
 
 torch::Tensor emulated_compute(const torch::Tensor& x, const torch::Tensor& anchor, int64_t forward_us,
                                int64_t input_grad_us, int64_t weight_grad_us) {

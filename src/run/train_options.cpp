@@ -172,6 +172,25 @@ const std::vector<TrainOption>& train_options() {
        "With --emulate-device's a2a: the network's rate per rank (like 100mbit), which sizes each exchange so that "
        "it takes a2a's time",
        "Pipeline", &C::emulate_link_rate, false},
+      {"--emulate-slow-rank",
+       "With --emulate-device: RANK=FACTOR[@STEP] makes pipeline rank RANK's emulated compute FACTOR times as slow "
+       "from step STEP (default 1), a straggler on purpose (e.g. 2=1.5@5)",
+       "Stragglers", &C::emulate_slow_rank, false},
+      {"--straggler-threshold",
+       "Name a rank whose compute per layer takes at least this many times the median of the ranks running the same "
+       "kind of action (F, B, I, W, F&B)",
+       "Stragglers", &C::straggler_threshold},
+      {"--straggler-steps", "... for this many steps in a row (one slow step is noise)", "Stragglers",
+       &C::straggler_steps},
+      {"--on-straggler",
+       "report: print the measured speeds, the re-planned cut and schedule with their predicted step times, and the "
+       "command that applies them; replan: apply them (checkpoint at the next step, restart the ranks with the new "
+       "cut, continue) when predicted to gain at least 5%; needs --checkpoint-dir",
+       "Stragglers", &C::on_straggler},
+      {"--rank-speed",
+       "The speed per pipeline rank the cut was made for, like 1,1,0.67,1 (what a re-plan passes on): the "
+       "straggler watch takes it as normal (default: every rank at 1)",
+       "Stragglers", &C::rank_speed, false},
       // Model
       {"--layers", "Transformer blocks in the whole model", "Model", &C::layers},
       {"--hidden", "Width of the residual stream", "Model", &C::hidden},

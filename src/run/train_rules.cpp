@@ -3,15 +3,42 @@
 #include <cmath>
 
 #include "dualpipe/data/byte_tokenizer.h"
+#include "dualpipe/run/straggler.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/cost_model.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::run {
 namespace {
 
 constexpr int kVocabulary = data::ByteTokenizer::kVocabSize;  // the trainer reads bytes
+
+// The straggler options: each in its range, and what it needs.
+void check_stragglers(const TrainConfig& c) {
+  DUALPIPE_REQUIRE(std::isfinite(c.straggler_threshold) && c.straggler_threshold > 1 && c.straggler_threshold <= 100,
+                   "--straggler-threshold must be above 1 and at most 100 (times the median), got ",
+                   c.straggler_threshold);
+  DUALPIPE_REQUIRE(c.straggler_steps >= 1 && c.straggler_steps <= 100000,
+                   "--straggler-steps must be between 1 and 100000, got ", c.straggler_steps);
+  DUALPIPE_REQUIRE(c.on_straggler == "report" || c.on_straggler == "replan", "--on-straggler must be report or "
+                   "replan, got '", c.on_straggler, "'");
+  DUALPIPE_REQUIRE(c.on_straggler != "replan" || !c.checkpoint_dir.empty(), "--on-straggler replan needs "
+                   "--checkpoint-dir DIR: the re-planned ranks continue from the checkpoint it saves there");
+  DUALPIPE_REQUIRE(c.on_straggler != "replan" || c.schedule_file.empty(), "--on-straggler replan re-plans a "
+                   "generated schedule; it cannot change --schedule-file's");
+  if (!c.rank_speed.empty()) {
+    const std::vector<double> speeds = parse_rank_speed(c.rank_speed);
+    DUALPIPE_REQUIRE(static_cast<int>(speeds.size()) == c.ranks, "--rank-speed '", c.rank_speed, "' has ",
+                     speeds.size(), " values for --ranks ", c.ranks, "; give one per pipeline rank");
+  }
+  if (!c.emulate_slow_rank.empty()) {
+    DUALPIPE_REQUIRE(!c.emulate_device.empty(), "--emulate-slow-rank slows the emulated device: give "
+                     "--emulate-device COSTS");
+    parse_slow_rank(c.emulate_slow_rank, c.ranks);
+  }
+}
 
 // --cp's rules: every rank holds two equal chunks of each sequence, and the features it does not cover are refused.
 void check_context_parallel(const TrainConfig& c) {
@@ -78,6 +105,7 @@ void check_options(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.ep == 1 || c.experts > 0, "--ep ", c.ep, " needs an MoE model: give --experts N");
   check_tensor_parallel(c);
   check_context_parallel(c);
+  check_stragglers(c);
   DUALPIPE_REQUIRE(c.experts <= 0 || c.experts % c.ep == 0, "--experts ", c.experts, " must be divisible by --ep ",
                    c.ep, ": each rank of an expert-parallel group holds the same number of experts");
 }

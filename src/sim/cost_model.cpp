@@ -112,6 +112,15 @@ double CostModel::duration(const Action& a) const {
   }
 }
 
+double CostModel::speed_of(int rank) const {
+  return rank >= 0 && rank < static_cast<int>(rank_speed.size()) ? rank_speed[rank] : 1.0;
+}
+
+double CostModel::duration_on(int rank, const Action& a) const {
+  const double d = duration(a);
+  return a.is_compute() ? d / speed_of(rank) : d;
+}
+
 CostModel CostModel::parse(std::string_view spec) {
   CostModel costs;
   std::set<std::string> seen;
@@ -187,6 +196,9 @@ void CostModel::check() const {
   for (std::size_t s = 0; s < stage_scale.size(); ++s) {
     DUALPIPE_REQUIRE(stage_scale[s] > 0, "stage scale must be positive, got ", stage_scale[s], " for stage ", s);
   }
+  for (std::size_t r = 0; r < rank_speed.size(); ++r)
+    DUALPIPE_REQUIRE(std::isfinite(rank_speed[r]) && rank_speed[r] > 0, "--rank-speed of rank ", r,
+                     " must be a positive number, got ", rank_speed[r]);
   // Per-stage lists: one length for all, positive, finite, W part of B on every stage.
   std::size_t n = 0;
   const std::pair<const char*, const std::vector<double>*> lists[] = {
@@ -225,6 +237,29 @@ void CostModel::check_stages(int num_stages) const {
     DUALPIPE_REQUIRE(list->empty() || static_cast<int>(list->size()) == num_stages, "cost ", name, " has ",
                      list->size(), " values for a schedule with ", num_stages, " stages; give one per stage");
   }
+}
+
+std::vector<double> parse_rank_speed(std::string_view text) {
+  std::vector<double> speeds;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string item(text.substr(begin, comma - begin));
+    char* end = nullptr;
+    const double speed = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+    DUALPIPE_REQUIRE(!item.empty() && end && *end == '\0' && std::isfinite(speed) && speed > 0 && speed <= 1000,
+                     "--rank-speed '", text, "': value ", speeds.size() + 1, " ('", item,
+                     "') must be a positive number up to 1000 (a rank's speed against the costs: 1 as costed, 0.67 "
+                     "takes 1.5 times as long)");
+    speeds.push_back(speed);
+    begin = comma + 1;
+  }
+  return speeds;
+}
+
+void CostModel::check_ranks(int num_ranks) const {
+  DUALPIPE_REQUIRE(rank_speed.empty() || static_cast<int>(rank_speed.size()) == num_ranks, "--rank-speed has ",
+                   rank_speed.size(), " values for a schedule of ", num_ranks, " ranks; give one per rank");
 }
 
 namespace {

@@ -120,6 +120,43 @@ std::vector<int> balanced_cut(const std::vector<LayerCost>& layers, int num_stag
   return cut;
 }
 
+std::vector<int> speed_balanced_cut(const std::vector<LayerCost>& layers, const Placement& placement,
+                                    int num_microbatches, const std::vector<double>& rank_speed) {
+  const int S = placement.num_stages(), R = placement.num_ranks();
+  DUALPIPE_REQUIRE(static_cast<int>(rank_speed.size()) == R, "--rank-speed has ", rank_speed.size(),
+                   " values for a pipeline of ", R, " ranks; give one per rank");
+  std::vector<int> cut = balanced_cut(layers, S);
+  // runs[r][s]: the micro-batches for which rank r runs stage s.
+  std::vector<std::vector<double>> runs(R, std::vector<double>(S, 0.0));
+  for (int m = 0; m < num_microbatches; ++m)
+    for (int s = 0; s < S; ++s) runs[placement.rank(s, m)][s] += 1;
+  const auto loads = [&](const std::vector<int>& c) {
+    std::vector<double> stage(S, 0.0), rank(R, 0.0);
+    for (int s = 0, l = 0; s < S; ++s)
+      for (int k = 0; k < c[s]; ++k, ++l) stage[s] += layers[l].forward + layers[l].backward;
+    for (int r = 0; r < R; ++r) {
+      for (int s = 0; s < S; ++s) rank[r] += runs[r][s] * stage[s];
+      rank[r] /= rank_speed[r];
+    }
+    std::sort(rank.rbegin(), rank.rend());  // compared busiest first: the max, then the next, ...
+    return rank;
+  };
+  std::vector<double> best = loads(cut);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int b = 0; b + 1 < S; ++b)  // the boundary after stage b, one layer either way
+      for (const int from : {b, b + 1}) {
+        const int to = from == b ? b + 1 : b;
+        if (cut[from] <= 1) continue;
+        std::vector<int> next = cut;
+        --next[from], ++next[to];
+        const std::vector<double> l = loads(next);
+        if (l < best) best = l, cut = std::move(next), moved = true;
+      }
+  }
+  return cut;
+}
+
 CostModel costs_of_cut(const std::vector<LayerCost>& layers, const std::vector<int>& cut, int num_ranks,
                        const CostModel& base) {
   const int S = static_cast<int>(cut.size());

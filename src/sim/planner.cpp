@@ -137,13 +137,21 @@ class Search {
   void consider(const std::string& name, Schedule schedule) {
     if (!can_cut(schedule.num_stages)) return;
     CostModel costs = costs_for(schedule.num_stages);
+    std::vector<int> cut;
+    if (!request_.layers.empty()) cut = cuts_.at(schedule.num_stages);
+    // Ranks of unequal speed: the cut depends on which rank runs which stage, so on the schedule's placement.
+    if (!request_.layers.empty() && !request_.costs.rank_speed.empty()) {
+      cut = speed_balanced_cut(request_.layers, schedule.placement, request_.num_microbatches,
+                               request_.costs.rank_speed);
+      costs = costs_of_cut(request_.layers, cut, request_.num_ranks, request_.costs);
+    }
     Metrics metrics = simulate(schedule, costs).metrics;
     ++evaluated_;
     const double peak = slice_peak(schedule, metrics);
     if (request_.memory_limit && peak > *request_.memory_limit + kEps) return;
     PlanCandidate c{name, std::move(schedule), std::move(costs), std::move(metrics), peak, 0.0, {}};
     c.score = objective_value(c.metrics, request_.objective);
-    if (!request_.layers.empty()) c.layers_per_stage = cuts_.at(c.schedule.num_stages);
+    c.layers_per_stage = std::move(cut);
     auto it = by_name_.find(name);
     if (it == by_name_.end()) {
       by_name_.emplace(name, std::move(c));
@@ -335,6 +343,7 @@ Plan plan_schedule(const PlanRequest& request) {
                    " micro-batches needs about ", describe_bytes(estimate), " of memory, above the limit of ",
                    describe_bytes(static_cast<double>(request.max_memory_bytes)), " (raise it with --max-memory)");
   request.costs.check();
+  request.costs.check_ranks(R);
   DUALPIPE_REQUIRE(request.costs.stage_scale.empty() || static_cast<int>(request.costs.stage_scale.size()) == R,
                    "cost scale has ", request.costs.stage_scale.size(), " values; plan needs one per 1/R slice of the "
                    "model (", R, " values for R=", R, ")");

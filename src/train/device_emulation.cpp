@@ -42,9 +42,13 @@ std::vector<models::EmulatedLayer> emulated_stages(const TrainConfig& c, const m
                      "--emulate-device's a2a needs --emulate-link-rate RATE (like 100mbit) to size the exchanges");
     bytes_per_ms = parse_link_rate("--emulate-link-rate", c.emulate_link_rate) / 8 / 1000;
   }
+  // Costs given per stage are that stage's; a uniform cost is a stage's of the balanced cut, so each layer keeps
+  // its share and a stage of more layers (an uneven --layers-per-stage, a re-plan) takes longer.
+  const bool per_stage = !costs.stage_forward.empty();
+  const double nominal = static_cast<double>(cut.num_layers()) / cut.num_stages();
   std::vector<models::EmulatedLayer> stages;
   for (int s = 0; s < cut.num_stages(); ++s) {
-    const double layers = cut.layers_per_stage[s];
+    const double layers = per_stage ? cut.layers_per_stage[s] : nominal;
     const auto us = [&](double ms) { return static_cast<int64_t>(std::llround(ms * 1000 / layers)); };
     models::EmulatedLayer layer;
     layer.forward_us = us(costs.forward_of(s));

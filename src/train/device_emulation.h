@@ -2,8 +2,10 @@
 // stage, in milliseconds, turned into the emulated device's costs of one MoE layer (models::EmulatedLayer), so a
 // schedule can be simulated and run with the same setting (docs/benchmarks.md, the emulated-device benchmark).
 //
-// A stage of L MoE layers gets F/L, (B-W)/L and W/L of compute per layer, and a2a/(2L) of exchange time per
-// dispatch or combine, which at the link's rate is a2a/(2L) x RATE/8 bytes sent off the rank.
+// The costs are a stage's of the balanced cut, of L = layers / stages MoE layers: each layer gets F/L, (B-W)/L and
+// W/L of compute, and a2a/(2L) of exchange time per dispatch or combine, which at the link's rate is a2a/(2L) x
+// RATE/8 bytes sent off the rank; so under an uneven cut a stage of more layers takes longer. Costs given per stage
+// ("F=2:1:1") are that stage's, over its own layers.
 #pragma once
 
 #include <vector>

@@ -117,7 +117,9 @@ void ProgressReport::open_metrics(int resumed_step) {
     if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) continue;
     const int step = record["step"].get<int>();
     const std::string type = record.value("type", "");
-    if ((type == "step" && step <= resumed_step) || (type == "eval" && step < resumed_step)) kept.push_back(line);
+    const bool noted = type == "straggler" || type == "replan";  // what the run found and did, up to then
+    if (((type == "step" || noted) && step <= resumed_step) || (type == "eval" && step < resumed_step))
+      kept.push_back(line);
   }
   previous.close();
   const std::string partial = config_.metrics + ".partial";

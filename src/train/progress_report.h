@@ -45,6 +45,7 @@ class ProgressReport {
   void evaluation(int step, double val_loss);
   void reference_check(int losses, int gradients, double worst_cosine);
   void checkpoint_saved(const std::string& directory);
+  void record(const std::string& json_line) { write_metrics(json_line); }  // a record of its own (a straggler)
   // The end: replica check, memory (measured and planned), losses against the baseline, timing, trace, sample.
   void summary(int replica_tensors_compared, const std::string& trace_path, size_t trace_events, double half_rtt_us,
                const std::string& sample);

@@ -12,7 +12,8 @@ enum Field {
   kLossSum, kStepMs, kSpanUs, kBusyUs, kChecked, kGradsChecked, kWorstCosine, kPeakBytes, kPeakLive, kDpWaitMs,
   kMoeChoices, kMoeDropped, kMoeAuxSum, kMoeAuxCount, kAllToAllMs, kAllToAllExposedMs, kOptimizerStateBytes,
   kGradientBytes, kParameterBytes, kPredictedOptimizerStateBytes, kPredictedGradientBytes, kPredictedParameterBytes,
-  kFields
+  kKindMsPerLayer,  // run::kActionKinds fields from here
+  kFields = kKindMsPerLayer + run::kActionKinds
 };
 
 }  // namespace
@@ -42,6 +43,7 @@ torch::Tensor pack_step_stats(const RankStepStats& s) {
   f[kPredictedOptimizerStateBytes] = s.predicted.optimizer;
   f[kPredictedGradientBytes] = s.predicted.gradients;
   f[kPredictedParameterBytes] = s.predicted.parameters;
+  for (int k = 0; k < run::kActionKinds; ++k) f[kKindMsPerLayer + k] = s.kind_ms_per_layer[k];
   return packed;
 }
 
@@ -64,6 +66,7 @@ RankStepStats unpack_step_stats(const torch::Tensor& packed) {
   s.all_to_all_exposed_ms = f[kAllToAllExposedMs];
   s.held = {f[kParameterBytes], f[kGradientBytes], f[kOptimizerStateBytes]};
   s.predicted = {f[kPredictedParameterBytes], f[kPredictedGradientBytes], f[kPredictedOptimizerStateBytes]};
+  for (int k = 0; k < run::kActionKinds; ++k) s.kind_ms_per_layer[k] = f[kKindMsPerLayer + k];
   return s;
 }
 

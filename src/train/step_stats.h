@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dualpipe/models/moe.h"
+#include "dualpipe/run/straggler.h"
 #include "progress_report.h"
 #include "dualpipe/parallel/state_bytes.h"
 
@@ -24,6 +25,7 @@ struct RankStepStats {
   parallel::StateBytes held, predicted;
   models::MoeStats moe;  // over every replica's micro-batches
   double all_to_all_ms = 0, all_to_all_exposed_ms = 0;
+  run::RankKindTimes kind_ms_per_layer{-1, -1, -1, -1, -1};  // for the straggler watch (run/straggler.h)
 };
 
 // One tensor of doubles, the form gather_to_root moves; unpack_step_stats reads it back exactly.

@@ -35,6 +35,7 @@
 #include "sampling.h"
 #include "stage_traffic.h"
 #include "step_stats.h"
+#include "straggler_response.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -45,6 +46,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kStepStatsTag = comm::tag(comm::Channel::StepStats);
 constexpr int kReplicaStatsTag = comm::tag(comm::Channel::ReplicaStats);
 constexpr int kEvalTag = comm::tag(comm::Channel::Eval);
+constexpr int kReplanTag = comm::tag(comm::Channel::Replan);  // whether the ranks stop for a re-plan
 constexpr int kAllToAllTraceTag = comm::tag(comm::Channel::AllToAllTrace);
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
@@ -122,9 +124,11 @@ class Trainer {
     replicas_ = parallel::ReplicatedStep(dp_, view_, c.zero, c.dp_overlap);
     traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
-    if (world().rank() == 0)
+    if (world().rank() == 0) {
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
                                                  data_.reader.validation_windows());
+      stragglers_ = std::make_unique<StragglerResponse>(c, plan_.cut.layers_per_stage);
+    }
   }
 
   void run() {
@@ -138,14 +142,20 @@ class Trainer {
     for (++step; step <= c_.steps; ++step) {
       train_step(step);
       if (hooks_.after_step) hooks_.after_step(rank_, step);
-      if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps) evaluate(step);
-      const bool save = step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
+      const bool replan = step < c_.steps && c_.on_straggler == "replan" &&
+                          agree_on_replan(world(), stragglers_.get(), kReplanTag, timeout_);
+      if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps && !replan) evaluate(step);
+      const bool save = replan || step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
       if (!c_.checkpoint_dir.empty() && save) {
         replicas_.gather_all();  // checkpoints hold the whole state, sharded or not
         const std::string dir =
             save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), owner_, world(), timeout_);
         replicas_.shard_again();
         if (report_) report_->checkpoint_saved(dir);
+      }
+      if (replan) {  // the launcher starts the ranks again from this checkpoint, re-planned (launch_training.h)
+        if (stragglers_) stragglers_->stop_for_replan(step, *report_);
+        return;
       }
     }
     evaluate(c_.steps);
@@ -243,6 +253,7 @@ class Trainer {
 
   void train_step(int step) {
     const auto profiled = kineto_.step(step);  // with --kineto-trace, from step 2
+    emulate_slow_rank(c_, rank_, step);
     const auto [inputs, targets] = next_training_microbatches();
     const size_t first_record = executor_->recorded_actions().size();
     const auto start = Clock::now();
@@ -294,6 +305,7 @@ class Trainer {
     const RankFigures figures = span_and_busy(*executor_, first_record);
     mine.span_us = figures.span;
     mine.busy_us = figures.busy;
+    mine.kind_ms_per_layer = kind_times(*executor_, first_record, plan_.cut.layers_per_stage);
     mine.losses_checked = check.losses_compared;
     mine.gradients_checked = check.gradients_compared;
     mine.worst_cosine = check.worst_cosine_distance;
@@ -318,6 +330,7 @@ class Trainer {
     r.grad_norm = grad_norm;
     r.tokens_per_s = double(dp_.replicas()) * c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
     report_->step(r);
+    stragglers_->observe(step, ranks, *report_);
     if (step == 1) {
       const ReferenceCheckTotals checked = reference_check_totals(ranks);
       report_->reference_check(checked.losses, checked.gradients, checked.worst_cosine);
@@ -411,6 +424,7 @@ class Trainer {
   std::unique_ptr<runtime::Executor> executor_, forward_only_;
   runtime::ClockSync clock_;
   std::unique_ptr<ProgressReport> report_;
+  std::unique_ptr<StragglerResponse> stragglers_;  // world rank 0's
   KinetoProfile kineto_;  // off unless --kineto-trace
   int first_trained_step_ = 1;  // the first step this run trains (after a resumed checkpoint's)
   CheckpointOwner owner_;                // set when there is a --checkpoint-dir

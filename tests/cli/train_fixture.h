@@ -56,6 +56,7 @@ inline const std::string kSmall =
 struct MetricsFile {
   nlohmann::json config;
   std::vector<nlohmann::json> steps, evals;
+  std::vector<nlohmann::json> stragglers, replans;  // --on-straggler's records
 };
 
 inline MetricsFile read_metrics(const std::string& path) {
@@ -67,6 +68,8 @@ inline MetricsFile read_metrics(const std::string& path) {
     if (j["type"] == "config") m.config = j;
     if (j["type"] == "step") m.steps.push_back(j);
     if (j["type"] == "eval") m.evals.push_back(j);
+    if (j["type"] == "straggler") m.stragglers.push_back(j);
+    if (j["type"] == "replan") m.replans.push_back(j);
   }
   return m;
 }

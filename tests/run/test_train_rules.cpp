@@ -31,6 +31,30 @@ TEST(TrainRules, EachParallelismsRuleIsNamedWithItsOptions) {
   EXPECT_EQ(refusal(c), "--cp with --sp is not supported yet: use --cp with --tp alone");
 }
 
+// The straggler options, refused before any rank starts, each naming its value and the rule.
+TEST(TrainRules, StragglerOptionsAreInTheirRangesAndHaveWhatTheyNeed) {
+  TrainConfig c;
+  c.straggler_threshold = 1;
+  EXPECT_EQ(refusal(c), "--straggler-threshold must be above 1 and at most 100 (times the median), got 1");
+  c.straggler_threshold = 1.15, c.straggler_steps = 0;
+  EXPECT_EQ(refusal(c), "--straggler-steps must be between 1 and 100000, got 0");
+  c.straggler_steps = 5, c.on_straggler = "restart";
+  EXPECT_EQ(refusal(c), "--on-straggler must be report or replan, got 'restart'");
+  c.on_straggler = "replan";
+  EXPECT_TRUE(test::contains(refusal(c), "--on-straggler replan needs --checkpoint-dir DIR")) << refusal(c);
+  c.checkpoint_dir = "/tmp/x";
+  EXPECT_EQ(refusal(c), "(no error)");
+  c.rank_speed = "1,1,0.5";
+  EXPECT_EQ(refusal(c), "--rank-speed '1,1,0.5' has 3 values for --ranks 4; give one per pipeline rank");
+  c.rank_speed = "1,1,0,1";
+  EXPECT_TRUE(test::contains(refusal(c), "--rank-speed '1,1,0,1': value 3 ('0') must be a positive number"))
+      << refusal(c);
+  c.rank_speed = "", c.emulate_slow_rank = "2=1.5@5";
+  EXPECT_EQ(refusal(c), "--emulate-slow-rank slows the emulated device: give --emulate-device COSTS");
+  c.emulate_device = "F=2,B=4,W=2", c.emulate_slow_rank = "9=1.5";
+  EXPECT_EQ(refusal(c), "--emulate-slow-rank '9=1.5': RANK must be a pipeline rank, 0 to 3");
+}
+
 TEST(TrainRules, TheScheduleTheOptionsNameKeepsItsGeneratorsRules) {
   TrainConfig c;
   c.ranks = 4, c.microbatches = 6;  // DualPipe needs M >= 2R

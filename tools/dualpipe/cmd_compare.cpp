@@ -32,6 +32,7 @@ struct CompareCommand {
   std::string trace;
   int step = -1;
   std::string cost;
+  std::string rank_speed;  // --rank-speed, with --cost
   std::string format = "table";
   std::string output;
 };
@@ -62,7 +63,13 @@ struct PlanCosts {
 };
 
 PlanCosts plan_costs(const CompareCommand& c, const Trace& trace, int step) {
-  if (!c.cost.empty()) return {CostModel::parse(c.cost), std::nullopt};
+  DUALPIPE_REQUIRE(c.rank_speed.empty() || !c.cost.empty(), "--rank-speed needs --cost: costs fitted to the trace "
+                   "already carry each rank's speed");
+  if (!c.cost.empty()) {
+    CostModel costs = CostModel::parse(c.cost);
+    if (!c.rank_speed.empty()) costs.rank_speed = parse_rank_speed(c.rank_speed);
+    return {costs, std::nullopt};
+  }
   CostFit fit = fit_costs(trace, step);
   return {fit.costs, std::move(fit)};
 }
@@ -148,6 +155,9 @@ void add_compare_command(CLI::App& app) {
   add_step_option(*sub, command->step, "compare");
   sub->add_option("--cost", command->cost,
                   "Plan costs in microseconds instead of the fitted ones: F=..,B=..,W=..,FB=..,comm=..");
+  sub->add_option("--rank-speed", command->rank_speed,
+                  "With --cost: a speed per pipeline rank, like 1,1,0.67,1 (a rank's compute takes 1/speed times its "
+                  "cost), as the run had them");
   add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(The plan is the trace's own schedule (dualpipe.schedule) simulated with each stage's mean F, B, W and
 F&B durations in the step (or --cost, in microseconds), so the columns differ by waiting and variation;

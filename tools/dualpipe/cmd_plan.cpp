@@ -43,6 +43,7 @@ struct PlanCommand {
   int ranks = 4;
   int microbatches = 8;
   std::string cost;
+  std::string rank_speed;  // --rank-speed
   std::string memory_limit;  // "8" (1/R slice activations) or "24GiB" (bytes, with act_bytes)
   std::string objective = "makespan";
   std::string format = "table";
@@ -181,6 +182,7 @@ void run(PlanCommand& c) {
   } else {
     inputs.costs = CostModel::parse(c.cost);
   }
+  if (!c.rank_speed.empty()) inputs.costs.rank_speed = parse_rank_speed(c.rank_speed);
   inputs.ranks = c.ranks;
   inputs.microbatches = c.microbatches;
   if (!c.max_memory.empty()) inputs.max_memory_bytes = parse_byte_size(c.max_memory, "--max-memory");
@@ -212,6 +214,8 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("-c,--cost", command->cost,
                   "Costs of a 1/R slice of the model, as for simulate (F, B, W, FB, comm, scale with one multiplier "
                   "per slice, act_bytes, w_mem, recompute, input_mem)");
+  sub->add_option("--rank-speed", command->rank_speed, "A speed per pipeline rank, like 1,1,0.67,1: a rank's compute actions take 1/speed times their cost there; "
+                  "with --layer-costs each schedule's cut moves layers off the slow ranks");
   sub->add_option("--memory-limit", command->memory_limit,
                   std::string("Peak live activations per rank: a number of 1/R slice activations (one micro-batch), or "
                               "bytes with a unit given act_bytes: ") + kByteUnitsHelp);

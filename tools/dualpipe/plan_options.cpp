@@ -54,6 +54,8 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
                        "multipliers (one per stage), act_bytes bytes of one stage activation [none]; memory "
                        "model: w_mem share of a stage activation I keeps for W [1], recompute=0|1 "
                        "activation recomputation [0], input_mem share that is the stage input [0.05]");
+    command.add_option("--rank-speed", o.rank_speed, "A speed per pipeline rank, like 1,1,0.67,1: a rank's compute actions take 1/speed times their cost there (a "
+                       "throttled GPU, a noisy neighbour)");
   }
   if (with_from) {
     command.add_option("--from", o.from_file,
@@ -91,9 +93,10 @@ Schedule build_schedule(const PlanOptions& o, const std::string& kind) {
 }
 
 CostModel build_cost_model(const PlanOptions& o) {
-  if (o.cost.empty())
-    if (const auto header = plan_header(o)) return header->costs;
-  return CostModel::parse(o.cost);
+  const std::optional<PlanFileHeader> header = o.cost.empty() ? plan_header(o) : std::nullopt;
+  CostModel costs = header ? header->costs : CostModel::parse(o.cost);
+  if (!o.rank_speed.empty()) costs.rank_speed = parse_rank_speed(o.rank_speed);
+  return costs;
 }
 
 CostModel costs_for_comparison(const CostModel& per_rank_slice, const Schedule& schedule) {

@@ -20,10 +20,11 @@ struct PlanOptions {
   std::string max_memory;  // --max-memory: raises the generators' limit (kDefaultMaxScheduleMemory); empty: default
   int data_parallel = 1;   // --dp: replicas of the pipeline, whose collectives the schedule then holds
   int zero = 0;            // --zero: the ZeRO stage over them
+  std::string rank_speed;  // --rank-speed: "1,1,0.67,1" (CostModel::rank_speed)
 };
 
-// Adds --kind, --ranks, --microbatches, --stages-per-rank, --max-memory, --dp, --zero; with_cost adds --cost,
-// with_from adds --from.
+// Adds --kind, --ranks, --microbatches, --stages-per-rank, --max-memory, --dp, --zero; with_cost adds --cost and
+// --rank-speed, with_from adds --from.
 void add_plan_options(CLI::App& command, PlanOptions& options, bool with_cost, bool with_from);
 
 // The schedule the options name (generated, or read from --from), validated. Throws dualpipe::Error.

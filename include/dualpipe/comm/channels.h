@@ -24,6 +24,7 @@ enum class Channel : int {
   Sample = 21,         // the next token of a generated sample
   ShardRecords = 22,   // which checkpoint shards each rank wrote
   AllToAllTrace = 23,  // the all-to-all spans of a traced step
+  Replan = 24,         // whether the ranks stop at this step for a re-plan (--on-straggler replan)
   Application = 32,    // first tag free for a program's own messages (examples, tests, benchmarks)
 };
 

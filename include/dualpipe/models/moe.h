@@ -40,6 +40,10 @@ namespace dualpipe::models {
 // the host, as on a GPU, and its exchanges carry set sizes, so a schedule's timing is measured rather than the
 // host's cores (emulated_compute.h). The layer's real maths still runs (a small model's, in far less time), so
 // the results are those of the layer without emulation, bit for bit. Zero everywhere: no emulation.
+// This process's emulated device computes `factor` times as slowly from now on (1: as its costs say):
+// `dualpipe train --emulate-slow-rank`, a straggler made on purpose.
+void set_emulated_slowdown(double factor);
+
 struct EmulatedLayer {
   int64_t forward_us = 0;       // the layer's forward: half before the dispatch, half between dispatch and combine
   int64_t input_grad_us = 0;    // its input gradient (I), split the same way between its exchanges

@@ -98,6 +98,19 @@ struct TrainConfig {
   // a2a=20"), taken by sleeping instead of computing, and the link rate ("100mbit") that sizes a2a's exchanges.
   std::string emulate_device;
   std::string emulate_link_rate;
+  // "RANK=FACTOR[@STEP]": with emulate_device, pipeline rank RANK's emulated compute takes FACTOR times as long from
+  // step STEP (1 without it), a straggler made on purpose (run/straggler.h).
+  std::string emulate_slow_rank;
+
+  // Stragglers (run/straggler.h): a pipeline rank whose compute per layer takes at least straggler_threshold times
+  // the median of the ranks running the same kind of action, for straggler_steps steps in a row, is named; with
+  // "replan", the run checkpoints, re-cuts the layers (and may change the schedule) for the measured speeds,
+  // restarts its ranks from the checkpoint and goes on. rank_speed: the speeds the cut was made for ("1,1,0.67,1"),
+  // which the detector takes as normal; empty: every rank at 1.
+  double straggler_threshold = 1.15;
+  int straggler_steps = 5;
+  std::string on_straggler = "report";
+  std::string rank_speed;
 
   // The processes of the job: P x D x C x T.
   int world_size() const { return ranks * dp * cp * tp; }

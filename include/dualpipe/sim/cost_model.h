@@ -33,6 +33,10 @@ struct CostModel {
   // and weight for every stage. When given, forward/backward/weight hold their means (FB is given for a pair of
   // mean stages and scaled like the separate halves).
   std::vector<double> stage_forward, stage_backward, stage_weight;
+  // Per pipeline rank: how fast it computes against the costs above (1: as costed; 0.67: every compute action
+  // takes 1.5 times as long there, a throttled GPU or a noisy neighbour); empty: every rank at 1. Communication and
+  // the data-parallel collectives are not slowed. `--rank-speed 1,1,0.67,1` of plan, simulate and compare.
+  std::vector<double> rank_speed;
   // act_scale: the size of each stage's activation in units (an embedding stage's may be larger); empty: 1.
   std::vector<double> stage_activation;
   // act_bytes: bytes of one stage's activations for one micro-batch (the simulator's memory unit), measured for
@@ -62,6 +66,9 @@ struct CostModel {
   double activation_of(int stage) const;
   // The duration of one compute or data-parallel action; zero for communication actions.
   double duration(const Action& action) const;
+  // The same on `rank`: its compute slowed by its speed (rank_speed).
+  double duration_on(int rank, const Action& action) const;
+  double speed_of(int rank) const;  // rank_speed's, or 1
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
@@ -76,9 +83,16 @@ struct CostModel {
   void check() const;
   // check(), and a per-stage list has exactly one value per stage of a schedule with num_stages stages.
   void check_stages(int num_stages) const;
+  // rank_speed has no value or one per rank of a schedule with num_ranks ranks; throws InvalidArgument naming
+  // --rank-speed.
+  void check_ranks(int num_ranks) const;
   // The canonical "F=1,B=2,W=1,FB=3,comm=0" form (memory keys only where they differ from the defaults).
   std::string to_string() const;
 };
+
+// --rank-speed's "1,1,0.67,1": a positive speed per pipeline rank (CostModel::rank_speed). Throws InvalidArgument
+// naming the option, the value and the rule.
+std::vector<double> parse_rank_speed(std::string_view text);
 
 // Comparisons hold the model fixed: per_slice holds the costs of one rank's 1/R slice of the model, and a schedule
 // that cuts the model into S > R stages (DualPipeV, ZBV, interleaved) runs each stage at R/S of them (act_bytes

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dualpipe/schedule/placement.h"
 #include "dualpipe/sim/cost_model.h"
 
 namespace dualpipe {
@@ -28,6 +29,15 @@ std::vector<LayerCost> read_layer_costs(const std::string& path);
 // The contiguous cut of the layers into num_stages stages whose slowest stage (F + B per micro-batch) is as fast as
 // possible; among those, the one whose largest stage activation is smallest. Needs as many layers as stages.
 std::vector<int> balanced_cut(const std::vector<LayerCost>& layers, int num_stages);
+
+// The contiguous cut of the layers into the placement's stages for ranks of unequal speed (CostModel::rank_speed,
+// one per rank): each rank's work (F + B of every stage it runs, for every micro-batch it runs it for), divided by
+// its speed, as even as it can be made. It moves layers off a slow rank's stages: for DualPipe and the V schedules
+// both of them, since a rank runs two. Starts from balanced_cut and moves one layer across a stage boundary at a
+// time while that lowers the busiest rank's time (or, at equal, the spread of the others), so the result is a local
+// optimum of that objective; the simulator then judges the whole schedule. Needs as many layers as stages.
+std::vector<int> speed_balanced_cut(const std::vector<LayerCost>& layers, const Placement& placement,
+                                    int num_microbatches, const std::vector<double>& rank_speed);
 
 // The cost model of a cut: per-stage F, B, W (sums over the stage's layers) and activation sizes, with act_bytes the
 // activation of a 1/R slice (total / R) so that memory limits keep their unit; act_scale holds each stage's bytes

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -14,6 +15,7 @@
 
 #include "dualpipe/launch/launch.h"
 #include "dualpipe/launch/node_layout.h"
+#include "dualpipe/run/replan.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/directory_lock.h"
@@ -90,7 +92,7 @@ void check_in_child(const WorkerRun& worker, int local_ranks) {
 
 }  // namespace
 
-int launch_training(const train::TrainConfig& config, const TrainLaunch& l, const WorkerRun& worker) {
+int launch_training(train::TrainConfig& config, const TrainLaunch& l, const WorkerRun& worker) {
   const int world_size = config.world_size();
   check_local_world(local_ranks(l, world_size), world_size);
   check_in_child(worker, local_ranks(l, world_size));
@@ -114,7 +116,22 @@ int launch_training(const train::TrainConfig& config, const TrainLaunch& l, cons
   if (l.max_restarts > 0 && config.checkpoint_dir.empty())
     std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
                  "step 1\n";
-  return launch::run(options);
+  for (;;) {
+    const int status = launch::run(options);
+    // --on-straggler replan: the ranks stopped at a checkpoint and left the re-plan beside it. Node 0 starts them
+    // again with it; the other nodes' launchers (which do not see the directory) end, their job stopping with it.
+    const std::optional<run::ReplanRequest> request =
+        status == 0 && !config.checkpoint_dir.empty() ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
+    if (!request) return status;
+    std::remove(run::replan_request_path(config.checkpoint_dir).c_str());
+    const std::string before = config.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
+    run::apply_replan(request->replan, config);
+    config.resume = true;
+    std::cout << "dualpipe train: re-planned after step " << request->step << " for rank speeds " << config.rank_speed
+              << ": " << before << " -> " << config.schedule << " with layers per stage " << config.layers_per_stage
+              << " (step predicted " << request->replan.current_ms << " -> " << request->replan.predicted_ms
+              << " ms); starting the ranks again from the checkpoint" << std::endl;
+  }
 }
 
 }  // namespace dualpipe::cli

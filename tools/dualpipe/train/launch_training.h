@@ -20,7 +20,8 @@ using WorkerRun = std::function<int(bool check_only)>;
 // the checkpoint directory's lock for the job's life (another job holding it is refused before any rank starts);
 // then supervises this machine's ranks of the job, each a fork calling
 // `worker(false)`. Returns the launcher's exit status (launch.h). Throws InvalidArgument for a layout that does not
-// fit the world.
-int launch_training(const train::TrainConfig& config, const TrainLaunch& launch, const WorkerRun& worker);
+// fit the world. When the ranks stop for a re-plan (--on-straggler replan: run/replan.h's request beside their
+// checkpoint), applies it to `config` (which `worker` runs) and starts them again, resuming.
+int launch_training(train::TrainConfig& config, const TrainLaunch& launch, const WorkerRun& worker);
 
 }  // namespace dualpipe::cli

@@ -1,0 +1,47 @@
+// Re-planning a training run for ranks of unequal speed (docs/train.md, "Stragglers"): every schedule the trainer
+// can run on the same ranks and micro-batches, each with the cut of the layers that its placement and the speeds
+// call for (sim/layer_partition.h's speed_balanced_cut), simulated with the measured per-layer costs; the best,
+// beside the current schedule and cut at the same speeds. The request the ranks leave for the launcher to restart
+// them with it. LibTorch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dualpipe/run/train_config.h"
+#include "dualpipe/sim/layer_partition.h"
+
+namespace dualpipe::run {
+
+struct Replan {
+  std::string schedule;              // a generator's name
+  int stages_per_rank = 0;           // interleaved-1f1b's; 0: the schedule's own
+  std::vector<int> layers_per_stage;
+  std::vector<double> rank_speed;    // what it was planned for
+  double current_ms = 0;             // the current schedule and cut at these speeds, predicted (one step's pipeline)
+  double predicted_ms = 0;           // the re-planned one
+  double gain() const { return current_ms > 0 ? 1 - predicted_ms / current_ms : 0; }
+};
+
+// A re-plan gains at least this share of the step, or it is not applied (--on-straggler replan).
+constexpr double kMinimumReplanGain = 0.05;
+
+// `layer`: one layer's F, B and W in milliseconds at speed 1; `current_cut`: the run's layers per stage.
+Replan replan_for(const TrainConfig& config, const std::vector<int>& current_cut, const std::vector<double>& speeds,
+                  const LayerCost& layer);
+
+// The options that run it: --schedule, --stages-per-rank, --layers-per-stage and --rank-speed.
+void apply_replan(const Replan& replan, TrainConfig& config);
+
+// The request file the ranks leave in the checkpoint directory when they stop for a re-plan, and its reading
+// (nullopt where there is none). Written whole or not at all.
+std::string replan_request_path(const std::string& checkpoint_dir);
+void write_replan_request(const std::string& checkpoint_dir, int step, const Replan& replan);
+struct ReplanRequest {
+  int step = 0;
+  Replan replan;
+};
+std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir);
+
+}  // namespace dualpipe::run

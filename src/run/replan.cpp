@@ -1,0 +1,114 @@
+#include "dualpipe/run/replan.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/sim/simulate.h"
+#include "dualpipe/util/atomic_file.h"
+#include "dualpipe/util/error.h"
+
+namespace dualpipe::run {
+
+namespace {
+
+// The step's pipeline in milliseconds: `kind` over the config's ranks and micro-batches, the layers cut as `cut`.
+double simulated_ms(const TrainConfig& c, const std::string& kind, int stages_per_rank, const std::vector<int>& cut,
+                    const std::vector<LayerCost>& layers, const std::vector<double>& speeds) {
+  ScheduleOptions options;
+  options.num_ranks = c.ranks, options.num_microbatches = c.microbatches, options.stages_per_rank = stages_per_rank;
+  const Schedule schedule = make_schedule(kind, options);
+  CostModel costs = costs_of_cut(layers, cut, c.ranks, CostModel{});
+  costs.rank_speed = speeds;
+  return simulate(schedule, costs).metrics.makespan;
+}
+
+std::vector<int> parse_cut(const std::string& text) {
+  std::vector<int> cut;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) cut.push_back(std::stoi(item));
+  return cut;
+}
+
+std::string speeds_text(const std::vector<double>& speeds) {
+  std::string text;
+  for (const double s : speeds) {
+    char item[32];
+    std::snprintf(item, sizeof item, "%.3g", s);
+    text += (text.empty() ? "" : ",") + std::string(item);
+  }
+  return text;
+}
+
+}  // namespace
+
+Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, const std::vector<double>& speeds,
+                  const LayerCost& layer) {
+  const std::vector<LayerCost> layers(c.layers, layer);
+  Replan best;
+  best.rank_speed = speeds;
+  best.current_ms = simulated_ms(c, c.schedule, c.stages_per_rank, current_cut, layers, speeds);
+  best.predicted_ms = best.current_ms;
+  best.schedule = c.schedule, best.stages_per_rank = c.stages_per_rank, best.layers_per_stage = current_cut;
+  for (const GeneratorInfo& g : generators()) {
+    ScheduleOptions options;
+    options.num_ranks = c.ranks, options.num_microbatches = c.microbatches;
+    options.stages_per_rank = g.stages_per_rank == 0 ? (c.schedule == g.name ? c.stages_per_rank : 0) : 0;
+    Schedule schedule;
+    try {
+      schedule = make_schedule(g.name, options);
+    } catch (const InvalidArgument&) {
+      continue;  // it cannot serve these ranks and micro-batches
+    }
+    if (schedule.num_stages > c.layers) continue;
+    const std::vector<int> cut = speed_balanced_cut(layers, schedule.placement, c.microbatches, speeds);
+    const double ms = simulated_ms(c, std::string(g.name), options.stages_per_rank, cut, layers, speeds);
+    if (ms < best.predicted_ms * (1 - 1e-9)) {
+      best.schedule = g.name, best.stages_per_rank = options.stages_per_rank;
+      best.layers_per_stage = cut, best.predicted_ms = ms;
+    }
+  }
+  return best;
+}
+
+void apply_replan(const Replan& r, TrainConfig& c) {
+  c.schedule = r.schedule, c.stages_per_rank = r.stages_per_rank;
+  c.layers_per_stage = format_cut(r.layers_per_stage);
+  c.rank_speed = speeds_text(r.rank_speed);
+}
+
+std::string replan_request_path(const std::string& checkpoint_dir) { return checkpoint_dir + "/replan.json"; }
+
+void write_replan_request(const std::string& checkpoint_dir, int step, const Replan& r) {
+  const nlohmann::ordered_json request = {{"step", step},
+                                          {"schedule", r.schedule},
+                                          {"stages_per_rank", r.stages_per_rank},
+                                          {"layers_per_stage", format_cut(r.layers_per_stage)},
+                                          {"rank_speed", r.rank_speed},
+                                          {"current_ms", r.current_ms},
+                                          {"predicted_ms", r.predicted_ms}};
+  write_file_atomically(replan_request_path(checkpoint_dir), request.dump(2) + "\n");
+}
+
+std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir) {
+  std::ifstream in(replan_request_path(checkpoint_dir));
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str());
+  ReplanRequest request;
+  request.step = j.at("step").get<int>();
+  Replan& r = request.replan;
+  r.schedule = j.at("schedule").get<std::string>();
+  r.stages_per_rank = j.at("stages_per_rank").get<int>();
+  r.layers_per_stage = parse_cut(j.at("layers_per_stage").get<std::string>());
+  r.rank_speed = j.at("rank_speed").get<std::vector<double>>();
+  r.current_ms = j.at("current_ms").get<double>();
+  r.predicted_ms = j.at("predicted_ms").get<double>();
+  return request;
+}
+
+}  // namespace dualpipe::run

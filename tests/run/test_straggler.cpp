@@ -1,0 +1,111 @@
+// The straggler watch (run/straggler.h) and the re-plan (run/replan.h), on figures written by hand.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "dualpipe/run/replan.h"
+#include "dualpipe/run/straggler.h"
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/util/error.h"
+#include "test_helpers.h"
+
+namespace dualpipe::run {
+namespace {
+
+// Four ranks running F and B at 1 ms a layer, rank `slow` at `factor` times that.
+std::vector<RankKindTimes> step_of(int slow, double factor) {
+  std::vector<RankKindTimes> ranks(4, RankKindTimes{1, 2, -1, -1, -1});
+  if (slow >= 0) ranks[slow] = {factor, 2 * factor, -1, -1, -1};
+  return ranks;
+}
+
+TEST(StragglerWatch, NamesARankSlowForTheGivenStepsInARowOnce) {
+  StragglerWatch watch(1.15, 5, {});
+  for (int step = 1; step <= 4; ++step) EXPECT_FALSE(watch.observe(step, step_of(-1, 1)));
+  for (int step = 5; step <= 8; ++step) EXPECT_FALSE(watch.observe(step, step_of(2, 1.5))) << step;
+  const std::optional<Straggler> found = watch.observe(9, step_of(2, 1.5));  // the fifth slow step in a row
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->rank, 2);
+  EXPECT_EQ(found->since_step, 5);
+  EXPECT_NEAR(found->slowdown, 1.5, 1e-12);
+  EXPECT_NEAR(found->per_kind[0], 1.5, 1e-12);
+  EXPECT_NEAR(found->per_kind[1], 1.5, 1e-12);
+  EXPECT_NEAR(watch.measured_speed()[2], 1 / 1.5, 1e-12);
+  EXPECT_FALSE(watch.observe(10, step_of(2, 1.5)));  // once
+}
+
+TEST(StragglerWatch, OneSlowStepIsNoise) {
+  StragglerWatch watch(1.15, 5, {});
+  for (int step = 1; step <= 40; ++step)
+    EXPECT_FALSE(watch.observe(step, step_of(step % 4 == 0 ? 1 : -1, 3.0))) << step;  // every fourth step
+}
+
+TEST(StragglerWatch, ASlowRankTheCutWasMadeForIsNormal) {
+  StragglerWatch watch(1.15, 2, {1, 1, 1 / 1.5, 1});
+  for (int step = 1; step <= 10; ++step) EXPECT_FALSE(watch.observe(step, step_of(2, 1.5)));
+  EXPECT_NEAR(watch.measured_speed()[2], 1 / 1.5, 1e-12);
+  // Slower still: 1.8 / 1.5 = 1.2 over what it was planned for.
+  EXPECT_FALSE(watch.observe(11, step_of(2, 1.8)));
+  EXPECT_TRUE(watch.observe(12, step_of(2, 1.8)));
+}
+
+TEST(SlowRank, ParsesRankFactorAndStepAndRefusesTheRest) {
+  const SlowRank slow = parse_slow_rank("2=1.5@5", 4);
+  EXPECT_EQ(slow.rank, 2);
+  EXPECT_DOUBLE_EQ(slow.factor, 1.5);
+  EXPECT_EQ(slow.from_step, 5);
+  EXPECT_EQ(parse_slow_rank("0=2", 4).from_step, 1);
+  for (const auto& [bad, rule] : std::vector<std::pair<std::string, std::string>>{
+           {"4=1.5", "RANK must be a pipeline rank, 0 to 3"}, {"2", "must be RANK=FACTOR"},
+           {"2=0.5", "FACTOR must be between 1 and 100"}, {"2=1.5@0", "STEP must be a step number"},
+           {"x=1.5", "RANK 'x' is not a number"}, {"1.5=2", "RANK must be a pipeline rank"}}) {
+    const std::string error = test::error_text([&] { parse_slow_rank(bad, 4); });
+    EXPECT_NE(error.find("--emulate-slow-rank '" + bad + "': " + rule), std::string::npos) << error;
+  }
+}
+
+// A rank at 2/3 speed under DualPipe: the re-plan (whichever schedule it picks) holds fewer layers on that rank than
+// an even cut would, and its simulated step is at least 15% shorter than DualPipe's even cut at the same speeds.
+TEST(Replan, MovesLayersOffTheSlowRankAndPredictsTheGain) {
+  TrainConfig c;
+  c.schedule = "dualpipe", c.ranks = 4, c.microbatches = 16, c.layers = 32;
+  const LayerCost layer{1, 2, 1, 0};
+  const Replan r = replan_for(c, {8, 8, 8, 8}, {1, 1, 2.0 / 3, 1}, layer);
+  EXPECT_GE(r.gain(), 0.15) << r.schedule << " " << format_cut(r.layers_per_stage);
+  ScheduleOptions o;
+  o.num_ranks = 4, o.num_microbatches = 16, o.stages_per_rank = r.stages_per_rank;
+  const Placement p = make_schedule(r.schedule, o).placement;
+  ASSERT_EQ(static_cast<int>(r.layers_per_stage.size()), p.num_stages());
+  int on_slow_rank = 0, stages_of_slow_rank = 0;
+  for (int s = 0; s < p.num_stages(); ++s)
+    for (const int rank : p.ranks_holding(s))
+      if (rank == 2) on_slow_rank += r.layers_per_stage[s], ++stages_of_slow_rank;
+  EXPECT_LT(on_slow_rank, 32 * stages_of_slow_rank / p.num_stages()) << r.schedule << " "
+                                                                      << format_cut(r.layers_per_stage);
+  TrainConfig applied = c;
+  apply_replan(r, applied);
+  EXPECT_EQ(applied.layers_per_stage, format_cut(r.layers_per_stage));
+  EXPECT_EQ(applied.rank_speed, "1,1,0.667,1");
+}
+
+TEST(Replan, TheRequestRoundTripsThroughItsFile) {
+  const std::string dir = testing::TempDir();
+  Replan r;
+  r.schedule = "zbv", r.layers_per_stage = {3, 2, 2, 3, 3, 2, 2, 3}, r.rank_speed = {1, 0.5, 1, 1};
+  r.current_ms = 10, r.predicted_ms = 8;
+  write_replan_request(dir, 7, r);
+  const std::optional<ReplanRequest> back = read_replan_request(dir);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->step, 7);
+  EXPECT_EQ(back->replan.schedule, "zbv");
+  EXPECT_EQ(back->replan.layers_per_stage, r.layers_per_stage);
+  EXPECT_EQ(back->replan.rank_speed, r.rank_speed);
+  EXPECT_DOUBLE_EQ(back->replan.gain(), 0.2);
+  std::remove(replan_request_path(dir).c_str());
+  EXPECT_FALSE(read_replan_request(dir));
+}
+
+}  // namespace
+}  // namespace dualpipe::run
