@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dualpipe/run/train_rules.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/atomic_file.h"
@@ -31,6 +32,24 @@ std::vector<int> parse_cut(const std::string& text) {
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) cut.push_back(std::stoi(item));
   return cut;
+}
+
+// --emulate-device's costs are a stage's of the balanced cut (train/device_emulation.h); per-stage lists name
+// particular stages.
+bool emulated_per_stage(const TrainConfig& c) {
+  if (c.emulate_device.empty()) return false;
+  const CostModel costs = CostModel::parse(c.emulate_device);
+  return !costs.stage_forward.empty() || !costs.stage_scale.empty();
+}
+
+// The same per-layer costs as a stage's of a cut into `after` stages instead of `before`.
+std::string emulated_costs_for(const std::string& text, int before, int after) {
+  const CostModel c = CostModel::parse(text);
+  const double k = static_cast<double>(before) / after;
+  std::string out = "F=" + std::to_string(c.forward * k) + ",B=" + std::to_string(c.backward * k) +
+                    ",W=" + std::to_string(c.weight * k);
+  if (c.all_to_all > 0) out += ",a2a=" + std::to_string(c.all_to_all * k);
+  return out;
 }
 
 std::string speeds_text(const std::vector<double>& speeds) {
@@ -64,6 +83,8 @@ Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, con
       continue;  // it cannot serve these ranks and micro-batches
     }
     if (schedule.num_stages > c.layers) continue;
+    // Emulated costs named per stage do not carry over to another count of stages.
+    if (emulated_per_stage(c) && schedule.num_stages != static_cast<int>(current_cut.size())) continue;
     const std::vector<int> cut = speed_balanced_cut(layers, schedule.placement, c.microbatches, speeds);
     const double ms = simulated_ms(c, std::string(g.name), options.stages_per_rank, cut, layers, speeds);
     if (ms < best.predicted_ms * (1 - 1e-9)) {
@@ -75,6 +96,9 @@ Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, con
 }
 
 void apply_replan(const Replan& r, TrainConfig& c) {
+  const int before = schedule_of(c).num_stages, after = static_cast<int>(r.layers_per_stage.size());
+  if (!c.emulate_device.empty() && before != after)  // each layer keeps its emulated cost
+    c.emulate_device = emulated_costs_for(c.emulate_device, before, after);
   c.schedule = r.schedule, c.stages_per_rank = r.stages_per_rank;
   c.layers_per_stage = format_cut(r.layers_per_stage);
   c.rank_speed = speeds_text(r.rank_speed);

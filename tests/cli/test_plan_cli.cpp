@@ -237,6 +237,31 @@ TEST(PlanCli, FromTraceFitsTheCostsOfTheRun) {
   EXPECT_NEAR(fitted.scale(0), 1, 1e-9);
 }
 
+// --rank-speed: a rank at half speed. simulate: 1F1B's step is at least that rank's own work at half speed (8
+// micro-batches of F + B = 3, so 48). plan: the cut of 12 equal layers leaves that rank's stage the fewest.
+TEST(PlanCli, RankSpeedsSlowTheSimulationAndShapeTheCut) {
+  const CommandResult sim = dualpipe("simulate --kind 1f1b --ranks 4 --microbatches 8 --rank-speed 1,0.5,1,1 "
+                                     "--format json");
+  ASSERT_EQ(sim.status, 0) << sim.out;
+  EXPECT_GE(nlohmann::json::parse(sim.out)["makespan"].get<double>(), 48);
+  const std::string path = temp_path("twelve.txt");
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 12; ++i) std::fputs("1 2 1 1000\n", f);
+    std::fclose(f);
+  }
+  const CommandResult plan = dualpipe("plan -r 4 -m 8 --layer-costs " + path +
+                                      " --placements linear --families-only --rank-speed 1,0.5,1,1 --format json");
+  ASSERT_EQ(plan.status, 0) << plan.out;
+  const std::string cut = nlohmann::json::parse(plan.out)["layers_per_stage"].get<std::string>();
+  ASSERT_EQ(cut.size(), 7u) << cut;  // four one-digit counts
+  EXPECT_LT(cut[2] - '0', 3) << cut;  // rank 1's stage: fewer than the even 3
+  const CommandResult bad = dualpipe("simulate --kind 1f1b --ranks 4 --rank-speed 1,1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("--rank-speed has 2 values for a schedule of 4 ranks"), std::string::npos) << bad.out;
+}
+
 TEST(PlanCli, LayerCostsGiveTheCutForTrain) {
   // 8 equal layers (F+B = 3) and a head (9): 33 in all. No cut into 4 stages has a slowest stage under 9 (the head
   // alone is 9), and any stage holding the head and a layer takes 12; so the head is alone on the last stage and

@@ -90,6 +90,17 @@ TEST(Replan, MovesLayersOffTheSlowRankAndPredictsTheGain) {
   EXPECT_EQ(applied.rank_speed, "1,1,0.667,1");
 }
 
+// A re-plan from DualPipeV (8 stages) to a schedule of 4 keeps each emulated layer's cost: a stage's costs double.
+TEST(Replan, EmulatedCostsFollowTheStageCount) {
+  TrainConfig c;
+  c.schedule = "dualpipev", c.ranks = 4, c.microbatches = 8, c.layers = 16, c.emulate_device = "F=20,B=40,W=20";
+  Replan r;
+  r.schedule = "1f1b", r.layers_per_stage = {5, 4, 3, 4}, r.rank_speed = {1, 1, 1, 1};
+  apply_replan(r, c);
+  EXPECT_EQ(c.emulate_device, "F=40.000000,B=80.000000,W=40.000000");
+  EXPECT_EQ(c.schedule, "1f1b");
+}
+
 TEST(Replan, TheRequestRoundTripsThroughItsFile) {
   const std::string dir = testing::TempDir();
   Replan r;

@@ -31,7 +31,9 @@ constexpr double kMinimumReplanGain = 0.05;
 Replan replan_for(const TrainConfig& config, const std::vector<int>& current_cut, const std::vector<double>& speeds,
                   const LayerCost& layer);
 
-// The options that run it: --schedule, --stages-per-rank, --layers-per-stage and --rank-speed.
+// The options that run it: --schedule, --stages-per-rank, --layers-per-stage and --rank-speed; and --emulate-device's
+// costs, which are a stage's of the balanced cut, rescaled where the stage count changes, so that each layer keeps
+// its cost.
 void apply_replan(const Replan& replan, TrainConfig& config);
 
 // The request file the ranks leave in the checkpoint directory when they stop for a re-plan, and its reading

@@ -94,6 +94,9 @@ void check_in_child(const WorkerRun& worker, int local_ranks) {
 
 int launch_training(train::TrainConfig& config, const TrainLaunch& l, const WorkerRun& worker) {
   const int world_size = config.world_size();
+  DUALPIPE_REQUIRE(config.on_straggler != "replan" || l.nnodes == 1, "--on-straggler replan restarts the ranks of "
+                   "one machine; with --nnodes ", l.nnodes, " use --on-straggler report and restart every node with "
+                   "the command it prints");
   check_local_world(local_ranks(l, world_size), world_size);
   check_in_child(worker, local_ranks(l, world_size));
   // Refused here, with exit 2, when another job holds the directory: the lock is taken before any rank starts, so
@@ -118,8 +121,8 @@ int launch_training(train::TrainConfig& config, const TrainLaunch& l, const Work
                  "step 1\n";
   for (;;) {
     const int status = launch::run(options);
-    // --on-straggler replan: the ranks stopped at a checkpoint and left the re-plan beside it. Node 0 starts them
-    // again with it; the other nodes' launchers (which do not see the directory) end, their job stopping with it.
+    // --on-straggler replan (one machine): the ranks stopped at a checkpoint and left the re-plan beside it; start
+    // them again with it.
     const std::optional<run::ReplanRequest> request =
         status == 0 && !config.checkpoint_dir.empty() ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
     if (!request) return status;
