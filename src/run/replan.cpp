@@ -52,7 +52,9 @@ std::string emulated_costs_for(const std::string& text, int before, int after) {
   return out;
 }
 
-std::string speeds_text(const std::vector<double>& speeds) {
+}  // namespace
+
+std::string format_speeds(const std::vector<double>& speeds) {
   std::string text;
   for (const double s : speeds) {
     char item[32];
@@ -61,8 +63,6 @@ std::string speeds_text(const std::vector<double>& speeds) {
   }
   return text;
 }
-
-}  // namespace
 
 Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, const std::vector<double>& speeds,
                   const LayerCost& layer) {
@@ -101,7 +101,7 @@ void apply_replan(const Replan& r, TrainConfig& c) {
     c.emulate_device = emulated_costs_for(c.emulate_device, before, after);
   c.schedule = r.schedule, c.stages_per_rank = r.stages_per_rank;
   c.layers_per_stage = format_cut(r.layers_per_stage);
-  c.rank_speed = speeds_text(r.rank_speed);
+  c.rank_speed = format_speeds(r.rank_speed);
 }
 
 std::string replan_request_path(const std::string& checkpoint_dir) { return checkpoint_dir + "/replan.json"; }

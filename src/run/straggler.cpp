@@ -1,22 +1,12 @@
 #include "dualpipe/run/straggler.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/median.h"
 
 namespace dualpipe::run {
-
-namespace {
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-}  // namespace
 
 const char* action_kind_name(int kind) {
   static const char* const names[kActionKinds] = {"F", "B", "I", "W", "FB"};
@@ -32,7 +22,8 @@ SlowRank parse_slow_rank(const std::string& text, int ranks) {
   const auto number = [&](const std::string& part, const char* what) {
     char* end = nullptr;
     const double value = part.empty() ? NAN : std::strtod(part.c_str(), &end);
-    if (part.empty() || !end || *end != '\0' || !std::isfinite(value)) fail(std::string(what) + " '" + part + "' is not a number");
+    if (part.empty() || !end || *end != '\0' || !std::isfinite(value))
+      fail(std::string(what) + " '" + part + "' is not a number");
     return value;
   };
   SlowRank slow;
@@ -63,7 +54,7 @@ std::optional<Straggler> StragglerWatch::observe(int step, const std::vector<Ran
     for (int r = 0; r < R; ++r)
       if (ranks[r][k] > 0) normal.push_back(ranks[r][k] * expected_speed_[r]);
     if (normal.size() < 2) continue;  // nothing to compare with
-    const double median = median_of(normal);
+    const double median = dualpipe::median(normal);
     for (int r = 0; r < R; ++r)
       ratio[r][k] = ranks[r][k] > 0 && median > 0 ? ranks[r][k] * expected_speed_[r] / median : 0;
   }

@@ -1,6 +1,5 @@
 #include "straggler_response.h"
 
-#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +8,7 @@
 #include "dualpipe/run/train_options.h"
 #include "dualpipe/runtime/gather.h"
 #include "dualpipe/sim/cost_model.h"
+#include "dualpipe/util/median.h"
 #include "dualpipe/util/number_format.h"
 
 namespace dualpipe::train {
@@ -26,34 +26,23 @@ int kind_of(ActionType type) {
   }
 }
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? -1 : values[values.size() / 2];
-}
-
 // One layer's F, B and W in milliseconds at speed 1: the median over the ranks of each kind, every rank's figure
 // scaled by its measured speed. An F&B pair stands for F (it is counted per forward layer and twice per backward
 // layer); B is I + W where the run split it; W is half of B where it did not.
 LayerCost layer_cost_of(const std::vector<RankStepStats>& ranks, const std::vector<double>& speed) {
-  std::array<double, run::kActionKinds> median{};
+  std::array<double, run::kActionKinds> typical{};
   for (int k = 0; k < run::kActionKinds; ++k) {
     std::vector<double> values;
     for (std::size_t r = 0; r < ranks.size(); ++r)
       if (ranks[r].kind_ms_per_layer[k] > 0) values.push_back(ranks[r].kind_ms_per_layer[k] * speed[r]);
-    median[k] = median_of(values);
+    typical[k] = median(values);  // 0 where no rank ran the kind
   }
   LayerCost layer;
-  layer.forward = median[0] > 0 ? median[0] : median[4];
-  layer.weight = median[3] > 0 ? median[3] : 0;
-  layer.backward = median[1] > 0 ? median[1] : median[2] > 0 ? median[2] + layer.weight : 2 * layer.forward;
+  layer.forward = typical[0] > 0 ? typical[0] : typical[4];
+  layer.weight = typical[3] > 0 ? typical[3] : 0;
+  layer.backward = typical[1] > 0 ? typical[1] : typical[2] > 0 ? typical[2] + layer.weight : 2 * layer.forward;
   if (layer.weight <= 0) layer.weight = layer.backward / 2;
   return layer;
-}
-
-std::string speeds_text(const std::vector<double>& speeds) {
-  std::string text;
-  for (const double s : speeds) text += (text.empty() ? "" : ",") + formatted("%.3g", s);
-  return text;
 }
 
 }  // namespace
@@ -93,7 +82,7 @@ void StragglerResponse::observe(int step, const std::vector<RankStepStats>& rank
     per_kind[run::action_kind_name(k)] = found->per_kind[k];
   }
   std::printf("straggler: pipeline rank %d at %.2fx the median since step %d (%s); speeds measured %s\n", found->rank,
-              found->slowdown, found->since_step, kinds.c_str(), speeds_text(speed).c_str());
+              found->slowdown, found->since_step, kinds.c_str(), run::format_speeds(speed).c_str());
   const run::Replan replan = run::replan_for(config_, cut_, speed, layer_cost_of(ranks, speed));
   std::printf("  re-planned for those speeds: %s with layers per stage %s (now %s %s): step %.1f ms predicted "
               "against %.1f ms now (%+.1f%%)\n",

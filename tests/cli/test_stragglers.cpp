@@ -23,9 +23,8 @@ class Stragglers : public Train, public ::testing::WithParamInterface<const char
 
 TEST_P(Stragglers, ASlowRankIsNamedWithinFiveStepsOfItsStart) {
   const std::string kind = GetParam();
-  const CommandResult run = dualpipe_cmd(kJob + "--kind " + kind + " --steps 10 --emulate-slow-rank 2=1.5@3 --metrics " +
-                                             path("run.jsonl"),
-                                         120);
+  const CommandResult run = dualpipe_cmd(
+      kJob + "--kind " + kind + " --steps 10 --emulate-slow-rank 2=1.5@3 --metrics " + path("run.jsonl"), 120);
   ASSERT_EQ(run.status, 0) << run.out;
   const MetricsFile m = read_metrics(path("run.jsonl"));
   ASSERT_EQ(m.stragglers.size(), 1u) << run.out;

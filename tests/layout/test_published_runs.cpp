@@ -45,7 +45,8 @@ ModelSpec gpt(const Row& r) {
 }
 
 ClusterSpec selene(const Row& r) {
-  return cluster_spec(published_figures("narayanan2021").at("cluster").get<std::string>() + "x" + std::to_string(r.gpus));
+  const std::string preset = published_figures("narayanan2021").at("cluster");
+  return cluster_spec(preset + "x" + std::to_string(r.gpus));
 }
 
 // What the software offered, and this run's gradient reduction (PyTorch's DDP overlaps it, Megatron's own does not).

@@ -214,8 +214,9 @@ void add_plan_command(CLI::App& app) {
   sub->add_option("-c,--cost", command->cost,
                   "Costs of a 1/R slice of the model, as for simulate (F, B, W, FB, comm, scale with one multiplier "
                   "per slice, act_bytes, w_mem, recompute, input_mem)");
-  sub->add_option("--rank-speed", command->rank_speed, "A speed per pipeline rank, like 1,1,0.67,1: a rank's compute actions take 1/speed times their cost there; "
-                  "with --layer-costs each schedule's cut moves layers off the slow ranks");
+  sub->add_option("--rank-speed", command->rank_speed,
+                  "A speed per pipeline rank, like 1,1,0.67,1: a rank's compute actions take 1/speed times their cost "
+                  "there; with --layer-costs each schedule's cut moves layers off the slow ranks");
   sub->add_option("--memory-limit", command->memory_limit,
                   std::string("Peak live activations per rank: a number of 1/R slice activations (one micro-batch), or "
                               "bytes with a unit given act_bytes: ") + kByteUnitsHelp);

@@ -54,8 +54,9 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
                        "multipliers (one per stage), act_bytes bytes of one stage activation [none]; memory "
                        "model: w_mem share of a stage activation I keeps for W [1], recompute=0|1 "
                        "activation recomputation [0], input_mem share that is the stage input [0.05]");
-    command.add_option("--rank-speed", o.rank_speed, "A speed per pipeline rank, like 1,1,0.67,1: a rank's compute actions take 1/speed times their cost there (a "
-                       "throttled GPU, a noisy neighbour)");
+    command.add_option("--rank-speed", o.rank_speed,
+                       "A speed per pipeline rank, like 1,1,0.67,1: a rank's compute actions take 1/speed times their "
+                       "cost there (a throttled GPU, a noisy neighbour)");
   }
   if (with_from) {
     command.add_option("--from", o.from_file,

@@ -31,6 +31,9 @@ constexpr double kMinimumReplanGain = 0.05;
 Replan replan_for(const TrainConfig& config, const std::vector<int>& current_cut, const std::vector<double>& speeds,
                   const LayerCost& layer);
 
+// "1,1,0.667,1": speeds as --rank-speed takes them, three significant digits.
+std::string format_speeds(const std::vector<double>& speeds);
+
 // The options that run it: --schedule, --stages-per-rank, --layers-per-stage and --rank-speed; and --emulate-device's
 // costs, which are a stage's of the balanced cut, rescaled where the stage count changes, so that each layer keeps
 // its cost.

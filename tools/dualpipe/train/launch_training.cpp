@@ -127,7 +127,8 @@ int launch_training(train::TrainConfig& config, const TrainLaunch& l, const Work
         status == 0 && !config.checkpoint_dir.empty() ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
     if (!request) return status;
     std::remove(run::replan_request_path(config.checkpoint_dir).c_str());
-    const std::string before = config.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
+    const std::string before =
+        config.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
     run::apply_replan(request->replan, config);
     config.resume = true;
     std::cout << "dualpipe train: re-planned after step " << request->step << " for rank speeds " << config.rank_speed
