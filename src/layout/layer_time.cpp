@@ -144,9 +144,8 @@ LayerTime layer_time(const ModelSpec& model, const ClusterSpec& cluster, const L
 LayerTime output_layer_time(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
   const double tokens = double(l.micro_batch_size) * model.seq_len / l.cp, vocab = double(model.vocab) / l.tp;
   LayerTime out;
-  out.forward = matmul_seconds(cluster, tokens, vocab, model.hidden) +
-                memory_seconds(cluster, kLossBytesPerLogit / 2 * tokens * vocab);
   out.weight = matmul_seconds(cluster, tokens, vocab, model.hidden);
+  out.forward = out.weight + memory_seconds(cluster, kLossBytesPerLogit / 2 * tokens * vocab);
   out.backward = out.forward + out.weight;
   out.forward_flops = 2 * tokens * vocab * model.hidden;
   return out;

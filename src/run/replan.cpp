@@ -1,6 +1,5 @@
 #include "dualpipe/run/replan.h"
 
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -11,27 +10,25 @@
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/atomic_file.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/number_format.h"
 
 namespace dualpipe::run {
 
 namespace {
 
-// The step's pipeline in milliseconds: `kind` over the config's ranks and micro-batches, the layers cut as `cut`.
-double simulated_ms(const TrainConfig& c, const std::string& kind, int stages_per_rank, const std::vector<int>& cut,
-                    const std::vector<LayerCost>& layers, const std::vector<double>& speeds) {
+// `kind` over the config's ranks and micro-batches; throws InvalidArgument where it cannot serve them.
+Schedule schedule_for(const TrainConfig& c, const std::string& kind, int stages_per_rank) {
   ScheduleOptions options;
   options.num_ranks = c.ranks, options.num_microbatches = c.microbatches, options.stages_per_rank = stages_per_rank;
-  const Schedule schedule = make_schedule(kind, options);
-  CostModel costs = costs_of_cut(layers, cut, c.ranks, CostModel{});
-  costs.rank_speed = speeds;
-  return simulate(schedule, costs).metrics.makespan;
+  return make_schedule(kind, options);
 }
 
-std::vector<int> parse_cut(const std::string& text) {
-  std::vector<int> cut;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) cut.push_back(std::stoi(item));
-  return cut;
+// The step's pipeline in milliseconds, the layers cut as `cut`, each rank at its speed.
+double simulated_ms(const Schedule& schedule, const std::vector<int>& cut, const std::vector<LayerCost>& layers,
+                    const std::vector<double>& speeds) {
+  CostModel costs = costs_of_cut(layers, cut, schedule.num_ranks, CostModel{});
+  costs.rank_speed = speeds;
+  return simulate(schedule, costs).metrics.makespan;
 }
 
 // --emulate-device's costs are a stage's of the balanced cut (train/device_emulation.h); per-stage lists name
@@ -46,9 +43,8 @@ bool emulated_per_stage(const TrainConfig& c) {
 std::string emulated_costs_for(const std::string& text, int before, int after) {
   const CostModel c = CostModel::parse(text);
   const double k = static_cast<double>(before) / after;
-  std::string out = "F=" + std::to_string(c.forward * k) + ",B=" + std::to_string(c.backward * k) +
-                    ",W=" + std::to_string(c.weight * k);
-  if (c.all_to_all > 0) out += ",a2a=" + std::to_string(c.all_to_all * k);
+  std::string out = formatted("F=%g,B=%g,W=%g", c.forward * k, c.backward * k, c.weight * k);
+  if (c.all_to_all > 0) out += formatted(",a2a=%g", c.all_to_all * k);
   return out;
 }
 
@@ -56,11 +52,7 @@ std::string emulated_costs_for(const std::string& text, int before, int after) {
 
 std::string format_speeds(const std::vector<double>& speeds) {
   std::string text;
-  for (const double s : speeds) {
-    char item[32];
-    std::snprintf(item, sizeof item, "%.3g", s);
-    text += (text.empty() ? "" : ",") + std::string(item);
-  }
+  for (const double s : speeds) text += (text.empty() ? "" : ",") + formatted("%.3g", s);
   return text;
 }
 
@@ -69,26 +61,25 @@ Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, con
   const std::vector<LayerCost> layers(c.layers, layer);
   Replan best;
   best.rank_speed = speeds;
-  best.current_ms = simulated_ms(c, c.schedule, c.stages_per_rank, current_cut, layers, speeds);
+  best.current_ms = simulated_ms(schedule_for(c, c.schedule, c.stages_per_rank), current_cut, layers, speeds);
   best.predicted_ms = best.current_ms;
   best.schedule = c.schedule, best.stages_per_rank = c.stages_per_rank, best.layers_per_stage = current_cut;
+  // Emulated costs named per stage do not carry over to another count of stages.
+  const bool same_stage_count = emulated_per_stage(c);
   for (const GeneratorInfo& g : generators()) {
-    ScheduleOptions options;
-    options.num_ranks = c.ranks, options.num_microbatches = c.microbatches;
-    options.stages_per_rank = g.stages_per_rank == 0 ? (c.schedule == g.name ? c.stages_per_rank : 0) : 0;
+    const int stages_per_rank = g.stages_per_rank == 0 && c.schedule == g.name ? c.stages_per_rank : 0;
     Schedule schedule;
     try {
-      schedule = make_schedule(g.name, options);
+      schedule = schedule_for(c, std::string(g.name), stages_per_rank);
     } catch (const InvalidArgument&) {
       continue;  // it cannot serve these ranks and micro-batches
     }
     if (schedule.num_stages > c.layers) continue;
-    // Emulated costs named per stage do not carry over to another count of stages.
-    if (emulated_per_stage(c) && schedule.num_stages != static_cast<int>(current_cut.size())) continue;
+    if (same_stage_count && schedule.num_stages != static_cast<int>(current_cut.size())) continue;
     const std::vector<int> cut = speed_balanced_cut(layers, schedule.placement, c.microbatches, speeds);
-    const double ms = simulated_ms(c, std::string(g.name), options.stages_per_rank, cut, layers, speeds);
+    const double ms = simulated_ms(schedule, cut, layers, speeds);
     if (ms < best.predicted_ms * (1 - 1e-9)) {
-      best.schedule = g.name, best.stages_per_rank = options.stages_per_rank;
+      best.schedule = g.name, best.stages_per_rank = stages_per_rank;
       best.layers_per_stage = cut, best.predicted_ms = ms;
     }
   }
@@ -110,7 +101,7 @@ void write_replan_request(const std::string& checkpoint_dir, int step, const Rep
   const nlohmann::ordered_json request = {{"step", step},
                                           {"schedule", r.schedule},
                                           {"stages_per_rank", r.stages_per_rank},
-                                          {"layers_per_stage", format_cut(r.layers_per_stage)},
+                                          {"layers_per_stage", r.layers_per_stage},
                                           {"rank_speed", r.rank_speed},
                                           {"current_ms", r.current_ms},
                                           {"predicted_ms", r.predicted_ms}};
@@ -128,7 +119,7 @@ std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_d
   Replan& r = request.replan;
   r.schedule = j.at("schedule").get<std::string>();
   r.stages_per_rank = j.at("stages_per_rank").get<int>();
-  r.layers_per_stage = parse_cut(j.at("layers_per_stage").get<std::string>());
+  r.layers_per_stage = j.at("layers_per_stage").get<std::vector<int>>();
   r.rank_speed = j.at("rank_speed").get<std::vector<double>>();
   r.current_ms = j.at("current_ms").get<double>();
   r.predicted_ms = j.at("predicted_ms").get<double>();

@@ -97,7 +97,7 @@ TEST(Replan, EmulatedCostsFollowTheStageCount) {
   Replan r;
   r.schedule = "1f1b", r.layers_per_stage = {5, 4, 3, 4}, r.rank_speed = {1, 1, 1, 1};
   apply_replan(r, c);
-  EXPECT_EQ(c.emulate_device, "F=40.000000,B=80.000000,W=40.000000");
+  EXPECT_EQ(c.emulate_device, "F=40,B=80,W=40");
   EXPECT_EQ(c.schedule, "1f1b");
 }
 

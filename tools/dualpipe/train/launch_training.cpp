@@ -119,12 +119,13 @@ int launch_training(train::TrainConfig& config, const TrainLaunch& l, const Work
   if (l.max_restarts > 0 && config.checkpoint_dir.empty())
     std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
                  "step 1\n";
+  const bool may_replan = config.on_straggler == "replan";  // with a checkpoint directory, on one machine
+  if (may_replan) std::remove(run::replan_request_path(config.checkpoint_dir).c_str());  // an earlier job's, unread
   for (;;) {
     const int status = launch::run(options);
-    // --on-straggler replan (one machine): the ranks stopped at a checkpoint and left the re-plan beside it; start
-    // them again with it.
+    // The ranks stopped at a checkpoint and left the re-plan beside it: start them again with it.
     const std::optional<run::ReplanRequest> request =
-        status == 0 && !config.checkpoint_dir.empty() ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
+        may_replan && status == 0 ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
     if (!request) return status;
     std::remove(run::replan_request_path(config.checkpoint_dir).c_str());
     const std::string before =
