@@ -23,6 +23,8 @@ Needs root (network namespaces); exits with 77 where the test bed cannot be made
 """
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,19 +36,21 @@ PP, DP, EP = 4, 2, 2
 MODEL = ["--layers", "8", "--hidden", "16", "--heads", "2", "--seq-len", "16", "--batch", "2",
          "--experts", "4", "--top-k", "2"]
 
-# (name, schedule, flag): the overlap with its halves at once (the default), taking turns, and off.
+# (name, schedule, flag): the overlap as phases on one thread (the default), with its halves on two threads at once,
+# and off.
 JOBS = [
-    ("dualpipe", "dualpipe", "--fb-overlap-threads"),
-    ("dualpipe turns", "dualpipe", "--fb-overlap-turns"),
+    ("dualpipe", "dualpipe", None),
+    ("dualpipe threads", "dualpipe", "--fb-overlap-mode=threads"),
     ("dualpipe off", "dualpipe", "--no-fb-overlap"),
-    ("dualpipev", "dualpipev", "--fb-overlap-threads"),
-    ("dualpipev turns", "dualpipev", "--fb-overlap-turns"),
+    ("dualpipev", "dualpipev", None),
+    ("dualpipev threads", "dualpipev", "--fb-overlap-mode=threads"),
     ("dualpipev off", "dualpipev", "--no-fb-overlap"),
     ("1f1b", "1f1b", None),
     ("zb-h1", "zb-h1", None),
     ("zbv", "zbv", None),
 ]
 V_SHAPED = {"dualpipev", "zbv"}
+LAYERS = 8  # MODEL's
 
 
 def parse_costs(text):
@@ -62,18 +66,39 @@ def stage_costs(slice_costs, a2a, kind):
     return f"F={c['F']:g},B={c['B']:g},W={c['W']:g},a2a={a2a * share:g}"
 
 
-def predicted_ms(binary, kind, microbatches, costs, overlap):
-    """The simulator's makespan for the job: without the overlap a pair is its two halves, exchanges and all."""
-    if not overlap:
+def layers_per_stage(kind):
+    return LAYERS // (2 * PP if kind in V_SHAPED else PP)
+
+
+def exchange_ms(trace):
+    """One exchange's time in the job's trace, as `dualpipe simulate --from-trace` takes it: the median all-to-all
+    that its rank waited for from its start."""
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    whole = [e["dur"] for e in events if e.get("cat") == "all_to_all" and not e["args"].get("waited")]
+    return statistics.median(whole) / 1000
+
+
+def predicted_ms(binary, kind, microbatches, costs, overlap, trace):
+    """The simulator's makespan for the job, with each exchange as long as the job's trace measured it: with the
+    overlap, its pairs timed phase by phase (`--from-trace`); without, a pair is its two halves, exchanges and all."""
+    layers = layers_per_stage(kind)
+    costs += f",layers={layers}"
+    command = [binary, "simulate", "--kind", kind, "--ranks", str(PP), "-m", str(microbatches), "--format", "json"]
+    if overlap:
+        command += ["--from-trace", trace]
+    else:
         c = dict(item.split("=") for item in costs.split(","))
-        costs += f",FB={float(c['F']) + float(c['B']) + 2 * float(c['a2a']):g}"
-    out = subprocess.run([binary, "simulate", "--kind", kind, "--ranks", str(PP), "-m", str(microbatches),
-                          "--cost", costs, "--format", "json"], check=True, capture_output=True, text=True).stdout
+        a2a = 2 * layers * exchange_ms(trace)
+        costs += f",FB={float(c['F']) + float(c['B']) + 2 * a2a:g}"
+        costs = costs.replace(f"a2a={c['a2a']}", f"a2a={a2a:g}")
+    out = subprocess.run(command + ["--cost", costs], check=True, capture_output=True, text=True).stdout
     return json.loads(out)["makespan"]
 
 
-def run_emulated(binary, job, costs, a, port, workdir, trace=""):
-    """One job across the test bed's nodes: the medians of steps 3.. of the step time and the exposed all-to-all."""
+def run_emulated(binary, job, costs, a, port, workdir, trace):
+    """One job across the test bed's nodes: the medians of steps 3.. of the step time and the exposed all-to-all,
+    and the time of one exchange in its trace."""
     name, kind, flag = job
     args = ["--schedule", kind, "--pp", str(PP), "--dp", str(DP), "--ep", str(EP), "-m", str(a.m),
             "--steps", str(a.steps), "--eval-every", "0", "--sample-tokens", "0", "--warmup", "1", *MODEL,
@@ -82,14 +107,14 @@ def run_emulated(binary, job, costs, a, port, workdir, trace=""):
     if flag:
         args.append(flag)
     steps = run_job(binary, name, args, workdir, trace)
-    return median_from_step(steps, "step_ms"), median_from_step(steps, "all_to_all_exposed_ms")
+    return median_from_step(steps, "step_ms"), median_from_step(steps, "all_to_all_exposed_ms"), trace
 
 
 def main():
     parser = benchmark_arguments(__doc__, 16, "every rank's link")
     parser.add_argument("--costs", default="F=20,B=40,W=20", help="F, B, W of one rank's slice, in ms")
     parser.add_argument("--ratios", default="1,0.25", help="a2a / F of each regime")
-    parser.add_argument("--trace-dir", help="also write traces of DualPipe and 1F1B at the first ratio here")
+    parser.add_argument("--trace-dir", help="also keep the first repetition's traces at the first ratio here")
     parser.add_argument("--jobs", help="run only these jobs (names as printed, comma-separated); ratios whose jobs "
                         "did not run are left out")
     a = parser.parse_args()
@@ -104,28 +129,26 @@ def main():
           f"{a.steps} steps per job (medians of steps 3..), {a.reps} repetitions interleaved;\n"
           f"costs of one rank's slice {a.costs} ms, a2a = {', '.join(f'{r:g}' for r in ratios)} x F", flush=True)
     port = 29700
-    measured = {}  # (ratio, job name) -> [(step ms, exposed ms)] per repetition
+    measured = {}  # (ratio, job name) -> [(step ms, exposed ms, simulated ms)] per repetition
     with tempfile.TemporaryDirectory() as work:
         for rep in range(a.reps):
             for ratio in ratios:
                 for job in jobs:
                     costs = stage_costs(slice_costs, ratio * slice_costs["F"], job[1])
                     port += 1
-                    result = run_emulated(binary, job, costs, a, port, work)
-                    measured.setdefault((ratio, job[0]), []).append(result)
-                    print(f"  rep {rep + 1} a2a {ratio:g}F {job[0]:18s} step {result[0]:8.1f} ms  exposed "
-                          f"{result[1]:7.1f} ms", file=sys.stderr, flush=True)
-        if a.trace_dir:
-            os.makedirs(a.trace_dir, exist_ok=True)
-            for job in (job for job in (JOBS[0], JOBS[6]) if job in jobs):
-                costs = stage_costs(slice_costs, ratios[0] * slice_costs["F"], job[1])
-                port += 1
-                run_emulated(binary, job, costs, a, port, work, os.path.abspath(os.path.join(a.trace_dir,
-                                                                                       f"{job[1]}.json")))
-    report(binary, a, slice_costs, ratios, measured, jobs)
+                    trace = os.path.join(work, f"{job[0].replace(' ', '-')}-{ratio:g}-{rep + 1}.json")
+                    step, exposed, _ = run_emulated(binary, job, costs, a, port, work, trace)
+                    predicted = predicted_ms(binary, job[1], a.m, costs, job[2] != "--no-fb-overlap", trace)
+                    measured.setdefault((ratio, job[0]), []).append((step, exposed, predicted))
+                    print(f"  rep {rep + 1} a2a {ratio:g}F {job[0]:18s} step {step:8.1f} ms  exposed "
+                          f"{exposed:7.1f} ms  simulated {predicted:8.1f} ms", file=sys.stderr, flush=True)
+                    if a.trace_dir and rep == 0 and ratio == ratios[0]:
+                        os.makedirs(a.trace_dir, exist_ok=True)
+                        shutil.copy(trace, os.path.join(a.trace_dir, os.path.basename(trace)))
+    report(slice_costs, ratios, measured, jobs, a.m)
 
 
-def report(binary, a, slice_costs, ratios, measured, jobs):
+def report(slice_costs, ratios, measured, jobs, a_m):
     rows = RatioRows()
     for ratio in ratios:
         print(f"\na2a = {ratio:g} x F ({ratio * slice_costs['F']:g} ms per slice's forward)")
@@ -135,8 +158,7 @@ def report(binary, a, slice_costs, ratios, measured, jobs):
             runs = measured[(ratio, name)]
             step = spread([r[0] for r in runs])
             exposed = spread([r[1] for r in runs])
-            costs = stage_costs(slice_costs, ratio * slice_costs["F"], kind)
-            predicted = predicted_ms(binary, kind, a.m, costs, flag != "--no-fb-overlap")
+            predicted = spread([r[2] for r in runs])[0]
             error = (predicted - step[0]) / step[0]
             if abs(error) > 0.10:
                 rows.failures.append(f"{name} at {ratio:g}F: simulated {error:+.1%} off")
@@ -151,15 +173,17 @@ def report(binary, a, slice_costs, ratios, measured, jobs):
 
         print("ratios (medians; apart: the repetitions' ranges do not overlap)")
         one_to_one = ratio == 1
-        ratio_row("dualpipev overlap / off, exposed a2a", "dualpipev", "dualpipev off", 1, 0.2 if one_to_one else None)
-        ratio_row("dualpipev overlap / off, step", "dualpipev", "dualpipev off", 0, 0.8 if one_to_one else 1.0)
-        ratio_row("dualpipev turns / off, step", "dualpipev turns", "dualpipev off", 0, 1.0)
-        ratio_row("dualpipev turns / overlap, step", "dualpipev turns", "dualpipev", 0)
-        ratio_row("dualpipe overlap / off, exposed a2a", "dualpipe", "dualpipe off", 1)
-        ratio_row("dualpipe overlap / off, step", "dualpipe", "dualpipe off", 0, 1.0)
-        ratio_row("dualpipe turns / off, step", "dualpipe turns", "dualpipe off", 0, 1.0)
-        ratio_row("dualpipe turns / overlap, step", "dualpipe turns", "dualpipe", 0)
-        ratio_row("dualpipe / 1f1b, step", "dualpipe", "1f1b", 0, 1 / 1.15 if one_to_one else 1.0)
+        exposed_target = {16: 0.4, 32: 0.25}.get(a_m, None) if one_to_one else None
+        ratio_row("dualpipev phases / off, exposed a2a", "dualpipev", "dualpipev off", 1, exposed_target)
+        ratio_row("dualpipev phases / off, step", "dualpipev", "dualpipev off", 0, 0.8 if one_to_one else 1.0)
+        ratio_row("dualpipev threads / off, exposed a2a", "dualpipev threads", "dualpipev off", 1)
+        ratio_row("dualpipev threads / off, step", "dualpipev threads", "dualpipev off", 0)
+        ratio_row("dualpipev phases / threads, step", "dualpipev", "dualpipev threads", 0)
+        ratio_row("dualpipe phases / off, exposed a2a", "dualpipe", "dualpipe off", 1)
+        ratio_row("dualpipe phases / off, step", "dualpipe", "dualpipe off", 0, 1.0)
+        ratio_row("dualpipe threads / off, step", "dualpipe threads", "dualpipe off", 0)
+        ratio_row("dualpipe phases / threads, step", "dualpipe", "dualpipe threads", 0)
+        ratio_row("dualpipe / 1f1b, step", "dualpipe", "1f1b", 0, 1 / 1.2 if one_to_one else 1.0)
         ratio_row("dualpipe / zb-h1, step", "dualpipe", "zb-h1", 0)
         ratio_row("dualpipev / zbv, step", "dualpipev", "zbv", 0)
     rows.summary()

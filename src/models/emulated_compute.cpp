@@ -80,19 +80,32 @@ torch::Tensor emulated_compute(const torch::Tensor& x, const torch::Tensor& anch
   return EmulatedCompute::apply(x, anchor, forward_us, input_grad_us, weight_grad_us);
 }
 
-torch::Tensor padded_all_to_all(const torch::Tensor& x, const parallel::ExpertCommunication& group,
-                                const std::string& what, int64_t bytes_off_rank) {
-  const int size = group.size();
-  if (size == 1 || bytes_off_rank <= 0) return parallel::expert_all_to_all(x, group, what);
-  const int64_t rows = x.size(0) / size, hidden = x.size(1);
-  const int64_t row_bytes = hidden * static_cast<int64_t>(x.element_size());
-  const int64_t chunk_bytes = (bytes_off_rank + size - 2) / (size - 1);
-  const int64_t padding = std::max<int64_t>(0, (chunk_bytes - rows * row_bytes + row_bytes - 1) / row_bytes);
-  if (padding == 0) return parallel::expert_all_to_all(x, group, what);
-  const torch::Tensor chunks = x.view({size, rows, hidden});
-  const torch::Tensor padded = torch::cat({chunks, torch::zeros({size, padding, hidden}, x.options())}, 1);
-  const torch::Tensor received = parallel::expert_all_to_all(padded.view({-1, hidden}), group, what);
-  return received.view({size, rows + padding, hidden}).narrow(1, 0, rows).reshape({-1, hidden});
+PaddedExchange start_padded_all_to_all(const torch::Tensor& x, const parallel::ExpertCommunication& group,
+                                       const std::string& what, int64_t bytes_off_rank) {
+  PaddedExchange padded;
+  padded.size = group.size();
+  padded.sent = x;
+  if (padded.size > 1 && bytes_off_rank > 0) {
+    const int64_t rows = x.size(0) / padded.size, hidden = x.size(1);
+    const int64_t row_bytes = hidden * static_cast<int64_t>(x.element_size());
+    const int64_t chunk_bytes = (bytes_off_rank + padded.size - 2) / (padded.size - 1);
+    const int64_t padding = std::max<int64_t>(0, (chunk_bytes - rows * row_bytes + row_bytes - 1) / row_bytes);
+    if (padding > 0) {
+      const torch::Tensor chunks = x.view({padded.size, rows, hidden});
+      const torch::Tensor zeros = torch::zeros({padded.size, padding, hidden}, x.options());
+      padded.sent = torch::cat({chunks, zeros}, 1).view({-1, hidden});
+      padded.rows = rows;
+    }
+  }
+  padded.exchange = parallel::start_expert_all_to_all(padded.sent, group, what);
+  return padded;
+}
+
+torch::Tensor PaddedExchange::result() {
+  exchange.wait();
+  if (rows < 0) return exchange.output;
+  const int64_t hidden = exchange.output.size(1);
+  return exchange.output.view({size, -1, hidden}).narrow(1, 0, rows).reshape({-1, hidden});
 }
 
 }  // namespace dualpipe::models

@@ -24,9 +24,18 @@ namespace dualpipe::models {
 torch::Tensor emulated_compute(const torch::Tensor& x, const torch::Tensor& anchor, int64_t forward_us,
                                int64_t input_grad_us, int64_t weight_grad_us);
 
-// parallel::expert_all_to_all of `x` with each rank's chunk padded to at least `bytes_off_rank / (size - 1)`
-// bytes, so one exchange sends that many bytes off the rank; 0: no padding.
-torch::Tensor padded_all_to_all(const torch::Tensor& x, const parallel::ExpertCommunication& group,
-                                const std::string& what, int64_t bytes_off_rank);
+// An all-to-all started (parallel::start_expert_all_to_all) with each rank's chunk of `x` padded to at least
+// `bytes_off_rank / (size - 1)` bytes, so that one exchange sends that many bytes off the rank (0: no padding).
+// `sent` is what went out and `exchange.output` what comes in, padded both; result() waits and drops the padding.
+struct PaddedExchange {
+  parallel::ExchangeInFlight exchange;
+  torch::Tensor sent;
+  int size = 1;
+  int64_t rows = -1;  // each rank's rows before the padding; -1: none added
+
+  torch::Tensor result();
+};
+PaddedExchange start_padded_all_to_all(const torch::Tensor& x, const parallel::ExpertCommunication& group,
+                                       const std::string& what, int64_t bytes_off_rank);
 
 }  // namespace dualpipe::models

@@ -107,9 +107,22 @@ torch::Tensor GptBlockImpl::attention(const torch::Tensor& normed) {
 }
 
 torch::Tensor GptBlockImpl::forward(const torch::Tensor& x) {
+  if (moe_) {
+    BlockInFlight block = start_moe(x);
+    moe_->start_combine(*block.moe);
+    return finish_moe(block);
+  }
   const torch::Tensor y = x + attention(ln1(x));
-  if (moe_) return y + moe_(ln2(y));
   return y + row_parallel(fc2, torch::gelu(fc1(parallel::enter_tensor_parallel(ln2(y), tp_))));
+}
+
+BlockInFlight GptBlockImpl::start_moe(const torch::Tensor& x) {
+  const torch::Tensor y = x + attention(ln1(x));
+  return {x, y.view_as(y), moe_->start_dispatch(ln2(y))};
+}
+
+torch::Tensor GptBlockImpl::finish_moe(BlockInFlight& block) {
+  return block.residual + moe_->finish_combine(*block.moe);
 }
 
 GptStageImpl::GptStageImpl(const GptConfig& config, const StageCut& cut, int stage, ExpertGroup experts,
@@ -162,21 +175,20 @@ torch::Tensor GptStageImpl::embed_tokens(const torch::Tensor& ids) {
   return parallel::leave_tensor_parallel(mine, tp_);
 }
 
+torch::Tensor GptStageImpl::embed(const torch::Tensor& ids) {
+  TORCH_CHECK(ids.dim() == 2 && ids.size(1) <= positions->weight.size(0),
+              "token ids must be [rows, tokens] with at most ", positions->weight.size(0), " tokens, got ", ids.sizes());
+  torch::Tensor where = torch::arange(ids.size(1), torch::TensorOptions().dtype(torch::kLong).device(ids.device()));
+  if (parallel::splits_sequence(tp_)) where = where.chunk(tp_->size()).at(static_cast<size_t>(tp_->rank()));
+  if (parallel::splits_context(cp_))
+    where = parallel::context_positions(ids.size(1) * cp_->size(), cp_->rank(), cp_->size(), ids.device());
+  return embed_tokens(ids) + positions(where);
+}
+
 runtime::Tensors GptStageImpl::forward(const runtime::Tensors& inputs) {
-  TORCH_CHECK(inputs.size() == 1, "a transformer stage takes one tensor, got ", inputs.size());
-  torch::Tensor x = inputs[0];
-  if (first_) {
-    TORCH_CHECK(x.dim() == 2 && x.size(1) <= positions->weight.size(0), "token ids must be [rows, tokens] with at most ",
-                positions->weight.size(0), " tokens, got ", x.sizes());
-    torch::Tensor where = torch::arange(x.size(1), torch::TensorOptions().dtype(torch::kLong).device(x.device()));
-    if (parallel::splits_sequence(tp_)) where = where.chunk(tp_->size()).at(static_cast<size_t>(tp_->rank()));
-    if (parallel::splits_context(cp_))
-      where = parallel::context_positions(x.size(1) * cp_->size(), cp_->rank(), cp_->size(), x.device());
-    x = embed_tokens(x) + positions(where);
-  }
-  for (auto& block : blocks_) x = block(x);
-  if (last_) x = head(parallel::enter_tensor_parallel(final_norm(x), tp_));
-  return {x};
+  auto outputs = std::make_shared<runtime::Tensors>();
+  for (const runtime::Phase& phase : forward_phases(inputs, outputs)) phase.run();
+  return std::move(*outputs);
 }
 
 void GptStageImpl::sum_sequence_parallel_gradients() {

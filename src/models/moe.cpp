@@ -168,30 +168,73 @@ torch::Tensor MoeLayerImpl::run_experts(const torch::Tensor& slots, int64_t capa
   return torch::stack(outputs).view({-1, hidden});
 }
 
-torch::Tensor MoeLayerImpl::forward(const torch::Tensor& x) {
-  const int64_t hidden = x.size(-1);
-  // With an emulated device, half of the layer's compute comes before the dispatch and half between the dispatch
-  // and the combine, so each exchange has compute on both sides of it, in the forward and in the backward.
-  const EmulatedLayer& device = config_.emulated;
-  const auto compute = [&](const torch::Tensor& t) {
-    return emulated_compute(t, router->weight, device.forward_us / 2, device.input_grad_us / 2,
-                            device.weight_grad_us / 2);
-  };
-  const torch::Tensor tokens = compute(x.reshape({-1, hidden}));
-  const Routing r = route(tokens, x.size(0));
-  const int64_t slots = config_.experts * r.capacity;
-  const torch::Tensor dispatch =
-      torch::zeros({slots, hidden}, tokens.options()).index_copy(0, r.slot, tokens.index_select(0, r.token));
+struct MoeInFlight {
+  torch::Tensor input;   // the layer's (for its shape)
+  torch::Tensor tokens;  // [rows x tokens, hidden]
+  int64_t capacity = 0;
+  torch::Tensor token, slot;  // of each kept choice (Routing)
+  torch::Tensor gate, aux_loss;  // handed from the first phase to the last (aux_loss undefined: not attached)
+  PaddedExchange dispatch, combine;
+};
+
+const parallel::ExpertCommunication& MoeLayerImpl::communication() const {
   static const parallel::ExpertCommunication kAlone;
-  const parallel::ExpertCommunication& group = communication_ ? *communication_ : kAlone;
-  const torch::Tensor received = padded_all_to_all(dispatch, group, "dispatch", device.exchange_bytes);
-  const torch::Tensor results =
-      padded_all_to_all(compute(run_experts(received, r.capacity)), group, "combine", device.exchange_bytes);
-  torch::Tensor y = torch::zeros_like(tokens).index_add(0, r.token,
-                                                        results.index_select(0, r.slot) * r.gate.unsqueeze(1));
-  y = y.view_as(x);
-  if (config_.aux_loss_weight == 0 || !torch::GradMode::is_enabled()) return y;
-  return AttachAuxLoss::apply(y, r.aux_loss, config_.aux_loss_weight);
+  return communication_ ? *communication_ : kAlone;
+}
+
+// With an emulated device, half of the layer's compute comes before the dispatch and half between the dispatch and
+// the combine, so each exchange has compute on both sides of it, in the forward and in the backward.
+torch::Tensor MoeLayerImpl::emulate_half(const torch::Tensor& t) const {
+  const EmulatedLayer& device = config_.emulated;
+  return emulated_compute(t, router->weight, device.forward_us / 2, device.input_grad_us / 2,
+                          device.weight_grad_us / 2);
+}
+
+std::shared_ptr<MoeInFlight> MoeLayerImpl::start_dispatch(const torch::Tensor& x) {
+  auto f = std::make_shared<MoeInFlight>();
+  const int64_t hidden = x.size(-1);
+  f->input = x;
+  f->tokens = emulate_half(x.reshape({-1, hidden}));
+  Routing r = route(f->tokens, x.size(0));
+  f->capacity = r.capacity;
+  f->token = r.token;
+  f->slot = r.slot;
+  // Through a node of their own (view_as): a backward cut here stops at them without reaching the router.
+  f->gate = r.gate.view_as(r.gate);
+  if (config_.aux_loss_weight != 0 && torch::GradMode::is_enabled()) f->aux_loss = r.aux_loss.view_as(r.aux_loss);
+  const torch::Tensor dispatch = torch::zeros({config_.experts * r.capacity, hidden}, f->tokens.options())
+                                     .index_copy(0, r.slot, f->tokens.index_select(0, r.token));
+  f->dispatch = start_padded_all_to_all(dispatch, communication(), "dispatch", config_.emulated.exchange_bytes);
+  return f;
+}
+
+void MoeLayerImpl::start_combine(MoeInFlight& f) {
+  const torch::Tensor received = f.dispatch.result();
+  f.combine = start_padded_all_to_all(emulate_half(run_experts(received, f.capacity)), communication(), "combine",
+                                      config_.emulated.exchange_bytes);
+}
+
+torch::Tensor MoeLayerImpl::finish_combine(MoeInFlight& f) {
+  const torch::Tensor results = f.combine.result();
+  torch::Tensor y = torch::zeros_like(f.tokens).index_add(0, f.token,
+                                                          results.index_select(0, f.slot) * f.gate.unsqueeze(1));
+  y = y.view_as(f.input);
+  if (!f.aux_loss.defined()) return y;
+  return AttachAuxLoss::apply(y, f.aux_loss, config_.aux_loss_weight);
+}
+
+MoePoints MoeLayerImpl::points(const MoeInFlight& f) {
+  using runtime::GraphPoint;
+  MoePoints p{GraphPoint::of(f.dispatch.sent), GraphPoint::of(f.dispatch.exchange.output),
+              GraphPoint::of(f.combine.sent), GraphPoint::of(f.combine.exchange.output), {GraphPoint::of(f.gate)}};
+  if (f.aux_loss.defined()) p.handed.push_back(GraphPoint::of(f.aux_loss));
+  return p;
+}
+
+torch::Tensor MoeLayerImpl::forward(const torch::Tensor& x) {
+  const std::shared_ptr<MoeInFlight> f = start_dispatch(x);
+  start_combine(*f);
+  return finish_combine(*f);
 }
 
 }  // namespace dualpipe::models

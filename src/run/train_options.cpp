@@ -140,12 +140,12 @@ const std::vector<TrainOption>& train_options() {
        "one micro-batch's all-to-alls proceed while the other computes (default); --no-fb-overlap runs the "
        "forward, then the backward",
        "Pipeline", &C::fb_overlap, false},
-      {"--fb-overlap-threads,!--fb-overlap-turns",
-       "Let the two halves of an overlapped pair compute at once, sharing the cores (default: on the emulated device "
-       "and on GPUs it hid the most, docs/parallelism.md); --fb-overlap-turns makes them take turns at each "
-       "all-to-all instead, one half computing while the other's exchange runs (CPU stages only: CUDA stages always "
-       "compute at once, on two streams)",
-       "Pipeline", &C::fb_overlap_threads, false},
+      {"--fb-overlap-mode",
+       "How the halves of an overlapped pair share a rank: phases (default), interleaved phase by phase on one "
+       "thread in DeepSeek's order, each all-to-all under way while the other half computes and waited for where "
+       "its result is first used; threads, the backward on a second thread, both computing at once; turns, two "
+       "threads taking turns at each all-to-all (CPU stages; CUDA stages run it as threads)",
+       "Pipeline", &C::fb_overlap_mode, false},
       {"-m,--microbatches", "Micro-batches per step (the schedule's rules apply)", "Pipeline", &C::microbatches},
       {"-v,--stages-per-rank", "Stages per rank for interleaved-1f1b (0: default)", "Pipeline", &C::stages_per_rank,
        false},

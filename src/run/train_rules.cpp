@@ -1,6 +1,8 @@
 #include "dualpipe/run/train_rules.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/run/straggler.h"
@@ -62,9 +64,10 @@ void check_tensor_parallel(const TrainConfig& c) {
   // --heads divides --hidden (GptConfig::check), so T divides the hidden size and the MLP's 4 x hidden too.
   DUALPIPE_REQUIRE(kVocabulary % c.tp == 0, "--tp ", c.tp, " must divide the vocabulary of ", kVocabulary,
                    " tokens: the embedding and the head are split by vocabulary");
-  DUALPIPE_REQUIRE(!c.recompute || c.ep == 1 || !c.fb_overlap, "--recompute with --tp ", c.tp, " and --ep ", c.ep,
-                   " needs --no-fb-overlap: the overlapped backward would run a forward's tensor-parallel collectives "
-                   "beside the other half's");
+  DUALPIPE_REQUIRE(!c.recompute || c.ep == 1 || !c.fb_overlap || c.fb_overlap_mode == "phases", "--recompute with "
+                   "--tp ", c.tp, " and --ep ", c.ep, " needs --no-fb-overlap or --fb-overlap-mode phases: on two "
+                   "threads the overlapped backward would run a forward's tensor-parallel collectives beside the other "
+                   "half's");
 }
 
 }  // namespace
@@ -103,6 +106,9 @@ void check_options(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.ep >= 1 && c.dp % c.ep == 0, "--ep ", c.ep, " must divide --dp ", c.dp,
                    ": expert parallelism runs across the data-parallel replicas of a stage");
   DUALPIPE_REQUIRE(c.ep == 1 || c.experts > 0, "--ep ", c.ep, " needs an MoE model: give --experts N");
+  DUALPIPE_REQUIRE(std::find(std::begin(kOverlapModes), std::end(kOverlapModes), c.fb_overlap_mode) !=
+                       std::end(kOverlapModes),
+                   "--fb-overlap-mode must be phases, threads or turns, got '", c.fb_overlap_mode, "'");
   check_tensor_parallel(c);
   check_context_parallel(c);
   check_stragglers(c);

@@ -31,12 +31,13 @@ class DeferredWeightGrad {
   bool empty() const { return roots_.empty(); }
   // Computes the parameter gradients and accumulates them, then releases the graph.
   void run();
+  // The backward from `root` seeded with `grad` is W's too.
+  void add(torch::autograd::Edge root, torch::Tensor grad) {
+    roots_.push_back(std::move(root));
+    grads_.push_back(std::move(grad));
+  }
 
  private:
-  friend std::vector<torch::Tensor> backward_input(const std::vector<torch::Tensor>&,
-                                                   const std::vector<torch::Tensor>&,
-                                                   const std::vector<torch::Tensor>&, DeferredWeightGrad&,
-                                                   const NodeFilter&);
   std::vector<torch::autograd::Edge> roots_;
   std::vector<torch::Tensor> grads_;
 };

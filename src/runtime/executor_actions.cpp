@@ -154,6 +154,8 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
   }, {}, stream};
   if (!split) {
     half.stage = s;
+    half.owner = &stage(s);
+    half.inputs = sl.inputs;
     half.roots = std::move(roots);
     half.root_grads = std::move(grads);
     half.collect = [this, s, m] { slot(s, m).input_grads = detail::accumulated_input_grads(slot(s, m).inputs); };

@@ -8,13 +8,14 @@
 #include <set>
 #include <string>
 
+#include "dualpipe/sim/phase_pair.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe {
 namespace {
 
 constexpr const char* kKnownKeys =
-    "F, B, W, FB, comm, a2a, unshard, reduce, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
+    "F, B, W, FB, comm, a2a, layers, unshard, reduce, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -27,6 +28,13 @@ double parse_number(std::string_view key, std::string_view text) {
   DUALPIPE_REQUIRE(std::isfinite(value), "cost ", key, ": '", text,
                    "' is not a finite number (it overflows a double); give costs in a larger unit");
   return value;
+}
+
+int parse_layers(std::string_view text) {
+  const double value = parse_number("layers", text);
+  DUALPIPE_REQUIRE(value == std::floor(value) && value >= 1 && value <= 4096,
+                   "cost layers (MoE layers of a slice) must be a whole number between 1 and 4096, got layers=", text);
+  return static_cast<int>(value);
 }
 
 std::string lower(std::string_view s) {
@@ -85,8 +93,20 @@ double CostModel::forward_of(int stage) const { return at(stage_forward, stage, 
 double CostModel::backward_of(int stage) const { return at(stage_backward, stage, backward) * scale(stage); }
 double CostModel::weight_of(int stage) const { return at(stage_weight, stage, weight) * scale(stage); }
 double CostModel::all_to_all_of(int stage) const { return all_to_all * scale(stage); }
+namespace {
+
+// An overlapped pair whose exchanges the phases hide (sim/phase_pair.h); without exchanges, its halves' compute.
+double pair_time(double forward, double forward_exchanges, double backward, double weight, double backward_exchanges,
+                 int layers) {
+  if (forward_exchanges + backward_exchanges <= 0) return forward + backward;
+  return time_phased_pair({forward, forward_exchanges, layers, backward - weight, weight, backward_exchanges, layers})
+      .duration;
+}
+
+}  // namespace
+
 double CostModel::overlapped_pair() const {
-  return overlapped.value_or(std::max(forward + backward, 2 * all_to_all));
+  return overlapped.value_or(pair_time(forward, all_to_all, backward, weight, all_to_all, layers));
 }
 double CostModel::activation_of(int stage) const { return at(stage_activation, stage, 1.0); }
 
@@ -104,7 +124,9 @@ double CostModel::duration(const Action& a) const {
       // FB is given for a pair of uniform stages; uneven stages scale it like the separate halves. The backward
       // half's recomputation is not overlapped with anything: it comes on top.
       if (overlapped) return *overlapped * compute / (forward + backward) + recompute_time(a.bwd_stage);
-      return std::max(compute, all_to_all_of(a.stage) + all_to_all_of(a.bwd_stage)) + recompute_time(a.bwd_stage);
+      return pair_time(forward_of(a.stage), all_to_all_of(a.stage), backward_of(a.bwd_stage), weight_of(a.bwd_stage),
+                       all_to_all_of(a.bwd_stage), layers) +
+             recompute_time(a.bwd_stage);
     }
     case ActionType::Unshard: return unshard * scale(a.stage);
     case ActionType::ReduceGrad: return reduce * scale(a.stage);
@@ -149,6 +171,7 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
     else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
+    else if (key == "layers") costs.layers = parse_layers(value);
     else if (key == "unshard") costs.unshard = parse_number("unshard", value);
     else if (key == "reduce") costs.reduce = parse_number("reduce", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
@@ -186,6 +209,8 @@ void CostModel::check() const {
   DUALPIPE_REQUIRE(!overlapped || *overlapped > 0, "cost FB must be positive, got FB=", overlapped.value_or(0));
   DUALPIPE_REQUIRE(comm >= 0, "cost comm must not be negative, got comm=", comm);
   DUALPIPE_REQUIRE(all_to_all >= 0, "cost a2a must not be negative, got a2a=", all_to_all);
+  DUALPIPE_REQUIRE(layers >= 1 && layers <= 4096, "cost layers (MoE layers of a slice) must be between 1 and 4096, "
+                   "got layers=", layers);
   DUALPIPE_REQUIRE(unshard >= 0, "cost unshard must not be negative, got unshard=", unshard);
   DUALPIPE_REQUIRE(reduce >= 0, "cost reduce must not be negative, got reduce=", reduce);
   DUALPIPE_REQUIRE(activation_bytes >= 0, "cost act_bytes must not be negative, got act_bytes=", activation_bytes);
@@ -268,6 +293,7 @@ namespace {
 // share's parameters and gradients) and the activation's bytes.
 void scale_model_share(CostModel& costs, double k) {
   costs.all_to_all *= k;
+  costs.layers = std::max(1, static_cast<int>(std::lround(costs.layers * k)));
   costs.unshard *= k;
   costs.reduce *= k;
   costs.forward *= k;
@@ -347,6 +373,7 @@ std::string CostModel::to_string() const {
                     ",FB=" + number(overlapped_pair()) +
                     ",comm=" + number(comm);
   if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
+  if (layers != 1) out += ",layers=" + std::to_string(layers);
   if (unshard > 0) out += ",unshard=" + number(unshard);
   if (reduce > 0) out += ",reduce=" + number(reduce);
   if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);

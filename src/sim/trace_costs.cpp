@@ -8,6 +8,7 @@
 #include "dualpipe/schedule/lower.h"
 #include "dualpipe/trace/trace_plan.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/median.h"
 
 namespace dualpipe {
 namespace {
@@ -150,6 +151,15 @@ Trace trace_from_simulation(const Schedule& schedule, const Simulation& simulati
     }
   }
   return trace;
+}
+
+double exchange_us_from_trace(const Trace& trace, const std::string& path) {
+  std::vector<double> whole;
+  for (const TraceSpan& span : trace.spans)
+    if (span.waited == 0) whole.push_back(span.duration);
+  DUALPIPE_REQUIRE(!whole.empty(), "trace '", path, "' has no expert all-to-all that its ranks waited for from its "
+                   "start: record one with dualpipe train --trace of an MoE run with --ep above 1");
+  return median(whole);
 }
 
 }  // namespace dualpipe

@@ -139,6 +139,12 @@ TraceSpan read_span(const json& e, const std::string& path, const FieldReader& i
   const int tid = in.integer(e["tid"], path + ".tid", 2);
   if (tid > 3) in.fail(path + ".tid", "a span's tid is 2 or 3 (its track 0 or 1), " + in.got(e["tid"]));
   span.track = tid - 2;
+  if (p.args && p.args->contains("waited")) {
+    span.waited = in.number((*p.args)["waited"], path + ".args.waited");
+    if (span.waited < 0 || span.waited > span.duration)
+      in.fail(path + ".args.waited", "the wait for an exchange begins within its span: 0 <= waited <= dur, " +
+                                         in.got((*p.args)["waited"]));
+  }
   return span;
 }
 

@@ -46,6 +46,7 @@ std::string format_trace(const Trace& trace) {
                       {"ts", s.start},
                       {"dur", s.duration},
                       {"args", {{"rank", s.rank}, {"step", s.step}}}});
+    if (s.waited > 0) events.back()["args"]["waited"] = s.waited;
   }
   doc["traceEvents"] = std::move(events);
   return doc.dump(1) + "\n";

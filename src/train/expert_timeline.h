@@ -2,8 +2,9 @@
 // of the rank spent computing, the *exposed* all-to-all time that the forward-backward overlap is meant to hide.
 //
 // A thread computes while it runs a compute action or one half of an overlapped forward-backward
-// (runtime::ConcurrentOverlapStage), except while it waits in an all-to-all of its own. An instant counts as
-// exposed when some all-to-all is under way and no thread computes. Without the overlap, all of a rank's
+// (runtime::ConcurrentOverlapStage), except while it waits in an all-to-all of its own: from the moment it began
+// to wait for it (the start of the exchange, unless it computed in between: runtime/phases.h) to its end. An
+// instant counts as exposed when some all-to-all is under way and no thread computes. Without the overlap, all of a rank's
 // all-to-all time is exposed: its one thread waits.
 #pragma once
 
@@ -29,8 +30,8 @@ class ExpertTimeline {
   };
   struct Exchange {
     std::string what;  // "dispatch", "combine backward", ...
-    bool backward_thread;  // ran on the thread of a backward half (the trace's second communication track)
-    Time start, end;
+    bool backward_thread;  // a backward's (the trace's second communication track)
+    Time start, waited_from, end;
     int step = 0;  // the executor's step counter
   };
   struct StepTotals {
@@ -39,7 +40,7 @@ class ExpertTimeline {
   };
 
   // Both may be called from any thread (ExpertCommunication::on_exchange, ConcurrentOverlapStage's observer).
-  void exchange(const std::string& what, Time start, Time end);
+  void exchange(const std::string& what, Time start, Time waited_from, Time end);
   void halves(const runtime::OverlapHalves& halves);
 
   // The totals of executor step `step`, given the compute actions the main thread ran whole (the overlapped ones
@@ -53,7 +54,7 @@ class ExpertTimeline {
  private:
   std::mutex mutex_;
   std::thread::id main_thread_ = std::this_thread::get_id();  // made by the thread that runs the executor
-  std::vector<Span> exchanges_, halves_;
+  std::vector<Span> exchanges_, waits_, halves_;
   std::vector<Exchange> step_exchanges_, kept_;
 };
 

@@ -53,8 +53,9 @@ LayerGroups make_layer_groups(const TrainConfig& config, const parallel::MeshGro
     layers.experts = std::make_shared<parallel::ExpertCommunication>();
     layers.experts->forward = groups.expert;
     layers.experts->backward = groups.expert_backward;
-    layers.experts->on_exchange = [timeline = layers.timeline](const std::string& what, auto start, auto end) {
-      timeline->exchange(what, start, end);
+    layers.experts->on_exchange = [timeline = layers.timeline](const std::string& what, auto start,
+                                                               auto waited_from, auto end) {
+      timeline->exchange(what, start, waited_from, end);
     };
   }
   if (config.tp > 1) {

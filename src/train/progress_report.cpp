@@ -57,9 +57,10 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
               << ", capacity factor " << m.moe.capacity_factor << ", load-balancing loss x " << c.aux_loss
               << (c.ep > 1 ? "; experts sharded over expert-parallel groups of " + std::to_string(c.ep) +
                                  " replicas, forward-backward overlap " +
-                                 (!c.fb_overlap          ? "off"
-                                  : fb_overlap_at_once(c) ? "on (halves computing at once)"
-                                                         : "on (halves taking turns at each all-to-all)")
+                                 (!c.fb_overlap                      ? "off"
+                                  : overlap_mode(c) == "phases"  ? "on (phases interleaved on one thread)"
+                                  : overlap_mode(c) == "threads" ? "on (halves computing at once)"
+                                                                 : "on (halves taking turns at each all-to-all)")
                            : "")
               << "\n";
   if (!c.emulate_device.empty())

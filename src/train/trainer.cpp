@@ -91,11 +91,13 @@ class Trainer {
           stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_, tp_, cp_));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
-          if (split_overlaps()) {
+          if (split_overlaps() && overlap_mode(c) == "phases") {
+            stage = models::make_phased_stage(stages_.at(st).module);
+          } else if (split_overlaps()) {
             auto timeline = timeline_;
             stage = std::make_shared<runtime::ConcurrentOverlapStage>(
                 std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); },
-                fb_overlap_at_once(c) ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
+                overlap_mode(c) == "threads" ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
           }
           stages.emplace(st, std::move(stage));
         }
@@ -103,7 +105,7 @@ class Trainer {
     runtime::ExecutorOptions options;
     options.timeout = timeout_;
     options.recompute = c.recompute;
-    options.pair_weights_last = split_overlaps();
+    options.pair_weights_last = split_overlaps() && overlap_mode(c) != "phases";  // phases run W their own way
     options.record_trace = true;
     options.measure_memory = true;
     // Training declares its fixed shapes (checked once, buffers posted ahead). Evaluation and sampling (whose

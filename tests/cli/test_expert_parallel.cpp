@@ -53,9 +53,9 @@ TEST_F(Train, PipelineDataAndExpertParallelTogetherTrainLikeOnePipeline) {
   expect_same_training("1f1b", 4, 2, 1, 4, dir_);      // experts replicated in both replicas (EP 1)
 }
 
-// DualPipe's overlapped forward-backward, its halves computing at once (the default) and taking turns at each
-// all-to-all (--fb-overlap-turns), against the forward, then the backward: each half computes what it computes
-// alone, so every bit of every step is the same.
+// DualPipe's overlapped forward-backward in its three modes: phases interleaved on one thread (the default), the
+// halves computing at once on two threads, and taking turns at each all-to-all; against the forward, then the
+// backward: each half computes what it computes alone, so every bit of every step is the same.
 TEST_F(Train, ForwardBackwardOverlapOfMoeStagesGivesTheSequentialResults) {
   for (const char* schedule : {"dualpipe", "dualpipev"}) {
     const std::string job =
@@ -66,8 +66,9 @@ TEST_F(Train, ForwardBackwardOverlapOfMoeStagesGivesTheSequentialResults) {
     const MetricsFile off = read_metrics(path("off.jsonl"));
     ASSERT_EQ(off.steps.size(), 4u);
     const std::pair<std::string, std::string> modes[] = {
-        {"", "forward-backward overlap on (halves computing at once)"},
-        {" --fb-overlap-turns", "forward-backward overlap on (halves taking turns at each all-to-all)"}};
+        {"", "forward-backward overlap on (phases interleaved on one thread)"},
+        {" --fb-overlap-mode threads", "forward-backward overlap on (halves computing at once)"},
+        {" --fb-overlap-mode turns", "forward-backward overlap on (halves taking turns at each all-to-all)"}};
     for (const auto& [flag, banner] : modes) {
       const CommandResult overlapped = dualpipe_cmd(job + path("on.jsonl") + flag, 120);
       ASSERT_EQ(overlapped.status, 0) << overlapped.out;

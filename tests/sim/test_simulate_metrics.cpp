@@ -133,7 +133,8 @@ TEST(SimulateMetrics, AllToAllLengthensForwardsAndInputGradientsButNotWeightGrad
   // Split backward: I = B - W + a2a = 2, W = 1 (no exchange).
   EXPECT_DOUBLE_EQ(c.duration(Action::backward_input(0, 0)), 2);
   EXPECT_DOUBLE_EQ(c.duration(Action::backward_weight(0, 0)), 1);
-  // A pair hides each half's exchanges behind the other's compute: max(F + B, 2 a2a).
+  // A pair hides each half's exchanges behind the other's compute (phase by phase, sim/phase_pair.h): here bound
+  // by its compute, F + B, then by its exchanges sharing the link.
   EXPECT_DOUBLE_EQ(c.duration(Action::overlapped(0, 1, 1, 0)), 3);
   c.all_to_all = 2.5;
   EXPECT_DOUBLE_EQ(c.duration(Action::overlapped(0, 1, 1, 0)), 5);

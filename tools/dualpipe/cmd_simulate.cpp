@@ -12,6 +12,8 @@
 #include "dualpipe/schedule/schedule_limits.h"
 #include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
 #include "output.h"
@@ -23,6 +25,7 @@ namespace {
 
 struct SimulateCommand {
   PlanOptions plan;
+  std::string from_trace;  // the exchange time (a2a) from a dualpipe train trace
   std::string format = "table";
   std::string output;
 };
@@ -39,8 +42,13 @@ std::string comparison_header(const PlanOptions& plan, const CostModel& costs) {
 }
 
 void run(const SimulateCommand& c) {
-  check_output(c.output, {{"--from", c.plan.from_file}});
-  const CostModel costs = build_cost_model(c.plan);
+  check_output(c.output, {{"--from", c.plan.from_file}, {"--from-trace", c.from_trace}});
+  CostModel costs = build_cost_model(c.plan);
+  if (!c.from_trace.empty()) {
+    // Each of a stage's MoE layers exchanges twice in its forward (dispatch and combine); costs in milliseconds.
+    costs.all_to_all = 2 * costs.layers * exchange_us_from_trace(read_trace(c.from_trace), c.from_trace) / 1000;
+    costs.check();
+  }
   std::vector<SimulatedSchedule> results;
   std::vector<SkippedKind> skipped;
   const bool all = c.plan.from_file.empty() && c.plan.kind == "all";
@@ -94,9 +102,14 @@ void add_simulate_command(CLI::App& app) {
       "Simulate a schedule: step time, largest idle, bubble rates, per-rank busy/idle/span, peak activations");
   add_plan_options(*sub, command->plan, true, true);
   sub->get_option("--kind")->description("Schedule kind, or 'all' to compare every schedule that accepts R and M");
+  sub->add_option("--from-trace", command->from_trace,
+                  "Take a2a from a dualpipe train --trace of an MoE run: 2 x layers (the cost key) x the median "
+                  "all-to-all the ranks waited for whole, in milliseconds (give the other costs in milliseconds)")
+      ->check(CLI::ExistingFile);
   add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(Examples:
   dualpipe simulate --kind all --ranks 8 --microbatches 16
+  dualpipe simulate --kind dualpipev --ranks 4 -m 16 --cost F=10,B=20,W=10,layers=1 --from-trace run.json
   dualpipe simulate --kind dualpipe --ranks 4 --microbatches 8 --cost F=1,B=2,W=1,FB=2.5 --format json
   dualpipe simulate --from my_schedule.txt)");
 }

@@ -20,6 +20,7 @@
 #include "dualpipe/models/stage_cut.h"
 #include "dualpipe/parallel/context_parallel.h"
 #include "dualpipe/parallel/tensor_parallel.h"
+#include "dualpipe/runtime/phases.h"
 #include "dualpipe/runtime/stage.h"
 
 namespace dualpipe::models {
@@ -50,6 +51,13 @@ using parallel::TensorGroup;
 // layer runs on the sequence-sharded residual stream, between the split layers).
 std::shared_ptr<const SequenceSplit> sequence_split(const TensorGroup& tp, const ContextGroup& cp);
 
+// An MoE block's forward of one micro-batch between its phases (GptBlockImpl::start_moe).
+struct BlockInFlight {
+  torch::Tensor input;
+  torch::Tensor residual;  // x + attn(ln1(x)), through a node of its own (a cut for a backward run as phases)
+  std::shared_ptr<MoeInFlight> moe;
+};
+
 // One pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x)), the MLP dense or a mixture of experts.
 class GptBlockImpl : public torch::nn::Module {
  public:
@@ -59,6 +67,10 @@ class GptBlockImpl : public torch::nn::Module {
                ContextGroup cp = nullptr);
   torch::Tensor forward(const torch::Tensor& x);
   MoeLayer moe() const { return moe_; }  // null for a dense block
+  // An MoE block's forward() as its MoE layer's phases: the attention and the dispatch's start here, then
+  // moe()->start_combine(), then finish_moe() adds the combine's result to the residual.
+  BlockInFlight start_moe(const torch::Tensor& x);
+  torch::Tensor finish_moe(BlockInFlight& block);
 
  private:
   torch::Tensor attention(const torch::Tensor& normed);
@@ -86,6 +98,15 @@ class GptStageImpl : public torch::nn::Module {
                TensorGroup tp = nullptr, ContextGroup cp = nullptr);
   runtime::Tensors forward(const runtime::Tensors& inputs);
 
+  // forward() as phases (runtime/phases.h): one from each expert exchange's start to the next one's (the first
+  // with the embeddings, the last with the head), the forward's exchanges under way between them. A forward
+  // under grad mode whose MoE layers exchange over a group is remembered by its input, for backward_phases.
+  runtime::PhaseChain forward_phases(const runtime::Tensors& inputs, std::shared_ptr<runtime::Tensors> outputs);
+  // The backward of the forward of `backward.inputs`, as phases: per MoE layer the combine's gradient, the
+  // experts' and the attention's, each input gradients first, then parameter gradients. Empty when that forward
+  // is not remembered (no grad mode, or no exchanges).
+  runtime::PhaseChain backward_phases(const runtime::BackwardHalf& backward);
+
   bool first() const { return first_; }
   bool last() const { return last_; }
   // With sequence parallelism the gradients of the parameters every rank holds whole (LayerNorms, the row-parallel
@@ -102,6 +123,12 @@ class GptStageImpl : public torch::nn::Module {
  private:
   // The token embedding of this rank's slice of the vocabulary, summed over the group.
   torch::Tensor embed_tokens(const torch::Tensor& ids);
+  torch::Tensor embed(const torch::Tensor& ids);
+  // Where a backward run as phases cuts each MoE block's graph, for each forward it may be asked to run
+  // (gpt_phases.cpp). Held weakly: a forward whose backward runs otherwise leaves nothing alive.
+  struct BlockPoints;
+  struct PhaseRecords;
+  std::shared_ptr<PhaseRecords> phase_records_;
   bool first_, last_;
   TensorGroup tp_;
   ContextGroup cp_;
@@ -111,6 +138,10 @@ class GptStageImpl : public torch::nn::Module {
   torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(GptStage);
+
+// `stage` as a runtime stage whose overlapped forward-backward interleaves its halves phase by phase on one thread
+// (runtime::PhasedStage): the default for MoE stages whose experts exchange over a group.
+std::shared_ptr<runtime::PhasedStage> make_phased_stage(GptStage stage);
 
 // Mean next-token cross-entropy (nats) of logits [rows, tokens, vocab] against targets [rows, tokens], divided
 // by `num_microbatches`: the pipeline sums micro-batch gradients, so the step's gradient is the batch mean's.

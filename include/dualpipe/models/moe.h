@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "dualpipe/parallel/expert_all_to_all.h"
+#include "dualpipe/runtime/backward_segments.h"
 
 namespace dualpipe::models {
 
@@ -93,6 +94,17 @@ struct MoeStats {
 // group, and their gradients are reduced over the expert-data-parallel group instead of the data-parallel one.
 bool is_expert_parameter(const std::string& name);
 
+// Where a backward run as phases (runtime/phases.h) cuts one layer's graph (runtime/backward_segments.h): both ends
+// of each exchange, and what the layer's first phase hands its last (the gates, and the auxiliary loss if it has
+// one), each through a node of its own so that the cut is clean.
+struct MoePoints {
+  runtime::GraphPoint dispatch_sent, dispatch_received, combine_sent, combine_received;
+  std::vector<runtime::GraphPoint> handed;
+};
+
+// One micro-batch's forward of a layer between its phases (MoeLayerImpl::start_dispatch).
+struct MoeInFlight;
+
 class MoeLayerImpl : public torch::nn::Module {
  public:
   // The experts of rank r of an EP group of E are r*N/E .. (r+1)*N/E - 1, named by their global index and drawn
@@ -105,6 +117,16 @@ class MoeLayerImpl : public torch::nn::Module {
   // x: [rows, tokens, hidden] -> the same shape.
   torch::Tensor forward(const torch::Tensor& x);
 
+  // forward() in three phases, each exchange waited for where its result is first used:
+  // routing and the dispatch's start; the experts (once the dispatch has ended) and the combine's start; the
+  // combine's sum (once it has ended), which returns what forward() does.
+  std::shared_ptr<MoeInFlight> start_dispatch(const torch::Tensor& x);
+  void start_combine(MoeInFlight& layer);
+  torch::Tensor finish_combine(MoeInFlight& layer);
+  static MoePoints points(const MoeInFlight& layer);
+  // The EP group its exchanges run over (a group of one when it has none).
+  const parallel::ExpertCommunication& communication() const;
+
   const MoeStats& stats() const { return stats_; }
   void reset_stats() { stats_ = MoeStats(); }
 
@@ -115,6 +137,8 @@ class MoeLayerImpl : public torch::nn::Module {
   struct WholeMicrobatch;
   WholeMicrobatch gather_split(int64_t rows, const torch::Tensor& expert, const torch::Tensor& probs);
   torch::Tensor run_experts(const torch::Tensor& slots, int64_t capacity);
+  // The emulated device's half of the layer's compute (none without emulation).
+  torch::Tensor emulate_half(const torch::Tensor& t) const;
 
   MoeConfig config_;
   std::shared_ptr<const parallel::ExpertCommunication> communication_;

@@ -30,13 +30,14 @@ struct TrainConfig {
   // Context-parallel ranks C of every stage: each sequence cut into 2C chunks, rank c holding chunks c and 2C-1-c,
   // attention run as a ring over them (parallel/context_parallel.h): P x D x C x T processes in all.
   int cp = 1;
-  // Overlapped forward-backward actions (DualPipe's) of MoE stages run the backward on a second thread, so one
-  // micro-batch's all-to-alls proceed while the other computes; false: the forward, then the backward.
+  // Overlapped forward-backward actions (DualPipe's) of MoE stages overlap one micro-batch's all-to-alls with the
+  // other's compute; false: the forward, then the backward.
   bool fb_overlap = true;
-  // With fb_overlap: the halves compute at once, sharing the cores (the default, chosen by measurement:
-  // docs/parallelism.md), or take turns at each all-to-all (DeepSeek's part-by-part interleave; CPU stages only:
-  // fb_overlap_at_once below).
-  bool fb_overlap_threads = true;
+  // With fb_overlap, how the halves share the rank (kOverlapModes): "phases", interleaved phase by phase on one
+  // thread, each exchange waited for where its result is first used (runtime/phases.h); "threads", the backward on a
+  // second thread, both computing at once; "turns", two threads taking turns at each all-to-all (CPU stages only:
+  // overlap_mode below).
+  std::string fb_overlap_mode = "phases";
   int microbatches = 8;   // per step
   int stages_per_rank = 0;  // interleaved-1f1b; 0: the schedule's default
   // A schedule from a file instead of `schedule` (the text form, or PyTorch's CSV for *.csv), e.g. one that
@@ -126,10 +127,14 @@ struct TrainConfig {
   }
 };
 
-// Whether the overlapped pair's halves compute at once: unless --fb-overlap-turns, and always for CUDA stages.
-// Autograd runs a GPU backward on the device's own thread, which cannot take turns, so there the turns only
-// serialised the halves: on an H200, DualPipe's step took 220.4 ms with turns, 220.9 ms without the overlap and
-// 182.8 ms with the halves at once on their two streams (docs/gpu.md).
-inline bool fb_overlap_at_once(const TrainConfig& c) { return c.fb_overlap_threads || c.device == "cuda"; }
+inline constexpr const char* kOverlapModes[] = {"phases", "threads", "turns"};
+
+// The overlap mode a run uses: --fb-overlap-mode, except that CUDA stages run "turns" as "threads". Autograd runs a
+// GPU backward on the device's own thread, which cannot take turns, so there the turns only serialised the halves:
+// on an H200, DualPipe's step took 220.4 ms with turns, 220.9 ms without the overlap and 182.8 ms with the halves
+// at once on their two streams (docs/gpu.md).
+inline std::string overlap_mode(const TrainConfig& c) {
+  return c.fb_overlap_mode == "turns" && c.device == "cuda" ? "threads" : c.fb_overlap_mode;
+}
 
 }  // namespace dualpipe::run

@@ -23,6 +23,7 @@
 namespace dualpipe::runtime {
 
 using Tensors = std::vector<torch::Tensor>;
+class Stage;
 
 // The backward half of an overlapped pair, prepared by the executor. `body` leaves the input gradients where the
 // executor reads them, and computes the parameter gradients too unless `weight` is set: then `body` computes the
@@ -39,7 +40,11 @@ struct BackwardHalf {
   // those gradients), and `collect`, to call once autograd ran from them accumulating into .grad (as
   // loss.backward() or torch.autograd.backward(roots, root_grads) do): it takes the inputs' gradients. Not set
   // when the parameter gradients are left to `weight`.
+  // `owner`: the Stage object of `stage`; `inputs`: the stage inputs of the forward whose backward this is (as the
+  // stage's forward got them).
   int stage = -1;
+  Stage* owner = nullptr;
+  Tensors inputs = {};
   Tensors roots = {};
   Tensors root_grads = {};
   std::function<void()> collect = {};

@@ -20,9 +20,10 @@ struct CostModel {
   // a2a: the expert all-to-all time of one stage's forward (the sum of its MoE layers' dispatches and combines;
   // its backward exchanges as much again), scaled per stage like F. A forward, B or I takes that much longer
   // (it waits for its own exchanges), a W does not. An overlapped pair without FB hides each half's exchanges
-  // behind the other half's compute, DualPipe's point: it takes max(F + B, a2a(F) + a2a(B)), bound by its
-  // compute or by its exchanges, which share the rank's link.
+  // behind the other half's compute, DualPipe's point: it is timed phase by phase (sim/phase_pair.h), its halves'
+  // chains of `layers` MoE layers interleaved as the runtime runs them, the exchanges sharing the rank's link.
   double all_to_all = 0;
+  int layers = 1;  // MoE layers of one 1/R slice (a stage of an S-stage schedule holds R/S of them, at least one)
   // The data-parallel collectives of one stage (schedule/data_parallel_lowering.h), on the rank's data-parallel
   // link beside its compute, scaled per stage like F: unshard gathers its ZeRO-3 parameters (an UNSHARD), reduce
   // reduces its gradients over the replicas (a REDUCE_GRAD). A RESHARD takes no time.
@@ -61,7 +62,7 @@ struct CostModel {
   double backward_of(int stage) const;
   double weight_of(int stage) const;
   double all_to_all_of(int stage) const;
-  // FB of a pair of mean stages: the given one, or max(F + B, 2 a2a).
+  // FB of a pair of mean stages: the given one, or the pair timed phase by phase.
   double overlapped_pair() const;
   double activation_of(int stage) const;
   // The duration of one compute or data-parallel action; zero for communication actions.

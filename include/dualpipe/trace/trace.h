@@ -37,6 +37,10 @@ struct TraceSpan {
   int track = 0;
   int step = 0;
   double start = 0, duration = 0;  // microseconds
+  // Microseconds from its start until the rank began to wait for it (args.waited): 0 when it waited at once, so
+  // that the duration is the exchange's own; more when the rank computed meanwhile (the phases, runtime/phases.h)
+  // and the span ends when the wait did.
+  double waited = 0;
 };
 
 struct Trace {

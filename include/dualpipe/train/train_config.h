@@ -6,7 +6,7 @@
 
 namespace dualpipe::train {
 
-using run::fb_overlap_at_once;
+using run::overlap_mode;
 using run::TrainConfig;
 
 }  // namespace dualpipe::train

@@ -1,0 +1,36 @@
+#include "dualpipe/runtime/phases.h"
+
+#include "dualpipe/schedule/phase_order.h"
+
+namespace dualpipe::runtime {
+
+void interleave_phases(PhaseChain backward, PhaseChain forward,
+                       const std::function<void(char chain, const std::string& name)>& ran) {
+  const auto steps = [](const PhaseChain& chain) {
+    std::vector<PhaseStep> s;
+    for (const Phase& p : chain) s.push_back({p.starts_exchange, p.weight});
+    return s;
+  };
+  for (const PhaseTurn& turn : interleaved_phase_order(steps(backward), steps(forward))) {
+    const Phase& phase = (turn.chain == 'B' ? backward : forward)[turn.index];
+    if (ran) ran(turn.chain, phase.name);
+    phase.run();
+  }
+}
+
+Tensors PhasedStage::forward(const Tensors& inputs) {
+  auto outputs = std::make_shared<Tensors>();
+  for (const Phase& phase : forward_phases(inputs, outputs)) phase.run();
+  return std::move(*outputs);
+}
+
+Tensors PhasedStage::overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) {
+  auto* owner = dynamic_cast<PhasedStage*>(backward.owner);
+  PhaseChain backward_chain = owner && backward.collect ? owner->backward_phases(backward) : PhaseChain();
+  if (backward_chain.empty()) return Stage::overlapped_forward_backward(inputs, backward);
+  auto outputs = std::make_shared<Tensors>();
+  interleave_phases(std::move(backward_chain), forward_phases(inputs, outputs), observer_);
+  return std::move(*outputs);
+}
+
+}  // namespace dualpipe::runtime

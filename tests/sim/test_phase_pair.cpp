@@ -1,0 +1,76 @@
+// The overlapped pair timed phase by phase (sim/phase_pair.h) against timelines worked out by hand, and against the
+// bounds any interleave must respect; the shared phase order (schedule/phase_order.h) against DeepSeek's.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "dualpipe/schedule/phase_order.h"
+#include "dualpipe/sim/cost_model.h"
+#include "dualpipe/sim/phase_pair.h"
+#include "test_helpers.h"
+
+namespace dualpipe {
+namespace {
+
+TEST(PhaseOrder, OneLayerEachIsDeepSeeksPublishedOrder) {
+  // Forward: attn (starts the dispatch), mlp (starts the combine), combine. Backward: combine (starts its exchange),
+  // mlp (starts the dispatch's), mlp W, attn, attn W.
+  const std::vector<PhaseStep> forward = {{true, false}, {true, false}, {false, false}};
+  const std::vector<PhaseStep> backward = {{true, false}, {true, false}, {false, true}, {false, false}, {false, true}};
+  std::string order;
+  const char* const forward_names[] = {"attn(F)", "mlp(F)", "combine(F)"};
+  const char* const backward_names[] = {"combine(B)", "mlp(B)", "mlp(W)", "attn(B)", "attn(W)"};
+  for (const PhaseTurn& t : interleaved_phase_order(backward, forward))
+    order += std::string(t.chain == 'B' ? backward_names[t.index] : forward_names[t.index]) + " ";
+  // DeepSeek-V3's overlapped chunk pair, with its communication phases (dispatch, combine) left out: they are the
+  // exchanges under way between our phases.
+  EXPECT_EQ(order, "combine(B) attn(F) mlp(B) mlp(W) mlp(F) attn(B) attn(W) combine(F) ");
+}
+
+TEST(PhasedPair, HidesEveryExchangeWhenComputeCoversThem) {
+  // F=4, I=4, W=2, a2a=4 each way, one layer: exchanges of 2. By hand (B: backward, F: forward; X: exchange):
+  //   B combine  [0,0]  XB1 [0,2]     F attn [0,2]  XF1 [2,4]     B mlp [2,4]  XB2 [4,6]    B mlp W [4,5]
+  //   F mlp [5,7]  XF2 [7,9]          B attn + W [7,10]           F combine [10,10]
+  const PairTiming t = time_phased_pair({4, 4, 1, 4, 2, 4, 1});
+  EXPECT_DOUBLE_EQ(t.duration, 10);
+  EXPECT_DOUBLE_EQ(t.waiting, 0);
+}
+
+TEST(PhasedPair, ExchangesUnderWayAtOnceShareTheLink) {
+  // The same with a2a=8 (exchanges of 4). XB1 runs alone over [0,2] (2 done), then beside XF1 at half speed: it ends
+  // at 6, XF1 (2 of 4 done by then) at 8. B mlp waits [2,6] and runs [6,8]; XB2 from 8; B mlp W [8,9]; F mlp [9,11];
+  // XB2 alone [8,11] (3 done), beside XF2 from 11: ends at 13, XF2 (1 done) at 16. B attn waits [11,13], runs
+  // [13,16]; F combine waits for nothing more: 16, with 4 + 2 waited.
+  const PairTiming t = time_phased_pair({4, 8, 1, 4, 2, 8, 1});
+  EXPECT_DOUBLE_EQ(t.duration, 16);
+  EXPECT_DOUBLE_EQ(t.waiting, 6);
+}
+
+TEST(PhasedPair, StaysWithinTheBoundsOfAnyInterleave) {
+  // No faster than its compute or its link's work, no slower than the halves one after the other, exchanges
+  // exposed; waiting is what the pair adds to its compute.
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> cost(0.1, 10);
+  std::uniform_int_distribution<int> layers(1, 4);
+  for (int i = 0; i < 500; ++i) {
+    PairHalves p{cost(random), cost(random), layers(random), cost(random), cost(random), cost(random), layers(random)};
+    const PairTiming t = time_phased_pair(p);
+    const double compute = p.forward + p.input + p.weight;
+    EXPECT_GE(t.duration, std::max(compute, p.forward_exchanges + p.backward_exchanges) - 1e-9) << i;
+    EXPECT_LE(t.duration, compute + p.forward_exchanges + p.backward_exchanges + 1e-9) << i;
+    EXPECT_NEAR(t.duration, compute + t.waiting, 1e-9) << i;
+  }
+}
+
+TEST(PhasedPair, TheLayersCostKeyIsParsedPrintedAndChecked) {
+  const CostModel c = CostModel::parse("F=4,B=6,W=2,a2a=8,layers=2");
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_TRUE(test::contains(c.to_string(), ",a2a=8,layers=2")) << c.to_string();
+  EXPECT_DOUBLE_EQ(c.overlapped_pair(), time_phased_pair({4, 8, 2, 4, 2, 8, 2}).duration);
+  for (const char* bad : {"layers=0", "layers=1.5", "layers=5000"})
+    EXPECT_TRUE(test::contains(test::error_message([&] { CostModel::parse(bad); }), "layers")) << bad;
+}
+
+}  // namespace
+}  // namespace dualpipe
