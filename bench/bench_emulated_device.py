@@ -72,10 +72,11 @@ def layers_per_stage(kind):
 
 def exchange_ms(trace):
     """One exchange's time in the job's trace, as `dualpipe simulate --from-trace` takes it: the median all-to-all
-    that its rank waited for from its start."""
+    that its rank waited for from its start (within 5% of its duration)."""
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
-    whole = [e["dur"] for e in events if e.get("cat") == "all_to_all" and not e["args"].get("waited")]
+    whole = [e["dur"] for e in events
+             if e.get("cat") == "all_to_all" and e["args"].get("waited", 0) <= 0.05 * e["dur"]]
     return statistics.median(whole) / 1000
 
 

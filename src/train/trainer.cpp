@@ -91,9 +91,8 @@ class Trainer {
           stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_, tp_, cp_));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
-          if (split_overlaps() && overlap_mode(c) == "phases") {
-            stage = models::make_phased_stage(stages_.at(st).module);
-          } else if (split_overlaps()) {
+          if (split_overlaps() && !halves_on_threads()) stage = models::make_phased_stage(stages_.at(st).module);
+          if (halves_on_threads()) {
             auto timeline = timeline_;
             stage = std::make_shared<runtime::ConcurrentOverlapStage>(
                 std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); },
@@ -105,7 +104,7 @@ class Trainer {
     runtime::ExecutorOptions options;
     options.timeout = timeout_;
     options.recompute = c.recompute;
-    options.pair_weights_last = split_overlaps() && overlap_mode(c) != "phases";  // phases run W their own way
+    options.pair_weights_last = halves_on_threads();  // the phases run W their own way
     options.record_trace = true;
     options.measure_memory = true;
     // Training declares its fixed shapes (checked once, buffers posted ahead). Evaluation and sampling (whose
@@ -227,18 +226,19 @@ class Trainer {
   // Every rank of the job: the pipeline's own communicator when it is the whole job.
   comm::Communicator& world() const { return dp_.has_world() ? dp_.world() : *comm_; }
 
-  // Whether overlapped forward-backward actions run their halves on two threads (ConcurrentOverlapStage).
+  // Whether overlapped pairs run split (as phases, or their halves on two threads: ConcurrentOverlapStage).
   bool split_overlaps() const { return c_.fb_overlap && timeline_ != nullptr; }
+  bool halves_on_threads() const { return split_overlaps() && overlap_mode(c_) != "phases"; }
 
-  // The step's compute actions (from records[first..]) that the executor's thread ran whole: with split
-  // overlaps, the overlapped ones are the halves ExpertTimeline heard of instead.
+  // The step's compute actions (from records[first..]) that the executor's thread ran whole: with halves on two
+  // threads, the overlapped ones are the halves ExpertTimeline heard of instead.
   std::vector<ExpertTimeline::Span> main_thread_actions(size_t first) const {
     const auto& records = executor_->recorded_actions();
     const auto& actions = executor_->lowered_schedule().actions[executor_->pipeline_rank()];
     std::vector<ExpertTimeline::Span> spans;
     for (size_t i = first; i < records.size(); ++i) {
       const Action& a = actions[records[i].index];
-      if (!a.is_compute() || (split_overlaps() && a.type == ActionType::Overlapped)) continue;
+      if (!a.is_compute() || (halves_on_threads() && a.type == ActionType::Overlapped)) continue;
       spans.push_back({std::this_thread::get_id(), records[i].start, records[i].end});
     }
     return spans;

@@ -24,8 +24,8 @@ struct CostFit {
 CostFit fit_costs(const Trace& trace, int step);
 
 // One expert exchange's time in a dualpipe train trace, in microseconds: the median duration of the all-to-alls
-// its ranks waited for from their start (TraceSpan::waited 0: the span is the exchange's own, not the time a rank
-// computed before waiting for it). Throws, naming `path`, if it has none.
+// its ranks waited for from their start (TraceSpan::waited within 5% of the duration: the span is the exchange's
+// own, not the time a rank computed before waiting for it). Throws, naming `path`, if it has none.
 double exchange_us_from_trace(const Trace& trace, const std::string& path);
 
 // The costs of a 1/R slice of the model fitted to the last step of a dualpipe trace (`plan --from-trace`): the
