@@ -2,8 +2,8 @@
 """DualPipe's forward-backward overlap on CPU stages, on the two-node test bed (docs/benchmarks.md).
 
 The trainer's MoE model (4 experts, top-2) with --dp 2 --ep 2: the first pipeline on node 0, the second on node 1,
-so every expert exchange crosses the rate-limited link. The overlap runs in its default mode (the halves computing
-at once on two threads), with --fb-overlap-turns (the halves taking turns at each all-to-all) and off; then
+so every expert exchange crosses the rate-limited link. The overlap runs in its default mode (phases interleaved on
+one thread), on two threads computing at once, taking turns at each all-to-all, and off; then
 DualPipe against 1F1B and ZB-H1 on the same model. Every process computes on this machine's cores, so the step is
 bound by the total computation (the emulated-device benchmark measures the GPU's situation instead).
 
@@ -25,11 +25,13 @@ from testbed_bench import (RatioRows, benchmark_arguments, median_from_step, run
 
 # (name, schedule, --pp, flag)
 JOBS = [
-    ("dualpipev", "dualpipev", 1, "--fb-overlap-threads"),
-    ("dualpipev turns", "dualpipev", 1, "--fb-overlap-turns"),
+    ("dualpipev", "dualpipev", 1, None),
+    ("dualpipev threads", "dualpipev", 1, "--fb-overlap-mode=threads"),
+    ("dualpipev turns", "dualpipev", 1, "--fb-overlap-mode=turns"),
     ("dualpipev off", "dualpipev", 1, "--no-fb-overlap"),
-    ("dualpipe", "dualpipe", 2, "--fb-overlap-threads"),
-    ("dualpipe turns", "dualpipe", 2, "--fb-overlap-turns"),
+    ("dualpipe", "dualpipe", 2, None),
+    ("dualpipe threads", "dualpipe", 2, "--fb-overlap-mode=threads"),
+    ("dualpipe turns", "dualpipe", 2, "--fb-overlap-mode=turns"),
     ("dualpipe off", "dualpipe", 2, "--no-fb-overlap"),
     ("1f1b", "1f1b", 2, None),
     ("zb-h1", "zb-h1", 2, None),

@@ -49,7 +49,8 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
     command.add_option("-c,--cost", o.cost,
                        "Costs KEY=VALUE,...: F forward [1], B full backward [2], W weight part of B [1], "
                        "FB overlapped F&B pair [F+B], comm cross-rank latency [0], a2a expert all-to-all time of a stage's "
-                       "forward, added to F, B and I and hidden by a pair [0], unshard and reduce a stage's "
+                       "forward, added to F, B and I and hidden by a pair, which is timed phase by phase [0], layers MoE "
+                       "layers of a slice, over whose dispatches and combines a2a spreads [1], unshard and reduce a stage's "
                        "data-parallel gather and gradient reduction (with --dp, --zero) [0], scale=1:1:2 per-stage "
                        "multipliers (one per stage), act_bytes bytes of one stage activation [none]; memory "
                        "model: w_mem share of a stage activation I keeps for W [1], recompute=0|1 "

@@ -1,0 +1,71 @@
+"""dualpipe.phases: a Python MoE block's overlapped_forward_backward built from its phase list, trained by
+dualpipe.DualPipe over two replicas whose stages exchange tokens (phased_moe.py), against one process; the order in
+which a pair runs its halves' phases; and the errors of a bad phase list."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from dualpipe.phases import AllToAll, Compute, Phases, _backward_steps, _forward_steps, _Record, _run  # noqa: E402
+
+PROGRAM = os.path.join(os.path.dirname(__file__), "phased_moe.py")
+
+
+def test_a_phased_moe_block_under_dualpipe_trains_as_one_process():
+    done = subprocess.run([sys.executable, PROGRAM], capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in range(4):
+        assert f"rank {rank}: phased MoE block under DualPipe: losses and outputs equal to one process" in done.stdout
+
+
+class FakeExchange(AllToAll):
+    """An exchange of one rank with itself that logs when it starts and when it is waited for."""
+
+    def __init__(self, name, log):
+        super().__init__(name)
+        self.log = log
+
+    def start(self, module, tensor):
+        log, name = self.log, self.name
+
+        class Work:
+            def wait(self):
+                log.append(f"wait {name}")
+
+        log.append(f"start {name}")
+        return tensor.detach().clone(), Work()
+
+
+def test_a_pair_interleaves_its_halves_and_waits_for_each_exchange_at_first_use():
+    log = []
+    layer = torch.nn.Linear(4, 4)
+
+    def compute(name):
+        def run(module, *x):
+            log.append(name)
+            return module(x[-1]) if len(x) == 1 else (x[0], module(x[-1]))
+        return run
+
+    phases = (Compute("attn", compute("attn")), FakeExchange("dispatch", log), Compute("experts", compute("experts")),
+              FakeExchange("combine", log), Compute("combine", compute("combine")))
+    earlier = _Record(phases, layer, (torch.randn(2, 4, requires_grad=True),))
+    _run(_forward_steps(earlier))
+    log.clear()
+    later, grads = _Record(phases, layer, (torch.randn(2, 4),)), []
+    _run(_backward_steps(earlier, [torch.ones(2, 4)], grads), _forward_steps(later))
+    # The backward's first: its combine's gradient goes out, the forward's attention runs while it is under way,
+    # and so on; each exchange is waited for by the phase that uses it (DeepSeek's order).
+    assert log == ["start combine", "attn", "start dispatch", "wait combine", "start dispatch", "wait dispatch",
+                   "experts", "start combine", "wait dispatch", "wait combine", "combine"]
+    assert grads[0] is not None and grads[0].shape == (2, 4)
+
+
+def test_bad_phase_lists_are_named():
+    with pytest.raises(ValueError, match="first phase must be a Compute"):
+        Phases(AllToAll("dispatch"))
+    with pytest.raises(ValueError, match="each phase is a Compute or an AllToAll"):
+        Phases(Compute("attn", lambda m, x: x), "experts")
+    with pytest.raises(ValueError, match="must be callable"):
+        Compute("attn", 3)
