@@ -155,7 +155,10 @@ TEST_F(Train, TensorParallelBadInputIsRefusedBeforeAnyRankStarts) {
       {"--tp 0", "--tp must be between 1 and 64, got 0"},
       {"--sp", "--sp needs --tp above 1, got --tp 1"},
       {"--tp 2 --sp --seq-len 15", "--seq-len 15 must be divisible by --tp 2 with --sp"},
-      {"--tp 2 --dp 2 --ep 2 --experts 4 --recompute", "--recompute with --tp 2 and --ep 2 needs --no-fb-overlap"},
+      {"--tp 2 --dp 2 --ep 2 --experts 4 --recompute --fb-overlap-mode threads",
+       "--recompute with --tp 2 and --ep 2 needs --no-fb-overlap or --fb-overlap-mode phases"},
+      {"--tp 2 --dp 2 --ep 2 --experts 4 --fb-overlap-mode interleaved",
+       "--fb-overlap-mode must be phases, threads or turns, got 'interleaved'"},
   });
   EXPECT_REFUSED(run_alone_as_rank_zero_of(2, kTensorParallelJob + "--worker --pp 2 --tp 2"),
                  "WORLD_SIZE is 2 but --pp 2 x --dp 1 x --tp 2 is 4");
