@@ -11,9 +11,9 @@
 //   other micro-batch computes, and the two never compute at once. Code that communicates calls
 //   yield_overlap_turn() between starting an exchange (a c10d Work) and waiting for it (parallel/expert_all_to_all.h
 //   does).
-// - Concurrent (the default): both halves run freely at once and the operating system shares the cores between
-//   them. Measured on the emulated device and on a GPU, it hid more than the turns (docs/parallelism.md, "Which is
-//   the default").
+// - Concurrent (this class's default): both halves run freely at once and the operating system shares the cores
+//   between them. Measured on the emulated device and on a GPU, it hid more than the turns (docs/parallelism.md,
+//   "Which is the default"); `dualpipe train` now runs MoE stages as phases on one thread instead (phases.h).
 //
 // The results are those of the forward followed by the backward, bit for bit: the halves belong to different
 // micro-batches, the forward only reads the parameters and the backward only adds to their gradients, and each
