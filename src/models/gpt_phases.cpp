@@ -18,7 +18,6 @@ using runtime::PhaseChain;
 struct GptStageImpl::BlockPoints {
   GraphPoint input, residual;
   MoePoints moe;
-  const parallel::ExpertCommunication* group = nullptr;
 };
 
 // The cuts of each remembered forward, by its input's tensor.
@@ -88,9 +87,6 @@ PhaseChain GptStageImpl::forward_phases(const runtime::Tensors& inputs, std::sha
       std::vector<BlockPoints> points;
       for (const BlockInFlight& b : state->blocks)
         points.push_back({GraphPoint::of(b.input), GraphPoint::of(b.residual), MoeLayerImpl::points(*b.moe)});
-      size_t i = 0;
-      for (GptBlock& block : blocks_)
-        if (block->moe()) points[i++].group = &block->moe()->communication();
       if (!phase_records_) phase_records_ = std::make_shared<PhaseRecords>();
       phase_records_->remember(input, std::move(points));
     }
@@ -129,7 +125,7 @@ PhaseChain GptStageImpl::backward_phases(const runtime::BackwardHalf& backward) 
   }
   const auto exchange_gradient = [](const torch::Tensor& grad, const BlockPoints& b, const char* what) {
     DUALPIPE_CHECK(grad.defined(), "no gradient reached the ", what, " exchange of an MoE layer");
-    return parallel::start_gradient_all_to_all(grad, *b.group, what);
+    return parallel::start_gradient_all_to_all(grad, *b.moe.group, what);
   };
   const auto run_weight = [state] { std::exchange(state->weight, nullptr)(); };
   PhaseChain chain;

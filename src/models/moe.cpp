@@ -169,6 +169,7 @@ torch::Tensor MoeLayerImpl::run_experts(const torch::Tensor& slots, int64_t capa
 }
 
 struct MoeInFlight {
+  const parallel::ExpertCommunication* group = nullptr;
   torch::Tensor input;   // the layer's (for its shape)
   torch::Tensor tokens;  // [rows x tokens, hidden]
   int64_t capacity = 0;
@@ -192,6 +193,7 @@ torch::Tensor MoeLayerImpl::emulate_half(const torch::Tensor& t) const {
 
 std::shared_ptr<MoeInFlight> MoeLayerImpl::start_dispatch(const torch::Tensor& x) {
   auto f = std::make_shared<MoeInFlight>();
+  f->group = &communication();
   const int64_t hidden = x.size(-1);
   f->input = x;
   f->tokens = emulate_half(x.reshape({-1, hidden}));
@@ -204,13 +206,13 @@ std::shared_ptr<MoeInFlight> MoeLayerImpl::start_dispatch(const torch::Tensor& x
   if (config_.aux_loss_weight != 0 && torch::GradMode::is_enabled()) f->aux_loss = r.aux_loss.view_as(r.aux_loss);
   const torch::Tensor dispatch = torch::zeros({config_.experts * r.capacity, hidden}, f->tokens.options())
                                      .index_copy(0, r.slot, f->tokens.index_select(0, r.token));
-  f->dispatch = start_padded_all_to_all(dispatch, communication(), "dispatch", config_.emulated.exchange_bytes);
+  f->dispatch = start_padded_all_to_all(dispatch, *f->group, "dispatch", config_.emulated.exchange_bytes);
   return f;
 }
 
 void MoeLayerImpl::start_combine(MoeInFlight& f) {
   const torch::Tensor received = f.dispatch.result();
-  f.combine = start_padded_all_to_all(emulate_half(run_experts(received, f.capacity)), communication(), "combine",
+  f.combine = start_padded_all_to_all(emulate_half(run_experts(received, f.capacity)), *f.group, "combine",
                                       config_.emulated.exchange_bytes);
 }
 
@@ -226,7 +228,8 @@ torch::Tensor MoeLayerImpl::finish_combine(MoeInFlight& f) {
 MoePoints MoeLayerImpl::points(const MoeInFlight& f) {
   using runtime::GraphPoint;
   MoePoints p{GraphPoint::of(f.dispatch.sent), GraphPoint::of(f.dispatch.exchange.output),
-              GraphPoint::of(f.combine.sent), GraphPoint::of(f.combine.exchange.output), {GraphPoint::of(f.gate)}};
+              GraphPoint::of(f.combine.sent), GraphPoint::of(f.combine.exchange.output), {GraphPoint::of(f.gate)},
+              f.group};
   if (f.aux_loss.defined()) p.handed.push_back(GraphPoint::of(f.aux_loss));
   return p;
 }

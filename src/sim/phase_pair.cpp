@@ -61,10 +61,7 @@ class Link {
         return;
       }
       const double n = static_cast<double>(under_way_.size());
-      const double least = std::min_element(under_way_.begin(), under_way_.end(), [](const Flow& a, const Flow& b) {
-                             return a.left < b.left;
-                           })->left;
-      const double step = std::min(least, (time - now_) / n);
+      const double step = std::min(least_left(), (time - now_) / n);
       now_ += step * n;
       for (Flow& f : under_way_) f.left -= step;
       end_those_done();
@@ -72,12 +69,7 @@ class Link {
   }
   // When exchange `id` ends (at the latest of now and its end), the link moved on to then.
   double end_of(int id) {
-    while (!ended_.count(id)) {
-      const double least = std::min_element(under_way_.begin(), under_way_.end(), [](const Flow& a, const Flow& b) {
-                             return a.left < b.left;
-                           })->left;
-      advance(now_ + least * static_cast<double>(under_way_.size()));
-    }
+    while (!ended_.count(id)) advance(now_ + least_left() * static_cast<double>(under_way_.size()));
     return ended_.at(id);
   }
 
@@ -86,6 +78,11 @@ class Link {
     int id;
     double left;
   };
+  // The work left of the exchange under way that has the least.
+  double least_left() const {
+    return std::min_element(under_way_.begin(), under_way_.end(),
+                            [](const Flow& a, const Flow& b) { return a.left < b.left; })->left;
+  }
   void end_those_done() {
     for (auto it = under_way_.begin(); it != under_way_.end();) {
       if (it->left <= 1e-12 * (1 + now_)) {

@@ -100,6 +100,7 @@ bool is_expert_parameter(const std::string& name);
 struct MoePoints {
   runtime::GraphPoint dispatch_sent, dispatch_received, combine_sent, combine_received;
   std::vector<runtime::GraphPoint> handed;
+  const parallel::ExpertCommunication* group = nullptr;  // what the exchanges ran over (the layer's)
 };
 
 // One micro-batch's forward of a layer between its phases (MoeLayerImpl::start_dispatch).
