@@ -26,7 +26,8 @@ file(GLOB DUALPIPE_RUNTIME_SOURCES CONFIGURE_DEPENDS src/runtime/*.cpp src/comm/
 add_library(dualpipe_runtime STATIC ${DUALPIPE_RUNTIME_SOURCES})
 target_include_directories(dualpipe_runtime PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
                                                    $<INSTALL_INTERFACE:include>
-                                            PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/runtime)
+                                            PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/runtime
+                                                    ${CMAKE_CURRENT_SOURCE_DIR}/src/comm)
 target_link_libraries(dualpipe_runtime PUBLIC dualpipe_core ${TORCH_LIBRARIES})
 # c10d's ProcessGroupGloo.hpp includes Gloo's headers, which PyTorch's wheels leave out; Gloo itself is inside
 # libtorch_cpu. Debian's libgloo-dev has the headers (scripts/setup.sh), or name a folder: -DGLOO_INCLUDE_DIR=.

@@ -16,6 +16,8 @@
 #include "dualpipe/comm/launch_environment.h"
 #include "dualpipe/comm/network_interface.h"
 #include "dualpipe/comm/peer_monitor.h"
+#include "dualpipe/comm/socket_mesh.h"
+#include "direct_links.h"
 
 namespace dualpipe::comm {
 
@@ -87,6 +89,7 @@ struct GlooCommunicator::Connection {
   c10::intrusive_ptr<c10d::ProcessGroup> group;
   ProcessGroupCommunicatorOptions options;
   std::unique_ptr<PeerMonitor> monitor;
+  std::vector<int> link_sockets;  // the direct links' mesh, empty without them
 };
 
 GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& options) {
@@ -142,6 +145,13 @@ GlooCommunicator::Connection GlooCommunicator::connect(const GlooOptions& option
     connection.group = make_process_group(store, options.rank, options.world_size, spec);
     connection.store = store;
     connection.interface = interface;
+    if (options.direct_links && options.world_size > 1) {
+      // Each communicator of a process meets its peers' under its own keys: the n-th made by every rank.
+      const auto made = store->add(detail::concat("dualpipe/direct_links/made_by/", options.rank), 1);
+      connection.link_sockets =
+          connect_socket_mesh(*store, detail::concat("dualpipe/direct_links/", made), options.master_addr,
+                              options.rank, options.world_size, options.timeout, "direct links");
+    }
     if (options.peer_monitor)
       connection.monitor = std::make_unique<PeerMonitor>(*store, options.master_addr, options.rank,
                                                                    options.world_size, options.timeout);
@@ -159,7 +169,27 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options) : GlooCommunicato
 GlooCommunicator::GlooCommunicator(Connection connection)
     : ProcessGroupCommunicator(std::move(connection.group), connection.options, std::move(connection.monitor)),
       store_(std::move(connection.store)),
-      interface_(std::move(connection.interface)) {}
+      interface_(std::move(connection.interface)) {
+  if (!connection.link_sockets.empty())
+    links_ = std::make_unique<DirectLinks>(std::move(connection.link_sockets), rank(), peer_monitor(), timeout());
+}
+
+GlooCommunicator::~GlooCommunicator() = default;  // the links close before the peer monitor says goodbye
+
+std::shared_ptr<Work> GlooCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
+  if (!links_ || !tensor.is_cpu()) return ProcessGroupCommunicator::isend(tensor, dst, tag);
+  return links_->isend(tensor.contiguous(), dst, wire_tag(tag));
+}
+
+std::shared_ptr<Work> GlooCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
+  if (!links_ || !tensor.is_cpu()) return ProcessGroupCommunicator::irecv(tensor, src, tag);
+  return links_->irecv(tensor, src, wire_tag(tag));
+}
+
+bool direct_links_from_environment() {
+  const char* value = std::getenv("DUALPIPE_DIRECT_LINKS");
+  return value == nullptr || std::string(value) != "0";
+}
 
 GlooOptions GlooCommunicator::options_from_environment() {
   const LaunchEnvironment launch = read_launch_environment();
@@ -172,6 +202,7 @@ GlooOptions GlooCommunicator::options_from_environment() {
   options.restart_count = launch.restart_count;
   const char* monitor = std::getenv("DUALPIPE_PEER_MONITOR");
   options.peer_monitor = monitor == nullptr || std::string(monitor) != "0";
+  options.direct_links = direct_links_from_environment();
   return options;
 }
 

@@ -2,9 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include <exception>
 
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/comm/socket_mesh.h"
 
 namespace dualpipe::comm {
 namespace {
@@ -55,47 +54,6 @@ std::string seconds_text(Clock::duration d) {
   throw CommError(concat("rank ", rank, ": peer monitor: ", what, ": ", std::strerror(errno)));
 }
 
-std::string key_of(int rank) { return concat("dualpipe/peer_monitor/", rank); }
-
-// The local IPv4 address the kernel would use to reach `master_addr` (a UDP connect sends nothing).
-std::string local_address_towards(int rank, const std::string& master_addr) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(master_addr.c_str(), "9", &hints, &found) != 0 || found == nullptr)
-    throw CommError(concat("rank ", rank, ": peer monitor: cannot resolve master address '", master_addr,
-                           "' to an IPv4 address"));
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  int rc = fd < 0 ? -1 : ::connect(fd, found->ai_addr, found->ai_addrlen);
-  ::freeaddrinfo(found);
-  sockaddr_in local{};
-  socklen_t length = sizeof local;
-  if (rc != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) {
-    if (fd >= 0) ::close(fd);
-    fail(rank, concat("no route to master address '", master_addr, "'"));
-  }
-  ::close(fd);
-  char text[INET_ADDRSTRLEN];
-  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
-  return text;
-}
-
-// Reads exactly n bytes from a blocking socket before `deadline`; false on EOF, error or deadline.
-bool read_exact(int fd, void* data, size_t n, Clock::time_point deadline) {
-  auto* bytes = static_cast<char*>(data);
-  while (n > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-    ssize_t got = ::recv(fd, bytes, n, 0);
-    if (got <= 0) return false;
-    bytes += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
 }  // namespace
 
 PeerMonitor::PeerMonitor(c10d::Store& store, const std::string& master_addr, int rank, int world_size,
@@ -104,65 +62,14 @@ PeerMonitor::PeerMonitor(c10d::Store& store, const std::string& master_addr, int
       timeout_(timeout),
       interval_(std::clamp(timeout / 6, std::chrono::milliseconds(50), std::chrono::milliseconds(1000))) {
   if (world_size <= 1) return;
-  const auto deadline = Clock::now() + timeout;
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener < 0) fail(rank, "socket");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t length = sizeof address;
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&address), length) != 0 || ::listen(listener, world_size) != 0 ||
-      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    ::close(listener);
-    fail(rank, "listen");
-  }
-  std::string published = concat(local_address_towards(rank, master_addr), ":", ntohs(address.sin_port));
-  store.set(key_of(rank), std::vector<uint8_t>(published.begin(), published.end()));
-
-  // Lower ranks accept, higher ranks connect: each pair has one connection, opened by the higher rank.
-  auto add_peer = [&](int peer, int fd) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const std::vector<int> sockets =
+      connect_socket_mesh(store, "dualpipe/peer_monitor", master_addr, rank, world_size, timeout, "peer monitor");
+  for (int peer = 0; peer < world_size; ++peer) {
+    const int fd = sockets[static_cast<size_t>(peer)];
+    if (fd < 0) continue;
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     peers_.push_back(Peer{peer, fd, Clock::now(), {}, false});
-  };
-  try {
-    for (int peer = 0; peer < rank; ++peer) {
-      std::vector<uint8_t> value = store.get(key_of(peer));
-      std::string text(value.begin(), value.end());
-      size_t colon = text.rfind(':');
-      sockaddr_in to{};
-      to.sin_family = AF_INET;
-      to.sin_port = htons(static_cast<uint16_t>(std::stoi(text.substr(colon + 1))));
-      ::inet_pton(AF_INET, text.substr(0, colon).c_str(), &to.sin_addr);
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      uint32_t hello = htonl(static_cast<uint32_t>(rank));
-      if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 ||
-          ::send(fd, &hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello) {
-        if (fd >= 0) ::close(fd);
-        fail(rank, concat("cannot connect to rank ", peer, " at ", text));
-      }
-      add_peer(peer, fd);
-    }
-    for (int accepted = 0; accepted < world_size - 1 - rank; ++accepted) {
-      pollfd p{listener, POLLIN, 0};
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      int fd = left > 0 && ::poll(&p, 1, static_cast<int>(left)) > 0 ? ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)
-                                                                    : -1;
-      uint32_t hello = 0;
-      if (fd < 0 || !read_exact(fd, &hello, sizeof hello, deadline)) {
-        if (fd >= 0) ::close(fd);
-        throw CommError(concat("rank ", rank, ": peer monitor: ", world_size - 1 - rank - accepted,
-                               " higher ranks did not connect within ", timeout.count(), " ms"));
-      }
-      add_peer(static_cast<int>(ntohl(hello)), fd);
-    }
-  } catch (...) {
-    ::close(listener);
-    for (auto& p : peers_) ::close(p.fd);
-    throw;
   }
-  ::close(listener);
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) fail(rank, "pipe");
   thread_ = std::thread([this] { run(); });
 }

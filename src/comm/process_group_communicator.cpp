@@ -10,48 +10,13 @@
 #include <thread>
 
 #include "dualpipe/comm/peer_monitor.h"
+#include "wait_error.h"
 
 namespace dualpipe::comm {
 
 using dualpipe::detail::concat;
 
 namespace {
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  if (d.count() % 1000 == 0) return concat(d.count() / 1000, " s");
-  return concat(static_cast<double>(d.count()) / 1000.0, " s");
-}
-
-// The error of a wait that did not complete. With a monitor, its lost peer comes first (it names the root cause
-// even when the wait was on a live neighbour); otherwise the backend's failure is worded with the peer it was
-// about.
-CommError wait_error(PeerMonitor* monitor, int self, const std::string& operation, int peer,
-                     std::chrono::milliseconds timeout, const std::string& backend_error) {
-  std::optional<PeerFailure> failure = monitor ? monitor->failure() : std::nullopt;
-  if (!failure && !backend_error.empty()) {
-    if (backend_error.find("imed out") != std::string::npos) {
-      if (monitor) failure = monitor->silent_peer();
-      std::string waited = concat("timed out after ", seconds_text(timeout));
-      if (failure) {
-        failure->reason = waited + "; " + failure->reason;
-      } else {
-        failure = PeerFailure{peer, peer >= 0 ? concat("rank ", peer, " did not answer: ", waited) : waited};
-      }
-    } else {
-      // The connection broke, maybe a neighbour's that is leaving because of another rank: give the monitor a
-      // moment to learn which.
-      if (monitor) failure = monitor->await_failure(std::chrono::milliseconds(500));
-      if (!failure)
-        failure = PeerFailure{peer, peer >= 0 ? concat("peer rank ", peer, " closed the connection or failed (",
-                                                       backend_error, ")")
-                                              : concat("failed (", backend_error, ")")};
-    }
-    if (monitor) monitor->report(*failure);  // other waits end too, and this rank's departure passes the blame on
-  }
-  if (!failure) failure = PeerFailure{peer, "aborted"};
-  return CommError(concat("rank ", self, ": ", operation, ": ", failure->reason), failure->rank, failure->reason,
-                   failure->invalid_input);
-}
 
 std::string exception_text(const std::exception_ptr& error) {
   try {
@@ -247,6 +212,8 @@ int ProcessGroupCommunicator::rank() const { return impl_->group->getRank(); }
 int ProcessGroupCommunicator::size() const { return impl_->group->getSize(); }
 std::chrono::milliseconds ProcessGroupCommunicator::timeout() const { return impl_->options.timeout; }
 const c10::intrusive_ptr<c10d::ProcessGroup>& ProcessGroupCommunicator::group() const { return impl_->group; }
+PeerMonitor* ProcessGroupCommunicator::peer_monitor() const { return impl_->monitor.get(); }
+int ProcessGroupCommunicator::wire_tag(int tag) const { return impl_->wire_tag(tag); }
 
 std::shared_ptr<Work> ProcessGroupCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
   DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank(), "rank ", rank(), " cannot send to rank ", dst);

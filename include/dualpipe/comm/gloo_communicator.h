@@ -15,6 +15,11 @@
 
 namespace dualpipe::comm {
 
+class DirectLinks;
+
+// False when DUALPIPE_DIRECT_LINKS=0 is set (GlooOptions::direct_links).
+bool direct_links_from_environment();
+
 struct GlooOptions {
   std::string master_addr = "127.0.0.1";  // host of rank 0's TCPStore
   int master_port = 29500;
@@ -36,6 +41,10 @@ struct GlooOptions {
   bool single_tag = single_tag_from_environment();
   // The peer monitor (docs/runtime.md, "Failures"). Off, failures are what c10d alone reports.
   bool peer_monitor = true;
+  // Point-to-point messages of CPU tensors on sockets of their own, moved by the thread that waits, instead of
+  // through c10d's Gloo (whose threads hand every message over three or four times: docs/runtime.md, "Transport").
+  // Collectives and barriers stay on Gloo. Default: on, unless DUALPIPE_DIRECT_LINKS=0.
+  bool direct_links = direct_links_from_environment();
 };
 
 class GlooCommunicator : public ProcessGroupCommunicator {
@@ -43,10 +52,15 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   // Rendezvous with the other ranks. Sets SIGPIPE to ignored when it has the default disposition, so that a
   // write to a dead peer fails with an error naming it instead of killing this process.
   explicit GlooCommunicator(const GlooOptions& options);
+  ~GlooCommunicator() override;
+
+  std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, int tag) override;
+  std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
 
   // Reads the launcher's variables (torchrun's, SLURM's or MPI's: launch_environment.h), DUALPIPE_SINGLE_TAG=1
-  // (the test mode above, read by its default) and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument
-  // naming the variable when one is missing or invalid.
+  // (the test mode above, read by its default), DUALPIPE_PEER_MONITOR=0 (no monitor) and DUALPIPE_DIRECT_LINKS=0
+  // (point-to-point through c10d's Gloo); throws InvalidArgument naming the variable when one is missing or
+  // invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
@@ -63,6 +77,7 @@ class GlooCommunicator : public ProcessGroupCommunicator {
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string interface_;
+  std::unique_ptr<DirectLinks> links_;  // null: point-to-point through the process group
 };
 
 }  // namespace dualpipe::comm

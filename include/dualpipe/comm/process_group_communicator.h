@@ -61,6 +61,10 @@ class ProcessGroupCommunicator : public Communicator {
 
   const c10::intrusive_ptr<c10d::ProcessGroup>& group() const;
 
+ protected:
+  PeerMonitor* peer_monitor() const;
+  int wire_tag(int tag) const;  // 0 in the single-tag test mode
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
