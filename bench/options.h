@@ -10,10 +10,11 @@
 
 namespace dualpipe::bench {
 
-// One option: its key and the variable its value goes to; a bool takes "on" or "off" (anything else leaves it).
+// One option: its key and the variable its value goes to; a bool takes "on" or "off" (anything else leaves it),
+// a string any text.
 struct Option {
   const char* key;
-  std::variant<int*, double*, bool*> target;
+  std::variant<int*, double*, bool*, std::string*> target;
 };
 
 // Reads argv's "--key value" pairs into the options' variables. An unknown key prints `usage` to stderr and
@@ -30,6 +31,8 @@ inline bool parse_options(int argc, char** argv, const std::vector<Option>& opti
       **number = std::atoi(value.c_str());
     } else if (double* const* real = std::get_if<double*>(&option->target)) {
       **real = std::atof(value.c_str());
+    } else if (std::string* const* text = std::get_if<std::string*>(&option->target)) {
+      **text = value;
     } else if (value == "on" || value == "off") {
       *std::get<bool*>(option->target) = value == "on";
     }
