@@ -47,6 +47,7 @@ Json costs_json(const CostModel& c) {
           {"FB", c.overlapped_pair()},
           {"comm", c.comm},
           {"a2a", c.all_to_all},
+          {"layers", c.layers},
           {"unshard", c.unshard},
           {"reduce", c.reduce},
           {"scale", list_or_null(c.stage_scale)},

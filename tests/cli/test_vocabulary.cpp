@@ -205,6 +205,11 @@ TEST(Vocabulary, TimesSayTheirUnitAndJsonHoldsNumbersAndNulls) {
   EXPECT_EQ(j["costs"]["F"], 1.0);
   EXPECT_TRUE(j["costs"]["act_bytes"].is_null());
   EXPECT_TRUE(j["per_rank"][0]["peak_activation_bytes"].is_null());
+  EXPECT_EQ(j["costs"]["layers"], 1);
+  const auto moe = nlohmann::json::parse(dualpipe("simulate --kind dualpipev -r 2 -m 4 --cost a2a=0.5,layers=3 "
+                                                  "--format json").out);
+  EXPECT_EQ(moe["costs"]["layers"], 3);
+  EXPECT_EQ(moe["costs"]["a2a"], 0.5);
   const CommandResult sized = dualpipe("simulate --kind 1f1b -r 2 -m 4 --cost act_bytes=3145728");
   EXPECT_TRUE(contains(sized.out, "3.0 MiB") || contains(sized.out, "6.0 MiB")) << sized.out;
 }
