@@ -349,12 +349,21 @@ DirectLinks::DirectLinks(std::vector<int> sockets, int rank, PeerMonitor* monito
   }
 }
 
+// A Work may outlive the links: its wait then fails at once, and never polls a closed (maybe reused) descriptor.
 DirectLinks::~DirectLinks() {
   Engine& e = *engine_;
   e.guard.reset();
-  for (Link& link : e.links)
-    if (link.fd >= 0) ::close(link.fd);
-  for (int fd : e.wake) ::close(fd);
+  std::lock_guard<std::mutex> lock(e.mutex);
+  for (Link& link : e.links) {
+    if (link.fd < 0) continue;
+    if (link.broken.empty()) e.break_link(link, "the communicator was destroyed");
+    ::close(link.fd);
+    link.fd = -1;
+  }
+  for (int& fd : e.wake) {
+    ::close(fd);
+    fd = -1;
+  }
 }
 
 std::shared_ptr<Work> DirectLinks::isend(const at::Tensor& tensor, int dst, int tag) {

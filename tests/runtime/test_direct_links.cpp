@@ -117,6 +117,15 @@ TEST(DirectLinks, APeerThatClosesIsNamedAndLaterTransfersFailAtOnce) {
   EXPECT_THROW(pair.zero->isend(torch::ones({1}), 1, 0), CommError);
 }
 
+TEST(DirectLinks, AWaitOutlivingTheLinksFailsWithoutTouchingTheirSockets) {
+  Pair pair;
+  torch::Tensor x = torch::empty({1});
+  auto waiting = pair.zero->irecv(x, 1, 0);
+  pair.zero.reset();
+  const std::string error = error_of(*waiting, seconds(5));
+  EXPECT_NE(error.find("the communicator was destroyed"), std::string::npos) << error;
+}
+
 TEST(DirectLinks, ATimeoutNamesThePeer) {
   Pair pair;
   torch::Tensor x = torch::empty({1});
