@@ -78,10 +78,10 @@ void bind_costs(py::module_& m) {
       m, "Costs",
       "Per-action costs and the memory model, as the command line's --cost: F forward [1], B full backward [2], W its "
       "weight part [1], FB an overlapped F&B pair [F+B], comm cross-rank latency [0], a2a expert all-to-all of a "
-      "stage's forward [0], unshard and reduce a stage's data-parallel gather and gradient reduction [0], scale "
-      "per-stage multipliers, act_bytes bytes of one stage activation, act_scale "
-      "per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B and W take one number per "
-      "stage for uneven stages. Fields as the json's costs.");
+      "stage's forward [0], layers MoE layers of a slice, over whose exchanges a2a spreads [1], unshard and reduce a "
+      "stage's data-parallel gather and gradient reduction [0], scale per-stage multipliers, act_bytes bytes of one "
+      "stage activation, act_scale per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B "
+      "and W take one number per stage for uneven stages. Fields as the json's costs.");
   add_json_fields(costs, [](const CostModel& c, bool) { return costs_json(c); }, "Costs");
   costs.def(py::init(&from_keywords))
       .def_static("parse", [](const std::string& text) {
