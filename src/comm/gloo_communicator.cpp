@@ -202,7 +202,6 @@ GlooOptions GlooCommunicator::options_from_environment() {
   options.restart_count = launch.restart_count;
   const char* monitor = std::getenv("DUALPIPE_PEER_MONITOR");
   options.peer_monitor = monitor == nullptr || std::string(monitor) != "0";
-  options.direct_links = direct_links_from_environment();
   return options;
 }
 

@@ -58,9 +58,9 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
 
   // Reads the launcher's variables (torchrun's, SLURM's or MPI's: launch_environment.h), DUALPIPE_SINGLE_TAG=1
-  // (the test mode above, read by its default), DUALPIPE_PEER_MONITOR=0 (no monitor) and DUALPIPE_DIRECT_LINKS=0
-  // (point-to-point through c10d's Gloo); throws InvalidArgument naming the variable when one is missing or
-  // invalid.
+  // (the test mode above) and DUALPIPE_DIRECT_LINKS=0 (point-to-point through c10d's Gloo), both read by their
+  // defaults, and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument naming the variable when one is
+  // missing or invalid.
   static GlooOptions options_from_environment();
   static std::shared_ptr<GlooCommunicator> from_environment(
       std::chrono::milliseconds timeout = std::chrono::seconds(60));
