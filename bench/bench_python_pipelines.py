@@ -118,14 +118,19 @@ def make_case(case, ranks, microbatches):
     return blocks, torch.randn(*shape), torch.randn(*shape)
 
 
+def put_reference_on_cpu():
+    """The reference (imported as dualpipe) allocates its receive buffers on CUDA and checks that the modules are
+    there: both on the CPU instead."""
+    import dualpipe.comm as comm
+    comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
+                                             for s in comm.TENSOR_SHAPES]
+    torch.cuda.current_device = lambda: "cpu"
+
+
 def our_step(kind, blocks, rank, ranks, microbatches, x, l, reference=False):
     import dualpipe
     if reference:
-        import dualpipe.comm as comm
-        # The reference allocates its receive buffers on CUDA and checks that the modules are there: on the CPU.
-        comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
-                                                 for s in comm.TENSOR_SHAPES]
-        torch.cuda.current_device = lambda: "cpu"
+        put_reference_on_cpu()
     # Both declare the shapes (the reference must; ours then posts its receives ahead, as the reference does).
     dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, *x.shape[1:])])
     dualpipe.set_p2p_tensor_dtype(torch.float32)

@@ -12,7 +12,6 @@ import argparse
 import importlib.util
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -21,6 +20,8 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from bench_python_pipelines import free_port, put_reference_on_cpu
 
 HIDDEN, SEQUENCE, MICROBATCH = 8, 2, 1
 
@@ -37,11 +38,7 @@ def run_rank(rank, ranks, microbatches, steps, warmup, port, checkout, out):
     torch.set_num_threads(1)
     sys.path.insert(0, checkout)
     import dualpipe
-    import dualpipe.comm as comm
-    # The reference allocates its receive buffers on CUDA and checks that its modules are there: on the CPU here.
-    comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
-                                             for s in comm.TENSOR_SHAPES]
-    torch.cuda.current_device = lambda: "cpu"
+    put_reference_on_cpu()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
     stage, criterion = reference_stage_class(checkout)
     torch.manual_seed(0)
@@ -67,12 +64,6 @@ def run_rank(rank, ranks, microbatches, steps, warmup, port, checkout, out):
             json.dump({"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
                        "steps": steps}, f)
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
