@@ -354,6 +354,7 @@ DirectLinks::~DirectLinks() {
   Engine& e = *engine_;
   e.guard.reset();
   std::lock_guard<std::mutex> lock(e.mutex);
+  e.monitor = nullptr;  // it may go with the communicator; a late wait's error is then worded without it
   for (Link& link : e.links) {
     if (link.fd < 0) continue;
     if (link.broken.empty()) e.break_link(link, "the communicator was destroyed");
