@@ -71,9 +71,13 @@ void finish(Transfer& t, std::string error = {}) {
   t.tensor = at::Tensor();
 }
 
+// A message whose size is not its receive's fails that receive (the rank that posted it expected another shape).
+void fail_wrong_size(Transfer& receive, size_t message_bytes) {
+  finish(receive, concat("the message has ", message_bytes, " bytes, the receive buffer ", receive.nbytes));
+}
+
 void copy_early(Transfer& early, Transfer& receive) {
-  if (early.nbytes != receive.nbytes)
-    return finish(receive, concat("the message has ", early.nbytes, " bytes, the receive buffer ", receive.nbytes));
+  if (early.nbytes != receive.nbytes) return fail_wrong_size(receive, early.nbytes);
   if (early.nbytes > 0) std::memcpy(receive.data, early.data, early.nbytes);
   finish(receive);
 }
@@ -213,7 +217,7 @@ void DirectLinks::Engine::start_message(Link& link, int tag, size_t nbytes) {
     aside->data = static_cast<char*>(aside->tensor.data_ptr());
     aside->nbytes = nbytes;
     if (receive)
-      finish(*receive, concat("the message has ", nbytes, " bytes, the receive buffer ", receive->nbytes));
+      fail_wrong_size(*receive, nbytes);
     else
       link.early[tag].push_back(aside);
     link.reading = std::move(aside);
