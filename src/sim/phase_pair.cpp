@@ -51,6 +51,8 @@ class Link {
   int start(double work, double now) {
     advance(now);
     under_way_.push_back({next_id_, work});
+    // One too small for the clock to tell its end from now ends now: end_of could not move the clock on to it.
+    end_those_done();
     return next_id_++;
   }
   // Moves the link on to `time`, ending the exchanges that end by then.

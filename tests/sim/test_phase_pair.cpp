@@ -63,6 +63,15 @@ TEST(PhasedPair, StaysWithinTheBoundsOfAnyInterleave) {
   }
 }
 
+TEST(PhasedPair, AnExchangeTooSmallForTheClockEndsAsItStarts) {
+  // fuzz_cost's finding: exchanges of 4e-224 against a clock at 2e298 (one ulp: 4e282). Timing them never moved the
+  // clock on, and the pair hung; now they end as they start, hidden.
+  const PairHalves p{2.0459e+298, 7.49322e-224, 1, 1.71154e+259, 1.71154e+259, 7.49322e-224, 1};
+  const PairTiming t = time_phased_pair(p);
+  EXPECT_DOUBLE_EQ(t.duration, p.forward + p.input + p.weight);
+  EXPECT_EQ(t.waiting, 0);
+}
+
 TEST(PhasedPair, TheLayersCostKeyIsParsedPrintedAndChecked) {
   const CostModel c = CostModel::parse("F=4,B=6,W=2,a2a=8,layers=2");
   EXPECT_EQ(c.layers, 2);
