@@ -80,12 +80,17 @@ def exchange_ms(trace):
     return statistics.median(whole) / 1000
 
 
-def predicted_ms(binary, kind, microbatches, costs, overlap, trace):
+def predicted_ms(binary, job, microbatches, costs, trace):
     """The simulator's makespan for the job, with each exchange as long as the job's trace measured it: with the
-    overlap, its pairs timed phase by phase (`--from-trace`); without, a pair is its two halves, exchanges and all."""
+    overlap, its pairs timed as the job runs them, phase by phase or its halves on two threads (`--from-trace`,
+    `pair=`); without, a pair is its two halves, exchanges and all."""
+    _, kind, flag = job
     layers = layers_per_stage(kind)
     costs += f",layers={layers}"
     command = [binary, "simulate", "--kind", kind, "--ranks", str(PP), "-m", str(microbatches), "--format", "json"]
+    overlap = flag != "--no-fb-overlap"
+    if flag == "--fb-overlap-mode=threads":
+        costs += ",pair=threads"
     if overlap:
         command += ["--from-trace", trace]
     else:
@@ -139,7 +144,7 @@ def main():
                     port += 1
                     trace = os.path.join(work, f"{job[0].replace(' ', '-')}-{ratio:g}-{rep + 1}.json")
                     step, exposed, _ = run_emulated(binary, job, costs, a, port, work, trace)
-                    predicted = predicted_ms(binary, job[1], a.m, costs, job[2] != "--no-fb-overlap", trace)
+                    predicted = predicted_ms(binary, job, a.m, costs, trace)
                     measured.setdefault((ratio, job[0]), []).append((step, exposed, predicted))
                     print(f"  rep {rep + 1} a2a {ratio:g}F {job[0]:18s} step {step:8.1f} ms  exposed "
                           f"{exposed:7.1f} ms  simulated {predicted:8.1f} ms", file=sys.stderr, flush=True)

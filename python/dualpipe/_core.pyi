@@ -18,6 +18,7 @@ class Costs:
         comm: float | None = ...,
         a2a: float | None = ...,
         layers: int | None = ...,
+        pair: str | None = ...,
         unshard: float | None = ...,
         reduce: float | None = ...,
         scale: Sequence[float] | None = ...,
@@ -37,8 +38,8 @@ class Costs:
                     comm: str = r"^p2p$", update: str = r"^update$", ranks: int = 0,
                     with_sources: bool = False) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
-    # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, layers, unshard, reduce, scale, act_bytes,
-    # act_scale, w_mem, recompute, input_mem
+    # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, layers, pair, unshard, reduce, scale,
+    # act_bytes, act_scale, w_mem, recompute, input_mem
     F: float | list[float]
     B: float | list[float]
     W: float | list[float]
@@ -46,6 +47,7 @@ class Costs:
     comm: float
     a2a: float
     layers: int
+    pair: str
     unshard: float
     reduce: float
     scale: list[float] | None

@@ -13,11 +13,14 @@ namespace py = pybind11;
 namespace dualpipe::python {
 namespace {
 
-// One --cost item: a number, a bool (recompute), or a list of numbers (per stage: F, B, W, scale, act_scale).
+// One --cost item: a number, a bool (recompute), a list of numbers (per stage: F, B, W, scale, act_scale), or pair's
+// word.
 std::string item(const std::string& key, const py::handle& value) {
   if (py::isinstance<py::bool_>(value)) return key + "=" + (value.cast<bool>() ? "1" : "0");
-  if (py::isinstance<py::str>(value))
+  if (py::isinstance<py::str>(value)) {
+    if (key == "pair") return key + "=" + value.cast<std::string>();
     throw py::type_error("Costs(" + key + "=...): a number or a list of numbers, not a string");
+  }
   if (py::isinstance<py::sequence>(value)) {
     std::string list;
     for (const py::handle& v : value.cast<py::sequence>())
@@ -78,7 +81,8 @@ void bind_costs(py::module_& m) {
       m, "Costs",
       "Per-action costs and the memory model, as the command line's --cost: F forward [1], B full backward [2], W its "
       "weight part [1], FB an overlapped F&B pair [F+B], comm cross-rank latency [0], a2a expert all-to-all of a "
-      "stage's forward [0], layers MoE layers of a slice, over whose exchanges a2a spreads [1], unshard and reduce a "
+      "stage's forward [0], layers MoE layers of a slice, over whose exchanges a2a spreads [1], pair 'phases' or "
+      "'threads', how an overlapped pair runs its halves ['phases'], unshard and reduce a "
       "stage's data-parallel gather and gradient reduction [0], scale per-stage multipliers, act_bytes bytes of one "
       "stage activation, act_scale per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B "
       "and W take one number per stage for uneven stages. Fields as the json's costs.");

@@ -15,7 +15,7 @@ namespace dualpipe {
 namespace {
 
 constexpr const char* kKnownKeys =
-    "F, B, W, FB, comm, a2a, layers, unshard, reduce, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
+    "F, B, W, FB, comm, a2a, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -35,6 +35,12 @@ int parse_layers(std::string_view text) {
   DUALPIPE_REQUIRE(value == std::floor(value) && value >= 1 && value <= 4096,
                    "cost layers (MoE layers of a slice) must be a whole number between 1 and 4096, got layers=", text);
   return static_cast<int>(value);
+}
+
+bool parse_pair(std::string_view text) {
+  DUALPIPE_REQUIRE(text == "phases" || text == "threads", "cost pair (how an overlapped pair runs its halves) must be "
+                   "phases or threads, got pair=", text);
+  return text == "threads";
 }
 
 std::string lower(std::string_view s) {
@@ -95,18 +101,19 @@ double CostModel::weight_of(int stage) const { return at(stage_weight, stage, we
 double CostModel::all_to_all_of(int stage) const { return all_to_all * scale(stage); }
 namespace {
 
-// An overlapped pair whose exchanges the phases hide (sim/phase_pair.h); without exchanges, its halves' compute.
+// An overlapped pair whose exchanges the other half's compute hides (sim/phase_pair.h), as phases on one thread or
+// as halves on two; without exchanges, its halves' compute.
 double pair_time(double forward, double forward_exchanges, double backward, double weight, double backward_exchanges,
-                 int layers) {
+                 int layers, bool threads) {
   if (forward_exchanges + backward_exchanges <= 0) return forward + backward;
-  return time_phased_pair({forward, forward_exchanges, layers, backward - weight, weight, backward_exchanges, layers})
-      .duration;
+  const PairHalves halves{forward, forward_exchanges, layers, backward - weight, weight, backward_exchanges, layers};
+  return (threads ? time_threaded_pair(halves) : time_phased_pair(halves)).duration;
 }
 
 }  // namespace
 
 double CostModel::overlapped_pair() const {
-  return overlapped.value_or(pair_time(forward, all_to_all, backward, weight, all_to_all, layers));
+  return overlapped.value_or(pair_time(forward, all_to_all, backward, weight, all_to_all, layers, threaded_pair));
 }
 double CostModel::activation_of(int stage) const { return at(stage_activation, stage, 1.0); }
 
@@ -125,7 +132,7 @@ double CostModel::duration(const Action& a) const {
       // half's recomputation is not overlapped with anything: it comes on top.
       if (overlapped) return *overlapped * compute / (forward + backward) + recompute_time(a.bwd_stage);
       return pair_time(forward_of(a.stage), all_to_all_of(a.stage), backward_of(a.bwd_stage), weight_of(a.bwd_stage),
-                       all_to_all_of(a.bwd_stage), layers) +
+                       all_to_all_of(a.bwd_stage), layers, threaded_pair) +
              recompute_time(a.bwd_stage);
     }
     case ActionType::Unshard: return unshard * scale(a.stage);
@@ -172,6 +179,7 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "comm") costs.comm = parse_number("comm", value);
     else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
     else if (key == "layers") costs.layers = parse_layers(value);
+    else if (key == "pair") costs.threaded_pair = parse_pair(value);
     else if (key == "unshard") costs.unshard = parse_number("unshard", value);
     else if (key == "reduce") costs.reduce = parse_number("reduce", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
@@ -374,6 +382,7 @@ std::string CostModel::to_string() const {
                     ",comm=" + number(comm);
   if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
   if (layers != 1) out += ",layers=" + std::to_string(layers);
+  if (threaded_pair) out += ",pair=threads";
   if (unshard > 0) out += ",unshard=" + number(unshard);
   if (reduce > 0) out += ",reduce=" + number(reduce);
   if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);

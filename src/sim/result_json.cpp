@@ -48,6 +48,7 @@ Json costs_json(const CostModel& c) {
           {"comm", c.comm},
           {"a2a", c.all_to_all},
           {"layers", c.layers},
+          {"pair", c.threaded_pair ? "threads" : "phases"},
           {"unshard", c.unshard},
           {"reduce", c.reduce},
           {"scale", list_or_null(c.stage_scale)},

@@ -96,7 +96,7 @@ def test_every_kind_has_the_fields_and_forms_of_the_command(dualpipe, package, r
 
 
 COSTS = ["F=1,B=2,W=1", "F=1,B=2,W=1,FB=2.5,comm=0.25", "F=1,B=2,W=0.5,a2a=0.75,w_mem=0.5",
-         "F=1,B=2,W=1,recompute=1,act_bytes=3e6"]
+         "F=1,B=2,W=1,recompute=1,act_bytes=3e6", "F=1,B=2,W=1,a2a=2,layers=2,pair=threads"]
 
 
 @pytest.mark.parametrize("costs", COSTS)
@@ -110,11 +110,13 @@ def test_simulation_has_the_fields_of_simulate_json(dualpipe, package, costs):
 
 def test_costs_from_keywords_are_the_costs_of_the_text(package):
     keywords = package.Costs(F=[1, 2, 1.5, 1], B=[2, 4, 3, 2], W=[1, 2, 1.5, 1], FB=2.75, comm=0.125, a2a=0.5,
-                             act_scale=[2, 1, 1, 1], w_mem=0.5, recompute=True, input_mem=0.1)
-    text = package.Costs.parse("F=1:2:1.5:1,B=2:4:3:2,W=1:2:1.5:1,FB=2.75,comm=0.125,a2a=0.5,act_scale=2:1:1:1,"
-                               "w_mem=0.5,recompute=1,input_mem=0.1")
+                             pair="threads", act_scale=[2, 1, 1, 1], w_mem=0.5, recompute=True, input_mem=0.1)
+    text = package.Costs.parse("F=1:2:1.5:1,B=2:4:3:2,W=1:2:1.5:1,FB=2.75,comm=0.125,a2a=0.5,pair=threads,"
+                               "act_scale=2:1:1:1,w_mem=0.5,recompute=1,input_mem=0.1")
     assert keywords.to_dict() == text.to_dict()
-    assert keywords.F == [1, 2, 1.5, 1] and keywords.recompute is True
+    assert keywords.F == [1, 2, 1.5, 1] and keywords.recompute is True and keywords.pair == "threads"
+    with pytest.raises(TypeError, match="not a string"):
+        package.Costs(F="1")
     # 0.1 is not exact in binary: the keyword reaches the model as the same double Python holds
     assert package.Costs(comm=0.1).comm == 0.1
 

@@ -1,5 +1,6 @@
-// The overlapped pair timed phase by phase (sim/phase_pair.h) against timelines worked out by hand, and against the
-// bounds any interleave must respect; the shared phase order (schedule/phase_order.h) against DeepSeek's.
+// The overlapped pair timed phase by phase and with its halves on two threads (sim/phase_pair.h) against timelines
+// worked out by hand, and against the bounds any interleave must respect; the shared phase order
+// (schedule/phase_order.h) against DeepSeek's.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -70,6 +71,48 @@ TEST(PhasedPair, AnExchangeTooSmallForTheClockEndsAsItStarts) {
   const PairTiming t = time_phased_pair(p);
   EXPECT_DOUBLE_EQ(t.duration, p.forward + p.input + p.weight);
   EXPECT_EQ(t.waiting, 0);
+}
+
+TEST(ThreadedPair, EachHalfWaitsWhereItStartsAnExchange) {
+  // The second timeline above with the halves on two threads. The backward in autograd's order: combine X [0],
+  // mlp I+W then X, attn I+W (3 each). XB1 [0,6] (beside XF1 from 2), F attn [0,2], XF1 [2,8]; B mlp [6,9], XB2
+  // from 9; F waits for the device until 9: mlp [9,11], XF2 from 11; XB2 ends at 15 (2 alone, 2 at half speed),
+  // XF2 at 17; B attn [15,18]; F combine [18,18]. 8 waited where the phases waited 6: each half waits for its
+  // own exchange at once instead of computing its weight gradients meanwhile.
+  const PairTiming t = time_threaded_pair({4, 8, 1, 4, 2, 8, 1});
+  EXPECT_DOUBLE_EQ(t.duration, 18);
+  EXPECT_DOUBLE_EQ(t.waiting, 8);
+  // Exchanges short enough for the other half's compute to cover them: nothing waited.
+  const PairTiming hidden = time_threaded_pair({4, 4, 1, 4, 2, 4, 1});
+  EXPECT_DOUBLE_EQ(hidden.duration, 10);
+  EXPECT_DOUBLE_EQ(hidden.waiting, 0);
+}
+
+TEST(ThreadedPair, StaysWithinTheBoundsOfAnyInterleave) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<double> cost(0.1, 10);
+  std::uniform_int_distribution<int> layers(1, 4);
+  for (int i = 0; i < 500; ++i) {
+    PairHalves p{cost(random), cost(random), layers(random), cost(random), cost(random), cost(random), layers(random)};
+    const PairTiming t = time_threaded_pair(p);
+    const double compute = p.forward + p.input + p.weight;
+    EXPECT_GE(t.duration, std::max(compute, p.forward_exchanges + p.backward_exchanges) - 1e-9) << i;
+    EXPECT_LE(t.duration, compute + p.forward_exchanges + p.backward_exchanges + 1e-9) << i;
+    EXPECT_NEAR(t.duration, compute + t.waiting, 1e-9) << i;
+  }
+  // Tiny exchanges against a huge clock end as they start, as in the phases' timing.
+  const PairHalves huge{2.0459e+298, 7.49322e-224, 1, 1.71154e+259, 1.71154e+259, 7.49322e-224, 1};
+  EXPECT_DOUBLE_EQ(time_threaded_pair(huge).duration, huge.forward + huge.input + huge.weight);
+}
+
+TEST(ThreadedPair, ThePairCostKeyChoosesIt) {
+  const CostModel threads = CostModel::parse("F=4,B=6,W=2,a2a=8,pair=threads");
+  EXPECT_DOUBLE_EQ(threads.overlapped_pair(), 18);
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8,pair=phases").overlapped_pair(), 16);
+  EXPECT_TRUE(test::contains(threads.to_string(), ",a2a=8,pair=threads")) << threads.to_string();
+  EXPECT_FALSE(test::contains(CostModel::parse("F=4,B=6,W=2,a2a=8").to_string(), "pair"));
+  EXPECT_TRUE(test::contains(test::error_message([] { CostModel::parse("pair=both"); }),
+                             "pair (how an overlapped pair runs its halves) must be phases or threads, got pair=both"));
 }
 
 TEST(PhasedPair, TheLayersCostKeyIsParsedPrintedAndChecked) {

@@ -24,6 +24,10 @@ struct CostModel {
   // chains of `layers` MoE layers interleaved as the runtime runs them, the exchanges sharing the rank's link.
   double all_to_all = 0;
   int layers = 1;  // MoE layers of one 1/R slice (a stage of an S-stage schedule holds R/S of them, at least one)
+  // pair=threads: the pair's halves run on two threads at once (train --fb-overlap-mode threads), each waiting for
+  // its exchanges where it starts them (sim/phase_pair.h's time_threaded_pair); pair=phases, the default: as
+  // phases on one thread.
+  bool threaded_pair = false;
   // The data-parallel collectives of one stage (schedule/data_parallel_lowering.h), on the rank's data-parallel
   // link beside its compute, scaled per stage like F: unshard gathers its ZeRO-3 parameters (an UNSHARD), reduce
   // reduces its gradients over the replicas (a REDUCE_GRAD). A RESHARD takes no time.
@@ -73,7 +77,7 @@ struct CostModel {
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
-  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,unshard=0.5,reduce=1,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05"
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,pair=threads,unshard=0.5,reduce=1,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05"
   // (any subset, any order;
   // keys case-insensitive, "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs,
   // "act_scale=1.5:1:1" for per-stage activation sizes). Strict: every item is KEY=VALUE, each key

@@ -8,8 +8,8 @@
 // compute) ending with its exchange's start, the experts' input gradient (half of I) ending with the dispatch's,
 // their parameter gradient (half of W), the attention's input gradient (half of I), its parameter gradient (half of
 // W; the lowest layer's runs with its input gradient). Each exchange carries a2a / (2 L), the forward's and the
-// backward's alike. A phase waits for its chain's last exchange, unless it computes parameter gradients only. Exchanges under way at once share the link
-// equally (each at half its speed while both are under way).
+// backward's alike. A phase waits for its chain's last exchange, unless it computes parameter gradients only.
+// Exchanges under way at once share the link equally (each at half its speed while both are under way).
 #pragma once
 
 namespace dualpipe {
@@ -27,5 +27,11 @@ struct PairTiming {
 };
 
 PairTiming time_phased_pair(const PairHalves& pair);
+
+// The same pair with its halves on two threads (`dualpipe train --fb-overlap-mode threads`): each half runs its
+// chain on its own, waiting for each of its exchanges where it starts it, the backward in autograd's order (each
+// parameter gradient with the input gradient before it, ahead of the exchange that follows); the two share one
+// device, which goes to the half that has waited for it longest (the backward first), and the rank's link.
+PairTiming time_threaded_pair(const PairHalves& pair);
 
 }  // namespace dualpipe
