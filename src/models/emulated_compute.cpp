@@ -5,10 +5,8 @@
 
 #include <time.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -29,43 +27,24 @@ std::atomic<double>& slowdown() {
   return factor;
 }
 
-// The time this thread has run or been ready to run, waiting for a core: what its work took on a machine of
-// fewer cores than ranks. The kernel's per-thread accounting (/proc/thread-self/schedstat: run time and run-queue
-// wait in nanoseconds); the CPU time alone where it cannot be read.
-int64_t thread_busy_us() {
-  long long running_ns = 0, waiting_ns = 0;
-  if (FILE* f = std::fopen("/proc/thread-self/schedstat", "r")) {
-    const bool read = std::fscanf(f, "%lld %lld", &running_ns, &waiting_ns) == 2;
-    std::fclose(f);
-    if (read) return (running_ns + waiting_ns) / 1000;
-  }
+int64_t thread_cpu_us() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<int64_t>(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
 }
 
-// The device computes for `microseconds`, less what the host's own work took on this thread since its last
-// compute, as a GPU computes while its host prepares the next kernels: the small model's real operations stand for
-// part of the device's time instead of adding to it. The host's work is its run time and its waits for a core
-// (eight ranks on two cores wait often; a GPU's host has cores of its own), not its blocking waits for an exchange
-// or a message. A sleep's overrun (the timer's slack, the wait for a core on waking) is made up by the next ones:
-// without either, at a2a = F/4 the backwards took 11% longer than set (docs/benchmarks.md).
+// The device computes for `microseconds`, less what the host's own maths took on this thread since its last
+// compute: the small model's real operations stand for part of the device's time instead of adding to it. The
+// thread's CPU time, so that waiting (for an exchange, a message, a core) does not count.
 void compute_for(int64_t costed_us) {
   const auto microseconds = static_cast<int64_t>(static_cast<double>(costed_us) * slowdown().load());
-  thread_local int64_t last_compute_busy_us = thread_busy_us();
-  thread_local int64_t overrun_us = 0;  // by how much the device's sleeps ended late, not yet made up
-  const int64_t host_us = thread_busy_us() - last_compute_busy_us;
-  const int64_t left_us = microseconds - host_us;  // the device's share
-  if (left_us > overrun_us) {
+  thread_local int64_t last_compute_cpu_us = thread_cpu_us();
+  const int64_t host_us = thread_cpu_us() - last_compute_cpu_us;
+  if (microseconds > host_us) {
     const std::lock_guard<std::mutex> busy(device());
-    const auto start = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::microseconds(left_us - overrun_us));
-    const auto slept = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
-    overrun_us = slept.count() - (left_us - overrun_us);
-  } else {
-    overrun_us -= std::max<int64_t>(0, left_us);
+    std::this_thread::sleep_for(std::chrono::microseconds(microseconds - host_us));
   }
-  last_compute_busy_us = thread_busy_us();
+  last_compute_cpu_us = thread_cpu_us();
 }
 
 struct EmulatedCompute : torch::autograd::Function<EmulatedCompute> {
