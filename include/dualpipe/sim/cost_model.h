@@ -77,11 +77,11 @@ struct CostModel {
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
-  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,pair=threads,unshard=0.5,reduce=1,act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05"
-  // (any subset, any order;
-  // keys case-insensitive, "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs,
-  // "act_scale=1.5:1:1" for per-stage activation sizes). Strict: every item is KEY=VALUE, each key
-  // at most once, no empty items, finite numbers. Throws InvalidArgument naming the bad item and the rule.
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,layers=2,pair=threads,unshard=0.5,reduce=1,act_bytes=1e6,w_mem=0.5,
+  // recompute=1,input_mem=0.05" (any subset, any order; keys case-insensitive, "scale=1:1:2" for per-stage
+  // multipliers, "F=2:1:1" (and B, W) for per-stage costs, "act_scale=1.5:1:1" for per-stage activation sizes).
+  // Strict: every item is KEY=VALUE, each key at most once, no empty items, finite numbers. Throws InvalidArgument
+  // naming the bad item and the rule.
   static CostModel parse(std::string_view spec);
   // Checks the rules (all costs >= 0, W <= B, FB > 0 when set, shares in [0, 1], sums finite); throws
   // InvalidArgument naming the value.
