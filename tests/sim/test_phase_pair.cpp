@@ -95,6 +95,84 @@ TEST(ThreadedPair, EachHalfWaitsWhereItStartsAnExchange) {
   EXPECT_DOUBLE_EQ(hidden.waiting, 0);
 }
 
+// The two-thread pair stepped through time in ticks of 1/1024, written from the model's description alone (costs in
+// quarters, so that every event falls on a tick): each half a list of (compute, exchange) steps; the device to the
+// half that has waited for it longest, the backward on a tie; the exchanges under way sharing the link equally.
+double threaded_pair_by_ticks(double f, double i, double w, double a2a, int layers) {
+  struct Step {
+    double compute, exchange;
+  };
+  std::vector<Step> halves[2];  // 0: the backward, in autograd's order; 1: the forward
+  const double x = a2a / (2 * layers), fi = (i + w) / (2 * layers), ff = f / (2 * layers);
+  for (int l = 0; l < layers; ++l) {
+    halves[0].insert(halves[0].end(), {{0, x}, {fi, x}, {fi, 0}});
+    halves[1].insert(halves[1].end(), {{ff, x}, {ff, x}});
+  }
+  halves[1].push_back({0, 0});
+  const double tick = 1.0 / 1024;
+  size_t next[2] = {0, 0};
+  double ready[2] = {0, 0}, computing_until[2] = {-1, -1}, exchange_left[2] = {0, 0};
+  bool computing[2] = {false, false}, exchanging[2] = {false, false};
+  double now = 0;
+  const auto busy = [&] { return computing[0] || computing[1]; };
+  const auto done = [&](int h) { return next[h] == halves[h].size() && !computing[h] && !exchanging[h]; };
+  while (!done(0) || !done(1)) {
+    for (bool changed = true; changed;) {  // every transition due now, zero-length ones included
+      changed = false;
+      for (int h = 0; h < 2; ++h) {
+        if (computing[h] && computing_until[h] <= now) {
+          computing[h] = false;
+          const double e = halves[h][next[h] - 1].exchange;
+          if (e > 0) {
+            exchanging[h] = true;
+            exchange_left[h] = e;
+          } else {
+            ready[h] = now;
+          }
+          changed = true;
+        }
+        if (exchanging[h] && exchange_left[h] <= 1e-12) {
+          exchanging[h] = false;
+          ready[h] = now;
+          changed = true;
+        }
+      }
+      if (!busy()) {
+        int pick = -1;
+        for (int h = 0; h < 2; ++h)
+          if (!computing[h] && !exchanging[h] && next[h] < halves[h].size() && (pick < 0 || ready[h] < ready[pick]))
+            pick = h;
+        if (pick >= 0) {
+          computing[pick] = true;
+          computing_until[pick] = now + halves[pick][next[pick]++].compute;
+          changed = true;
+        }
+      }
+    }
+    if (done(0) && done(1)) break;
+    const int sharing = static_cast<int>(exchanging[0]) + static_cast<int>(exchanging[1]);
+    for (int h = 0; h < 2; ++h)
+      if (exchanging[h]) exchange_left[h] -= tick / sharing;
+    now += tick;
+  }
+  return now;
+}
+
+TEST(ThreadedPair, MatchesThePairSteppedThroughTime) {
+  std::mt19937 random(5);
+  std::uniform_int_distribution<int> quarters(0, 24);
+  std::uniform_int_distribution<int> layers(1, 3);
+  for (int n = 0; n < 60; ++n) {
+    const int l = layers(random);
+    // Costs of 2L x quarters, so that each phase is a whole number of quarters.
+    const auto cost = [&] { return 2.0 * l * (1 + quarters(random)) / 4; };
+    const double f = cost(), i = cost(), w = cost() - 2.0 * l / 4, a2a = cost();
+    const PairTiming t = time_threaded_pair({f, a2a, l, i, w, a2a, l});
+    EXPECT_NEAR(t.duration, threaded_pair_by_ticks(f, i, w, a2a, l), 1e-6)
+        << "F=" << f << " I=" << i << " W=" << w << " a2a=" << a2a << " layers=" << l;
+  }
+}
+
 TEST(ThreadedPair, ThePairCostKeyChoosesIt) {
   const CostModel threads = CostModel::parse("F=4,B=6,W=2,a2a=8,pair=threads");
   EXPECT_DOUBLE_EQ(threads.overlapped_pair(), 18);
