@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -16,7 +17,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The rank's one emulated device: a process runs one rank.
+// The rank's one emulated device: a process runs one rank. Computes hold `device()` while they sleep.
 std::mutex& device() {
   static std::mutex the_device;
   return the_device;
@@ -33,18 +34,75 @@ int64_t thread_cpu_us() {
   return static_cast<int64_t>(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
 }
 
-// The device computes for `microseconds`, less what the host's own maths took on this thread since its last
-// compute: the small model's real operations stand for part of the device's time instead of adding to it. The
-// thread's CPU time, so that waiting (for an exchange, a message, a core) does not count.
+int64_t wall_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// How long, in all, the device has been taken: by the computes' sleeps and by the host work counted as device time.
+// A thread's host work counts only for what of its interval no other thread took, so that a rank's two threads (the
+// two-thread overlap) share one device: one's host work does not count while the other's compute holds the device.
+class DeviceClock {
+ public:
+  int64_t taken_us(int64_t now) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return taken_us_ + (held_since_ >= 0 ? now - held_since_ : 0);
+  }
+  // Host work counted as device time; it ran before now, and counts from now against the other threads' intervals
+  // that include now (an interval that ended before it does not see it: the host work's own times are not known).
+  void take(int64_t us) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    taken_us_ += us;
+  }
+  void hold(int64_t now) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    held_since_ = now;
+  }
+  void release(int64_t now) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    taken_us_ += now - held_since_;
+    held_since_ = -1;
+  }
+
+ private:
+  std::mutex mutex_;
+  int64_t taken_us_ = 0;
+  int64_t held_since_ = -1;  // while a compute holds the device
+};
+
+DeviceClock& device_clock() {
+  static DeviceClock clock;
+  return clock;
+}
+
+// Where a thread's last compute ended: its CPU time, the wall clock and the device's clock.
+struct ComputeMark {
+  int64_t cpu, wall, taken;  // microseconds
+  static ComputeMark now() {
+    const int64_t wall = wall_us();
+    return {thread_cpu_us(), wall, device_clock().taken_us(wall)};
+  }
+};
+
+// The device computes for `costed_us`, less what the host's own maths took on this thread since its last compute
+// while no other thread had the device: the small model's real operations stand for part of the device's time
+// instead of adding to it. The thread's CPU time, so that waiting (for an exchange, a message, a core) does not
+// count.
 void compute_for(int64_t costed_us) {
   const auto microseconds = static_cast<int64_t>(static_cast<double>(costed_us) * slowdown().load());
-  thread_local int64_t last_compute_cpu_us = thread_cpu_us();
-  const int64_t host_us = thread_cpu_us() - last_compute_cpu_us;
-  if (microseconds > host_us) {
+  thread_local ComputeMark last = ComputeMark::now();
+  const int64_t now = wall_us();
+  const int64_t host_us = thread_cpu_us() - last.cpu;
+  const int64_t device_free_us = (now - last.wall) - (device_clock().taken_us(now) - last.taken);
+  const int64_t counted_us = std::clamp<int64_t>(std::min(host_us, device_free_us), 0, microseconds);
+  device_clock().take(counted_us);
+  if (microseconds > counted_us) {
     const std::lock_guard<std::mutex> busy(device());
-    std::this_thread::sleep_for(std::chrono::microseconds(microseconds - host_us));
+    device_clock().hold(wall_us());
+    std::this_thread::sleep_for(std::chrono::microseconds(microseconds - counted_us));
+    device_clock().release(wall_us());
   }
-  last_compute_cpu_us = thread_cpu_us();
+  last = ComputeMark::now();
 }
 
 struct EmulatedCompute : torch::autograd::Function<EmulatedCompute> {

@@ -1,12 +1,14 @@
 // The emulated device's two parts (internal; see EmulatedLayer in dualpipe/models/moe.h).
 //
 // Compute: a step of the graph that takes set times in the forward and in each half of the backward by sleeping,
-// holding the rank's one emulated device, so the host stays nearly idle while it "computes", as with a GPU. Two
-// halves of an overlapped pair never compute at once, whichever overlap mode runs them: a GPU's streams share
-// one device. Its backward behaves like LibTorch's layers: it takes the input-gradient time only when autograd
-// asks for the input's gradient and the weight-gradient time only when it asks for the anchor parameter's, so the
-// executor's I/W split puts each time in its own action. It returns its input unchanged and a zero gradient for
-// the anchor, so the maths are those of the layer without it, bit for bit.
+// holding the rank's one emulated device, so the host stays nearly idle while it "computes", as with a GPU. The
+// host's own maths on a thread since its last compute stand for part of its next. Two halves of an overlapped
+// pair never compute at once, whichever overlap mode runs them: a GPU's streams share one device; nor does one's
+// host work count while the other's compute holds the device. Its backward behaves like LibTorch's layers: it
+// takes the input-gradient time only when autograd asks for the input's gradient and the weight-gradient time only
+// when it asks for the anchor parameter's, so the executor's I/W split puts each time in its own action. It
+// returns its input unchanged and a zero gradient for the anchor, so the maths are those of the layer without it,
+// bit for bit.
 //
 // Exchanges: each rank's chunk of an all-to-all padded with zero rows up to a size, the padding dropped on arrival
 // (and its gradient, zeros, in the backward).
