@@ -15,7 +15,8 @@ namespace dualpipe {
 namespace {
 
 constexpr const char* kKnownKeys =
-    "F, B, W, FB, comm, a2a, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, input_mem, scale, act_scale";
+    "F, B, W, FB, comm, a2a, a2a_latency, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, input_mem, "
+    "scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -103,17 +104,18 @@ namespace {
 
 // An overlapped pair whose exchanges the other half's compute hides (sim/phase_pair.h), as phases on one thread or
 // as halves on two; without exchanges, its halves' compute.
-double pair_time(double forward, double forward_exchanges, double backward, double weight, double backward_exchanges,
-                 int layers, bool threads) {
+double pair_time(const CostModel& c, double forward, double forward_exchanges, double backward, double weight,
+                 double backward_exchanges) {
   if (forward_exchanges + backward_exchanges <= 0) return forward + backward;
-  const PairHalves halves{forward, forward_exchanges, layers, backward - weight, weight, backward_exchanges, layers};
-  return (threads ? time_threaded_pair(halves) : time_phased_pair(halves)).duration;
+  const PairHalves halves{forward,         forward_exchanges,  c.layers, backward - weight,
+                          weight,          backward_exchanges, c.layers, c.all_to_all_latency.value_or(0)};
+  return (c.threaded_pair ? time_threaded_pair(halves) : time_phased_pair(halves)).duration;
 }
 
 }  // namespace
 
 double CostModel::overlapped_pair() const {
-  return overlapped.value_or(pair_time(forward, all_to_all, backward, weight, all_to_all, layers, threaded_pair));
+  return overlapped.value_or(pair_time(*this, forward, all_to_all, backward, weight, all_to_all));
 }
 double CostModel::activation_of(int stage) const { return at(stage_activation, stage, 1.0); }
 
@@ -131,8 +133,8 @@ double CostModel::duration(const Action& a) const {
       // FB is given for a pair of uniform stages; uneven stages scale it like the separate halves. The backward
       // half's recomputation is not overlapped with anything: it comes on top.
       if (overlapped) return *overlapped * compute / (forward + backward) + recompute_time(a.bwd_stage);
-      return pair_time(forward_of(a.stage), all_to_all_of(a.stage), backward_of(a.bwd_stage), weight_of(a.bwd_stage),
-                       all_to_all_of(a.bwd_stage), layers, threaded_pair) +
+      return pair_time(*this, forward_of(a.stage), all_to_all_of(a.stage), backward_of(a.bwd_stage),
+                       weight_of(a.bwd_stage), all_to_all_of(a.bwd_stage)) +
              recompute_time(a.bwd_stage);
     }
     case ActionType::Unshard: return unshard * scale(a.stage);
@@ -178,6 +180,7 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
     else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
+    else if (key == "a2a_latency") costs.all_to_all_latency = parse_number("a2a_latency", value);
     else if (key == "layers") costs.layers = parse_layers(value);
     else if (key == "pair") costs.threaded_pair = parse_pair(value);
     else if (key == "unshard") costs.unshard = parse_number("unshard", value);
@@ -205,8 +208,8 @@ CostModel CostModel::parse(std::string_view spec) {
 
 void CostModel::check() const {
   // parse() only reads finite numbers, but a CostModel built in code (or fitted from a trace) could hold inf.
-  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, all_to_all, unshard, reduce,
-                             activation_bytes, w_mem, input_mem})
+  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, all_to_all,
+                             all_to_all_latency.value_or(0), unshard, reduce, activation_bytes, w_mem, input_mem})
     DUALPIPE_REQUIRE(std::isfinite(value), "costs must be finite numbers, got ", to_string());
   for (const double value : stage_scale)
     DUALPIPE_REQUIRE(std::isfinite(value), "stage scales must be finite numbers, got ", to_string());
@@ -219,6 +222,12 @@ void CostModel::check() const {
   DUALPIPE_REQUIRE(all_to_all >= 0, "cost a2a must not be negative, got a2a=", all_to_all);
   DUALPIPE_REQUIRE(layers >= 1 && layers <= 4096, "cost layers (MoE layers of a slice) must be between 1 and 4096, "
                    "got layers=", layers);
+  if (all_to_all_latency) {
+    const double exchange = all_to_all / (2 * layers);
+    DUALPIPE_REQUIRE(*all_to_all_latency >= 0 && *all_to_all_latency <= exchange,
+                     "cost a2a_latency is part of each exchange, so 0 <= a2a_latency <= a2a / (2 x layers) = ",
+                     exchange, ", got a2a_latency=", *all_to_all_latency);
+  }
   DUALPIPE_REQUIRE(unshard >= 0, "cost unshard must not be negative, got unshard=", unshard);
   DUALPIPE_REQUIRE(reduce >= 0, "cost reduce must not be negative, got reduce=", reduce);
   DUALPIPE_REQUIRE(activation_bytes >= 0, "cost act_bytes must not be negative, got act_bytes=", activation_bytes);
@@ -302,6 +311,9 @@ namespace {
 void scale_model_share(CostModel& costs, double k) {
   costs.all_to_all *= k;
   costs.layers = std::max(1, static_cast<int>(std::lround(costs.layers * k)));
+  // The network's, not the share's: it stays, within the exchanges' new time.
+  if (costs.all_to_all_latency)
+    costs.all_to_all_latency = std::min(*costs.all_to_all_latency, costs.all_to_all / (2 * costs.layers));
   costs.unshard *= k;
   costs.reduce *= k;
   costs.forward *= k;
@@ -381,6 +393,7 @@ std::string CostModel::to_string() const {
                     ",FB=" + number(overlapped_pair()) +
                     ",comm=" + number(comm);
   if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
+  if (all_to_all_latency) out += ",a2a_latency=" + number(*all_to_all_latency);
   if (layers != 1) out += ",layers=" + std::to_string(layers);
   if (threaded_pair) out += ",pair=threads";
   if (unshard > 0) out += ",unshard=" + number(unshard);

@@ -34,9 +34,10 @@ std::vector<TimedPhase> backward_chain(double input, double weight, double excha
   return chain;
 }
 
-int SharedLink::start(double work, double now) {
+int SharedLink::start(double time, double now) {
   advance(now);
-  under_way_.push_back({next_id_, work});
+  const double latency = std::min(latency_, time);
+  under_way_.push_back({next_id_, time - latency, latency});
   // One too small for the clock to tell its end from now ends now: end_of could not move the clock on to it.
   end_those_done();
   return next_id_++;
@@ -74,7 +75,7 @@ double SharedLink::least_left() const {
 void SharedLink::end_those_done() {
   for (auto it = under_way_.begin(); it != under_way_.end();) {
     if (it->left <= 1e-12 * (1 + now_)) {
-      ended_[it->id] = now_;
+      ended_[it->id] = now_ + it->latency;
       it = under_way_.erase(it);
     } else {
       ++it;

@@ -21,26 +21,32 @@ std::vector<TimedPhase> forward_chain(double forward, double exchanges, int laye
 // gradient and its parameter gradient (the lowest layer's run whole).
 std::vector<TimedPhase> backward_chain(double input, double weight, double exchanges, int layers);
 
-// The rank's link: the exchanges under way share it equally.
+// The rank's link: the exchanges under way share it equally. An exchange is its bytes on the link and then its
+// latency (what of it is not the link's: the peer's start, the transport's round trips), which is not shared.
 class SharedLink {
  public:
-  // Starts an exchange of `work` at `now` (no earlier than the link's time); returns its id.
-  int start(double work, double now);
-  // Moves the link on to `time`, ending the exchanges that end by then.
+  // `latency`: of each exchange, at most its whole time.
+  explicit SharedLink(double latency = 0) : latency_(latency) {}
+  // Starts an exchange taking `time` alone at `now` (no earlier than the link's time); returns its id.
+  int start(double time, double now);
+  // Moves the link on to `time`, ending the bytes of the exchanges whose bytes end by then.
   void advance(double time);
-  // When exchange `id` ends (at the latest of now and its end), the link moved on to then.
+  // When exchange `id` ends, the link moved on to the end of its bytes.
   double end_of(int id);
-  // When the next exchange under way ends, if nothing else starts; none under way: infinity.
+  // When the next exchange under way ends its bytes, if nothing else starts; none under way: infinity.
   double next_end() const;
+  // Whether the end of exchange `id` is known: its bytes have ended.
   bool ended(int id) const { return ended_.count(id) > 0; }
 
  private:
   struct Flow {
     int id;
-    double left;
+    double left;     // of its bytes' time
+    double latency;  // after them
   };
   double least_left() const;
   void end_those_done();
+  double latency_;
   double now_ = 0;
   int next_id_ = 0;
   std::vector<Flow> under_way_;

@@ -28,7 +28,7 @@ PairTiming time_phased_pair(const PairHalves& pair) {
       backward_chain(pair.input, pair.weight, pair.backward_exchanges, std::max(1, pair.backward_layers));
   const std::vector<TimedPhase> forward =
       forward_chain(pair.forward, pair.forward_exchanges, std::max(1, pair.forward_layers));
-  SharedLink link;
+  SharedLink link(pair.exchange_latency);
   std::map<char, int> pending;  // chain -> the exchange its next phase waits for
   PairTiming timing;
   double now = 0;

@@ -47,6 +47,7 @@ Json costs_json(const CostModel& c) {
           {"FB", c.overlapped_pair()},
           {"comm", c.comm},
           {"a2a", c.all_to_all},
+          {"a2a_latency", c.all_to_all_latency.value_or(0)},
           {"layers", c.layers},
           {"pair", c.threaded_pair ? "threads" : "phases"},
           {"unshard", c.unshard},

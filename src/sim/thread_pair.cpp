@@ -40,7 +40,7 @@ PairTiming time_threaded_pair(const PairHalves& pair) {
   Half backward{in_autograd_order(pair_timing::backward_chain(pair.input, pair.weight, pair.backward_exchanges,
                                                               std::max(1, pair.backward_layers)))};
   Half forward{pair_timing::forward_chain(pair.forward, pair.forward_exchanges, std::max(1, pair.forward_layers))};
-  pair_timing::SharedLink link;
+  pair_timing::SharedLink link(pair.exchange_latency);
   double device_free = 0, computed = 0;
   while (true) {
     for (Half* h : {&backward, &forward}) {

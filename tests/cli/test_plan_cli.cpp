@@ -237,6 +237,36 @@ TEST(PlanCli, FromTraceFitsTheCostsOfTheRun) {
   EXPECT_NEAR(fitted.scale(0), 1, 1e-9);
 }
 
+// simulate --from-trace takes each exchange's time from the run's all-to-all spans (the median of those waited for
+// from their start: 3 ms); an a2a given in --cost is then the exchanges' bytes at the link's rate (2 ms each with
+// a2a=4 over one layer's two), the rest latency: a2a=6, a2a_latency=1, as if given so.
+TEST(SimulateCli, FromTraceTakesTheExchangesLatencyBeyondTheGivenA2a) {
+  const dualpipe::Schedule s = dualpipe::make_dualpipev({2, 4, 0});
+  dualpipe::Trace trace = dualpipe::trace_from_simulation(s, dualpipe::simulate(s, dualpipe::CostModel{}), 1000.0, 1);
+  trace.spans = {{"dispatch", 0, 0, 0, 0, 3000}, {"combine", 1, 0, 0, 0, 2990, 0}, {"dispatch", 1, 0, 0, 0, 3020},
+                 {"combine backward", 0, 1, 0, 100, 9000, 8000}};  // waited for late: not an exchange's own time
+  const std::string path = temp_path("exchanges.json");
+  dualpipe::write_trace_file(path, trace);
+  const std::string run = "simulate --kind dualpipev --ranks 2 -m 4 --format json --cost F=4,B=6,W=2,layers=1";
+  const CommandResult measured = dualpipe(run + ",a2a=4 --from-trace " + path);
+  ASSERT_EQ(measured.status, 0) << measured.out;
+  const nlohmann::json j = json_object_of(measured);
+  EXPECT_DOUBLE_EQ(j["costs"]["a2a"].get<double>(), 6);
+  EXPECT_NEAR(j["costs"]["a2a_latency"].get<double>(), 1, 1e-12);
+  const CommandResult given = dualpipe(run + ",a2a=6,a2a_latency=1");
+  ASSERT_EQ(given.status, 0) << given.out;
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), json_object_of(given)["makespan"].get<double>());
+  // The latency changes the step: the same exchanges all bytes, sharing the link, take longer.
+  const CommandResult all_bytes = dualpipe(run + " --from-trace " + path);
+  ASSERT_EQ(all_bytes.status, 0) << all_bytes.out;
+  EXPECT_DOUBLE_EQ(json_object_of(all_bytes)["costs"]["a2a_latency"].get<double>(), 0);
+  EXPECT_GT(json_object_of(all_bytes)["makespan"].get<double>(), j["makespan"].get<double>());
+  // A latency given with the costs stays.
+  const CommandResult kept = dualpipe(run + ",a2a=4,a2a_latency=0.5 --from-trace " + path);
+  ASSERT_EQ(kept.status, 0) << kept.out;
+  EXPECT_DOUBLE_EQ(json_object_of(kept)["costs"]["a2a_latency"].get<double>(), 0.5);
+}
+
 // --rank-speed: a rank at half speed. simulate: 1F1B's step is at least that rank's own work at half speed (8
 // micro-batches of F + B = 3, so 48). plan: the cut of 12 equal layers leaves that rank's stage the fewest.
 TEST(PlanCli, RankSpeedsSlowTheSimulationAndShapeTheCut) {

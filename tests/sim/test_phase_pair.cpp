@@ -3,6 +3,7 @@
 // (schedule/phase_order.h) against DeepSeek's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -48,21 +49,48 @@ TEST(PhasedPair, ExchangesUnderWayAtOnceShareTheLink) {
   EXPECT_DOUBLE_EQ(t.waiting, 6);
 }
 
+TEST(PhasedPair, AnExchangesLatencyIsNotShared) {
+  // The same exchanges of 4, each 2 of bytes and 2 of latency. XB1's bytes [0,2] alone, it ends at 4; F attn [0,2];
+  // XF1's bytes [2,4] alone, it ends at 6. B mlp waits [2,4], runs [4,6]; XB2 bytes [6,8], ends 10; B mlp W [6,7];
+  // F mlp [7,9]; XF2 bytes [9,11], ends 13. B attn waits [9,10], runs [10,13]; F combine: 13, 2 + 1 waited.
+  PairHalves p{4, 8, 1, 4, 2, 8, 1};
+  p.exchange_latency = 2;
+  EXPECT_DOUBLE_EQ(time_phased_pair(p).duration, 13);
+  EXPECT_DOUBLE_EQ(time_phased_pair(p).waiting, 3);
+  // 3 of bytes and 1 of latency. XB1's bytes: 2 alone [0,2], beside XF1's from 2 at half speed, end at 4 (it ends at
+  // 5); XF1's: 1 done by 4, 2 alone [4,6] (it ends at 7). B mlp waits [2,5], runs [5,7]; XB2 bytes [7,10] alone, ends
+  // 11; B mlp W [7,8]; F mlp [8,10]; XF2 bytes [10,13], ends 14. B attn waits [10,11], runs [11,14]; F combine: 14.
+  p.exchange_latency = 1;
+  EXPECT_DOUBLE_EQ(time_phased_pair(p).duration, 14);
+  EXPECT_DOUBLE_EQ(time_phased_pair(p).waiting, 4);
+  // All latency: XB1 [0,4], XF1 [2,6] at full speed beside it; the rest as with 2, the bytes never having met.
+  p.exchange_latency = 4;
+  EXPECT_DOUBLE_EQ(time_phased_pair(p).duration, 13);
+  // Latency longer than an exchange is all of it.
+  p.exchange_latency = 10;
+  EXPECT_DOUBLE_EQ(time_phased_pair(p).duration, 13);
+}
+
 // Both timings of a pair (one thread's phases, two threads' halves), for the properties they share.
 constexpr PairTiming (*kTimings[])(const PairHalves&) = {time_phased_pair, time_threaded_pair};
 
 TEST(PairTimings, StayWithinTheBoundsOfAnyInterleave) {
-  // No faster than its compute or its link's work, no slower than the halves one after the other, exchanges
-  // exposed; waiting is what the pair adds to its compute.
+  // No faster than its compute or its link's work (the exchanges' bytes), no slower than the halves one after the
+  // other, exchanges exposed; waiting is what the pair adds to its compute.
   std::mt19937 random(7);
   std::uniform_real_distribution<double> cost(0.1, 10);
   std::uniform_int_distribution<int> layers(1, 4);
   for (int i = 0; i < 500; ++i) {
     PairHalves p{cost(random), cost(random), layers(random), cost(random), cost(random), cost(random), layers(random)};
+    if (i % 2) p.exchange_latency = cost(random) / 4;  // the link carries only the rest of each exchange
     const double compute = p.forward + p.input + p.weight;
+    const auto bytes = [&](double exchanges, int l) {
+      return exchanges - 2 * l * std::min(p.exchange_latency, exchanges / (2 * l));
+    };
+    const double link = bytes(p.forward_exchanges, p.forward_layers) + bytes(p.backward_exchanges, p.backward_layers);
     for (const auto timing : kTimings) {
       const PairTiming t = timing(p);
-      EXPECT_GE(t.duration, std::max(compute, p.forward_exchanges + p.backward_exchanges) - 1e-9) << i;
+      EXPECT_GE(t.duration, std::max(compute, link) - 1e-9) << i;
       EXPECT_LE(t.duration, compute + p.forward_exchanges + p.backward_exchanges + 1e-9) << i;
       EXPECT_NEAR(t.duration, compute + t.waiting, 1e-9) << i;
     }
@@ -93,12 +121,19 @@ TEST(ThreadedPair, EachHalfWaitsWhereItStartsAnExchange) {
   const PairTiming hidden = time_threaded_pair({4, 4, 1, 4, 2, 4, 1});
   EXPECT_DOUBLE_EQ(hidden.duration, 10);
   EXPECT_DOUBLE_EQ(hidden.waiting, 0);
+  // Exchanges of 4 as 2 of bytes and 2 of latency: XB1 bytes [0,2], ends 4; F attn [0,2]; XF1 bytes [2,4], ends 6;
+  // B mlp [4,7]; XB2 bytes [7,9], ends 11; F mlp [7,9] (the device free at 7); XF2 bytes [9,11], ends 13; B attn
+  // [11,14]; F combine [14,14]. 4 waited.
+  const PairTiming latency = time_threaded_pair({4, 8, 1, 4, 2, 8, 1, 2});
+  EXPECT_DOUBLE_EQ(latency.duration, 14);
+  EXPECT_DOUBLE_EQ(latency.waiting, 4);
 }
 
 // The two-thread pair stepped through time in ticks of 1/1024, written from the model's description alone (costs in
 // quarters, so that every event falls on a tick): each half a list of (compute, exchange) steps; the device to the
-// half that has waited for it longest, the backward on a tie; the exchanges under way sharing the link equally.
-double threaded_pair_by_ticks(double f, double i, double w, double a2a, int layers) {
+// half that has waited for it longest, the backward on a tie; the exchanges' bytes under way sharing the link
+// equally, each exchange's latency (at most all of it) after its bytes, unshared.
+double threaded_pair_by_ticks(double f, double i, double w, double a2a, int layers, double latency = 0) {
   struct Step {
     double compute, exchange;
   };
@@ -111,7 +146,7 @@ double threaded_pair_by_ticks(double f, double i, double w, double a2a, int laye
   halves[1].push_back({0, 0});
   const double tick = 1.0 / 1024;
   size_t next[2] = {0, 0};
-  double ready[2] = {0, 0}, computing_until[2] = {-1, -1}, exchange_left[2] = {0, 0};
+  double ready[2] = {0, 0}, computing_until[2] = {-1, -1}, exchange_left[2] = {0, 0}, latency_left[2] = {0, 0};
   bool computing[2] = {false, false}, exchanging[2] = {false, false};
   double now = 0;
   const auto busy = [&] { return computing[0] || computing[1]; };
@@ -125,13 +160,14 @@ double threaded_pair_by_ticks(double f, double i, double w, double a2a, int laye
           const double e = halves[h][next[h] - 1].exchange;
           if (e > 0) {
             exchanging[h] = true;
-            exchange_left[h] = e;
+            latency_left[h] = std::min(latency, e);
+            exchange_left[h] = e - latency_left[h];
           } else {
             ready[h] = now;
           }
           changed = true;
         }
-        if (exchanging[h] && exchange_left[h] <= 1e-12) {
+        if (exchanging[h] && exchange_left[h] <= 1e-12 && latency_left[h] <= 1e-12) {
           exchanging[h] = false;
           ready[h] = now;
           changed = true;
@@ -150,9 +186,15 @@ double threaded_pair_by_ticks(double f, double i, double w, double a2a, int laye
       }
     }
     if (done(0) && done(1)) break;
-    const int sharing = static_cast<int>(exchanging[0]) + static_cast<int>(exchanging[1]);
-    for (int h = 0; h < 2; ++h)
-      if (exchanging[h]) exchange_left[h] -= tick / sharing;
+    const auto sending = [&](int h) { return exchanging[h] && exchange_left[h] > 1e-12; };
+    const int sharing = static_cast<int>(sending(0)) + static_cast<int>(sending(1));
+    for (int h = 0; h < 2; ++h) {
+      if (sending(h)) {
+        exchange_left[h] -= tick / sharing;
+      } else if (exchanging[h]) {
+        latency_left[h] -= tick;
+      }
+    }
     now += tick;
   }
   return now;
@@ -167,9 +209,11 @@ TEST(ThreadedPair, MatchesThePairSteppedThroughTime) {
     // Costs of 2L x quarters, so that each phase is a whole number of quarters.
     const auto cost = [&] { return 2.0 * l * (1 + quarters(random)) / 4; };
     const double f = cost(), i = cost(), w = cost() - 2.0 * l / 4, a2a = cost();
-    const PairTiming t = time_threaded_pair({f, a2a, l, i, w, a2a, l});
-    EXPECT_NEAR(t.duration, threaded_pair_by_ticks(f, i, w, a2a, l), 1e-6)
-        << "F=" << f << " I=" << i << " W=" << w << " a2a=" << a2a << " layers=" << l;
+    // Every other pair with a latency of whole quarters, up to beyond a whole exchange.
+    const double latency = n % 2 ? quarters(random) / 4.0 : 0;
+    const PairTiming t = time_threaded_pair({f, a2a, l, i, w, a2a, l, latency});
+    EXPECT_NEAR(t.duration, threaded_pair_by_ticks(f, i, w, a2a, l, latency), 1e-6)
+        << "F=" << f << " I=" << i << " W=" << w << " a2a=" << a2a << " layers=" << l << " latency=" << latency;
   }
 }
 
@@ -181,6 +225,16 @@ TEST(ThreadedPair, ThePairCostKeyChoosesIt) {
   EXPECT_FALSE(test::contains(CostModel::parse("F=4,B=6,W=2,a2a=8").to_string(), "pair"));
   EXPECT_TRUE(test::contains(test::error_message([] { CostModel::parse("pair=both"); }),
                              "pair (how an overlapped pair runs its halves) must be phases or threads, got pair=both"));
+}
+
+TEST(PhasedPair, TheLatencyCostKeyIsParsedPrintedAndChecked) {
+  const CostModel c = CostModel::parse("F=4,B=6,W=2,a2a=8,a2a_latency=2");
+  EXPECT_DOUBLE_EQ(c.overlapped_pair(), 13);  // AnExchangesLatencyIsNotShared's
+  EXPECT_TRUE(test::contains(c.to_string(), ",a2a=8,a2a_latency=2")) << c.to_string();
+  EXPECT_FALSE(test::contains(CostModel::parse("F=4,B=6,W=2,a2a=8").to_string(), "latency"));
+  EXPECT_TRUE(test::contains(test::error_message([] { CostModel::parse("F=4,B=6,W=2,a2a=8,layers=2,a2a_latency=3"); }),
+                             "0 <= a2a_latency <= a2a / (2 x layers) = 2, got a2a_latency=3"));
+  EXPECT_TRUE(test::contains(test::error_message([] { CostModel::parse("a2a=8,a2a_latency=-1"); }), "a2a_latency"));
 }
 
 TEST(PhasedPair, TheLayersCostKeyIsParsedPrintedAndChecked) {

@@ -46,7 +46,11 @@ void run(const SimulateCommand& c) {
   CostModel costs = build_cost_model(c.plan);
   if (!c.from_trace.empty()) {
     // Each of a stage's MoE layers exchanges twice in its forward (dispatch and combine); costs in milliseconds.
-    costs.all_to_all = 2 * costs.layers * exchange_us_from_trace(read_trace(c.from_trace), c.from_trace) / 1000;
+    const double exchange = exchange_us_from_trace(read_trace(c.from_trace), c.from_trace) / 1000;
+    // A given a2a is the exchanges' bytes at the link's rate: the rest of the measured exchange is latency.
+    if (costs.all_to_all > 0 && !costs.all_to_all_latency)
+      costs.all_to_all_latency = std::max(0.0, exchange - costs.all_to_all / (2 * costs.layers));
+    costs.all_to_all = 2 * costs.layers * exchange;
     costs.check();
   }
   std::vector<SimulatedSchedule> results;
@@ -104,7 +108,9 @@ void add_simulate_command(CLI::App& app) {
   sub->get_option("--kind")->description("Schedule kind, or 'all' to compare every schedule that accepts R and M");
   sub->add_option("--from-trace", command->from_trace,
                   "Take a2a from a dualpipe train --trace of an MoE run: 2 x layers (the cost key) x the median "
-                  "all-to-all the ranks waited for whole, in milliseconds (give the other costs in milliseconds)")
+                  "all-to-all the ranks waited for whole, in milliseconds (give the other costs in milliseconds). "
+                  "An a2a in --cost is then the exchanges' bytes at the link's rate, and what the measured exchange "
+                  "takes beyond its share is its latency (a2a_latency, unless given)")
       ->check(CLI::ExistingFile);
   add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(Examples:

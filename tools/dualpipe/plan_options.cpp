@@ -49,7 +49,9 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
     command.add_option("-c,--cost", o.cost,
                        "Costs KEY=VALUE,...: F forward [1], B full backward [2], W weight part of B [1], "
                        "FB overlapped F&B pair [F+B], comm cross-rank latency [0], a2a expert all-to-all time of a stage's "
-                       "forward, added to F, B and I and hidden by a pair, which is timed phase by phase [0], layers MoE "
+                       "forward, added to F, B and I and hidden by a pair, which is timed phase by phase [0], "
+                       "a2a_latency of each exchange (a2a / 2 layers long), the part that the exchanges under way at "
+                       "once in a pair do not share [0], layers MoE "
                        "layers of a slice, over whose dispatches and combines a2a spreads [1], pair=threads a pair's "
                        "halves on two threads at once (train --fb-overlap-mode threads) [phases], unshard and "
                        "reduce a stage's "

@@ -23,6 +23,10 @@ struct CostModel {
   // behind the other half's compute, DualPipe's point: it is timed phase by phase (sim/phase_pair.h), its halves'
   // chains of `layers` MoE layers interleaved as the runtime runs them, the exchanges sharing the rank's link.
   double all_to_all = 0;
+  // a2a_latency: of each exchange (a2a / (2 x layers) long), the part that is not its bytes on the rank's link (the
+  // peer's start, the transport's round trips): exchanges under way at once in a pair share the link but not that.
+  // Unset: 0, every exchange all bytes.
+  std::optional<double> all_to_all_latency;
   int layers = 1;  // MoE layers of one 1/R slice (a stage of an S-stage schedule holds R/S of them, at least one)
   // pair=threads: the pair's halves run on two threads at once (train --fb-overlap-mode threads), each waiting for
   // its exchanges where it starts them (sim/phase_pair.h's time_threaded_pair); pair=phases, the default: as
@@ -77,9 +81,10 @@ struct CostModel {
   // The extra time a backward spends re-running its forward: F at that stage with recompute, else 0.
   double recompute_time(int stage) const;
 
-  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,layers=2,pair=threads,unshard=0.5,reduce=1,act_bytes=1e6,w_mem=0.5,
-  // recompute=1,input_mem=0.05" (any subset, any order; keys case-insensitive, "scale=1:1:2" for per-stage
-  // multipliers, "F=2:1:1" (and B, W) for per-stage costs, "act_scale=1.5:1:1" for per-stage activation sizes).
+  // Parses "F=1,B=2,W=1,FB=3,comm=0,a2a=1,a2a_latency=0.2,layers=2,pair=threads,unshard=0.5,reduce=1,
+  // act_bytes=1e6,w_mem=0.5,recompute=1,input_mem=0.05" (any subset, any order; keys case-insensitive,
+  // "scale=1:1:2" for per-stage multipliers, "F=2:1:1" (and B, W) for per-stage costs, "act_scale=1.5:1:1" for
+  // per-stage activation sizes).
   // Strict: every item is KEY=VALUE, each key at most once, no empty items, finite numbers. Throws InvalidArgument
   // naming the bad item and the rule.
   static CostModel parse(std::string_view spec);

@@ -9,7 +9,8 @@
 // their parameter gradient (half of W), the attention's input gradient (half of I), its parameter gradient (half of
 // W; the lowest layer's runs with its input gradient). Each exchange carries a2a / (2 L), the forward's and the
 // backward's alike. A phase waits for its chain's last exchange, unless it computes parameter gradients only.
-// Exchanges under way at once share the link equally (each at half its speed while both are under way).
+// Exchanges under way at once share the link equally (each at half its speed while both are under way), all but
+// their latency: an exchange's bytes first, then its latency, which the others do not slow.
 #pragma once
 
 namespace dualpipe {
@@ -19,6 +20,7 @@ struct PairHalves {
   int forward_layers = 1;
   double input = 0, weight = 0, backward_exchanges = 0;  // the backward half's stage: I = B - W, W and a2a
   int backward_layers = 1;
+  double exchange_latency = 0;  // of each exchange, a2a_latency (sim/cost_model.h): not shared with the others
 };
 
 struct PairTiming {
