@@ -17,6 +17,7 @@ class Costs:
         FB: float | None = ...,
         comm: float | None = ...,
         a2a: float | None = ...,
+        a2a_latency: float | None = ...,
         layers: int | None = ...,
         pair: str | None = ...,
         unshard: float | None = ...,
@@ -38,14 +39,15 @@ class Costs:
                     comm: str = r"^p2p$", update: str = r"^update$", ranks: int = 0,
                     with_sources: bool = False) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
-    # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, layers, pair, unshard, reduce, scale,
-    # act_bytes, act_scale, w_mem, recompute, input_mem
+    # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, a2a_latency, layers, pair, unshard, reduce,
+    # scale, act_bytes, act_scale, w_mem, recompute, input_mem
     F: float | list[float]
     B: float | list[float]
     W: float | list[float]
     FB: float
     comm: float
     a2a: float
+    a2a_latency: float
     layers: int
     pair: str
     unshard: float
