@@ -18,8 +18,11 @@ A ratio's "apart" says whether the two ranges do not overlap: a difference large
 
     bench/bench_emulated_device.py [--reps 3] [--steps 12] [-m 16] [--rate 100mbit]
                                    [--costs F=20,B=40,W=20] [--ratios 1,0.25] [--trace-dir DIR] [--jobs NAMES]
+    bench/bench_emulated_device.py --resimulate DIR
 
-Needs root (network namespaces); exits with 77 where the test bed cannot be made.
+Needs root (network namespaces); exits with 77 where the test bed cannot be made. --trace-dir keeps every job's
+trace and the measured figures (measured.json); --resimulate DIR prints that run's table again with the simulated
+column taken anew from its traces by the current `dualpipe simulate` (a model change checked against a kept run).
 """
 import json
 import os
@@ -120,10 +123,16 @@ def main():
     parser = benchmark_arguments(__doc__, 16, "every rank's link")
     parser.add_argument("--costs", default="F=20,B=40,W=20", help="F, B, W of one rank's slice, in ms")
     parser.add_argument("--ratios", default="1,0.25", help="a2a / F of each regime")
-    parser.add_argument("--trace-dir", help="also keep the first repetition's traces at the first ratio here")
+    parser.add_argument("--trace-dir", help="also keep every job's trace (JOB-RATIO-REP.json) and the measured "
+                        "figures (measured.json) here")
+    parser.add_argument("--resimulate", metavar="DIR", help="no run: the table of the run kept in DIR (--trace-dir), "
+                        "simulated anew from its traces")
     parser.add_argument("--jobs", help="run only these jobs (names as printed, comma-separated); ratios whose jobs "
                         "did not run are left out")
     a = parser.parse_args()
+    if a.resimulate:
+        resimulate(os.path.abspath(a.bin), a.resimulate)
+        return
     jobs = [job for job in JOBS if not a.jobs or job[0] in a.jobs.split(",")]
     if not jobs:
         parser.error(f"--jobs {a.jobs}: none of the jobs {', '.join(job[0] for job in JOBS)}")
@@ -136,6 +145,7 @@ def main():
           f"costs of one rank's slice {a.costs} ms, a2a = {', '.join(f'{r:g}' for r in ratios)} x F", flush=True)
     port = 29700
     measured = {}  # (ratio, job name) -> [(step ms, exposed ms, simulated ms)] per repetition
+    kept = {"costs": a.costs, "m": a.m, "ratios": ratios, "jobs": [job[0] for job in jobs], "runs": []}
     with tempfile.TemporaryDirectory() as work:
         for rep in range(a.reps):
             for ratio in ratios:
@@ -148,10 +158,37 @@ def main():
                     measured.setdefault((ratio, job[0]), []).append((step, exposed, predicted))
                     print(f"  rep {rep + 1} a2a {ratio:g}F {job[0]:18s} step {step:8.1f} ms  exposed "
                           f"{exposed:7.1f} ms  simulated {predicted:8.1f} ms", file=sys.stderr, flush=True)
-                    if a.trace_dir and rep == 0 and ratio == ratios[0]:
+                    if a.trace_dir:
                         os.makedirs(a.trace_dir, exist_ok=True)
                         shutil.copy(trace, os.path.join(a.trace_dir, os.path.basename(trace)))
+                        kept["runs"].append({"rep": rep + 1, "ratio": ratio, "job": job[0], "step": step,
+                                             "exposed": exposed, "simulated": predicted})
+                        with open(os.path.join(a.trace_dir, "measured.json"), "w") as f:
+                            json.dump(kept, f, indent=1)
     report(slice_costs, ratios, measured, jobs, a.m)
+
+
+def resimulate(binary, directory):
+    """The table of the run kept in `directory`, its simulated column from its traces by `binary`; a job whose trace
+    is missing keeps the run's own figure (said on stderr)."""
+    with open(os.path.join(directory, "measured.json")) as f:
+        kept = json.load(f)
+    slice_costs = parse_costs(kept["costs"])
+    jobs = [job for job in JOBS if job[0] in kept["jobs"]]
+    measured = {}
+    for run in kept["runs"]:
+        job = next(j for j in jobs if j[0] == run["job"])
+        trace = os.path.join(directory, f"{job[0].replace(' ', '-')}-{run['ratio']:g}-{run['rep']}.json")
+        simulated = run["simulated"]
+        if os.path.exists(trace):
+            costs = stage_costs(slice_costs, run["ratio"] * slice_costs["F"], job[1])
+            simulated = predicted_ms(binary, job, kept["m"], costs, trace)
+        else:
+            print(f"  no {trace}: the run's simulated {simulated:.1f} ms kept", file=sys.stderr)
+        print(f"  rep {run['rep']} a2a {run['ratio']:g}F {job[0]:18s} simulated {run['simulated']:8.1f} ms, now "
+              f"{simulated:8.1f} ms", file=sys.stderr, flush=True)
+        measured.setdefault((run["ratio"], job[0]), []).append((run["step"], run["exposed"], simulated))
+    report(slice_costs, kept["ratios"], measured, jobs, kept["m"])
 
 
 def report(slice_costs, ratios, measured, jobs, a_m):
