@@ -165,4 +165,12 @@ double exchange_us_from_trace(const Trace& trace, const std::string& path) {
   return median(whole);
 }
 
+void take_exchanges_from_trace(CostModel& costs, const Trace& trace, const std::string& path) {
+  const double exchange = exchange_us_from_trace(trace, path) / 1000;
+  if (costs.all_to_all > 0 && !costs.all_to_all_latency)
+    costs.all_to_all_latency = std::max(0.0, exchange - costs.all_to_all / (2 * costs.layers));
+  costs.all_to_all = 2 * costs.layers * exchange;
+  costs.check();
+}
+
 }  // namespace dualpipe

@@ -44,15 +44,7 @@ std::string comparison_header(const PlanOptions& plan, const CostModel& costs) {
 void run(const SimulateCommand& c) {
   check_output(c.output, {{"--from", c.plan.from_file}, {"--from-trace", c.from_trace}});
   CostModel costs = build_cost_model(c.plan);
-  if (!c.from_trace.empty()) {
-    // Each of a stage's MoE layers exchanges twice in its forward (dispatch and combine); costs in milliseconds.
-    const double exchange = exchange_us_from_trace(read_trace(c.from_trace), c.from_trace) / 1000;
-    // A given a2a is the exchanges' bytes at the link's rate: the rest of the measured exchange is latency.
-    if (costs.all_to_all > 0 && !costs.all_to_all_latency)
-      costs.all_to_all_latency = std::max(0.0, exchange - costs.all_to_all / (2 * costs.layers));
-    costs.all_to_all = 2 * costs.layers * exchange;
-    costs.check();
-  }
+  if (!c.from_trace.empty()) take_exchanges_from_trace(costs, read_trace(c.from_trace), c.from_trace);
   std::vector<SimulatedSchedule> results;
   std::vector<SkippedKind> skipped;
   const bool all = c.plan.from_file.empty() && c.plan.kind == "all";

@@ -27,6 +27,11 @@ CostFit fit_costs(const Trace& trace, int step);
 // its ranks waited for from their start (TraceSpan::waited within 5% of the duration: the span is the exchange's
 // own, not the time a rank computed before waiting for it). Throws, naming `path`, if it has none.
 double exchange_us_from_trace(const Trace& trace, const std::string& path);
+// `costs` (in milliseconds) with exchanges as long as the trace's (`simulate --from-trace`): a2a becomes 2 x layers
+// x that time, each MoE layer exchanging twice in its forward (dispatch and combine). An a2a already given is the
+// exchanges' bytes at the link's rate: what the measured exchange takes beyond its share becomes a2a_latency,
+// unless that is given too.
+void take_exchanges_from_trace(CostModel& costs, const Trace& trace, const std::string& path);
 
 // The costs of a 1/R slice of the model fitted to the last step of a dualpipe trace (`plan --from-trace`): the
 // trace's per-stage costs times S/R when the run cut the model into S > R stages, and one multiplier per slice
