@@ -27,7 +27,6 @@ column taken anew from its traces by the current `dualpipe simulate` (a model ch
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,34 +72,15 @@ def layers_per_stage(kind):
     return LAYERS // (2 * PP if kind in V_SHAPED else PP)
 
 
-def exchange_ms(trace):
-    """One exchange's time in the job's trace, as `dualpipe simulate --from-trace` takes it: the median all-to-all
-    that its rank waited for from its start (within 5% of its duration)."""
-    with open(trace) as f:
-        events = json.load(f)["traceEvents"]
-    whole = [e["dur"] for e in events
-             if e.get("cat") == "all_to_all" and e["args"].get("waited", 0) <= 0.05 * e["dur"]]
-    return statistics.median(whole) / 1000
-
-
 def predicted_ms(binary, job, microbatches, costs, trace):
-    """The simulator's makespan for the job, with each exchange as long as the job's trace measured it: with the
-    overlap, its pairs timed as the job runs them, phase by phase or its halves on two threads (`--from-trace`,
-    `pair=`); without, a pair is its two halves, exchanges and all."""
+    """The simulator's makespan for the job, with each exchange as long as the job's trace measured it
+    (`--from-trace`), its pairs and lone backwards timed as the job runs them (`pair=`): phase by phase, its halves
+    on two threads, or without overlap, a pair its two halves, exchanges and all."""
     _, kind, flag = job
-    layers = layers_per_stage(kind)
-    costs += f",layers={layers}"
-    command = [binary, "simulate", "--kind", kind, "--ranks", str(PP), "-m", str(microbatches), "--format", "json"]
-    overlap = flag != "--no-fb-overlap"
-    if flag == "--fb-overlap-mode=threads":
-        costs += ",pair=threads"
-    if overlap:
-        command += ["--from-trace", trace]
-    else:
-        c = dict(item.split("=") for item in costs.split(","))
-        a2a = 2 * layers * exchange_ms(trace)
-        costs += f",FB={float(c['F']) + float(c['B']) + 2 * a2a:g}"
-        costs = costs.replace(f"a2a={c['a2a']}", f"a2a={a2a:g}")
+    pair = {None: "phases", "--fb-overlap-mode=threads": "threads", "--no-fb-overlap": "off"}[flag]
+    costs += f",layers={layers_per_stage(kind)},pair={pair}"
+    command = [binary, "simulate", "--kind", kind, "--ranks", str(PP), "-m", str(microbatches), "--format", "json",
+               "--from-trace", trace]
     out = subprocess.run(command + ["--cost", costs], check=True, capture_output=True, text=True).stdout
     return json.loads(out)["makespan"]
 

@@ -2,6 +2,8 @@
 // mailbox; none of them knows which schedule produced the action list.
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "executor_impl.h"
 
 namespace dualpipe::runtime {
@@ -43,6 +45,10 @@ void with_user_deferral(const UserWeightDeferral& user, WeightGradStore& store, 
 torch::Tensor as_input(const torch::Tensor& t, bool requires_grad, c10::Device device) {
   torch::Tensor x = t.device() == device ? t.detach() : t.detach().to(device);
   return requires_grad ? x.requires_grad_(true) : x;
+}
+
+bool no_input_gradient(const Tensors& inputs) {
+  return std::none_of(inputs.begin(), inputs.end(), [](const torch::Tensor& t) { return t.requires_grad(); });
 }
 
 }  // namespace
@@ -134,6 +140,7 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
   const bool generic = split && options.weight_split == WeightSplit::Generic;
   std::optional<c10::Stream> stream;
   if (!roots.empty() && roots[0].grad_fn() && !roots[0].is_cpu()) stream = roots[0].grad_fn()->stream();
+  if (generic && !roots.empty() && no_input_gradient(sl.inputs)) return nothing_until_weight(s, m, roots, grads, stream);
   BackwardHalf half{[this, s, m, split, generic, roots, grads] {
     Slot& sl = slot(s, m);
     c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
@@ -161,6 +168,26 @@ BackwardHalf Executor::Impl::backward_half(int s, int m, bool split) {
     half.collect = [this, s, m] { slot(s, m).input_grads = detail::accumulated_input_grads(slot(s, m).inputs); };
   }
   return half;
+}
+
+// An I whose stage takes no input that carries a gradient (the first stage's token ids) has no input gradient to
+// compute: the whole backward is its W's, and W runs it as the stage runs a lone B (as phases where the stage can,
+// each exchange waited for where its result is first used), not as autograd's weight pass that waits for each.
+BackwardHalf Executor::Impl::nothing_until_weight(int s, int m, const Tensors& roots, const Tensors& grads,
+                                                  std::optional<c10::Stream> stream) {
+  BackwardHalf whole{[roots, grads] { detail::backward_full(roots, grads, {}); }, {}, stream};
+  whole.stage = s;
+  whole.owner = &stage(s);
+  whole.inputs = slot(s, m).inputs;
+  whole.roots = roots;
+  whole.root_grads = grads;
+  whole.collect = [] {};  // no input gradient to take
+  return BackwardHalf{[this, s, m, whole = std::move(whole)] {
+    Slot& sl = slot(s, m);
+    sl.input_grads.assign(sl.inputs.size(), torch::Tensor());
+    sl.whole_at_w = whole;
+    sl.weight_pending = true;
+  }};
 }
 
 // Hands the gradients of the stage's inputs to the previous stage (or to SEND_B) and frees what the backward no
@@ -196,7 +223,7 @@ void Executor::Impl::on_forward(const Action& a) {
 
 void Executor::Impl::on_backward(const Action& a) {
   if (!training) return;
-  backward_half(a.stage, a.microbatch, false).run();
+  stage(a.stage).backward(backward_half(a.stage, a.microbatch, false));
   finish_backward(a.stage, a.microbatch, slot(a.stage, a.microbatch).input_grads);
 }
 
@@ -214,6 +241,7 @@ void Executor::Impl::on_backward_weight(const Action& a) {
 void Executor::Impl::backward_weight(int s, int m) {
   Slot& sl = slot(s, m);
   c10::DeviceGuard guard(stage_devices[static_cast<size_t>(s)]);
+  if (sl.whole_at_w) stage(s).backward(*std::exchange(sl.whole_at_w, std::nullopt));
   sl.weight.run();
   sl.weight_pending = false;
   store.run(s, m);

@@ -26,6 +26,8 @@ struct Slot {
   Tensors output_grads;  // gradients of the outputs that require one, from the next stage
   Tensors input_grads;   // gradients of the inputs that require one, waiting for SEND_B
   detail::DeferredWeightGrad weight;  // after I, until W
+  // After an I with no input gradient to compute (the first stage's), until W: the whole backward, which W runs.
+  std::optional<BackwardHalf> whole_at_w;
   bool weight_pending = false;
   bool needs_recompute = false;  // ExecutorOptions::recompute: the forward's graph was dropped
 };
@@ -87,6 +89,8 @@ struct Executor::Impl {
   void drop_graph(int s, int m);
   void recompute_forward(int s, int m);
   BackwardHalf backward_half(int s, int m, bool split);
+  BackwardHalf nothing_until_weight(int s, int m, const Tensors& roots, const Tensors& grads,
+                                    std::optional<c10::Stream> stream);
   // The parameter gradients of (s, m) whose input half ran split (the W action, or a pair's BackwardHalf::weight).
   void backward_weight(int s, int m);
   void finish_backward(int s, int m, Tensors input_grads);

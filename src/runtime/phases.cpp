@@ -24,9 +24,28 @@ Tensors PhasedStage::forward(const Tensors& inputs) {
   return std::move(*outputs);
 }
 
-Tensors PhasedStage::overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) {
+namespace {
+
+// `backward` as phases of its own stage, when that is a PhasedStage that can run it so; else empty.
+PhaseChain phases_of(const BackwardHalf& backward) {
   auto* owner = dynamic_cast<PhasedStage*>(backward.owner);
-  PhaseChain backward_chain = owner && backward.collect ? owner->backward_phases(backward) : PhaseChain();
+  if (!owner || !backward.collect || backward.roots.empty()) return {};
+  return owner->backward_phases(backward);
+}
+
+}  // namespace
+
+void PhasedStage::backward(const BackwardHalf& backward) {
+  const PhaseChain chain = phases_of(backward);
+  if (chain.empty()) return backward.run();
+  for (const Phase& phase : chain) {
+    if (observer_) observer_('B', phase.name);
+    phase.run();
+  }
+}
+
+Tensors PhasedStage::overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) {
+  PhaseChain backward_chain = phases_of(backward);
   if (backward_chain.empty()) return Stage::overlapped_forward_backward(inputs, backward);
   auto outputs = std::make_shared<Tensors>();
   interleave_phases(std::move(backward_chain), forward_phases(inputs, outputs), observer_);

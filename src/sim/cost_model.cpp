@@ -38,10 +38,18 @@ int parse_layers(std::string_view text) {
   return static_cast<int>(value);
 }
 
-bool parse_pair(std::string_view text) {
-  DUALPIPE_REQUIRE(text == "phases" || text == "threads", "cost pair (how an overlapped pair runs its halves) must be "
-                   "phases or threads, got pair=", text);
-  return text == "threads";
+}  // namespace
+
+const char* pair_mode_name(PairMode mode) {
+  return mode == PairMode::Threads ? "threads" : mode == PairMode::Off ? "off" : "phases";
+}
+
+namespace {
+
+PairMode parse_pair(std::string_view text) {
+  DUALPIPE_REQUIRE(text == "phases" || text == "threads" || text == "off", "cost pair (how an overlapped pair runs "
+                   "its halves) must be phases, threads or off, got pair=", text);
+  return text == "threads" ? PairMode::Threads : text == "off" ? PairMode::Off : PairMode::Phases;
 }
 
 std::string lower(std::string_view s) {
@@ -106,10 +114,17 @@ namespace {
 // as halves on two; without exchanges, its halves' compute.
 double pair_time(const CostModel& c, double forward, double forward_exchanges, double backward, double weight,
                  double backward_exchanges) {
-  if (forward_exchanges + backward_exchanges <= 0) return forward + backward;
+  if (c.pair == PairMode::Off || forward_exchanges + backward_exchanges <= 0)
+    return forward + forward_exchanges + backward + backward_exchanges;
   const PairHalves halves{forward,         forward_exchanges,  c.layers, backward - weight,
                           weight,          backward_exchanges, c.layers, c.all_to_all_latency.value_or(0)};
-  return (c.threaded_pair ? time_threaded_pair(halves) : time_phased_pair(halves)).duration;
+  return (c.pair == PairMode::Threads ? time_threaded_pair(halves) : time_phased_pair(halves)).duration;
+}
+
+// A lone backward: as phases, the chain of a pair without a forward half; else waiting for its exchanges whole.
+double lone_backward_time(const CostModel& c, double backward, double weight, double exchanges) {
+  if (c.pair != PairMode::Phases) return backward + exchanges;
+  return pair_time(c, 0, 0, backward, weight, exchanges);
 }
 
 }  // namespace
@@ -124,7 +139,9 @@ double CostModel::recompute_time(int stage) const { return recompute ? forward_o
 double CostModel::duration(const Action& a) const {
   switch (a.type) {
     case ActionType::Forward: return forward_of(a.stage) + all_to_all_of(a.stage);
-    case ActionType::Backward: return backward_of(a.stage) + all_to_all_of(a.stage) + recompute_time(a.stage);
+    case ActionType::Backward:
+      return lone_backward_time(*this, backward_of(a.stage), weight_of(a.stage), all_to_all_of(a.stage)) +
+             recompute_time(a.stage);
     case ActionType::BackwardInput:
       return backward_of(a.stage) - weight_of(a.stage) + all_to_all_of(a.stage) + recompute_time(a.stage);
     case ActionType::BackwardWeight: return weight_of(a.stage);
@@ -182,7 +199,7 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
     else if (key == "a2a_latency") costs.all_to_all_latency = parse_number("a2a_latency", value);
     else if (key == "layers") costs.layers = parse_layers(value);
-    else if (key == "pair") costs.threaded_pair = parse_pair(value);
+    else if (key == "pair") costs.pair = parse_pair(value);
     else if (key == "unshard") costs.unshard = parse_number("unshard", value);
     else if (key == "reduce") costs.reduce = parse_number("reduce", value);
     else if (key == "act_bytes") costs.activation_bytes = parse_number("act_bytes", value);
@@ -396,7 +413,7 @@ std::string CostModel::to_string() const {
   if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
   if (all_to_all_latency) out += ",a2a_latency=" + number(*all_to_all_latency);
   if (layers != 1) out += ",layers=" + std::to_string(layers);
-  if (threaded_pair) out += ",pair=threads";
+  if (pair != PairMode::Phases) out += std::string(",pair=") + pair_mode_name(pair);
   if (unshard > 0) out += ",unshard=" + number(unshard);
   if (reduce > 0) out += ",reduce=" + number(reduce);
   if (activation_bytes > 0) out += ",act_bytes=" + number(activation_bytes);

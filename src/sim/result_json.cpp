@@ -49,7 +49,7 @@ Json costs_json(const CostModel& c) {
           {"a2a", c.all_to_all},
           {"a2a_latency", c.all_to_all_latency.value_or(0)},
           {"layers", c.layers},
-          {"pair", c.threaded_pair ? "threads" : "phases"},
+          {"pair", pair_mode_name(c.pair)},
           {"unshard", c.unshard},
           {"reduce", c.reduce},
           {"scale", list_or_null(c.stage_scale)},

@@ -55,7 +55,9 @@ TEST_F(Train, PipelineDataAndExpertParallelTogetherTrainLikeOnePipeline) {
 
 // DualPipe's overlapped forward-backward in its three modes: phases interleaved on one thread (the default), the
 // halves computing at once on two threads, and taking turns at each all-to-all; against the forward, then the
-// backward: each half computes what it computes alone, so every bit of every step is the same.
+// backward: each half computes what it computes alone, so every bit of every step is the same. With the phases,
+// the lone backwards (DualPipeV's 3B2, 2B0, ...) and the first stage's W after its empty I (0I2 0W2) run as phases
+// too.
 TEST_F(Train, ForwardBackwardOverlapOfMoeStagesGivesTheSequentialResults) {
   for (const char* schedule : {"dualpipe", "dualpipev"}) {
     const std::string job =

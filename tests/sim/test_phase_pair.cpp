@@ -223,8 +223,30 @@ TEST(ThreadedPair, ThePairCostKeyChoosesIt) {
   EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8,pair=phases").overlapped_pair(), 16);
   EXPECT_TRUE(test::contains(threads.to_string(), ",a2a=8,pair=threads")) << threads.to_string();
   EXPECT_FALSE(test::contains(CostModel::parse("F=4,B=6,W=2,a2a=8").to_string(), "pair"));
+  // Without overlap: the forward, then the backward, each waiting for its exchanges (4 + 8 + 6 + 8).
+  const CostModel off = CostModel::parse("F=4,B=6,W=2,a2a=8,pair=off");
+  EXPECT_DOUBLE_EQ(off.overlapped_pair(), 26);
+  EXPECT_TRUE(test::contains(off.to_string(), ",a2a=8,pair=off")) << off.to_string();
   EXPECT_TRUE(test::contains(test::error_message([] { CostModel::parse("pair=both"); }),
-                             "pair (how an overlapped pair runs its halves) must be phases or threads, got pair=both"));
+                             "pair (how an overlapped pair runs its halves) must be phases, threads or off, got "
+                             "pair=both"));
+}
+
+TEST(PhasedBackward, ALoneBackwardRunsItsChainOfPhases) {
+  // B=6, W=2 (I=4), a2a=8, one layer: exchanges of 4. By hand, as the runtime's phases run a lone B: the combine's
+  // gradient starts XB1 [0,4], waited for whole; the experts' input gradient [4,6] starts XB2 [6,10]; their W [6,7]
+  // runs under it; the attention waits [7,10], then runs its input and parameter gradients [10,13]. 13 against
+  // B + a2a = 14 when it waits for its exchanges whole, as with pair=threads or pair=off.
+  const Action lone = Action::backward(0, 0);
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8").duration(lone), 13);
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8,pair=threads").duration(lone), 14);
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8,pair=off").duration(lone), 14);
+  // Latency 2 of each 4: the exchanges do not overlap, nothing changes.
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8,a2a_latency=2").duration(lone), 13);
+  // A W of 6 (I=0) covers XB2 whole: 4 + 0 + 3 (W under XB2's 4, then 1 waited) + 3.
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=6,a2a=8").duration(lone), 4 + 4 + 3);
+  // An I action is not the phases': it waits for its exchanges whole.
+  EXPECT_DOUBLE_EQ(CostModel::parse("F=4,B=6,W=2,a2a=8").duration(Action::backward_input(0, 0)), 12);
 }
 
 TEST(PhasedPair, TheLatencyCostKeyIsParsedPrintedAndChecked) {

@@ -124,12 +124,17 @@ TEST(SimulateMetrics, CommLatencyOnlyOnCrossRankEdges) {
 }
 
 TEST(SimulateMetrics, AllToAllLengthensForwardsAndInputGradientsButNotWeightGradients) {
-  // 1F1B R=2 M=2 with F=1 B=2 a2a=1: a forward takes 2, a backward 3.
+  // 1F1B R=2 M=2 with F=1 B=2 a2a=1, without overlap (pair=off): a forward takes 2, a backward 3.
   //  rank 0: 0F0 [0,2] 0F1 [2,4]; rank 1: 1F0 [2,4] 1B0 [4,7] 1F1 [7,9] 1B1 [9,12];
   //  rank 0: 0B0 [7,10] 0B1 [12,15]                                                  -> makespan 15
   CostModel c = costs(1, 2, 1);
   c.all_to_all = 1;
+  c.pair = PairMode::Off;
   EXPECT_DOUBLE_EQ(simulate(make_1f1b(ScheduleOptions{2, 2}), c).metrics.makespan, 15);
+  // As phases (the default) a backward takes 2.5: its experts' W (0.5) runs under the dispatch's gradient (0.5).
+  //  rank 1: 1B0 [4,6.5] 1F1 [6.5,8.5] 1B1 [8.5,11]; rank 0: 0B0 [6.5,9] 0B1 [11,13.5]  -> makespan 13.5
+  c.pair = PairMode::Phases;
+  EXPECT_DOUBLE_EQ(simulate(make_1f1b(ScheduleOptions{2, 2}), c).metrics.makespan, 13.5);
   // Split backward: I = B - W + a2a = 2, W = 1 (no exchange).
   EXPECT_DOUBLE_EQ(c.duration(Action::backward_input(0, 0)), 2);
   EXPECT_DOUBLE_EQ(c.duration(Action::backward_weight(0, 0)), 1);

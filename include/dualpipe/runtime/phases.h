@@ -51,8 +51,11 @@ class PhasedStage : public Stage {
 
   Tensors forward(const Tensors& inputs) override;
   Tensors overlapped_forward_backward(const Tensors& inputs, const BackwardHalf& backward) override;
+  // A lone backward runs its phases in their order too: each exchange is waited for where its result is first used,
+  // so the parameter gradients between (the experts' W) compute while the dispatch's gradient is under way.
+  void backward(const BackwardHalf& backward) override;
 
-  // Told each phase of an interleaved pair as it starts (interleave_phases' `ran`).
+  // Told each phase of an interleaved pair or a lone backward as it starts (interleave_phases' `ran`).
   void observe_phases(std::function<void(char chain, const std::string& name)> observer) {
     observer_ = std::move(observer);
   }

@@ -81,6 +81,9 @@ class Stage {
   virtual Tensors overlapped_pair(const Tensors& inputs, const BackwardHalf& backward, ForwardLoss& /*loss*/) {
     return overlapped_forward_backward(inputs, backward);
   }
+  // A backward on its own (a B action): run(), unless the stage runs it its own way (PhasedStage: as phases, each
+  // exchange waited for where its result is first used). Must leave the same results as run().
+  virtual void backward(const BackwardHalf& backward) { backward.run(); }
 
   std::vector<torch::Tensor> parameters() const { return module()->parameters(); }
 };

@@ -11,6 +11,9 @@
 
 namespace dualpipe {
 
+enum class PairMode { Phases, Threads, Off };
+const char* pair_mode_name(PairMode mode);  // as the cost key pair= takes it
+
 struct CostModel {
   double forward = 1;   // F: forward of one stage
   double backward = 2;  // B: full backward (input and weight gradients)
@@ -18,20 +21,23 @@ struct CostModel {
   std::optional<double> overlapped;  // FB: one overlapped F&B pair; F + B (or with a2a, see below) when unset
   double comm = 0;      // latency added to every cross-rank dependency
   // a2a: the expert all-to-all time of one stage's forward (the sum of its MoE layers' dispatches and combines;
-  // its backward exchanges as much again), scaled per stage like F. A forward, B or I takes that much longer
-  // (it waits for its own exchanges), a W does not. An overlapped pair without FB hides each half's exchanges
-  // behind the other half's compute, DualPipe's point: it is timed phase by phase (sim/phase_pair.h), its halves'
-  // chains of `layers` MoE layers interleaved as the runtime runs them, the exchanges sharing the rank's link.
+  // its backward exchanges as much again), scaled per stage like F. A forward or I takes that much longer (it
+  // waits for its own exchanges), a W does not, a B as `pair` says. An overlapped pair without FB hides each
+  // half's exchanges behind the other half's compute, DualPipe's point: it is timed phase by phase
+  // (sim/phase_pair.h), its halves' chains of `layers` MoE layers interleaved as the runtime runs them, the
+  // exchanges sharing the rank's link.
   double all_to_all = 0;
   // a2a_latency: of each exchange (a2a / (2 x layers) long), the part that is not its bytes on the rank's link (the
   // peer's start, the transport's round trips): exchanges under way at once in a pair share the link but not that.
   // Unset: 0, every exchange all bytes.
   std::optional<double> all_to_all_latency;
   int layers = 1;  // MoE layers of one 1/R slice (a stage of an S-stage schedule holds R/S of them, at least one)
-  // pair=threads: the pair's halves run on two threads at once (train --fb-overlap-mode threads), each waiting for
-  // its exchanges where it starts them (sim/phase_pair.h's time_threaded_pair); pair=phases, the default: as
-  // phases on one thread.
-  bool threaded_pair = false;
+  // How the runtime runs a pair (train's --fb-overlap-mode, --no-fb-overlap). pair=phases, the default: phase by
+  // phase on one thread (sim/phase_pair.h's time_phased_pair), and a lone B as its chain of phases alone, its experts'
+  // W under way with the dispatch's gradient. pair=threads: the pair's halves on two threads at once, each waiting
+  // for its exchanges where it starts them (time_threaded_pair). pair=off: a pair is its forward, then its
+  // backward, each waiting for its exchanges. With threads or off a lone B waits for its exchanges whole.
+  PairMode pair = PairMode::Phases;
   // The data-parallel collectives of one stage (schedule/data_parallel_lowering.h), on the rank's data-parallel
   // link beside its compute, scaled per stage like F: unshard gathers its ZeRO-3 parameters (an UNSHARD), reduce
   // reduces its gradients over the replicas (a REDUCE_GRAD). A RESHARD takes no time.
