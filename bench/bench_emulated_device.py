@@ -5,7 +5,8 @@ Every rank is a machine of its own on the test bed (scripts/testbed.sh --nodes: 
 with its own rate-limited link to a switch, as every GPU has its own NIC). Its MoE layers take the simulator's
 costs by sleeping on one emulated device per rank (`dualpipe train --emulate-device`), so the host stays nearly
 idle, as with a GPU; the expert all-to-alls are real, across the links, padded to the size that takes a2a's time
-at the link's rate. The same costs go to `dualpipe simulate`, whose makespan is the predicted step.
+at the link's rate. The links carry jumbo frames (--mtu 9000): the kernel's work per packet, which a NIC does
+on a real machine, took the ranks' two cores from their host work (docs/benchmarks.md, "Jumbo frames"). The same costs go to `dualpipe simulate`, whose makespan is the predicted step.
 
 The model is the trainer's MoE transformer (4 experts, top-2) with P=4 pipeline ranks x 2 data-parallel replicas
 forming expert-parallel groups of 2, so every all-to-all crosses two links. Costs are those of one rank's slice
@@ -18,6 +19,7 @@ A ratio's "apart" says whether the two ranges do not overlap: a difference large
 
     bench/bench_emulated_device.py [--reps 3] [--steps 12] [-m 16] [--rate 100mbit]
                                    [--costs F=20,B=40,W=20] [--ratios 1,0.25] [--trace-dir DIR] [--jobs NAMES]
+                                   [--mtu 9000]
     bench/bench_emulated_device.py --resimulate DIR
 
 Needs root (network namespaces); exits with 77 where the test bed cannot be made. --trace-dir keeps every job's
@@ -107,6 +109,8 @@ def main():
                         "figures (measured.json) here")
     parser.add_argument("--resimulate", metavar="DIR", help="no run: the table of the run kept in DIR (--trace-dir), "
                         "simulated anew from its traces")
+    parser.add_argument("--mtu", type=int, default=9000, help="the links' packet size in bytes (1500: the "
+                        "kernel's default, as the runs before 2026-11-30's fourth)")
     parser.add_argument("--jobs", help="run only these jobs (names as printed, comma-separated); ratios whose jobs "
                         "did not run are left out")
     a = parser.parse_args()
@@ -117,11 +121,11 @@ def main():
     if not jobs:
         parser.error(f"--jobs {a.jobs}: none of the jobs {', '.join(job[0] for job in JOBS)}")
     binary = os.path.abspath(a.bin)
-    run_inside_testbed("emdev", PP * DP, a.rate, burst=16384)  # one node per rank
+    run_inside_testbed("emdev", PP * DP, a.rate, burst=16384, mtu=a.mtu)  # one node per rank
     slice_costs = parse_costs(a.costs)
     ratios = [float(r) for r in a.ratios.split(",")]
-    print(f"MoE transformer, P={PP} x DP={DP} (EP={EP}), one rank per node, links of {a.rate}; -m {a.m}, "
-          f"{a.steps} steps per job (medians of steps 3..), {a.reps} repetitions interleaved;\n"
+    print(f"MoE transformer, P={PP} x DP={DP} (EP={EP}), one rank per node, links of {a.rate} (MTU {a.mtu}); "
+          f"-m {a.m}, {a.steps} steps per job (medians of steps 3..), {a.reps} repetitions interleaved;\n"
           f"costs of one rank's slice {a.costs} ms, a2a = {', '.join(f'{r:g}' for r in ratios)} x F", flush=True)
     port = 29700
     measured = {}  # (ratio, job name) -> [(step ms, exposed ms, simulated ms)] per repetition

@@ -22,7 +22,7 @@ def benchmark_arguments(doc, microbatches, rate_help):
     return parser
 
 
-def run_inside_testbed(name, nodes, rate, burst=None):
+def run_inside_testbed(name, nodes, rate, burst=None, mtu=None):
     """Returns when this process runs inside a test bed; else runs this script again inside one of `nodes` nodes
     and exits with its status (77 where the test bed cannot be made)."""
     if "TESTBED_NODES" in os.environ:
@@ -34,6 +34,8 @@ def run_inside_testbed(name, nodes, rate, burst=None):
     command = [TESTBED, "run", name, "--nodes", str(nodes), "--rate", rate]
     if burst:
         command += ["--burst", str(burst)]
+    if mtu:
+        command += ["--mtu", str(mtu)]
     sys.exit(subprocess.run(command + ["--", sys.executable, *sys.argv]).returncode)
 
 

@@ -7,18 +7,20 @@
 # `ip netns exec NAME-nK ...` see only their node's interfaces, like machines on one switch.
 #
 #   scripts/testbed.sh check                      exit 0 if namespaces can be made here, else 77 and why
-#   scripts/testbed.sh up NAME [--rate 1gbit] [--nodes 2] [--burst BYTES]
+#   scripts/testbed.sh up NAME [--rate 1gbit] [--nodes 2] [--burst BYTES] [--mtu BYTES]
 #                                                 make the test bed; prints "nodeK ns=NS addr=ADDR if=IF" lines
 #   scripts/testbed.sh down NAME                  stop what runs inside it and remove it (no error if absent)
 #   scripts/testbed.sh link NAME down|up          take node 0's link down (a cable pulled) or up again
-#   scripts/testbed.sh run NAME [--rate R] [--nodes N] [--burst BYTES] -- COMMAND...
+#   scripts/testbed.sh run NAME [--rate R] [--nodes N] [--burst BYTES] [--mtu BYTES] -- COMMAND...
 #       up, run COMMAND on the host with TESTBED_NODES (N), TESTBED_NODEk, TESTBED_ADDRk and TESTBED_IFk (k < N)
 #       exported, then down, also when COMMAND fails or this script is interrupted; exits with COMMAND's status.
 #
 # Addresses: 10.213.0.(k+1)/24 for node k. Every test bed has its own namespaces, so test beds of different names
 # coexist with the same addresses. --burst: the token bucket's size in bytes (default: one 250 Hz timer tick of the
 # rate, at least 64 KiB). A smaller one (16384) makes a message of a few hundred KB take its time at the rate
-# within 1%, instead of passing its first 64 KiB at once after an idle moment (docs/testbed.md). See docs/testbed.md.
+# within 1%, instead of passing its first 64 KiB at once after an idle moment (docs/testbed.md). --mtu: the links'
+# packet size (default the kernel's 1500); jumbo frames (9000) cut the CPU the kernel spends per packet, which a
+# real NIC would spend instead of the host (docs/testbed.md). See docs/testbed.md.
 set -euo pipefail
 
 usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -96,12 +98,13 @@ step() { # WHAT COMMAND...
 up() {
   local name=$1; shift
   valid_name "$name"
-  local rate=1gbit nodes=2 burst=
+  local rate=1gbit nodes=2 burst= mtu=
   while [[ $# -gt 0 ]]; do
     case $1 in
       --rate) rate=${2:?--rate needs a value}; shift 2 ;;
       --nodes) nodes=${2:?--nodes needs a value}; shift 2 ;;
       --burst) burst=${2:?--burst needs a value}; shift 2 ;;
+      --mtu) mtu=${2:?--mtu needs a value}; shift 2 ;;
       *) die "up: unknown option '$1'" ;;
     esac
   done
@@ -115,7 +118,14 @@ up() {
   fi
   [[ $burst =~ ^[0-9]+$ ]] && (( burst >= 2048 )) ||
     die "--burst '$burst' must be a number of bytes of at least 2048 (a packet must fit in the bucket)"
+  if [[ -n $mtu ]]; then
+    [[ $mtu =~ ^[0-9]+$ ]] && (( mtu >= 1280 && mtu <= 65535 )) ||
+      die "--mtu '$mtu' must be a number of bytes between 1280 and 65535"
+    (( mtu <= burst )) || die "--mtu '$mtu' must be at most the bucket (--burst $burst): a packet must fit in it"
+  fi
   local tbf=(tbf rate "$rate" burst "$burst" latency 50ms)
+  local up=(up)  # both ends of every cable, with the packet size asked for
+  [[ -z $mtu ]] || up=(mtu "$mtu" up)
   local k
   for (( k = 0; k < nodes; ++k )); do
     ns_exists "$name-n$k" && die "test bed '$name' exists already (scripts/testbed.sh down $name)"
@@ -139,14 +149,14 @@ up() {
       step "making the veth pair $name-$k-$name-s$k" ip -n "$name-n$k" link add "$name-$k" type veth \
         peer name "$name-s$k" netns "$name-sw" &&
         step "port $name-s$k on the switch" ip -n "$name-sw" link set "$name-s$k" master sw &&
-        step "port $name-s$k up" ip -n "$name-sw" link set "$name-s$k" up &&
+        step "port $name-s$k up" ip -n "$name-sw" link set "$name-s$k" "${up[@]}" &&
         step "rate limit on $name-s$k" ip netns exec "$name-sw" tc qdisc add dev "$name-s$k" root "${tbf[@]}" ||
         exit 1
     done
   fi
   for (( k = 0; k < nodes; ++k )); do
     step "address 10.213.0.$(( k + 1 )) on $name-$k" ip -n "$name-n$k" addr add "10.213.0.$(( k + 1 ))/24" dev "$name-$k" &&
-      step "link $name-$k up" ip -n "$name-n$k" link set "$name-$k" up &&
+      step "link $name-$k up" ip -n "$name-n$k" link set "$name-$k" "${up[@]}" &&
       step "rate limit on $name-$k" ip netns exec "$name-n$k" tc qdisc add dev "$name-$k" root "${tbf[@]}" || exit 1
   done
   for (( k = 0; k < nodes; ++k )); do

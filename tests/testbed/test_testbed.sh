@@ -118,9 +118,9 @@ for k in 1 2 3 4; do wait "${pids[k]}" || fail "down tb$k$$ alongside three othe
 ip netns list | grep -q "^tb[1-4]$$-" && fail "concurrent downs left $(ip netns list | grep "^tb[1-4]$$-")"
 rm -rf "$together"
 
-# Four nodes through a switch, each link limited at both ends with the bucket asked for: every node reaches
-# every other, and down removes the nodes and the switch.
-lines=$("$testbed" up "tbs$$" --nodes 4 --rate 8mbit --burst 16384) || fail "up --nodes 4: $lines"
+# Four nodes through a switch, each link limited at both ends with the bucket and the packet size asked for: every
+# node reaches every other, and down removes the nodes and the switch.
+lines=$("$testbed" up "tbs$$" --nodes 4 --rate 8mbit --burst 16384 --mtu 9000) || fail "up --nodes 4: $lines"
 [[ $(grep -c '^node' <<<"$lines") == 4 && $(field "$lines" node3 addr) == 10.213.0.4 ]] ||
   fail "up --nodes 4 printed '$lines'"
 for k in 0 3; do
@@ -128,6 +128,10 @@ for k in 0 3; do
   [[ $qdisc == *"rate 8Mbit burst 16Kb"* ]] || fail "node $k's link has '$qdisc'"
   qdisc=$(ip netns exec "tbs$$-sw" tc qdisc show dev "tbs$$-s$k")
   [[ $qdisc == *"rate 8Mbit burst 16Kb"* ]] || fail "the switch's port to node $k has '$qdisc'"
+  link=$(ip -n "tbs$$-n$k" link show dev "tbs$$-$k")
+  [[ $link == *" mtu 9000 "* ]] || fail "node $k's link is '$link'"
+  link=$(ip -n "tbs$$-sw" link show dev "tbs$$-s$k")
+  [[ $link == *" mtu 9000 "* ]] || fail "the switch's port to node $k is '$link'"
 done
 ip netns exec "tbs$$-n3" python3 -c "
 import socket
@@ -140,6 +144,11 @@ subprocess.run(['ip', 'netns', 'exec', 'tbs$$-n0', 'python3', '-c',
                 \"import socket; socket.create_connection(('10.213.0.4', 5004), timeout=3)\"], check=True)" ||
   fail "node 0 cannot reach node 3 through the switch"
 "$testbed" up "tbs$$" --nodes 1 >/dev/null 2>&1 && fail "up accepted --nodes 1"
+for bad in "--mtu 70000" "--mtu 1000" "--mtu 9000 --burst 4096" "--mtu jumbo"; do
+  # shellcheck disable=SC2086
+  err=$("$testbed" up "tbm$$" $bad 2>&1 >/dev/null) && fail "up accepted $bad"
+  [[ $err == *"--mtu '"* && $err == *"must"* ]] || fail "up $bad said '$err'"
+done
 "$testbed" down "tbs$$" || fail "down tbs$$ failed"
 ip netns list | grep -q "^tbs$$-" && fail "down left $(ip netns list | grep "^tbs$$-")"
 
