@@ -6,7 +6,8 @@ with its own rate-limited link to a switch, as every GPU has its own NIC). Its M
 costs by sleeping on one emulated device per rank (`dualpipe train --emulate-device`), so the host stays nearly
 idle, as with a GPU; the expert all-to-alls are real, across the links, padded to the size that takes a2a's time
 at the link's rate. The links carry jumbo frames (--mtu 9000): the kernel's work per packet, which a NIC does
-on a real machine, took the ranks' two cores from their host work (docs/benchmarks.md, "Jumbo frames"). The same costs go to `dualpipe simulate`, whose makespan is the predicted step.
+on a real machine, took the ranks' two cores from their host work (docs/benchmarks.md, "Jumbo frames"). The
+same costs go to `dualpipe simulate`, whose makespan is the predicted step.
 
 The model is the trainer's MoE transformer (4 experts, top-2) with P=4 pipeline ranks x 2 data-parallel replicas
 forming expert-parallel groups of 2, so every all-to-all crosses two links. Costs are those of one rank's slice
