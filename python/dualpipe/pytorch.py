@@ -5,6 +5,9 @@ pair (F;B) is OVERLAP_F_B holding its forward and backward halves, as PyTorch's 
 PyTorch runs every stage on one rank: a schedule that places a stage on two ranks (DualPipe, Chimera) raises
 ValueError naming the stage (use DualPipeV, DualPipe's one-direction half). These are PyTorch's private classes
 (`_Action`, `_PipelineScheduleRuntime`), the same ones torchtitan uses for its CSV schedules.
+
+`ScheduleDualPipeV` is the other way round: PyTorch's PipelineStages and step() contract on our executor
+(pytorch_schedule.py, docs/from-pytorch.md).
 """
 from torch.distributed.pipelining.schedules import _Action, _ComputationType
 
@@ -35,3 +38,11 @@ def load(runtime, schedule):
     actions, then PyTorch's own pass that adds the sends and receives."""
     runtime.pipeline_order = actions(schedule)
     runtime._prepare_schedule_with_comms(runtime.pipeline_order)
+
+
+def __getattr__(name):
+    # The schedule class needs dualpipe._runtime; exporting actions does not, so it is imported on first use.
+    if name == "ScheduleDualPipeV":
+        from .pytorch_schedule import ScheduleDualPipeV
+        return ScheduleDualPipeV
+    raise AttributeError(f"module 'dualpipe.pytorch' has no attribute {name!r}")

@@ -189,6 +189,7 @@ StepResult Executor::step(const StepArgs& args) {
     setup.boundaries = &I.options.boundaries;
     setup.stage_devices = I.stage_devices;
     setup.incoming = I.training ? I.incoming_training : I.incoming_forward_only;
+    setup.learned = &I.learned_shapes;
     I.mail = std::make_unique<detail::Mailbox>(std::move(setup));
     const std::vector<Action>& actions = I.schedule.actions[I.rank];
     for (size_t i = 0; i < actions.size(); ++i) {
@@ -200,7 +201,7 @@ StepResult Executor::step(const StepArgs& args) {
       } else {
         I.run(actions[i]);
       }
-      I.mail->poll_sends();
+      I.mail->poll();
       I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.stats.peak_activation_bytes = std::max(I.stats.peak_activation_bytes, I.activation_bytes());
     }
@@ -210,6 +211,8 @@ StepResult Executor::step(const StepArgs& args) {
     DUALPIPE_CHECK(I.store.pending_groups() == 0, "deferred weight gradients left after the step");
   } catch (...) {
     clear();
+    // A failed step ends every rank's (the peer monitor), none learning from it: they guess alike next time.
+    I.learned_shapes.clear();
     throw;
   }
   clear();

@@ -56,6 +56,7 @@ struct Executor::Impl {
   bool training = false;
   std::vector<Slot> slots;
   std::unique_ptr<detail::Mailbox> mail;
+  detail::LearnedShapes learned_shapes;  // what earlier steps' messages carried (mailbox.h)
   StepResult result;
   std::vector<Tensors> input_chunks, label_chunks;  // indexed by micro-batch
   std::optional<detail::MemoryMeter> meter;

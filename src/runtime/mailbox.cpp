@@ -22,6 +22,20 @@ BoundarySpec gradient_specs(const BoundarySpec& boundary) {
   return specs;
 }
 
+// The tensors a header describes.
+MessageShape header_shape(const torch::Tensor& header) {
+  MessageShape shape;
+  const int64_t* h = header.data_ptr<int64_t>();
+  int64_t at = 1;
+  for (int64_t i = 0; i < h[0]; ++i) {
+    shape.dtypes.push_back(static_cast<at::ScalarType>(h[at]));
+    shape.requires_grad.push_back(h[at + 1] != 0);
+    shape.shapes.emplace_back(h + at + 3, h + at + 3 + h[at + 2]);
+    at += 3 + h[at + 2];
+  }
+  return shape;
+}
+
 std::string key_text(const MessageKey& key) {
   return dualpipe::detail::concat(key.producer, key.direction == Direction::Forward ? "SEND_F" : "SEND_B",
                                   key.microbatch);
@@ -36,6 +50,9 @@ struct Mailbox::Incoming {
   std::shared_ptr<comm::Work> header_work;
   Message message;
   std::vector<std::shared_ptr<comm::Work>> works;
+  bool guessed = false;                                // tensors posted at learned shapes with the header
+  Tensors guessed_buffers;                             // they were not the message's: the sender's zeros land here
+  std::vector<std::shared_ptr<comm::Work>> dummies;
 };
 
 struct Mailbox::Peer {
@@ -115,17 +132,33 @@ void Mailbox::post(Peer& peer) {
         if (!in.header.defined()) {
           in.header = torch::empty({kHeaderWords}, torch::kLong);
           in.header_work = comm.irecv(in.header, peer.rank, tag_);
+          if (const MessageShape* g = guess(in.key)) {
+            for (size_t i = 0; i < g->shapes.size(); ++i) {
+              in.message.tensors.push_back(torch::empty(g->shapes[i], options(g->dtypes[i])));
+              if (in.message.tensors.back().numel() > 0)
+                in.works.push_back(comm.irecv(in.message.tensors.back(), peer.rank, tag_));
+            }
+            in.message.requires_grad = g->requires_grad;
+            in.guessed = true;
+          }
           return;
         }
         if (!in.header_arrived) return;  // complete() waits for it and resumes
-        const int64_t* h = in.header.data_ptr<int64_t>();
-        int64_t at = 1;
-        for (int64_t i = 0; i < h[0]; ++i) {
-          dtypes.push_back(static_cast<at::ScalarType>(h[at]));
-          in.message.requires_grad.push_back(h[at + 1] != 0);
-          shapes.emplace_back(h + at + 3, h + at + 3 + h[at + 2]);
-          at += 3 + h[at + 2];
+        const MessageShape sent = header_shape(in.header);
+        if (in.guessed && sent == *guess(in.key)) {
+          in.posted = true;
+          ++peer.next_to_post;
+          continue;
         }
+        if (in.guessed) {  // the sender's zeros arrive in the buffers posted at the guess, its tensors after them
+          in.guessed_buffers = std::move(in.message.tensors);
+          in.dummies = std::move(in.works);
+          in.message = Message{};
+          in.works.clear();
+        }
+        dtypes = sent.dtypes;
+        shapes = sent.shapes;
+        in.message.requires_grad = sent.requires_grad;
       } else {
         const BoundarySpec specs =
             in.key.direction == Direction::Forward ? *declared(in.key) : gradient_specs(*declared(in.key));
@@ -155,8 +188,12 @@ void Mailbox::complete(Peer& peer, Incoming& in) {
     post(peer);
   }
   DUALPIPE_CHECK(in.posted, "message ", key_text(in.key), " could not be posted");
+  for (auto& work : in.dummies) wait_for(*work, in.key, true, peer.rank);
   for (auto& work : in.works) wait_for(*work, in.key, true, peer.rank);
+  in.dummies.clear();
+  in.guessed_buffers.clear();
   in.works.clear();
+  if (in.header.defined()) learn(in.key, header_shape(in.header));
   in.header_work.reset();
   in.completed = true;
 }
@@ -199,6 +236,16 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
       }
       sent.buffers.push_back(header);
       sent.works.push_back(comm.isend(header, dst, tag_));
+      const MessageShape shape = header_shape(header);
+      const MessageShape* g = guess(key);
+      if (g != nullptr && !(shape == *g)) {  // the receiver posted these shapes: fill them before the real ones
+        const c10::Device device = tensors.empty() ? c10::Device(c10::kCPU) : tensors[0].device();
+        for (size_t i = 0; i < g->shapes.size(); ++i) {
+          sent.buffers.push_back(torch::zeros(g->shapes[i], torch::TensorOptions().dtype(g->dtypes[i]).device(device)));
+          if (sent.buffers.back().numel() > 0) sent.works.push_back(comm.isend(sent.buffers.back(), dst, tag_));
+        }
+      }
+      learn(key, shape);
     }
     for (const auto& t : tensors) {
       if (t.numel() == 0) continue;
@@ -211,9 +258,21 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
   sends_.push_back(std::move(sent));
 }
 
+// The messages whose header has arrived, in the peer's order, get their tensors posted (and the next header).
+void Mailbox::post_arrived(Peer& peer) {
+  while (peer.next_to_post < peer.queue.size()) {
+    Incoming& in = peer.queue[peer.next_to_post];
+    if (!in.header_work || in.header_arrived || !in.header_work->is_completed()) return;
+    wait_for(*in.header_work, in.key, true, peer.rank);  // at once: surfaces a failed transfer
+    in.header_arrived = true;
+    post(peer);
+  }
+}
+
 // Runs after every action: in place, so the common case (nothing completed yet) moves nothing and allocates
 // nothing.
-void Mailbox::poll_sends() {
+void Mailbox::poll() {
+  for (auto& [src, peer] : peers_) post_arrived(peer);
   auto completed = [&](Sent& s) {
     for (auto& w : s.works)
       if (!w->is_completed()) return false;
@@ -230,6 +289,22 @@ void Mailbox::finish() {
   for (const auto& [src, peer] : peers_)
     for (const Incoming& in : peer.queue)
       DUALPIPE_CHECK(in.taken, "message ", key_text(in.key), " from rank ", src, " was never taken");
+  if (setup_.learned != nullptr)
+    for (const auto& [boundary, shape] : seen_) (*setup_.learned)[boundary] = shape;
+}
+
+// What a boundary's messages of the earlier steps carried, where they were alike (else null).
+const MessageShape* Mailbox::guess(const MessageKey& key) const {
+  if (setup_.learned == nullptr) return nullptr;
+  auto it = setup_.learned->find({key.direction, key.producer});
+  return it == setup_.learned->end() || !it->second ? nullptr : &*it->second;
+}
+
+// Both ends of a message learn the same shape from it (what the sender's header says), so they agree on the
+// guess of the next step.
+void Mailbox::learn(const MessageKey& key, const MessageShape& shape) {
+  auto [it, first] = seen_.try_emplace({key.direction, key.producer}, shape);
+  if (!first && it->second && !(*it->second == shape)) it->second.reset();
 }
 
 }  // namespace dualpipe::runtime::detail

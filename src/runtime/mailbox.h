@@ -8,13 +8,15 @@
 //
 // Receives whose shapes are declared (ExecutorOptions::boundaries without -1) are all posted when the step
 // starts, into buffers on the consuming stage's device. Otherwise a small header travels first (count, and
-// per tensor dtype, requires_grad and shape), and a peer's next header is posted as soon as the previous
-// message's tensors are. Sends are asynchronous; a send's buffers are dropped as soon as it completed.
+// per tensor dtype, requires_grad and shape); the message's tensors are posted as soon as a poll between actions
+// finds its header arrived (so they travel while the stage computes, not when it asks for them), and the peer's
+// next header right after. Sends are asynchronous; a send's buffers are dropped as soon as it completed.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
@@ -42,6 +44,20 @@ struct Message {
   std::vector<bool> requires_grad;  // per tensor, as the sender had it
 };
 
+// What a boundary's messages carried at an earlier step, where every micro-batch's were alike: later steps post
+// their receives at these shapes with the header (no wait for it), and a message that differs after all arrives
+// after zeros of these shapes (so the receives already posted still complete in the sender's order).
+struct MessageShape {
+  std::vector<at::ScalarType> dtypes;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<bool> requires_grad;
+  bool operator==(const MessageShape& o) const {
+    return dtypes == o.dtypes && shapes == o.shapes && requires_grad == o.requires_grad;
+  }
+};
+// By (direction, producer stage); nullopt: the micro-batches differed.
+using LearnedShapes = std::map<std::pair<Direction, int>, std::optional<MessageShape>>;
+
 struct MailboxSetup {
   comm::Communicator* communicator = nullptr;
   std::chrono::milliseconds timeout{0};
@@ -49,6 +65,8 @@ struct MailboxSetup {
   std::vector<c10::Device> stage_devices;                // where each stage's received tensors go
   // Communicator rank -> the messages it sends this rank, in its sending order.
   std::map<int, std::vector<MessageKey>> incoming;
+  // Kept across steps by the executor; learned from this step's messages when it completes (null: none).
+  LearnedShapes* learned = nullptr;
 };
 
 class Mailbox {
@@ -60,9 +78,11 @@ class Mailbox {
   Message take(const MessageKey& key);
   // Sends asynchronously to communicator rank `dst`.
   void send(const MessageKey& key, int dst, const Tensors& tensors);
-  // Drops the buffers of sends that completed.
-  void poll_sends();
-  // Waits for every send; throws if a message was expected but never taken (a schedule/lowering bug).
+  // Between actions: drops the buffers of sends that completed, and posts the tensors of messages whose header
+  // arrived.
+  void poll();
+  // Waits for every send; throws if a message was expected but never taken (a schedule/lowering bug). Then
+  // learns the step's message shapes.
   void finish();
 
  private:
@@ -72,6 +92,9 @@ class Mailbox {
   bool shapes_travel(const MessageKey& key) const;
   const BoundarySpec* declared(const MessageKey& key) const;
   void post(Peer& peer);
+  void post_arrived(Peer& peer);
+  const MessageShape* guess(const MessageKey& key) const;
+  void learn(const MessageKey& key, const MessageShape& shape);
   void complete(Peer& peer, Incoming& message);
   void wait_for(comm::Work& work, const MessageKey& key, bool receive, int peer);
   [[noreturn]] void fail(const comm::CommError& e, const MessageKey& key, bool receive, int peer) const;
@@ -81,6 +104,7 @@ class Mailbox {
   std::map<int, Peer> peers_;                  // by communicator rank
   std::map<MessageKey, std::pair<int, size_t>> where_;  // message -> (sender, index in its queue)
   std::vector<Sent> sends_;
+  LearnedShapes seen_;  // this step's, merged into setup_.learned by finish()
 };
 
 }  // namespace dualpipe::runtime::detail

@@ -1,0 +1,245 @@
+"""Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor) against
+torch.distributed.pipelining's ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's
+pipeline_module_split cuts them (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
+
+Ours and PyTorch's run in the same processes, on copies of the same stages, one step of each in turn, so that both
+see the same machine; every step is timed between barriers. Prints per case the median step with its range, the
+ratio of ours to PyTorch's, the first step's losses compared, and each rank's peak bytes of saved activations
+(autograd's saved tensors, parameters left out, counted once per storage) during one step of each.
+
+    python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
+                                      [--microbatches 8] [--sequences 2] [--seq-len 64] [--reference PATH]
+"""
+import argparse
+import copy
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+import real_models  # noqa: E402
+
+CASES = {"llama3-pp2": ("llama3", 2), "llama3-pp4": ("llama3", 4), "deepseek-v3-pp2": ("deepseek-v3", 2)}
+MODELS = {"llama3": real_models.LLAMA3_SMALL, "deepseek-v3": real_models.DEEPSEEK_V3_SMALL}
+
+
+def model_config(name, args):
+    """The model's small configuration, at --dim when given (heads and hidden sizes scaled with it)."""
+    config = MODELS[name]
+    if not args.dim:
+        return config
+    scale = args.dim / config.dim
+    return dataclasses.replace(config, dim=args.dim, moe_hidden=max(8, int(config.moe_hidden * scale)),
+                               multiple_of=max(8, int(config.multiple_of * scale)))
+
+
+class SavedActivations:
+    """Live bytes of autograd's saved tensors on this thread, parameters left out, each storage counted once; and
+    their peak."""
+
+    def __init__(self, parameters):
+        self.parameters = {p.untyped_storage().data_ptr() for p in parameters}
+        self.live, self.now, self.peak = {}, 0, 0
+
+    def pack(self, t):
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key in self.parameters or storage.nbytes() == 0:
+            return t
+        entry = self.live.setdefault(key, [storage.nbytes(), 0])
+        if entry[1] == 0:
+            self.now += entry[0]
+            self.peak = max(self.peak, self.now)
+        entry[1] += 1
+        return _Held(self, key, t)
+
+    @staticmethod
+    def unpack(held):
+        return held.tensor if isinstance(held, _Held) else held
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+
+class _Held:
+    def __init__(self, meter, key, tensor):
+        self.meter, self.key, self.tensor = meter, key, tensor
+
+    def __del__(self):
+        entry = self.meter.live[self.key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.meter.now -= entry[0]
+            del self.meter.live[self.key]
+
+
+def our_step(modules, rank, x, y, microbatches, reference):
+    import dualpipe
+    if reference:  # the reference allocates its receive buffers on CUDA and checks the modules are there
+        import dualpipe.comm as comm
+        comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
+                                                 for s in comm.TENSOR_SHAPES]
+        torch.cuda.current_device = lambda: "cpu"
+        dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], MODELS_DIM[0])])
+        dualpipe.set_p2p_tensor_dtype(torch.float32)
+    pipe = dualpipe.DualPipeV(tuple(modules))
+
+    def step():
+        if rank == 0:
+            loss, _ = pipe.step(x, num_chunks=microbatches, criterion=real_models.cross_entropy, labels=(y,))
+            return loss.detach()
+        pipe.step(num_chunks=microbatches)
+        return None
+    return step
+
+
+def torch_step(modules, indices, rank, ranks, x, y, microbatches):
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import ScheduleDualPipeV
+    stages = [PipelineStage(m, s, 2 * ranks, torch.device("cpu")) for m, s in zip(modules, indices)]
+    # PyTorch opens every stage's links with a batched send and receive to each neighbour stage, the last rank's two
+    # middle stages included, and Gloo has no link from a process to itself: those empty opening messages are left
+    # out (as in tests/python/pytorch_runtime.py).
+    for stage in stages:
+        opening = stage._get_init_p2p_neighbors_ops
+        stage._get_init_p2p_neighbors_ops = lambda opening=opening: [op for op in opening() if op.peer != rank]
+    schedule = ScheduleDualPipeV(stages, microbatches, loss_fn=real_models.cross_entropy, scale_grads=False)
+
+    def step():
+        if rank == 0:
+            losses = []
+            schedule.step(x, target=y, losses=losses)
+            return torch.stack(losses).detach()
+        schedule.step()
+        return None
+    return step
+
+
+MODELS_DIM = [0]
+
+
+def run_rank(rank, ranks, model_name, runtimes, args, port, out):
+    torch.set_num_threads(1)
+    if args.reference:
+        sys.path.insert(0, args.reference)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
+    config = model_config(model_name, args)
+    MODELS_DIM[0] = config.dim
+    torch.manual_seed(0)
+    stages = real_models.split(real_models.Transformer(config), 2 * ranks)
+    indices = (rank, 2 * ranks - 1 - rank)
+    x, y = real_models.tokens(config, args.microbatches * args.sequences, args.seq_len)
+    steps, copies = {}, {}
+    for runtime in runtimes:
+        copies[runtime] = [copy.deepcopy(stages[s]) for s in indices]
+        if runtime == "torch":
+            steps[runtime] = torch_step(copies[runtime], indices, rank, ranks, x, y, args.microbatches)
+        else:
+            steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches, runtime == "reference")
+    times = {r: [] for r in runtimes}
+    first_loss, peak = {}, {}
+    for i in range(args.steps + 2):
+        for runtime in runtimes:
+            meter = None
+            if i == 1:  # the step after the warm-up, measured for memory (its time is not counted)
+                meter = SavedActivations([p for m in copies[runtime] for p in m.parameters()])
+            dist.barrier()
+            start = time.perf_counter()
+            if meter is not None:
+                with meter.hooks():
+                    loss = steps[runtime]()
+            else:
+                loss = steps[runtime]()
+            dist.barrier()
+            elapsed = time.perf_counter() - start
+            if i == 0:
+                first_loss[runtime] = loss
+            elif i == 1:
+                peak[runtime] = meter.peak
+            else:
+                times[runtime].append(elapsed)
+            for m in copies[runtime]:
+                m.zero_grad(set_to_none=True)
+    peaks = [None] * ranks
+    dist.all_gather_object(peaks, peak)
+    if rank == 0:
+        torch.save({"times": times, "loss": first_loss, "peaks": peaks}, out)
+    dist.destroy_process_group()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(model_name, ranks, runtimes, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "result.pt")
+        mp.spawn(run_rank, args=(ranks, model_name, runtimes, args, free_port(), out), nprocs=ranks, join=True)
+        return torch.load(out)
+
+
+NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
+
+
+def report(case, result, runtimes, args):
+    config = model_config(CASES[case][0], args)
+    tokens = args.microbatches * args.sequences * args.seq_len
+    print(f"\n{case} ({CASES[case][1]} Gloo processes, {2 * CASES[case][1]} stages of {config.n_layers // (2 * CASES[case][1])} "
+          f"layers, dim {config.dim}, {args.microbatches} micro-batches x {args.sequences} sequences of "
+          f"{args.seq_len} tokens):")
+    print(f"  {'runtime':<26}{'step ms':>10}{'range ms':>18}{'tokens/s':>10}{'loss diff':>11}  peak saved MiB per rank")
+    medians = {}
+    for r in runtimes:
+        t = result["times"][r]
+        medians[r] = statistics.median(t)
+        diff = (result["loss"][r].double() - result["loss"]["ours"].double()).abs().max().item()
+        mib = " ".join(f"{p[r] / 2**20:.2f}" for p in result["peaks"])
+        print(f"  {NAMES[r]:<26}{medians[r] * 1e3:>10.1f}{min(t) * 1e3:>9.1f}-{max(t) * 1e3:<8.1f}"
+              f"{tokens / medians[r]:>10.0f}{diff:>11.3g}  {mib}")
+    for r in runtimes[1:]:
+        print(f"  ours / {NAMES[r]}: {medians['ours'] / medians[r]:.3f}")
+    return medians
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps of each runtime (after two untimed)")
+    parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--sequences", type=int, default=2, help="sequences per micro-batch")
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--dim", type=int, default=0, help="the models' width (default: 256, their small size)")
+    parser.add_argument("--reference", help="a checkout of deepseek-ai/DualPipe (the folder holding dualpipe/)")
+    args = parser.parse_args()
+    cases = args.cases.split(",")
+    for case in cases:
+        if case not in CASES:
+            parser.error(f"--cases: {case!r} is not one of {', '.join(CASES)}")
+    if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
+        parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
+    print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps")
+    for case in cases:
+        model_name, ranks = CASES[case]
+        result = measure(model_name, ranks, ["ours", "torch"], args)
+        if args.reference:
+            reference = measure(model_name, ranks, ["reference"], args)
+            # the reference runs in processes of its own (its package is also named dualpipe)
+            for key in ("times", "loss"):
+                result[key]["reference"] = reference[key]["reference"]
+            for mine, theirs in zip(result["peaks"], reference["peaks"]):
+                mine["reference"] = theirs["reference"]
+        report(case, result, ["ours", "torch"] + (["reference"] if args.reference else []), args)
+
+
+if __name__ == "__main__":
+    main()
