@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from . import fsdp
 from .utils import WeightGradStore
 
 try:
@@ -142,6 +143,9 @@ class DualPipe(nn.Module):
     runs parameter gradients at the schedule's W actions (False: all at the input-gradient action). `dp_group`:
     the ranks holding the same stages in the other data-parallel replicas of this pipeline, for reduce_gradients().
     `record_actions`: keep each step's action times (last_step_actions()).
+
+    Modules wrapped in FSDP2 (fully_shard over their data-parallel replicas) have their gradients reduce-scattered
+    over that mesh once, after the step's last W (dualpipe/fsdp.py); reduce_gradients() is then not needed for them.
     """
 
     _kind = "dualpipe"
@@ -178,6 +182,8 @@ class DualPipe(nn.Module):
         kind = type(modules[0])
         self._hook = (kind.overlapped_forward_backward
                       if kind is type(modules[1]) and hasattr(kind, "overlapped_forward_backward") else None)
+        fsdp.check_meshes(modules, self.group)
+        self._sharded = fsdp.sharded(modules)  # FSDP2 modules: their gradients reduced after the step
         self._pipelines = {}  # num_chunks -> _runtime.Pipeline
         self._last = None  # the pipeline of the last step
 
@@ -298,6 +304,8 @@ class DualPipe(nn.Module):
         chunks = _scatter(inputs, len(entering), self.batch_dim) if entering else []
         chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
         WeightGradStore.clear()
+        if training:
+            fsdp.defer_reduction(self._sharded)
         try:
             # Ctrl-C ends the step's waits where Python's default handler would raise KeyboardInterrupt; a handler
             # of the program's own (a graceful stop at a step boundary) is left to run when the step returns.
@@ -307,6 +315,8 @@ class DualPipe(nn.Module):
             # A failed step leaves no deferred work behind; a complete one has run all of it.
             WeightGradStore.clear()
         self._last = pipeline
+        if training:
+            fsdp.reduce_gradients(self._sharded)
         if not owned:
             return None, None
         loss = torch.stack(losses) if criterion is not None else None

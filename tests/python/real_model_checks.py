@@ -12,7 +12,11 @@ each against an independent reference:
                                               PyTorch's own ScheduleDualPipeV on copies of the same stages: losses
                                               torch.equal, gradients within cosine distance 1e-13
 
-Two ranks over Gloo, one thread each. Prints one line per rank and exits 0 when every check passed."""
+    python real_model_checks.py fsdp          PP 2 x DP 2 (four ranks): every stage module wrapped in FSDP2's
+                                              fully_shard over its data-parallel replicas, under DualPipeV;
+                                              gradients within 1e-6 of one process running the whole batch
+
+Two ranks over Gloo (four for fsdp), one thread each. Prints one line per rank and exits 0 when every check passed."""
 import argparse
 import copy
 import os
@@ -93,6 +97,47 @@ def check_changing_shapes(rank, world):
             f"1e-13 (worst {worst:.1e})")
 
 
+def check_fsdp(rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    dp, pp = 2, world // 2
+    mesh = init_device_mesh("cpu", (dp, pp), mesh_dim_names=("dp", "pp"))
+    replica, p = divmod(rank, pp)
+    torch.manual_seed(0)
+    model = real_models.Transformer(TINY["llama3"])
+    stages = real_models.split(model, 2 * pp)
+    x, y = real_models.tokens(model.config, dp * CHUNKS * SEQUENCES, SEQ_LEN)
+    # The whole batch in CHUNKS micro-batches of two replicas' rows: the mean over the replicas' sums, which is what
+    # FSDP's reduce-scatter (an average) leaves.
+    one_process(model, x, y)
+    # Sharded over its own pipeline's ranks instead: refused, naming them.
+    wrong = [fully_shard(torch.nn.Linear(4, 4), mesh=mesh["pp"]), torch.nn.Linear(4, 4)]
+    try:
+        dualpipe.DualPipeV(wrong, process_group=mesh["pp"].get_group())
+        check(False, f"rank {rank}: a module sharded over its own pipeline was accepted")
+    except ValueError as error:
+        check("of this rank's own pipeline" in str(error), f"rank {rank}: unexpected error {error}")
+    indices = (p, 2 * pp - 1 - p)
+    modules = [stages[s] for s in indices]
+    for m in modules:
+        fully_shard(m, mesh=mesh["dp"])
+    pipe = dualpipe.DualPipeV(modules, process_group=mesh["pp"].get_group())
+    mine = slice(replica * CHUNKS * SEQUENCES, (replica + 1) * CHUNKS * SEQUENCES)
+    pipe.step(*((x[mine],) if p == 0 else ()), num_chunks=CHUNKS, criterion=real_models.cross_entropy,
+              labels=(y[mine],) if p == 0 else ())
+    whole = dict(model.named_parameters())
+    worst = 0.0
+    for s, m in zip(indices, modules):
+        for name, param in m.named_parameters():
+            check(param.grad is not None, f"rank {rank}: stage {s}'s {name} has no gradient")
+            ours = param.grad.full_tensor()
+            expected = whole[name].grad
+            worst = max(worst, (ours - expected).abs().max().item())
+            check(worst < 1e-6, f"rank {rank}: stage {s}'s {name}: gradient differs from one process's by {worst}")
+    return (f"rank {rank}: fsdp gradients within 1e-6 of one process (worst {worst:.1e}); a module sharded over its "
+            "own pipeline refused")
+
+
 def pipeline_stages(modules, indices, world, rank):
     from torch.distributed.pipelining import PipelineStage
     stages = [PipelineStage(m, s, 2 * world, torch.device("cpu")) for m, s in zip(modules, indices)]
@@ -135,7 +180,7 @@ def check_schedule_against_pytorch(rank, world):
 
 CASES = {"llama3": lambda rank, world: check_against_one_process(rank, world, "llama3"),
          "deepseek-v3": lambda rank, world: check_against_one_process(rank, world, "deepseek-v3"),
-         "shapes": check_changing_shapes, "schedule": check_schedule_against_pytorch}
+         "shapes": check_changing_shapes, "schedule": check_schedule_against_pytorch, "fsdp": check_fsdp}
 
 
 def run_rank(rank, world, case, port):
@@ -151,7 +196,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("case", choices=sorted(CASES))
     args = parser.parse_args()
-    world = 2
+    world = 4 if args.case == "fsdp" else 2
     start_ranks(run_rank, (world, args.case, free_port()), world)
     print(f"{args.case}: every check passed")
 
