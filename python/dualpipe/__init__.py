@@ -7,15 +7,16 @@ planner, and their export to PyTorch's own pipelining runtime. docs/python.md.
     >>> dualpipe.simulate(s, dualpipe.Costs(F=1, B=2, W=1)).bubble_rate
     >>> s.draw("dualpipev.svg"); s.to_pytorch()   # {rank: [torch.distributed.pipelining actions]}
 
-DeepSeek's API on our runtime (docs/python.md): dualpipe.DualPipe((stage_r, stage_mirror)).step(x, num_chunks=20, ...).
+DeepSeek's API on our runtime (docs/python.md): dualpipe.DualPipe((stage_r, stage_mirror)).step(x, num_chunks=20, ...);
+dualpipe.overlap_moe(stage) gives a stage with MoE layers DeepSeek's forward-backward overlap, no phase list needed.
 
 Schedule, Simulation and Plan have the fields of `dualpipe schedule|simulate|plan --format json` as attributes
 (`to_dict()` gives them all). Bad input raises ValueError naming the value and the rule.
 """
 from ._core import Costs, Plan, Schedule, Simulation, __version__, kinds, plan, read_schedule, schedule, simulate
 
-__all__ = ["Costs", "DualPipe", "DualPipeV", "Plan", "Schedule", "Simulation", "kinds", "plan", "read_schedule",
-           "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes", "simulate"]
+__all__ = ["Costs", "DualPipe", "DualPipeV", "Plan", "Schedule", "Simulation", "kinds", "overlap_moe", "plan",
+           "read_schedule", "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes", "simulate"]
 
 
 def __getattr__(name):
@@ -23,4 +24,7 @@ def __getattr__(name):
     if name in ("DualPipe", "DualPipeV", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes"):
         from . import deepseek
         return getattr(deepseek, name)
+    if name == "overlap_moe":
+        from .moe_overlap import overlap_moe
+        return overlap_moe
     raise AttributeError(f"module 'dualpipe' has no attribute {name!r}")

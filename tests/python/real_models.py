@@ -139,8 +139,9 @@ class GroupedExperts(nn.Module):
 
 
 class MoE(nn.Module):
-    """Router, token dispatch, experts, combine, and shared experts beside them. With `ep_group` (set after
-    building) each of its ranks holds n_experts / size experts, and the dispatch and combine are all-to-alls."""
+    """Router, token dispatch, experts, combine, and shared experts beside them. With an expert-parallel group
+    (shard_experts) each of its ranks holds n_experts / size experts, and the dispatch and combine are
+    all-to-alls."""
 
     def __init__(self, c: Config):
         super().__init__()
@@ -149,6 +150,17 @@ class MoE(nn.Module):
         self.experts = GroupedExperts(c.dim, c.moe_hidden, c.n_experts)
         self.shared_experts = FeedForward(c.dim, c.moe_hidden * c.n_shared_experts)
         self.ep_group: Optional[dist.ProcessGroup] = None
+
+    def shard_experts(self, group: dist.ProcessGroup) -> None:
+        """Keeps this rank's n_experts / size experts of `group`; tokens travel to their expert's rank."""
+        size, rank = dist.get_world_size(group), dist.get_rank(group)
+        if self.n_experts % size:
+            raise ValueError(f"{self.n_experts} experts do not split evenly over {size} ranks")
+        local = self.n_experts // size
+        for name in ("w1", "w2", "w3"):
+            whole = getattr(self.experts, name)
+            setattr(self.experts, name, nn.Parameter(whole.detach()[rank * local:(rank + 1) * local].clone()))
+        self.ep_group = group
 
     def dispatch(self, x, weights, chosen):
         """Sorts the tokens' copies by expert; with an ep_group, sends each rank the copies for its experts.
@@ -254,6 +266,12 @@ def Llama3(c: Config = LLAMA3_SMALL) -> Transformer:
 
 def DeepSeekV3(c: Config = DEEPSEEK_V3_SMALL) -> Transformer:
     return Transformer(c)
+
+
+def shard_experts(stage: Transformer, group: dist.ProcessGroup) -> None:
+    for layer in stage.layers.values():
+        if layer.moe_enabled:
+            layer.moe.shard_experts(group)
 
 
 def split(model: Transformer, n_stages: int):

@@ -49,3 +49,41 @@ def test_schedule_dualpipev_refuses_chunk_specs_it_cannot_honour():
     from dualpipe.pytorch import ScheduleDualPipeV
     with pytest.raises(ValueError, match="args_chunk_spec=.* is not supported"):
         ScheduleDualPipeV([MockStage(0, 4, 2, 0), MockStage(3, 4, 2, 0)], 8, args_chunk_spec=("x",))
+
+
+def test_overlap_moe_is_bit_identical_to_no_overlap_and_interleaves():
+    done = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "moe_overlap_checks.py")],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "moe overlap: every check passed" in done.stdout
+    for rank in range(4):
+        assert f"rank {rank}: overlap bit-identical to no overlap" in done.stdout, done.stdout
+
+
+def test_overlap_moe_names_what_it_did_not_find():
+    import torch.nn as nn
+    import dualpipe
+    import real_models
+    dense = real_models.Transformer(real_models.Config(dim=16, n_layers=1, n_heads=2, n_kv_heads=2, vocab_size=8))
+    with pytest.raises(ValueError, match="no submodule of Transformer has both a 'dispatch' and a 'combine' method"):
+        dualpipe.overlap_moe(dense)
+    moe = real_models.Transformer(real_models.Config(dim=16, n_layers=2, n_heads=2, n_kv_heads=2, vocab_size=8,
+                                                     moe=True, n_experts=2, top_k=1, moe_hidden=8))
+    with pytest.raises(ValueError, match="no submodule of Transformer has both a 'permute' and a 'combine'"):
+        dualpipe.overlap_moe(moe, dispatch="permute")
+    with pytest.raises(ValueError, match="dispatch='not a name' must be the name of a method"):
+        dualpipe.overlap_moe(moe, dispatch="not a name")
+    with pytest.raises(ValueError, match="takes stage modules"):
+        dualpipe.overlap_moe(moe, "combine")
+
+    class Phased(nn.Module):
+        def overlapped_forward_backward(cls, *args):
+            pass
+
+        def dispatch(self):
+            pass
+
+        def combine(self):
+            pass
+    with pytest.raises(ValueError, match="Phased already defines overlapped_forward_backward"):
+        dualpipe.overlap_moe(Phased())
