@@ -1,13 +1,14 @@
 """dualpipe.overlap_moe on the emulated device: a DeepSeek-V3-style MoE model (tests/python/real_models.py) at
 PP 2 x EP 2 under DualPipeV, with the overlap and without, side by side in the same processes
 (tests/python/moe_overlap_checks.py --emulate). Each layer's attention and experts sleep F/2 in the forward and F in
-the backward (the host idle, as with a GPU), and every all-to-all of tokens takes at least F (a2a = F). The two runs'
-losses and gradients are checked bit-identical.
+the backward (the host idle, as with a GPU), and every all-to-all of tokens takes at least F/2: a layer's dispatch and
+combine together take F (a2a = F, as in bench_emulated_device.py). The two runs' losses and gradients are checked
+bit-identical.
 
 Prints, per micro-batch count, each rank's exposed all-to-all time per step (time spent waiting for exchanges) with
 the overlap and without, their ratio, the share hidden over all ranks, and the ratio of the median steps.
 
-    python bench/bench_moe_overlap.py [--f-ms 10] [--microbatches 8,16,32] [--steps 4]
+    python bench/bench_moe_overlap.py [--f-ms 10] [--microbatches 8,16,32] [--steps 4] [--layers 8]
 """
 import argparse
 import os
@@ -22,17 +23,19 @@ CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--f-ms", type=float, default=10.0, help="F, and each all-to-all's time (ms)")
+    parser.add_argument("--f-ms", type=float, default=10.0, help="F: a layer's forward, and its two all-to-alls' (ms)")
     parser.add_argument("--microbatches", default="8,16,32")
     parser.add_argument("--steps", type=int, default=4, help="steps of each run; the median of all but the first")
+    parser.add_argument("--layers", type=int, default=8, help="of the model, the first dense (two per stage at 8)")
     args = parser.parse_args()
-    print(f"DualPipeV, PP 2 x EP 2 (4 Gloo processes), DeepSeek-V3-style MoE stages, emulated device: F = "
+    print(f"DualPipeV, PP 2 x EP 2 (4 Gloo processes), DeepSeek-V3-style MoE, {args.layers} layers (the first dense) "
+          f"in 4 stages, emulated device: F = "
           f"{args.f_ms:g} ms, a2a = F; overlap_moe against no overlap, {args.steps} steps each")
     for m in [int(v) for v in args.microbatches.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "result.pt")
             done = subprocess.run([sys.executable, CHECKS, "--emulate", str(args.f_ms), "--steps", str(args.steps),
-                                   "--microbatches", str(m), "--out", out], capture_output=True, text=True)
+                                   "--microbatches", str(m), "--layers", str(args.layers), "--out", out], capture_output=True, text=True)
             if done.returncode != 0:
                 print(done.stdout + done.stderr)
                 sys.exit(f"-m {m}: the run failed")

@@ -8,13 +8,15 @@ stages:
         (their chains gave the turn at all-to-alls)
     python moe_overlap_checks.py --emulate F_MS [--steps 6]
         the emulated device: each layer's attention and experts sleep F_MS/2 in the forward and twice that in the
-        backward, as a GPU leaves the host idle, and every all-to-all of tokens takes at least F_MS (a2a = F); prints
+        backward, as a GPU leaves the host idle, and every all-to-all of tokens takes at least F_MS/2 (a layer's
+        dispatch and combine together F_MS: a2a = F, as in bench_emulated_device.py); prints
         each run's median step and its exposed all-to-all time (time spent waiting for exchanges), and their ratio
 
 Prints one line per rank and a summary; exits 0 when every check passed. bench/bench_moe_overlap.py runs the second
 form and records it."""
 import argparse
 import copy
+import dataclasses
 import os
 import statistics
 import sys
@@ -89,13 +91,13 @@ def emulate_device(stage, seconds):
             part.register_forward_hook(lambda _m, _i, out, s=seconds: DeviceTime.apply(out, s))
 
 
-def build(rank, world, chunks, emulate_ms):
+def build(rank, world, chunks, config, emulate_ms):
     from torch.distributed.device_mesh import init_device_mesh
     ep, pp = 2, world // 2
     mesh = init_device_mesh("cpu", (ep, pp), mesh_dim_names=("ep", "pp"))
     replica, p = divmod(rank, pp)
     torch.manual_seed(0)
-    stages = real_models.split(real_models.Transformer(CONFIG), 2 * pp)
+    stages = real_models.split(real_models.Transformer(config), 2 * pp)
     copies = {}
     for name in ("off", "on"):
         copies[name] = [copy.deepcopy(stages[s]) for s in (p, 2 * pp - 1 - p)]
@@ -103,18 +105,18 @@ def build(rank, world, chunks, emulate_ms):
             real_models.shard_experts(stage, mesh["ep"].get_group())
             if emulate_ms:
                 emulate_device(stage, emulate_ms / 2e3)
-    x, y = real_models.tokens(CONFIG, ep * chunks * SEQUENCES, SEQ_LEN)
+    x, y = real_models.tokens(config, ep * chunks * SEQUENCES, SEQ_LEN)
     rows = slice(replica * chunks * SEQUENCES, (replica + 1) * chunks * SEQUENCES)
     return copies, mesh["pp"].get_group(), p, x[rows], y[rows]
 
 
-def run_rank(rank, world, port, steps, chunks, emulate_ms, out):
+def run_rank(rank, world, port, steps, chunks, config, emulate_ms, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=world, rank=rank)
     try:
-        exchanges = Exchanges(emulate_ms / 1e3)
+        exchanges = Exchanges(emulate_ms / 2e3)  # a dispatch and a combine per layer: a2a = F
         exchanges.install()  # before overlap_moe, which issues through what it finds
-        copies, group, p, x, y = build(rank, world, chunks, emulate_ms)
+        copies, group, p, x, y = build(rank, world, chunks, config, emulate_ms)
         pipes = {"off": dualpipe.DualPipeV(copies["off"], process_group=group)}  # built before the class has the hook
         dualpipe.overlap_moe(*copies["on"])
         pipes["on"] = dualpipe.DualPipeV(copies["on"], process_group=group)
@@ -170,11 +172,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--microbatches", type=int, default=CHUNKS, help="per step (DualPipeV: at least 4)")
+    parser.add_argument("--layers", type=int, default=CONFIG.n_layers,
+                        help="of the model (a multiple of 4: two per stage at 8); the first is dense")
     parser.add_argument("--emulate", type=float, default=0.0, metavar="F_MS",
                         help="emulated device: compute and all-to-all times, in ms (0: the CPU's own)")
     parser.add_argument("--out", help="where rank 0 saves every rank's (step, exposed) per run")
     args = parser.parse_args()
-    start_ranks(run_rank, (4, free_port(), args.steps, args.microbatches, args.emulate, args.out), 4)
+    if args.layers < 4 or args.layers % 4:
+        parser.error(f"--layers {args.layers}: give a multiple of 4 (four stages)")
+    config = dataclasses.replace(CONFIG, n_layers=args.layers)
+    start_ranks(run_rank, (4, free_port(), args.steps, args.microbatches, config, args.emulate, args.out), 4)
     print("moe overlap: every check passed")
 
 
