@@ -3,7 +3,8 @@ torch.distributed.pipelining's ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-sty
 pipeline_module_split cuts them (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
 
 Ours and PyTorch's run in the same processes, on copies of the same stages, one step of each in turn, so that both
-see the same machine; every step is timed between barriers. Prints per case the median step with its range, the
+see the same machine; every step is timed between barriers. The reference (its package is also named dualpipe) runs
+in processes of its own, right after ours alone in the same way, and is compared with that. Prints per case the median step with its range, the
 ratio of ours to PyTorch's, the first step's losses compared, and each rank's peak bytes of saved activations
 (autograd's saved tensors, parameters left out, counted once per storage) during one step of each.
 
@@ -127,7 +128,7 @@ MODELS_DIM = [0]
 
 def run_rank(rank, ranks, model_name, runtimes, args, port, out):
     torch.set_num_threads(1)
-    if args.reference:
+    if "reference" in runtimes:  # its package is also named dualpipe
         sys.path.insert(0, args.reference)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
     config = model_config(model_name, args)
@@ -188,7 +189,8 @@ def measure(model_name, ranks, runtimes, args):
         return torch.load(out)
 
 
-NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
+NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV",
+         "ours alone": "dualpipe.DualPipeV alone"}
 
 
 def report(case, result, runtimes, args):
@@ -206,8 +208,9 @@ def report(case, result, runtimes, args):
         mib = " ".join(f"{p[r] / 2**20:.2f}" for p in result["peaks"])
         print(f"  {NAMES[r]:<26}{medians[r] * 1e3:>10.1f}{min(t) * 1e3:>9.1f}-{max(t) * 1e3:<8.1f}"
               f"{tokens / medians[r]:>10.0f}{diff:>11.3g}  {mib}")
-    for r in runtimes[1:]:
-        print(f"  ours / {NAMES[r]}: {medians['ours'] / medians[r]:.3f}")
+    print(f"  ours / {NAMES['torch']}: {medians['ours'] / medians['torch']:.3f}")
+    if "reference" in medians:
+        print(f"  ours alone / {NAMES['reference']}: {medians['ours alone'] / medians['reference']:.3f}")
     return medians
 
 
@@ -231,14 +234,18 @@ def main():
     for case in cases:
         model_name, ranks = CASES[case]
         result = measure(model_name, ranks, ["ours", "torch"], args)
+        runtimes = ["ours", "torch"]
         if args.reference:
-            reference = measure(model_name, ranks, ["reference"], args)
-            # the reference runs in processes of its own (its package is also named dualpipe)
-            for key in ("times", "loss"):
-                result[key]["reference"] = reference[key]["reference"]
-            for mine, theirs in zip(result["peaks"], reference["peaks"]):
-                mine["reference"] = theirs["reference"]
-        report(case, result, ["ours", "torch"] + (["reference"] if args.reference else []), args)
+            # The reference runs in processes of its own (its package is also named dualpipe): ours too, alone,
+            # right before it, so that the two are compared in the same conditions.
+            for runtime in ("ours alone", "reference"):
+                solo = measure(model_name, ranks, [runtime.split()[0]], args)
+                for key in ("times", "loss"):
+                    result[key][runtime] = solo[key][runtime.split()[0]]
+                for mine, theirs in zip(result["peaks"], solo["peaks"]):
+                    mine[runtime] = theirs[runtime.split()[0]]
+            runtimes += ["ours alone", "reference"]
+        report(case, result, runtimes, args)
 
 
 if __name__ == "__main__":
