@@ -146,6 +146,12 @@ python_on_gpu() {
     CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONPATH="$package" "$python" tests/python/module_recipes.py "$case" \
       --device cuda || status=1
   done
+  echo "== real models on the GPU (tests/python/real_model_checks.py): Llama 3 and MoE stages, the PyTorch schedule"
+  echo "   class, and PP 2 x DP 2 with the stages in FSDP2's fully_shard (four Gloo ranks sharing the GPU)"
+  for case in llama3 deepseek-v3 shapes schedule fsdp; do
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONPATH="$package" "$python" tests/python/real_model_checks.py "$case" \
+      --device cuda || status=1
+  done
   return $status
 }
 

@@ -132,7 +132,7 @@ void Mailbox::post(Peer& peer) {
         if (!in.header.defined()) {
           in.header = torch::empty({kHeaderWords}, torch::kLong);
           in.header_work = comm.irecv(in.header, peer.rank, tag_);
-          if (const MessageShape* g = guess(in.key)) {
+          if (const MessageShape* g = guess(in.key, peer.rank)) {
             for (size_t i = 0; i < g->shapes.size(); ++i) {
               in.message.tensors.push_back(torch::empty(g->shapes[i], options(g->dtypes[i])));
               if (in.message.tensors.back().numel() > 0)
@@ -145,7 +145,7 @@ void Mailbox::post(Peer& peer) {
         }
         if (!in.header_arrived) return;  // complete() waits for it and resumes
         const MessageShape sent = header_shape(in.header);
-        if (in.guessed && sent == *guess(in.key)) {
+        if (in.guessed && sent == *guess(in.key, peer.rank)) {
           in.posted = true;
           ++peer.next_to_post;
           continue;
@@ -193,7 +193,7 @@ void Mailbox::complete(Peer& peer, Incoming& in) {
   in.dummies.clear();
   in.guessed_buffers.clear();
   in.works.clear();
-  if (in.header.defined()) learn(in.key, header_shape(in.header));
+  if (in.header.defined()) learn(in.key, peer.rank, header_shape(in.header));
   in.header_work.reset();
   in.completed = true;
 }
@@ -237,15 +237,16 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
       sent.buffers.push_back(header);
       sent.works.push_back(comm.isend(header, dst, tag_));
       const MessageShape shape = header_shape(header);
-      const MessageShape* g = guess(key);
+      const MessageShape* g = guess(key, dst);
       if (g != nullptr && !(shape == *g)) {  // the receiver posted these shapes: fill them before the real ones
         const c10::Device device = tensors.empty() ? c10::Device(c10::kCPU) : tensors[0].device();
         for (size_t i = 0; i < g->shapes.size(); ++i) {
-          sent.buffers.push_back(torch::zeros(g->shapes[i], torch::TensorOptions().dtype(g->dtypes[i]).device(device)));
+          const auto options = torch::TensorOptions().dtype(g->dtypes[i]).device(device);
+          sent.buffers.push_back(torch::zeros(g->shapes[i], options));
           if (sent.buffers.back().numel() > 0) sent.works.push_back(comm.isend(sent.buffers.back(), dst, tag_));
         }
       }
-      learn(key, shape);
+      learn(key, dst, shape);
     }
     for (const auto& t : tensors) {
       if (t.numel() == 0) continue;
@@ -294,16 +295,16 @@ void Mailbox::finish() {
 }
 
 // What a boundary's messages of the earlier steps carried, where they were alike (else null).
-const MessageShape* Mailbox::guess(const MessageKey& key) const {
+const MessageShape* Mailbox::guess(const MessageKey& key, int peer) const {
   if (setup_.learned == nullptr) return nullptr;
-  auto it = setup_.learned->find({key.direction, key.producer});
+  auto it = setup_.learned->find({key.direction, key.producer, peer});
   return it == setup_.learned->end() || !it->second ? nullptr : &*it->second;
 }
 
 // Both ends of a message learn the same shape from it (what the sender's header says), so they agree on the
 // guess of the next step.
-void Mailbox::learn(const MessageKey& key, const MessageShape& shape) {
-  auto [it, first] = seen_.try_emplace({key.direction, key.producer}, shape);
+void Mailbox::learn(const MessageKey& key, int peer, const MessageShape& shape) {
+  auto [it, first] = seen_.try_emplace({key.direction, key.producer, peer}, shape);
   if (!first && it->second && !(*it->second == shape)) it->second.reset();
 }
 

@@ -9,14 +9,15 @@
 // Receives whose shapes are declared (ExecutorOptions::boundaries without -1) are all posted when the step
 // starts, into buffers on the consuming stage's device. Otherwise a small header travels first (count, and
 // per tensor dtype, requires_grad and shape); the message's tensors are posted as soon as a poll between actions
-// finds its header arrived (so they travel while the stage computes, not when it asks for them), and the peer's
-// next header right after. Sends are asynchronous; a send's buffers are dropped as soon as it completed.
+// finds its header arrived (where the backend tells: Gloo's process-group works complete only once waited), or
+// with the header at the shapes an earlier step learned (MessageShape), and the peer's next header right after. Sends are asynchronous; a send's buffers are dropped as soon as it completed.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
@@ -55,8 +56,9 @@ struct MessageShape {
     return dtypes == o.dtypes && shapes == o.shapes && requires_grad == o.requires_grad;
   }
 };
-// By (direction, producer stage); nullopt: the micro-batches differed.
-using LearnedShapes = std::map<std::pair<Direction, int>, std::optional<MessageShape>>;
+// By (direction, producer stage, the rank at the other end): both ends of a link learn from the same messages.
+// nullopt: the micro-batches differed.
+using LearnedShapes = std::map<std::tuple<Direction, int, int>, std::optional<MessageShape>>;
 
 struct MailboxSetup {
   comm::Communicator* communicator = nullptr;
@@ -93,8 +95,8 @@ class Mailbox {
   const BoundarySpec* declared(const MessageKey& key) const;
   void post(Peer& peer);
   void post_arrived(Peer& peer);
-  const MessageShape* guess(const MessageKey& key) const;
-  void learn(const MessageKey& key, const MessageShape& shape);
+  const MessageShape* guess(const MessageKey& key, int peer) const;
+  void learn(const MessageKey& key, int peer, const MessageShape& shape);
   void complete(Peer& peer, Incoming& message);
   void wait_for(comm::Work& work, const MessageKey& key, bool receive, int peer);
   [[noreturn]] void fail(const comm::CommError& e, const MessageKey& key, bool receive, int peer) const;

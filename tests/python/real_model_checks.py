@@ -16,7 +16,7 @@ each against an independent reference:
                                               fully_shard over its data-parallel replicas, under DualPipeV;
                                               gradients within 1e-6 of one process running the whole batch
 
-Two ranks over Gloo (four for fsdp), one thread each. Prints one line per rank and exits 0 when every check passed."""
+Two ranks over Gloo (four for fsdp), one thread each, on the CPU or (--device cuda) sharing a GPU. Prints one line per rank and exits 0 when every check passed."""
 import argparse
 import copy
 import os
@@ -101,7 +101,7 @@ def check_fsdp(rank, world):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     dp, pp = 2, world // 2
-    mesh = init_device_mesh("cpu", (dp, pp), mesh_dim_names=("dp", "pp"))
+    mesh = init_device_mesh(torch.get_default_device().type, (dp, pp), mesh_dim_names=("dp", "pp"))
     replica, p = divmod(rank, pp)
     torch.manual_seed(0)
     model = real_models.Transformer(TINY["llama3"])
@@ -140,7 +140,8 @@ def check_fsdp(rank, world):
 
 def pipeline_stages(modules, indices, world, rank):
     from torch.distributed.pipelining import PipelineStage
-    stages = [PipelineStage(m, s, 2 * world, torch.device("cpu")) for m, s in zip(modules, indices)]
+    device = torch.get_default_device()
+    stages = [PipelineStage(m, s, 2 * world, device) for m, s in zip(modules, indices)]
     # Gloo has no link from a process to itself: PyTorch's empty opening messages between the last rank's two
     # middle stages are left out (as in pytorch_runtime.py).
     for stage in stages:
@@ -183,8 +184,9 @@ CASES = {"llama3": lambda rank, world: check_against_one_process(rank, world, "l
          "shapes": check_changing_shapes, "schedule": check_schedule_against_pytorch, "fsdp": check_fsdp}
 
 
-def run_rank(rank, world, case, port):
+def run_rank(rank, world, case, port, device):
     torch.set_num_threads(1)
+    torch.set_default_device(device)  # on a GPU the ranks share it; Gloo carries the boundaries through the host
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=world, rank=rank)
     try:
         print(CASES[case](rank, world), flush=True)
@@ -195,9 +197,13 @@ def run_rank(rank, world, case, port):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where every rank computes (cuda: the ranks share GPU 0, scripts/gpu_check.sh)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this machine has no CUDA GPU")
     world = 4 if args.case == "fsdp" else 2
-    start_ranks(run_rank, (world, args.case, free_port()), world)
+    start_ranks(run_rank, (world, args.case, free_port(), args.device), world)
     print(f"{args.case}: every check passed")
 
 

@@ -302,6 +302,8 @@ def cross_entropy(logits, targets):
 
 
 def tokens(c: Config, sequences: int, seq_len: int, seed: int = 1):
+    """Random token ids, the same on every rank (drawn on the CPU), on the default device."""
     generator = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, c.vocab_size, (sequences, seq_len + 1), generator=generator)
-    return x[:, :-1].contiguous(), x[:, 1:].contiguous()
+    x = torch.randint(0, c.vocab_size, (sequences, seq_len + 1), generator=generator, device="cpu")
+    device = torch.get_default_device()
+    return x[:, :-1].contiguous().to(device), x[:, 1:].contiguous().to(device)
