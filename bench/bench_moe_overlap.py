@@ -35,7 +35,8 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "result.pt")
             done = subprocess.run([sys.executable, CHECKS, "--emulate", str(args.f_ms), "--steps", str(args.steps),
-                                   "--microbatches", str(m), "--layers", str(args.layers), "--out", out], capture_output=True, text=True)
+                                   "--microbatches", str(m), "--layers", str(args.layers), "--out", out],
+                                  capture_output=True, text=True)
             if done.returncode != 0:
                 print(done.stdout + done.stderr)
                 sys.exit(f"-m {m}: the run failed")

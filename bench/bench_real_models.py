@@ -4,12 +4,13 @@ pipeline_module_split cuts them (tests/python/real_models.py), and DeepSeek's re
 
 Ours and PyTorch's run in the same processes, on copies of the same stages, one step of each in turn, so that both
 see the same machine; every step is timed between barriers. The reference (its package is also named dualpipe) runs
-in processes of its own, right after ours alone in the same way, and is compared with that. Prints per case the median step with its range, the
-ratio of ours to PyTorch's, the first step's losses compared, and each rank's peak bytes of saved activations
-(autograd's saved tensors, parameters left out, counted once per storage) during one step of each.
+in processes of its own, right after ours alone in the same way, and is compared with that. Prints per case the
+median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
+activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each.
 
     python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
-                                      [--microbatches 8] [--sequences 2] [--seq-len 64] [--reference PATH]
+                                      [--microbatches 8] [--sequences 2] [--seq-len 64] [--dim 256]
+                                      [--reference PATH]
 """
 import argparse
 import copy
@@ -81,14 +82,14 @@ class _Held:
             del self.meter.live[self.key]
 
 
-def our_step(modules, rank, x, y, microbatches, reference):
+def our_step(modules, rank, x, y, microbatches, reference, width):
     import dualpipe
     if reference:  # the reference allocates its receive buffers on CUDA and checks the modules are there
         import dualpipe.comm as comm
         comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
                                                  for s in comm.TENSOR_SHAPES]
         torch.cuda.current_device = lambda: "cpu"
-        dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], MODELS_DIM[0])])
+        dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], width)])
         dualpipe.set_p2p_tensor_dtype(torch.float32)
     pipe = dualpipe.DualPipeV(tuple(modules))
 
@@ -123,16 +124,12 @@ def torch_step(modules, indices, rank, ranks, x, y, microbatches):
     return step
 
 
-MODELS_DIM = [0]
-
-
 def run_rank(rank, ranks, model_name, runtimes, args, port, out):
     torch.set_num_threads(1)
     if "reference" in runtimes:  # its package is also named dualpipe
         sys.path.insert(0, args.reference)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
     config = model_config(model_name, args)
-    MODELS_DIM[0] = config.dim
     torch.manual_seed(0)
     stages = real_models.split(real_models.Transformer(config), 2 * ranks)
     indices = (rank, 2 * ranks - 1 - rank)
@@ -143,7 +140,8 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
         if runtime == "torch":
             steps[runtime] = torch_step(copies[runtime], indices, rank, ranks, x, y, args.microbatches)
         else:
-            steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches, runtime == "reference")
+            steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches, runtime == "reference",
+                                      config.dim)
     times = {r: [] for r in runtimes}
     first_loss, peak = {}, {}
     for i in range(args.steps + 2):
@@ -196,7 +194,8 @@ NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "refe
 def report(case, result, runtimes, args):
     config = model_config(CASES[case][0], args)
     tokens = args.microbatches * args.sequences * args.seq_len
-    print(f"\n{case} ({CASES[case][1]} Gloo processes, {2 * CASES[case][1]} stages of {config.n_layers // (2 * CASES[case][1])} "
+    ranks = CASES[case][1]
+    print(f"\n{case} ({ranks} Gloo processes, {2 * ranks} stages of {config.n_layers // (2 * ranks)} "
           f"layers, dim {config.dim}, {args.microbatches} micro-batches x {args.sequences} sequences of "
           f"{args.seq_len} tokens):")
     print(f"  {'runtime':<26}{'step ms':>10}{'range ms':>18}{'tokens/s':>10}{'loss diff':>11}  peak saved MiB per rank")

@@ -10,7 +10,8 @@
 // starts, into buffers on the consuming stage's device. Otherwise a small header travels first (count, and
 // per tensor dtype, requires_grad and shape); the message's tensors are posted as soon as a poll between actions
 // finds its header arrived (where the backend tells: Gloo's process-group works complete only once waited), or
-// with the header at the shapes an earlier step learned (MessageShape), and the peer's next header right after. Sends are asynchronous; a send's buffers are dropped as soon as it completed.
+// with the header at the shapes an earlier step learned (MessageShape), and the peer's next header right after.
+// Sends are asynchronous; a send's buffers are dropped as soon as it completed.
 #pragma once
 
 #include <chrono>
