@@ -14,19 +14,22 @@ each against an independent reference:
 
     python real_model_checks.py fsdp          PP 2 x DP 2 (four ranks): every stage module wrapped in FSDP2's
                                               fully_shard over its data-parallel replicas, under DualPipeV;
-                                              gradients within 1e-6 of one process running the whole batch
+                                              gradients within 1e-6 of one process running the whole batch, and
+                                              accumulated at W actions, none at an I
 
 Two ranks over Gloo (four for fsdp), one thread each, on the CPU or (--device cuda) sharing a GPU. Prints one line per rank and exits 0 when every check passed."""
 import argparse
 import copy
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 
 import dualpipe
 import real_models
+from module_recipes import check_accumulated_at_w
 from rank_checks import check, cosine_distance
 from ranks import free_port, start_ranks
 
@@ -121,10 +124,17 @@ def check_fsdp(rank, world):
     modules = [stages[s] for s in indices]
     for m in modules:
         fully_shard(m, mesh=mesh["dp"])
-    pipe = dualpipe.DualPipeV(modules, process_group=mesh["pp"].get_group())
+    pipe = dualpipe.DualPipeV(modules, process_group=mesh["pp"].get_group(), record_actions=True)
     mine = slice(replica * CHUNKS * SEQUENCES, (replica + 1) * CHUNKS * SEQUENCES)
-    pipe.step(*((x[mine],) if p == 0 else ()), num_chunks=CHUNKS, criterion=real_models.cross_entropy,
-              labels=(y[mine],) if p == 0 else ())
+    times = None
+    for step in range(2):  # the first makes FSDP's unsharded parameters, into which autograd accumulates
+        if step == 1:
+            for m in modules:
+                m.zero_grad(set_to_none=True)
+            times = accumulation_times(modules)
+        pipe.step(*((x[mine],) if p == 0 else ()), num_chunks=CHUNKS, criterion=real_models.cross_entropy,
+                  labels=(y[mine],) if p == 0 else ())
+    w_actions, at_w = check_accumulated_at_w(rank, times, pipe.last_step_actions())
     whole = dict(model.named_parameters())
     worst = 0.0
     for s, m in zip(indices, modules):
@@ -134,8 +144,19 @@ def check_fsdp(rank, world):
             expected = whole[name].grad
             worst = max(worst, (ours - expected).abs().max().item())
             check(worst < 1e-6, f"rank {rank}: stage {s}'s {name}: gradient differs from one process's by {worst}")
-    return (f"rank {rank}: fsdp gradients within 1e-6 of one process (worst {worst:.1e}); a module sharded over its "
-            "own pipeline refused")
+    return (f"rank {rank}: fsdp gradients within 1e-6 of one process (worst {worst:.1e}), {at_w} gradient "
+            f"accumulations in the {w_actions} W actions, none in an I; a module sharded over its own pipeline refused")
+
+
+def accumulation_times(modules):
+    """When autograd accumulates into FSDP's unsharded parameters (post-accumulate-grad hooks)."""
+    from torch.distributed.fsdp import fully_shard
+    times = []
+    for m in modules:
+        for fsdp_param in fully_shard.state(m)._fsdp_param_group.fsdp_params:
+            fsdp_param._unsharded_param.register_post_accumulate_grad_hook(
+                lambda _p: times.append(time.monotonic()))
+    return times
 
 
 def pipeline_stages(modules, indices, world, rank):
