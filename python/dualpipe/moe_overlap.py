@@ -14,7 +14,10 @@ gradients back (exchanges of integers, such as the tokens' counts per expert, ru
 its order within each chain are the module's own, so the results equal a forward followed by a backward, to the bit.
 
 Parameter gradients of an overlapped pair are computed with its backward (not deferred to a W action), as with
-`dualpipe.phases`. Outside a pair (a lone forward or backward) the module runs as written.
+`dualpipe.phases`. Outside a pair (a lone forward or backward) the module runs as written. To see the exchanges,
+`torch.distributed.all_to_all_single` is wrapped for the process, once; outside a pair's chains the wrapper calls the
+original at once. Code that imported the function by name, or uses functional collectives, is not seen: its
+exchanges run where they stand, correct but not overlapped.
 """
 import threading
 from typing import Callable, List, Optional
