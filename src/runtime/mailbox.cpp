@@ -260,8 +260,10 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
 }
 
 // The messages whose header has arrived, in the peer's order, get their tensors posted (and the next header).
+// Only once every earlier message of the peer completed: receives complete in the order they were posted, as
+// backends that match by order alone (NCCL, the in-process hub) need.
 void Mailbox::post_arrived(Peer& peer) {
-  while (peer.next_to_post < peer.queue.size()) {
+  while (peer.next_to_post < peer.queue.size() && peer.next_to_complete == peer.next_to_post) {
     Incoming& in = peer.queue[peer.next_to_post];
     if (!in.header_work || in.header_arrived || !in.header_work->is_completed()) return;
     wait_for(*in.header_work, in.key, true, peer.rank);  // at once: surfaces a failed transfer
