@@ -201,7 +201,7 @@ StepResult Executor::step(const StepArgs& args) {
       } else {
         I.run(actions[i]);
       }
-      I.mail->poll();
+      I.mail->poll_sends();
       I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.stats.peak_activation_bytes = std::max(I.stats.peak_activation_bytes, I.activation_bytes());
     }

@@ -259,23 +259,9 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
   sends_.push_back(std::move(sent));
 }
 
-// The messages whose header has arrived, in the peer's order, get their tensors posted (and the next header).
-// Only once every earlier message of the peer completed: receives complete in the order they were posted, as
-// backends that match by order alone (NCCL, the in-process hub) need.
-void Mailbox::post_arrived(Peer& peer) {
-  while (peer.next_to_post < peer.queue.size() && peer.next_to_complete == peer.next_to_post) {
-    Incoming& in = peer.queue[peer.next_to_post];
-    if (!in.header_work || in.header_arrived || !in.header_work->is_completed()) return;
-    wait_for(*in.header_work, in.key, true, peer.rank);  // at once: surfaces a failed transfer
-    in.header_arrived = true;
-    post(peer);
-  }
-}
-
 // Runs after every action: in place, so the common case (nothing completed yet) moves nothing and allocates
 // nothing.
-void Mailbox::poll() {
-  for (auto& [src, peer] : peers_) post_arrived(peer);
+void Mailbox::poll_sends() {
   auto completed = [&](Sent& s) {
     for (auto& w : s.works)
       if (!w->is_completed()) return false;

@@ -8,9 +8,8 @@
 //
 // Receives whose shapes are declared (ExecutorOptions::boundaries without -1) are all posted when the step
 // starts, into buffers on the consuming stage's device. Otherwise a small header travels first (count, and
-// per tensor dtype, requires_grad and shape); the message's tensors are posted as soon as a poll between actions
-// finds its header arrived (where the backend tells: Gloo's process-group works complete only once waited), or
-// with the header at the shapes an earlier step learned (MessageShape), and the peer's next header right after.
+// per tensor dtype, requires_grad and shape); the message's tensors are posted when its header arrived, or with
+// the header at the shapes an earlier step learned (MessageShape), and the peer's next header right after.
 // Sends are asynchronous; a send's buffers are dropped as soon as it completed.
 #pragma once
 
@@ -81,9 +80,8 @@ class Mailbox {
   Message take(const MessageKey& key);
   // Sends asynchronously to communicator rank `dst`.
   void send(const MessageKey& key, int dst, const Tensors& tensors);
-  // Between actions: drops the buffers of sends that completed, and posts the tensors of messages whose header
-  // arrived.
-  void poll();
+  // Drops the buffers of sends that completed.
+  void poll_sends();
   // Waits for every send; throws if a message was expected but never taken (a schedule/lowering bug). Then
   // learns the step's message shapes.
   void finish();
@@ -95,7 +93,6 @@ class Mailbox {
   bool shapes_travel(const MessageKey& key) const;
   const BoundarySpec* declared(const MessageKey& key) const;
   void post(Peer& peer);
-  void post_arrived(Peer& peer);
   const MessageShape* guess(const MessageKey& key, int peer) const;
   void learn(const MessageKey& key, int peer, const MessageShape& shape);
   void complete(Peer& peer, Incoming& message);

@@ -42,8 +42,7 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait(std::chrono::milliseconds timeout) = 0;
-  // Non-blocking completion poll (lets the executor free send buffers early, and post a message once its header
-  // arrived).
+  // Non-blocking completion poll (lets the executor free send buffers early).
   virtual bool is_completed() = 0;
 };
 
