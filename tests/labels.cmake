@@ -22,7 +22,7 @@ set(dualpipe_cli_quick "^(Cli|PlanCli|SimulateCli|DrawCommand|PlotCommand|Compar
 HostileInput|HostileRoundThree|Launch|LaunchNodes|Vocabulary)\\.|^Train\\.EveryScheduleTrainsOneStepMatchingTheReference$")
 set(dualpipe_cli_testbed "^TwoNodes\\.")
 set(dualpipe_cli_slow "^Train\\.(ContextParallel|DataParallel|ExpertParallel|ForwardBackwardOverlapOfMoe|\
-GradientReduction|PipelineDataAndExpert|TensorParallel|Zero(One|Two|Three)Shards|EverySchedule|AReplan)|\
+GradientReduction|EveryReduceGradAction|PipelineDataAndExpert|TensorParallel|Zero(One|Two|Three)Shards|EverySchedule|AReplan)|\
 ^Schedules/(Stragglers|NoStraggler)\\.")
 
 function(dualpipe_apply_labels layer)

@@ -149,8 +149,8 @@ PipelineEstimate estimate(const ModelSpec& model, const ClusterSpec& cluster, co
 // the same experts (tp x cp x dp / ep).
 LayoutMemory memory_of(const PipelineEstimate& e, int zero) {
   const Layout& l = e.layout;
-  const ModelStateBytes dense = model_state_bytes(e.dense_params, zero, l.dp * l.cp);
-  const ModelStateBytes experts = model_state_bytes(e.expert_params, zero, l.tp * l.cp * l.dp / l.ep);
+  const ModelStateBytes dense = model_state_bytes(e.dense_params, zero_stage(zero), l.dp * l.cp);
+  const ModelStateBytes experts = model_state_bytes(e.expert_params, zero_stage(zero), l.tp * l.cp * l.dp / l.ep);
   LayoutMemory memory{dense.parameters + experts.parameters, dense.gradients + experts.gradients,
                       dense.optimizer + experts.optimizer, e.activation_bytes};
   memory.optimizer_step = memory.optimizer * 4 / 12;  // fp32 gradients of the parameters whose 12 bytes it holds
@@ -203,8 +203,8 @@ LayoutResult finish(const ModelSpec& model, const ClusterSpec& cluster, int glob
   t.compute_efficiency = pc.flops / ((pc.compute + pc.recompute) * cluster.peak_tflops * 1e12);
   t.bubble = makespan - busy;
   const double held = double(e.layout.stages()) / e.layout.pp * e.copies;  // stages a rank runs, copies counted
-  const DataParallelTime dp = data_parallel_time(cluster, e.layout, zero, e.dense_params, e.expert_params,
-                                                 held * pc.costs.forward, held * pc.costs.backward);
+  const DataParallelTime dp = data_parallel_time(cluster, e.layout, zero_stage(zero), e.dense_params,
+                                                 e.expert_params, held * pc.costs.forward, held * pc.costs.backward);
   t.dp = dp.exposed, t.dp_hidden = dp.total - dp.exposed;
   t.update = update_seconds(cluster, r.memory.optimizer / 12);  // 12 bytes of optimizer state a parameter
   const double modelled = makespan + t.dp + t.update;

@@ -5,10 +5,9 @@
 
 namespace dualpipe::layout {
 
-ModelStateBytes model_state_bytes(double params, int zero_stage, int shards) {
-  DUALPIPE_REQUIRE(zero_stage >= 0 && zero_stage <= 3, "ZeRO stage must be 0, 1, 2 or 3, got ", zero_stage);
+ModelStateBytes model_state_bytes(double params, ZeroStage zero, int shards) {
   DUALPIPE_REQUIRE(shards >= 1, "data-parallel ranks must be >= 1, got ", shards);
-  const parallel::ZeroShares kept = parallel::zero_shares(zero_stage, shards);
+  const parallel::ZeroShares kept = parallel::zero_shares(zero, shards);
   return {2 * params * kept.parameters, 2 * params * kept.gradients, 12 * params * kept.optimizer};
 }
 

@@ -6,8 +6,8 @@
 
 namespace dualpipe::layout {
 
-DataParallelTime data_parallel_time(const ClusterSpec& cluster, const Layout& l, int zero, double dense_params,
-                                    double expert_params, double forward, double backward) {
+DataParallelTime data_parallel_time(const ClusterSpec& cluster, const Layout& l, ZeroStage zero,
+                                    double dense_params, double expert_params, double forward, double backward) {
   // Dense parameters are replicated over dp x cp ranks, experts over the ranks holding the same experts.
   const int dense_ranks = l.dp * l.cp, expert_ranks = l.tp * l.cp * l.dp / l.ep;
   // One pass of 16-bit values of every parameter this rank holds over its group: a gather or a reduce-scatter.
@@ -17,8 +17,8 @@ DataParallelTime data_parallel_time(const ClusterSpec& cluster, const Layout& l,
                             all_reduce_seconds(cluster, 2 * expert_params, expert_ranks, l.ep);
   if (!l.dp_overlap) forward = backward = 0;
   const int m = l.microbatches;
-  if (zero <= 1) return {all_reduce, std::max(0.0, all_reduce - backward)};
-  if (zero == 2) return {m * pass + pass, m * std::max(0.0, pass - backward) + pass};
+  if (!shards_gradients(zero)) return {all_reduce, std::max(0.0, all_reduce - backward)};
+  if (!shards_parameters(zero)) return {m * pass + pass, m * std::max(0.0, pass - backward) + pass};
   return {3 * m * pass, m * std::max(0.0, 3 * pass - forward - backward)};
 }
 

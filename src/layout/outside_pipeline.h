@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dualpipe/layout/layout.h"
+#include "dualpipe/schedule/zero_stage.h"
 
 namespace dualpipe::layout {
 
@@ -14,8 +15,8 @@ struct DataParallelTime {
 // gradients behind its backward and gathers the parameters once; ZeRO-3 also gathers the parameters for every
 // forward and backward, behind them. Without layout.dp_overlap nothing hides. dense_params and expert_params: what
 // the rank holds; forward and backward: one micro-batch's on the rank, every stage it holds (seconds).
-DataParallelTime data_parallel_time(const ClusterSpec& cluster, const Layout& layout, int zero, double dense_params,
-                                    double expert_params, double forward, double backward);
+DataParallelTime data_parallel_time(const ClusterSpec& cluster, const Layout& layout, ZeroStage zero,
+                                    double dense_params, double expert_params, double forward, double backward);
 
 // The update of the parameters whose optimizer state a rank holds: the calibrated rate where there is one, else
 // mixed-precision Adam's HBM traffic; slowed like the compute where ranks share cores.

@@ -18,10 +18,10 @@ DataParallel::DataParallel(c10::intrusive_ptr<c10d::ProcessGroup> group, std::sh
     : group_(std::move(group)), expert_group_(std::move(expert_group)),
       expert_data_parallel_(std::move(expert_data_parallel)), world_(std::move(world)) {}
 
-void DataParallel::start(int stage, StageParameters& state, bool join_copies) {
+StartedCollectives DataParallel::start(int stage, StageParameters& state, bool join_copies) {
   const auto copies = join_copies ? copy_groups_.find(stage) : copy_groups_.end();
   const bool joined = copies != copy_groups_.end();
-  if (replicas() == 1 && !joined) return;
+  if (replicas() == 1 && !joined) return {};
   std::vector<torch::Tensor> dense, experts;
   for (auto& p : state.parameters) {
     if (!p.value().requires_grad()) continue;
@@ -30,13 +30,14 @@ void DataParallel::start(int stage, StageParameters& state, bool join_copies) {
     if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
     (is_sharded_expert(state.split(p.key())) ? experts : dense).push_back(p.value().grad());
   }
-  start_bucket(std::move(dense), joined ? copies->second.dense : group_);
-  start_bucket(std::move(experts), joined ? copies->second.experts : expert_data_parallel_);
+  StartedCollectives started = start_bucket(std::move(dense), joined ? copies->second.dense : group_);
+  started += start_bucket(std::move(experts), joined ? copies->second.experts : expert_data_parallel_);
+  return started;
 }
 
-void DataParallel::start_bucket(std::vector<torch::Tensor> gradients,
-                                const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
-  if (gradients.empty()) return;
+StartedCollectives DataParallel::start_bucket(std::vector<torch::Tensor> gradients,
+                                              const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  if (gradients.empty()) return {};
   Bucket bucket;
   bucket.gradients = std::move(gradients);
   std::vector<torch::Tensor> views;
@@ -46,7 +47,10 @@ void DataParallel::start_bucket(std::vector<torch::Tensor> gradients,
     traffic_->all_reduce(bucket.flat[0].nbytes(), group->getSize());
     bucket.work = group->allreduce(bucket.flat);
   }
+  StartedCollectives started{static_cast<int64_t>(bucket.flat[0].nbytes()), {}};
+  if (bucket.work) started.works.push_back(bucket.work);
   buckets_.push_back(std::move(bucket));
+  return started;
 }
 
 double DataParallel::finish() {
@@ -62,13 +66,6 @@ double DataParallel::finish() {
     }
   }
   buckets_.clear();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-double DataParallel::average_gradients(Stages& stages, bool join_copies) {
-  const auto start = std::chrono::steady_clock::now();
-  for (auto& [stage, state] : stages) this->start(stage, state, join_copies);
-  finish();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -79,56 +79,66 @@ void OptimizerSharding::keep_own_gradients(Stages& stages) const {
   }
 }
 
-double OptimizerSharding::reduce_gradients_to_owners(Stages& stages, int replicas) const {
-  const auto start = std::chrono::steady_clock::now();
-  struct Reduction {  // one owner's tensors of one stage, flat
-    std::vector<torch::Tensor> parameters;
-    torch::Tensor flat;
-    bool mine = false;
-    c10::intrusive_ptr<c10d::Work> work;
-  };
-  std::vector<Reduction> reductions;
-  for (auto& [stage, state] : stages) {
-    auto parameters = state.parameters;
-    for (auto& p : parameters) {
-      if (!p.value().requires_grad()) continue;
-      // Every member sends the same layout, whatever took part in the step.
-      if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
-      if (!is_sharded(stage, p.key())) p.value().mutable_grad().div_(replicas);  // nobody to sum with
-    }
-    const auto found = shards_.find(stage);
-    if (found == shards_.end()) continue;
-    for (const Shard& shard : found->second)
-      for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
-        Reduction r;
-        r.mine = static_cast<int>(owner) == shard.group->getRank();
-        std::vector<torch::Tensor> gradients;
-        for (const auto& name : shard.names_by_owner[owner]) {
-          r.parameters.push_back(parameters[name]);
-          gradients.push_back(parameters[name].grad());
-        }
-        if (gradients.empty()) continue;
-        std::vector<torch::Tensor> buffer = {torch::flatten_dense_tensors(gradients)};
-        c10d::ReduceOptions options;
-        options.rootRank = static_cast<int64_t>(owner);
-        traffic_->one_member(buffer[0].nbytes(), shard.group->getSize());
-        r.work = shard.group->reduce(buffer, options);
-        r.flat = buffer[0];
-        reductions.push_back(std::move(r));
-      }
+StartedCollectives OptimizerSharding::start_reduction_to_owners(int stage, StageParameters& state, int replicas) {
+  auto parameters = state.parameters;
+  for (auto& p : parameters) {
+    if (!p.value().requires_grad()) continue;
+    // Every member sends the same layout, whatever took part in the step.
+    if (!p.value().grad().defined()) p.value().mutable_grad() = torch::zeros_like(p.value());
+    if (!is_sharded(stage, p.key())) p.value().mutable_grad().div_(replicas);  // nobody to sum with
   }
+  const auto found = shards_.find(stage);
+  if (found == shards_.end()) return {};
+  StartedCollectives started;
+  for (const Shard& shard : found->second)
+    for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner) {
+      Reduction r;
+      r.mine = static_cast<int>(owner) == shard.group->getRank();
+      r.replicas = replicas;
+      std::vector<torch::Tensor> gradients;
+      for (const auto& name : shard.names_by_owner[owner]) {
+        r.parameters.push_back(parameters[name]);
+        gradients.push_back(parameters[name].grad());
+      }
+      if (gradients.empty()) continue;
+      std::vector<torch::Tensor> buffer = {torch::flatten_dense_tensors(gradients)};
+      c10d::ReduceOptions options;
+      options.rootRank = static_cast<int64_t>(owner);
+      traffic_->one_member(buffer[0].nbytes(), shard.group->getSize());
+      r.work = shard.group->reduce(buffer, options);
+      r.flat = buffer[0];
+      started.bytes += r.flat.nbytes();
+      started.works.push_back(r.work);
+      pending_.push_back(std::move(r));
+    }
+  return started;
+}
+
+double OptimizerSharding::finish_reductions() {
+  const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
-  for (Reduction& r : reductions) {
+  for (Reduction& r : pending_) {
     r.work->wait();
     if (!r.mine) {
       for (auto& p : r.parameters) p.mutable_grad() = torch::Tensor();
       continue;
     }
-    r.flat.div_(replicas);
+    r.flat.div_(r.replicas);
     const std::vector<torch::Tensor> means = torch::unflatten_dense_tensors(r.flat, r.parameters);
     for (size_t i = 0; i < means.size(); ++i) r.parameters[i].mutable_grad().copy_(means[i]);
   }
+  pending_.clear();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool OptimizerSharding::owns(int stage, const std::string& name) const {
+  const auto found = shards_.find(stage);
+  if (found == shards_.end()) return true;
+  for (const Shard& shard : found->second)
+    for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner)
+      for (const auto& owned : shard.names_by_owner[owner])
+        if (owned == name) return static_cast<int>(owner) == shard.group->getRank();
+  return true;  // not shared out: kept whole here
 }
 
 int OptimizerSharding::sharing_ranks(int stage, const std::string& name) const {

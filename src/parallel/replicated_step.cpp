@@ -1,22 +1,19 @@
 #include "dualpipe/parallel/replicated_step.h"
 
+#include "dualpipe/parallel/collective_completion.h"
+
 namespace dualpipe::parallel {
 
-ReplicatedStep::ReplicatedStep(DataParallel& dp, Stages& stages, int zero_stage, bool overlap_reduction)
-    : dp_(&dp), stages_(&stages), zero_stage_(zero_stage), overlap_reduction_(overlap_reduction) {
-  if (zero_stage >= 1) sharding_ = OptimizerSharding(dp, stages);
-  predicted_ = predicted_state_bytes(stages, sharding_, zero_stage);
-  if (zero_stage >= 3) parameters_ = ParameterSharding(sharding_, stages);
+ReplicatedStep::ReplicatedStep(DataParallel& dp, Stages& stages, ZeroStage zero)
+    : dp_(&dp), stages_(&stages), zero_(zero) {
+  if (shards_optimizer_state(zero)) sharding_ = OptimizerSharding(dp, stages);
+  predicted_ = predicted_state_bytes(stages, sharding_, zero);
+  if (shards_parameters(zero)) parameters_ = ParameterSharding(sharding_, stages);
 }
 
-void ReplicatedStep::begin(int step, runtime::StepArgs& args) {
+void ReplicatedStep::bind(runtime::StepArgs& args) {
   if (!dp_) return;
-  // ZeRO-2 reduces onto the owners after the step, once the copies of a stage are summed.
-  const bool below_zero2 = zero_stage_ < 2;
-  overlap_ = below_zero2 && overlap_reduction_ && dp_->replicas() > 1 && step > 1;
-  join_copies_ = below_zero2 && step > 1 && dp_->joins_stage_copies();  // data_parallel.h
-  if (overlap_)
-    args.reduce_grad = [this](int stage) { dp_->start(stage, stages_->at(stage), /*join_copies=*/true); };
+  if (dp_->replicas() > 1) args.reduce_grad = [this](int stage) { return reduce(stage); };
   if (parameters_.on()) {  // each stage's parameters here from one action before its first to its last
     args.unshard = [this](int stage) { parameters_.prefetch(stage); };
     args.wait_unsharded = [this](int stage) { parameters_.wait(stage); };
@@ -24,12 +21,22 @@ void ReplicatedStep::begin(int step, runtime::StepArgs& args) {
   }
 }
 
-double ReplicatedStep::finish_overlapped() { return overlap_ ? dp_->finish() : 0; }
+runtime::StartedReduction ReplicatedStep::reduce(int stage) {
+  StageParameters& state = stages_->at(stage);
+  // A stage with a copy on another pipeline rank needs every holder's gradients for the copies' sum, and c10d's
+  // reduce has one root where the owner's replica holds two copies: its bucket is all-reduced even from ZeRO-2 on,
+  // and finish_reductions() drops what this replica does not own.
+  const StartedCollectives started = shards_gradients(zero_) && !(joins_copies() && dp_->joins_copies_of(stage))
+                                         ? sharding_.start_reduction_to_owners(stage, state, dp_->replicas())
+                                         : dp_->start(stage, state, joins_copies());
+  return {started.bytes, when_completed(started.works)};
+}
 
-double ReplicatedStep::reduce_gradients() {
-  if (!dp_ || overlap_) return 0;
-  return zero_stage_ >= 2 ? sharding_.reduce_gradients_to_owners(*stages_, dp_->replicas())
-                          : dp_->average_gradients(*stages_, join_copies_);
+double ReplicatedStep::finish_reductions() {
+  if (!dp_) return 0;
+  const double waited = dp_->finish() + sharding_.finish_reductions();
+  if (shards_gradients(zero_)) sharding_.keep_own_gradients(*stages_);
+  return waited;
 }
 
 void ReplicatedStep::update(const std::function<void()>& optimizer_step) {

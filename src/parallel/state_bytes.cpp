@@ -6,13 +6,12 @@
 
 namespace dualpipe::parallel {
 
-StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& sharding,
-                                 int zero_stage) {
+StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& sharding, ZeroStage zero) {
   StateBytes bytes;
   for (const auto& [s, state] : stages)
     for (const auto& p : state.parameters) {
       const double whole = double(p.value().nbytes());
-      const ZeroShares kept = zero_shares(zero_stage, sharding.sharing_ranks(s, p.key()));
+      const ZeroShares kept = zero_shares(zero, sharding.sharing_ranks(s, p.key()));
       bytes.parameters += whole * kept.parameters;
       bytes.gradients += whole * kept.gradients;
       bytes.optimizer += 2 * whole * kept.optimizer;  // AdamW's two moments

@@ -1,5 +1,6 @@
 #include "dualpipe/run/straggler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -78,6 +79,16 @@ std::optional<Straggler> StragglerWatch::observe(int step, const std::vector<Ran
   }
   if (confirmed) reported_[confirmed->rank] = true;
   return confirmed;
+}
+
+LayerCost layer_cost_of(const RankKindTimes& typical) {
+  LayerCost layer;
+  layer.forward = typical[0] > 0 ? typical[0] : typical[4];
+  layer.weight = typical[3] > 0 ? typical[3] : 0;
+  layer.backward = typical[1] > 0 ? typical[1] : typical[2] > 0 ? typical[2] + layer.weight : 2 * layer.forward;
+  if (layer.weight <= 0) layer.weight = layer.backward / 2;
+  layer.weight = std::min(layer.weight, layer.backward);
+  return layer;
 }
 
 }  // namespace dualpipe::run

@@ -9,6 +9,7 @@
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/validate.h"
+#include "dualpipe/schedule/zero_stage.h"
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/util/error.h"
 
@@ -98,7 +99,7 @@ void check_options(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);
-  DUALPIPE_REQUIRE(c.zero >= 0 && c.zero <= 3, "--zero must be 0, 1, 2 or 3, got ", c.zero);
+  zero_stage(c.zero, "--zero");
   DUALPIPE_REQUIRE(c.zero == 0 || c.dp > 1, "--zero ", c.zero, " needs --dp above 1, got --dp ", c.dp,
                    ": it shards over the data-parallel replicas");
   DUALPIPE_REQUIRE(!c.checkpoint_dir.empty() || (c.save_every == 0 && !c.resume && c.keep == 0),

@@ -196,8 +196,14 @@ StepResult Executor::step(const StepArgs& args) {
       if (actions[i].is_compute()) I.wait_for_parameters(actions[i]);  // outside its record, as a RECV is
       if (I.recording) {
         const auto start = std::chrono::steady_clock::now();
+        I.action_reduction.reset();
         I.run(actions[i]);
-        I.records.push_back({step_number, static_cast<int>(i), start, std::chrono::steady_clock::now()});
+        ActionRecord record{step_number, static_cast<int>(i), start, std::chrono::steady_clock::now()};
+        if (I.action_reduction) {
+          record.bytes = I.action_reduction->bytes;
+          record.completed = I.action_reduction->completed;
+        }
+        I.records.push_back(std::move(record));
       } else {
         I.run(actions[i]);
       }

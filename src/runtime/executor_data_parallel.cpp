@@ -23,7 +23,7 @@ void Executor::Impl::on_reshard(const Action& a) {
 }
 
 void Executor::Impl::on_reduce_grad(const Action& a) {
-  if (training && args->reduce_grad) args->reduce_grad(a.stage);
+  if (training && args->reduce_grad) action_reduction = args->reduce_grad(a.stage);
 }
 
 }  // namespace dualpipe::runtime

@@ -48,6 +48,7 @@ struct Executor::Impl {
   // Instrumentation (ExecutorOptions::record_trace, Executor::last_step_stats).
   bool recording = false;
   std::vector<ActionRecord> records;
+  std::optional<StartedReduction> action_reduction;  // what the running REDUCE_GRAD tells its record
   int steps_run = 0;
   StepStats stats;
 

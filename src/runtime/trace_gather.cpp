@@ -10,7 +10,7 @@ namespace dualpipe::runtime {
 namespace {
 
 constexpr int kTraceTag = comm::tag(comm::Channel::Gather);
-constexpr int kFieldsPerEvent = 4;  // step, index, start, duration: exact in doubles (indices < 2^53)
+constexpr int kFieldsPerEvent = 6;  // step, index, start, duration, bytes, completed: exact in doubles (< 2^53)
 
 }  // namespace
 
@@ -23,7 +23,12 @@ std::vector<TraceEvent> trace_events(const Executor& executor, const ClockSync& 
   const auto ns = [](double us) { return std::round(us * 1000.0) / 1000.0; };
   for (const ActionRecord& r : executor.recorded_actions()) {
     const double start = ns(clock.to_aligned_us(r.start));
-    events.push_back({actions.at(r.index), rank, r.index, r.step, start, ns(clock.to_aligned_us(r.end) - start)});
+    // A reduction not completed by now (the run is over) never will be: it has no end to show.
+    const bool completed = r.completed.valid() &&
+                           r.completed.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    const double completed_after = completed ? ns(clock.to_aligned_us(r.completed.get()) - start) : -1;
+    events.push_back({actions.at(r.index), rank, r.index, r.step, start, ns(clock.to_aligned_us(r.end) - start),
+                      static_cast<double>(r.bytes), completed_after});
   }
   return events;
 }
@@ -42,6 +47,8 @@ Trace gather_trace(const Executor& executor, comm::Communicator& communicator, c
     *p++ = e.index;
     *p++ = e.start;
     *p++ = e.duration;
+    *p++ = e.bytes;
+    *p++ = e.completed;
   }
   const std::vector<torch::Tensor> all = gather_to_root(communicator, packed, kTraceTag, timeout);
   if (communicator.rank() != 0) return {};
@@ -63,7 +70,8 @@ Trace gather_trace(const Executor& executor, comm::Communicator& communicator, c
       DUALPIPE_REQUIRE(index >= 0 && index < static_cast<int>(lowered.actions[rank].size()), "rank ", rank,
                        " recorded action index ", index, " beyond its ", lowered.actions[rank].size(),
                        " lowered actions: were all ranks running the same schedule?");
-      trace.events.push_back({lowered.actions[rank][index], rank, index, static_cast<int>(f[0]), f[2], f[3]});
+      trace.events.push_back(
+          {lowered.actions[rank][index], rank, index, static_cast<int>(f[0]), f[2], f[3], f[4], f[5]});
     }
   }
   return trace;

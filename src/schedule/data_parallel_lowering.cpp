@@ -88,15 +88,13 @@ Schedule add_reduce_grad(const Schedule& schedule, ReduceAt at) {
   });
 }
 
-Schedule add_data_parallel_actions(const Schedule& schedule, int replicas, int zero_stage, bool overlap_reduction) {
+Schedule add_data_parallel_actions(const Schedule& schedule, int replicas, ZeroStage zero, bool overlap_reduction) {
   DUALPIPE_REQUIRE(replicas >= 1, "data-parallel replicas must be at least 1, got ", replicas);
-  DUALPIPE_REQUIRE(zero_stage >= 0 && zero_stage <= 3, "the ZeRO stage must be 0, 1, 2 or 3, got ", zero_stage);
-  DUALPIPE_REQUIRE(zero_stage == 0 || replicas > 1, "ZeRO-", zero_stage, " shards over the data-parallel replicas "
-                   "and needs at least 2, got ", replicas);
+  DUALPIPE_REQUIRE(zero == ZeroStage::None || replicas > 1, "ZeRO-", number_of(zero),
+                   " shards over the data-parallel replicas and needs at least 2, got ", replicas);
   if (replicas == 1) return schedule;
-  const Schedule sharded = zero_stage == 3 ? add_unshard_reshard(schedule) : schedule;
-  const bool overlapped = overlap_reduction && zero_stage < 2;
-  return add_reduce_grad(sharded, overlapped ? ReduceAt::LastGradient : ReduceAt::StepEnd);
+  const Schedule sharded = shards_parameters(zero) ? add_unshard_reshard(schedule) : schedule;
+  return add_reduce_grad(sharded, overlap_reduction ? ReduceAt::LastGradient : ReduceAt::StepEnd);
 }
 
 }  // namespace dualpipe

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <optional>
 
 #include "dualpipe/schedule/lower.h"
@@ -56,6 +58,28 @@ double relative_residual(const std::vector<const TraceEvent*>& events, const Cos
     ++count;
   }
   return count ? std::sqrt(sum / count) : 0.0;
+}
+
+// The data-parallel link's time per reduction, in the units of a mean stage: each REDUCE_GRAD's reduction from its
+// start (or from the end of the rank's previous reduction, when that came later: the link runs them one after
+// another, as the simulator does) to its completion, divided by its stage's scale. Empty when the step recorded
+// no completed reduction.
+std::optional<double> reduction_cost(const Trace& trace, int step, const CostModel& costs) {
+  std::map<int, std::vector<const TraceEvent*>> by_rank;
+  for (const TraceEvent& e : trace.events)
+    if (e.step == step && e.action.type == ActionType::ReduceGrad && e.completed >= 0) by_rank[e.rank].push_back(&e);
+  Mean reduce;
+  for (auto& [rank, events] : by_rank) {
+    std::sort(events.begin(), events.end(),
+              [](const TraceEvent* a, const TraceEvent* b) { return a->start < b->start; });
+    double link_free = -std::numeric_limits<double>::infinity();
+    for (const TraceEvent* e : events) {
+      const double end = e->start + e->completed;
+      reduce.add((end - std::max(e->start, link_free)) / costs.scale(e->action.stage));
+      link_free = std::max(link_free, end);
+    }
+  }
+  return reduce.value();
 }
 
 }  // namespace
@@ -113,6 +137,7 @@ CostFit fit_costs(const Trace& trace, int step) {
     if (separate > 0) pair.add(e->duration * (costs.forward + costs.backward) / separate);
   }
   if (pair.value() && *pair.value() > 0) costs.overlapped = *pair.value();
+  if (const auto reduce = reduction_cost(trace, step, costs)) costs.reduce = std::max(0.0, *reduce);
   fit.residual = relative_residual(events, costs);
   return fit;
 }

@@ -121,6 +121,15 @@ TraceEvent read_event(const json& e, const std::string& path, const FieldReader&
   ev.start = p.start, ev.duration = p.duration, ev.rank = p.rank, ev.step = p.step;
   if (p.args && p.args->contains("index")) ev.index = in.integer((*p.args)["index"], path + ".args.index", 0);
   else in.fail(path, "missing 'args.index' (the action's position in its rank's lowered list)");
+  if (p.args->contains("bytes")) {
+    ev.bytes = in.number((*p.args)["bytes"], path + ".args.bytes");
+    if (ev.bytes < 0) in.fail(path + ".args.bytes", detail::concat("expected 0 or more bytes, got ", ev.bytes));
+  }
+  if (p.args->contains("completed")) {
+    ev.completed = in.number((*p.args)["completed"], path + ".args.completed");
+    if (ev.completed < 0)
+      in.fail(path + ".args.completed", detail::concat("expected 0 or more microseconds, got ", ev.completed));
+  }
   return ev;
 }
 
@@ -293,18 +302,20 @@ void check_trace_step(const Trace& trace, const Schedule& schedule, int step, co
   require_count(trace.num_microbatches, schedule.num_microbatches, "microbatches");
   // Per rank: how often the schedule runs each compute action, minus how often the step recorded it.
   std::vector<std::map<std::string, int>> balance(static_cast<std::size_t>(schedule.num_ranks));
+  // The data-parallel actions too: a plan's UNSHARD, RESHARD and REDUCE_GRAD must each have run where it says.
+  const auto planned = [](const Action& a) { return a.is_compute() || a.is_data_parallel(); };
   for (int r = 0; r < schedule.num_ranks; ++r)
     for (const Action& a : schedule.actions[r])
-      if (a.is_compute()) ++balance[r][to_string(a)];
+      if (planned(a)) ++balance[r][to_string(a)];
   for (const TraceEvent& e : trace.events) {
-    if (e.step != step || !e.action.is_compute()) continue;
+    if (e.step != step || !planned(e.action)) continue;
     DUALPIPE_REQUIRE(e.rank < schedule.num_ranks, "trace '", source, "': step ", step, " has an event of rank ",
                      e.rank, " but the schedule has ", schedule.num_ranks, " ranks");
     const std::string name = to_string(e.action);
     int& left = balance[e.rank][name];
     if (left == 0) {
       int runs = 0;
-      for (const Action& a : schedule.actions[e.rank]) runs += a.is_compute() && to_string(a) == name;
+      for (const Action& a : schedule.actions[e.rank]) runs += planned(a) && to_string(a) == name;
       throw InvalidArgument(detail::concat("trace '", source, "': step ", step, " records '", name, "' on rank ",
                                            e.rank, " (index ", e.index, ") more often than the schedule runs it there (",
                                            runs, " time", runs == 1 ? "" : "s", ")"));

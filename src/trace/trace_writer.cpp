@@ -28,6 +28,9 @@ std::string format_trace(const Trace& trace) {
   }
   for (const TraceEvent& e : trace.events) {
     const bool compute = e.action.is_compute();
+    json args = {{"rank", e.rank}, {"index", e.index}, {"step", e.step}};
+    if (e.bytes >= 0) args["bytes"] = e.bytes;
+    if (e.completed >= 0) args["completed"] = e.completed;
     events.push_back({{"name", to_string(e.action)},
                       {"cat", compute ? "compute" : "comm"},
                       {"ph", "X"},
@@ -35,7 +38,7 @@ std::string format_trace(const Trace& trace) {
                       {"tid", compute ? 0 : 1},
                       {"ts", e.start},
                       {"dur", e.duration},
-                      {"args", {{"rank", e.rank}, {"index", e.index}, {"step", e.step}}}});
+                      {"args", std::move(args)}});
   }
   for (const TraceSpan& s : trace.spans) {
     events.push_back({{"name", s.name},

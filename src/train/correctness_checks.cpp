@@ -25,7 +25,9 @@ constexpr int kReplicaCheckTag = comm::tag(comm::Channel::ReplicaCheck);
 ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<torch::Tensor>& inputs,
                                        const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
                                        const runtime::StepResult& result, const std::map<int, StageState>& stages,
-                                       bool experts_sharded, const models::TensorGroup& tp, bool context_parallel) {
+                                       const parallel::DataParallel& dp,
+                                       const parallel::OptimizerSharding* gradient_owners, bool experts_sharded,
+                                       const models::TensorGroup& tp, bool context_parallel) {
   // The whole model, fresh from the seed: the weights the pipeline started the step with, on the stages' device (the
   // same kernels, so the same bits).
   const c10::Device device = stages.begin()->second.module->parameters().front().device();
@@ -65,19 +67,31 @@ ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<to
   }
   for (const auto& [s, stage] : stages) {
     const auto reference = model[s]->named_parameters();
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> expected;
     for (const auto& p : stage.module->named_parameters()) {
       if (experts_sharded && models::is_expert_parameter(p.key())) continue;
+      names.push_back(p.key());
+      expected.push_back(models::tensor_shard(p.key(), reference[p.key()].grad(), tp_rank, tp_size));
+    }
+    if (expected.empty()) continue;
+    torch::Tensor sum = torch::flatten_dense_tensors(expected);
+    dp.sum(sum);  // every replica's reference (the group's members hold the stage's tensors in one order)
+    expected = torch::unflatten_dense_tensors(sum.div_(dp.replicas()), expected);
+    auto parameters = stage.module->named_parameters();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (gradient_owners && !gradient_owners->owns(s, names[i])) continue;  // reduced onto another replica
+      const torch::Tensor& grad = parameters[names[i]].grad();
       ++check.gradients_compared;
-      if (!p.value().grad().defined()) {
-        check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(), " has no gradient"));
+      if (!grad.defined()) {
+        check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", names[i], " has no gradient"));
         continue;
       }
-      const torch::Tensor expected = models::tensor_shard(p.key(), reference[p.key()].grad(), tp_rank, tp_size);
-      const double d = cosine_distance(p.value().grad(), expected);
+      const double d = cosine_distance(grad, expected[i]);
       check.worst_cosine_distance = std::max(check.worst_cosine_distance, d);
       const double limit = exact ? kMaxGradientCosineDistance : kMaxTensorParallelGradientCosineDistance;
       if (!(d <= limit))
-        check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", p.key(),
+        check.problems.push_back(detail::concat("rank ", rank, ": stage ", s, " ", names[i],
                                                 " gradient differs from the single-process reference: cosine "
                                                 "distance ", d, " > ", limit));
     }

@@ -1,7 +1,10 @@
 // The two correctness checks of a training run, on every rank:
 // - step 1 against the single-process reference: the whole model built from the seed and run micro-batch by
 //   micro-batch in this process. This rank's losses must be bit-identical, and its stages' gradients (after the
-//   replica reduction, before clipping) within cosine distance 1e-13, as in the runtime's reference tests.
+//   step's reductions, before clipping) within cosine distance 1e-13, as in the runtime's reference tests. With data
+//   parallelism the schedule's REDUCE_GRAD actions have averaged them over the replicas already, so the reference's
+//   gradients are averaged over the replicas too (each replica's reference ran its own micro-batches): the whole
+//   global batch's gradients. Under ZeRO-2 and 3 a replica compares the gradients it owns.
 //   Experts sharded over an EP group are left out of the gradient comparison: theirs also hold the tokens of
 //   the group's other replicas, which this process does not see (tests/train compare whole runs instead).
 //   With tensor parallelism each rank compares its slices of the gradients, and the losses to a relative
@@ -20,6 +23,8 @@
 #include <vector>
 
 #include "dualpipe/comm/communicator.h"
+#include "dualpipe/parallel/data_parallel.h"
+#include "dualpipe/parallel/optimizer_sharding.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/train/run_plan.h"
 #include "stage_state.h"
@@ -41,6 +46,8 @@ struct ReferenceCheck {
 ReferenceCheck check_against_reference(const RunPlan& plan, const std::vector<torch::Tensor>& inputs,
                                        const std::vector<torch::Tensor>& targets, const runtime::Executor& executor,
                                        const runtime::StepResult& result, const std::map<int, StageState>& stages,
+                                       const parallel::DataParallel& dp,
+                                       const parallel::OptimizerSharding* gradient_owners = nullptr,
                                        bool experts_sharded = false, const models::TensorGroup& tp = nullptr,
                                        bool context_parallel = false);
 

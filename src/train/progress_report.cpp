@@ -10,6 +10,7 @@
 
 #include "dualpipe/util/printable.h"
 #include "dualpipe/sim/activation_memory.h"
+#include "dualpipe/schedule/zero_stage.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/run/train_options.h"
 #include "dualpipe/util/error.h"
@@ -256,13 +257,15 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     std::cout << "\n";
 
     const StepReport& last = steps_.back();
-    const int zero = config_.zero;
-    print_state_bytes("parameter MiB per rank after the step:", last, &parallel::StateBytes::parameters, zero >= 3,
-                      "ZeRO-3: each sharded tensor on its owner alone");
-    print_state_bytes("gradient MiB per rank after the reduction:", last, &parallel::StateBytes::gradients, zero >= 2,
-                      detail::concat("ZeRO-", zero, ": each sharded tensor on its owner alone"));
-    print_state_bytes("optimizer state MiB per rank:", last, &parallel::StateBytes::optimizer, zero >= 1,
-                      detail::concat("ZeRO-", zero, ": sharded over the ", config_.dp, " replicas"));
+    const ZeroStage zero = zero_stage(config_.zero);
+    print_state_bytes("parameter MiB per rank after the step:", last, &parallel::StateBytes::parameters,
+                      shards_parameters(zero), "ZeRO-3: each sharded tensor on its owner alone");
+    print_state_bytes("gradient MiB per rank after the reduction:", last, &parallel::StateBytes::gradients,
+                      shards_gradients(zero),
+                      detail::concat("ZeRO-", config_.zero, ": each sharded tensor on its owner alone"));
+    print_state_bytes("optimizer state MiB per rank:", last, &parallel::StateBytes::optimizer,
+                      shards_optimizer_state(zero),
+                      detail::concat("ZeRO-", config_.zero, ": sharded over the ", config_.dp, " replicas"));
     double ms = 0, tokens = 0;
     int n = 0;
     for (const auto& r : steps_)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dualpipe/models/moe.h"
+#include "dualpipe/schedule/zero_stage.h"
 
 namespace dualpipe::train {
 
@@ -82,18 +83,20 @@ int holders(const Schedule& schedule, int stage) {
 // One step's data-parallel bytes for this rank's `stages` (stage_traffic.h).
 double predicted_data_parallel_bytes(const TrainConfig& c, const Schedule& schedule,
                                      const std::map<int, StageState>& stages, bool copies_joined) {
-  const int zero = c.zero;
+  const ZeroStage zero = zero_stage(c.zero);
   double bytes = 0;
   for (const auto& [stage, state] : stages) {
     double dense = 0, experts = 0;  // Ψ of the data-parallel group, and of the expert-data-parallel group
     for (const auto& p : state.module->named_parameters())
       if (p.value().requires_grad())
         (c.ep > 1 && models::is_expert_parameter(p.key()) ? experts : dense) += double(p.value().nbytes());
-    const int copies = copies_joined && zero <= 1 ? holders(schedule, stage) : 1;
+    const int copies = copies_joined ? holders(schedule, stage) : 1;
     for (const auto& [psi, members] : {std::pair{dense, c.dp}, std::pair{experts, c.dp / c.ep}}) {
       const double share = double(members - 1) / members, reduced = copies * members;
       const double all_reduce = 2 * (reduced - 1) / reduced * psi;
-      bytes += zero == 0 ? all_reduce : zero == 1 ? all_reduce + share * psi : 2 * share * psi;
+      const bool reduced_to_owners = shards_gradients(zero) && copies == 1;
+      const bool shared_out = shards_optimizer_state(zero);  // the owners' updates broadcast, or ZeRO-3's gathers
+      bytes += reduced_to_owners ? 2 * share * psi : all_reduce + (shared_out ? share * psi : 0);
     }
   }
   return bytes;
@@ -110,11 +113,10 @@ std::string line(const char* what, double counted, double predicted) {
 
 StageTraffic::StageTraffic(const TrainConfig& c, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
                            models::ContextGroup cp, const std::map<int, StageState>& stages,
-                           std::shared_ptr<const parallel::DataParallelTraffic> data_parallel)
+                           std::shared_ptr<const parallel::DataParallelTraffic> data_parallel, bool copies_joined)
     : tp_(std::move(tp)), cp_(std::move(cp)), data_parallel_(std::move(data_parallel)) {
-  for (bool joined : {false, true})
-    data_predicted_[joined] = predicted_data_parallel_bytes(c, plan.schedule, stages, joined);
-  if (data_parallel_ && (data_predicted_[0] > 0 || data_predicted_[1] > 0)) data_.sent = &data_parallel_->sent;
+  data_.predicted = predicted_data_parallel_bytes(c, plan.schedule, stages, copies_joined);
+  if (data_parallel_ && data_.predicted > 0) data_.sent = &data_parallel_->sent;
   if (tp_ && tp_->size() > 1) {
     tensor_.sent = &tp_->ring_bytes_sent;
     tensor_.predicted = predicted_tensor_bytes(c, plan, pipeline_rank, tp_->size());
@@ -130,10 +132,9 @@ void StageTraffic::step_started() {
     if (group->sent) group->at_step_start = *group->sent;
 }
 
-void StageTraffic::updates_finished(bool copies_joined) {
+void StageTraffic::updates_finished() {
   if (!data_.sent) return;
   data_.counted += *data_.sent - data_.at_step_start;
-  data_predicted_sum_ += data_predicted_[copies_joined];
   ++update_steps_;
 }
 
@@ -151,7 +152,7 @@ std::string StageTraffic::describe() const {
     text += (text.empty() ? "" : "\n") + line("context-parallel", double(context_.counted) / steps_, context_.predicted);
   if (data_.sent && update_steps_ > 0)
     text += (text.empty() ? "" : "\n") + line("data-parallel", double(data_.counted) / update_steps_,
-                                               data_predicted_sum_ / update_steps_);
+                                               data_.predicted);
   return text;
 }
 

@@ -24,12 +24,13 @@
 //
 // Data parallelism (data_parallel_traffic.h), with Ψ the bytes of a stage's parameters reduced over G ranks (the
 // D replicas; the D / E holders of the same experts for sharded experts; with DualPipe's copies joined to the
-// reduction after step 1, both copies' holders) and each rank's part of a ring's traffic, as the ZeRO paper counts:
+// reduction, both copies' holders) and each rank's part of a ring's traffic, as the ZeRO paper counts:
 // ZeRO-0 all-reduces the gradients, 2 (G-1)/G Ψ; ZeRO-1 also broadcasts the updated tensors from their owners,
 // 3 (G-1)/G Ψ (the paper's ZeRO-1 reduce-scatters instead: 2); ZeRO-2 reduces each gradient onto its owner and
 // broadcasts the update, 2 (G-1)/G Ψ; ZeRO-3 gathers each stage once a step (it stays whole from its first action
-// to its last) and reduces, 2 (G-1)/G Ψ (the paper's gathers twice, forward and backward: 3). The stage copies'
-// point-to-point sum when they are not joined is the pipeline's, not counted.
+// to its last) and reduces, 2 (G-1)/G Ψ (the paper's gathers twice, forward and backward: 3). A stage whose copies
+// are joined all-reduces under ZeRO-2 and 3 too (replicated_step.h), so it counts as ZeRO-1 does. The stage
+// copies' point-to-point sum when they are not joined is the pipeline's, not counted.
 #pragma once
 
 #include <atomic>
@@ -48,17 +49,17 @@ namespace dualpipe::train {
 class StageTraffic {
  public:
   StageTraffic() = default;  // describe() is empty
-  // `stages` with whole parameters (before ZeRO-3 drops them); `data_parallel`: DataParallel::traffic().
+  // `stages` with whole parameters (before ZeRO-3 drops them); `data_parallel`: DataParallel::traffic();
+  // `copies_joined`: the stage copies are summed in the data-parallel reductions (ReplicatedStep::joins_copies).
   StageTraffic(const TrainConfig& config, const RunPlan& plan, int pipeline_rank, models::TensorGroup tp,
                models::ContextGroup cp, const std::map<int, StageState>& stages,
-               std::shared_ptr<const parallel::DataParallelTraffic> data_parallel);
+               std::shared_ptr<const parallel::DataParallelTraffic> data_parallel, bool copies_joined);
 
   void step_started();
   // After the step's stage work (the tensor- and context-parallel traffic's end).
   void step_finished();
-  // After the optimizer's step and the sharing of its updates (the data-parallel traffic's end); `copies_joined`:
-  // the stage copies joined this step's reduction.
-  void updates_finished(bool copies_joined);
+  // After the optimizer's step and the sharing of its updates (the data-parallel traffic's end).
+  void updates_finished();
   // "tensor-parallel traffic per training step, this rank: 1.23 MiB sent (ring), predicted 1.23 MiB", and the same
   // line for the context-parallel ring and the data-parallel collectives, one per kind this rank has; empty before
   // a step.
@@ -75,8 +76,6 @@ class StageTraffic {
   models::ContextGroup cp_;
   std::shared_ptr<const parallel::DataParallelTraffic> data_parallel_;
   Counted tensor_, context_, data_;
-  double data_predicted_[2] = {0, 0};  // per step, with the stage copies apart and joined
-  double data_predicted_sum_ = 0;
   int steps_ = 0, update_steps_ = 0;
 };
 

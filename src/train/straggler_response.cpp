@@ -26,23 +26,17 @@ int kind_of(ActionType type) {
   }
 }
 
-// One layer's F, B and W in milliseconds at speed 1: the median over the ranks of each kind, every rank's figure
-// scaled by its measured speed. An F&B pair stands for F (it is counted per forward layer and twice per backward
-// layer); B is I + W where the run split it; W is half of B where it did not.
+// One layer's F, B and W in milliseconds at speed 1 (run::layer_cost_of) from the median over the ranks of each
+// kind, every rank's figure scaled by its measured speed.
 LayerCost layer_cost_of(const std::vector<RankStepStats>& ranks, const std::vector<double>& speed) {
-  std::array<double, run::kActionKinds> typical{};
+  run::RankKindTimes typical{};
   for (int k = 0; k < run::kActionKinds; ++k) {
     std::vector<double> values;
     for (std::size_t r = 0; r < ranks.size(); ++r)
       if (ranks[r].kind_ms_per_layer[k] > 0) values.push_back(ranks[r].kind_ms_per_layer[k] * speed[r]);
     typical[k] = median(values);  // 0 where no rank ran the kind
   }
-  LayerCost layer;
-  layer.forward = typical[0] > 0 ? typical[0] : typical[4];
-  layer.weight = typical[3] > 0 ? typical[3] : 0;
-  layer.backward = typical[1] > 0 ? typical[1] : typical[2] > 0 ? typical[2] + layer.weight : 2 * layer.forward;
-  if (layer.weight <= 0) layer.weight = layer.backward / 2;
-  return layer;
+  return run::layer_cost_of(typical);
 }
 
 }  // namespace

@@ -119,11 +119,11 @@ class Trainer {
       options.boundaries.push_back({{{b, tokens_between_stages, c.hidden}, torch::kFloat, device_}});
     options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
     // Training runs its data-parallel collectives as actions of its schedule, doing what train_step's args say.
-    executor_ = std::make_unique<runtime::Executor>(add_data_parallel_actions(s, c.dp, c.zero, c.dp_overlap),
-                                                    stages, comm_, options);
+    executor_ = std::make_unique<runtime::Executor>(
+        add_data_parallel_actions(s, c.dp, zero_stage(c.zero), c.dp_overlap), stages, comm_, options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
-    replicas_ = parallel::ReplicatedStep(dp_, view_, c.zero, c.dp_overlap);
-    traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic());
+    replicas_ = parallel::ReplicatedStep(dp_, view_, zero_stage(c.zero));
+    traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic(), replicas_.joins_copies());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     if (world().rank() == 0) {
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
@@ -265,12 +265,12 @@ class Trainer {
     }
     if (timeline_) timeline_->discard();
     runtime::StepArgs args = step_args(inputs, targets);
-    replicas_.begin(step, args);  // what the schedule's data-parallel actions do
+    replicas_.bind(args);  // what the schedule's data-parallel actions do
     traffic_.step_started();
     const runtime::StepResult result = sum_over_context(executor_->step(args));
     const auto updating = kineto_.region("update");  // the rest of the step, for plan --from-kineto
-    double dp_wait_ms = replicas_.finish_overlapped();
-    if (!replicas_.joins_copies()) executor_->reduce_replica_gradients();  // before a DP average, which sums means
+    const double dp_wait_ms = replicas_.finish_reductions();
+    if (!replicas_.joins_copies()) executor_->reduce_replica_gradients();
     for (auto& [s, state] : stages_) {
       state.module->sum_sequence_parallel_gradients();
       state.module->sum_context_parallel_gradients();
@@ -279,13 +279,13 @@ class Trainer {
     double step_ms = ms_since(start);
     ReferenceCheck check;
     if (step == 1) {
-      check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_,
-                                      /*experts_sharded=*/c_.ep > 1, tp_, /*context_parallel=*/c_.cp > 1);
+      check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_, dp_,
+                                      replicas_.gradient_owners(), /*experts_sharded=*/c_.ep > 1, tp_,
+                                      /*context_parallel=*/c_.cp > 1);
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + problems_text(check.problems));
     }
     const auto update_start = Clock::now();
-    dp_wait_ms += replicas_.reduce_gradients();
     const parallel::StateBytes gradients = parallel::held_state_bytes(view_);  // before ZeRO-1 drops some
     const double grad_norm = parallel::clip_to_global_norm(view_, plan_.schedule.placement, rank_, dp_,
                                                            replicas_.gradient_owners(), tp_, *comm_, timeout_, c_.clip);
@@ -296,7 +296,7 @@ class Trainer {
         state.optimizer->step();
       }
     });
-    traffic_.updates_finished(replicas_.joins_copies());
+    traffic_.updates_finished();
     step_ms += ms_since(update_start);
 
     RankStepStats mine;

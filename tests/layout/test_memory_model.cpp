@@ -21,20 +21,21 @@ TEST(ModelStateBytes, ReproducesTheZeroPapersSevenAndAHalfBillionExample) {
   const std::vector<double> gb = figure.at("gb_per_gpu_by_zero_stage");
   ASSERT_EQ(gb.size(), 4u);
   for (int stage = 0; stage < 4; ++stage)
-    EXPECT_NEAR(model_state_bytes(figure.at("parameters"), stage, figure.at("gpus")).total() / 1e9, gb[stage], 0.05)
+    EXPECT_NEAR(model_state_bytes(figure.at("parameters"), zero_stage(stage), figure.at("gpus")).total() / 1e9,
+                gb[stage], 0.05)
         << "ZeRO-" << stage;
 }
 
 TEST(ModelStateBytes, ShardsOnlyWhatEachStageShards) {
-  const ModelStateBytes zero1 = model_state_bytes(1e9, 1, 8);
+  const ModelStateBytes zero1 = model_state_bytes(1e9, ZeroStage::OptimizerState, 8);
   EXPECT_DOUBLE_EQ(zero1.parameters, 2e9);
   EXPECT_DOUBLE_EQ(zero1.gradients, 2e9);
   EXPECT_DOUBLE_EQ(zero1.optimizer, 12e9 / 8);
-  const ModelStateBytes zero2 = model_state_bytes(1e9, 2, 8);
+  const ModelStateBytes zero2 = model_state_bytes(1e9, ZeroStage::Gradients, 8);
   EXPECT_DOUBLE_EQ(zero2.parameters, 2e9);
   EXPECT_DOUBLE_EQ(zero2.gradients, 2e9 / 8);
-  EXPECT_THROW(model_state_bytes(1e9, 4, 8), InvalidArgument);
-  EXPECT_THROW(model_state_bytes(1e9, 1, 0), InvalidArgument);
+  EXPECT_THROW(zero_stage(4), InvalidArgument);
+  EXPECT_THROW(model_state_bytes(1e9, ZeroStage::OptimizerState, 0), InvalidArgument);
 }
 
 // Korthikanti et al. 2022, Table 2, for GPT-3 175B (s = 2048, h = 12288, a = 96) at b = 1 and t = 8, the formulas

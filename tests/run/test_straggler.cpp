@@ -66,6 +66,26 @@ TEST(SlowRank, ParsesRankFactorAndStepAndRefusesTheRest) {
   }
 }
 
+// The typical times of each kind come from different actions: on a busy machine the median W can exceed the
+// median B (found by four training runs sharing two cores: "cost W is part of B, so 0 <= W <= B, got W=6.66 with
+// B=4.79" ended a run at its straggler report). W stays within B, and a re-plan from such figures goes through.
+TEST(Replan, LayerCostKeepsWWithinBWhateverTheMediansSay) {
+  const LayerCost noisy = layer_cost_of({1.0, 4.79, 1.2, 6.66, 0});  // F, B, I, W, FB
+  EXPECT_DOUBLE_EQ(noisy.forward, 1.0);
+  EXPECT_DOUBLE_EQ(noisy.backward, 4.79);
+  EXPECT_DOUBLE_EQ(noisy.weight, 4.79);
+  const LayerCost split = layer_cost_of({1.0, 0, 1.2, 0.8, 0});  // only I and W ran: B = I + W
+  EXPECT_DOUBLE_EQ(split.backward, 2.0);
+  EXPECT_DOUBLE_EQ(split.weight, 0.8);
+  const LayerCost pairs = layer_cost_of({0, 0, 0, 0, 1.5});  // only F&B pairs: F from them, B = 2F, W = B/2
+  EXPECT_DOUBLE_EQ(pairs.forward, 1.5);
+  EXPECT_DOUBLE_EQ(pairs.backward, 3.0);
+  EXPECT_DOUBLE_EQ(pairs.weight, 1.5);
+  TrainConfig c;
+  c.schedule = "dualpipe", c.ranks = 4, c.microbatches = 16, c.layers = 32;
+  EXPECT_NO_THROW(replan_for(c, {8, 8, 8, 8}, {1, 1, 0.5, 1}, noisy));
+}
+
 // A rank at 2/3 speed under DualPipe: the re-plan (whichever schedule it picks) holds fewer layers on that rank than
 // an even cut would, and its simulated step is at least 15% shorter than DualPipe's even cut at the same speeds.
 TEST(Replan, MovesLayersOffTheSlowRankAndPredictsTheGain) {

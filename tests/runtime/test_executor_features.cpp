@@ -148,6 +148,7 @@ TEST(Executor, DataParallelActionsBracketEveryActionOfTheirStage) {
       args.reduce_grad = [held, complain](int s) {
         Held& h = held->at(s);
         if (h.waited != 1 || h.reduced++ > 0) complain(s, "was reduced twice or before it computed");
+        return runtime::StartedReduction{};
       };
     };
     expect_matches_reference(schedule, 2, options);

@@ -34,11 +34,15 @@ TEST(DataParallelLowering, OneFOneBTwoRanksByHand) {
             "1UNSHARD 1F0 1B0 1F1 1B1 1REDUCE_GRAD 1RESHARD");
   EXPECT_EQ(join(add_reduce_grad(zero3, ReduceAt::StepEnd).actions[1]),
             "1UNSHARD 1F0 1B0 1F1 1B1 1RESHARD 1REDUCE_GRAD");
-  EXPECT_EQ(join(add_data_parallel_actions(s, 2, 3).actions[0]), "0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD 0REDUCE_GRAD");
-  EXPECT_EQ(join(add_data_parallel_actions(s, 2, 1).actions[0]), "0F0 0F1 0B0 0B1 0REDUCE_GRAD");
-  EXPECT_EQ(join(add_data_parallel_actions(s, 2, 0, /*overlap_reduction=*/false).actions[0]),
+  // Every ZeRO stage reduces where the last gradient is done (ZeRO-2 and 3 onto the owners), unless told not to.
+  EXPECT_EQ(join(add_data_parallel_actions(s, 2, zero_stage(3)).actions[0]),
+            "0UNSHARD 0F0 0F1 0B0 0B1 0REDUCE_GRAD 0RESHARD");
+  EXPECT_EQ(join(add_data_parallel_actions(s, 2, zero_stage(3), /*overlap_reduction=*/false).actions[0]),
+            "0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD 0REDUCE_GRAD");
+  EXPECT_EQ(join(add_data_parallel_actions(s, 2, zero_stage(1)).actions[0]), "0F0 0F1 0B0 0B1 0REDUCE_GRAD");
+  EXPECT_EQ(join(add_data_parallel_actions(s, 2, zero_stage(0), /*overlap_reduction=*/false).actions[0]),
             "0F0 0F1 0B0 0B1 0REDUCE_GRAD");
-  EXPECT_EQ(format_text(add_data_parallel_actions(s, 1, 0)), format_text(s));
+  EXPECT_EQ(format_text(add_data_parallel_actions(s, 1, zero_stage(0))), format_text(s));
 }
 
 TEST(DataParallelLowering, TheVsSecondStageIsGatheredOneComputeActionAhead) {
@@ -50,6 +54,10 @@ TEST(DataParallelLowering, TheVsSecondStageIsGatheredOneComputeActionAhead) {
   EXPECT_TRUE(contains(rank0, "0UNSHARD 0F0 0F1 3UNSHARD 0F2 3F0 ")) << rank0;
   EXPECT_TRUE(contains(rank0, " 3B3 3RESHARD ")) << rank0;
   EXPECT_EQ(rank0.substr(rank0.size() - 12), "0W3 0RESHARD") << rank0;
+  // ZeRO-2 reduces stage 3 onto its owners while stage 0 still computes: right after 3B3, its last gradient.
+  const std::string zero2 = join(add_data_parallel_actions(s, 2, zero_stage(2)).actions[0]);
+  EXPECT_TRUE(contains(zero2, " 3B3 3REDUCE_GRAD 0I2 ")) << zero2;
+  EXPECT_EQ(zero2.substr(zero2.size() - 16), "0W3 0REDUCE_GRAD") << zero2;
 }
 
 // The rules of the top of this file, counted here without the validator.
@@ -127,11 +135,11 @@ TEST(DataParallelLowering, PassesRefuseWhatTheyCannotServe) {
   const Schedule s = make_1f1b(ScheduleOptions{2, 2});
   EXPECT_TRUE(contains(test::error_message([&] { add_unshard_reshard(add_unshard_reshard(s)); }),
                        "holds 0UNSHARD"));
-  EXPECT_TRUE(contains(test::error_message([&] { add_data_parallel_actions(s, 1, 3); }),
+  EXPECT_TRUE(contains(test::error_message([&] { add_data_parallel_actions(s, 1, zero_stage(3)); }),
                        "ZeRO-3 shards over the data-parallel replicas and needs at least 2, got 1"));
-  EXPECT_TRUE(contains(test::error_message([&] { add_data_parallel_actions(s, 2, 4); }),
+  EXPECT_TRUE(contains(test::error_message([&] { add_data_parallel_actions(s, 2, zero_stage(4)); }),
                        "the ZeRO stage must be 0, 1, 2 or 3, got 4"));
-  EXPECT_TRUE(contains(test::error_message([&] { add_data_parallel_actions(s, 0, 0); }),
+  EXPECT_TRUE(contains(test::error_message([&] { add_data_parallel_actions(s, 0, zero_stage(0)); }),
                        "data-parallel replicas must be at least 1, got 0"));
 }
 
@@ -163,15 +171,15 @@ TEST(DataParallelLowering, TheSimulatorTimesThemOnTheRanksLink) {
   // ZeRO-3: each rank gathers its stage for 1.5 first, so everything starts 1.5 later (rank 1's 1F0 waits for 0F0,
   // which ends at 2.5, and its own gather is done at 1.5); the reductions come after the last backwards, 0B1 ending
   // at 10.5: 10.5 + 2 = 12.5.
-  const Simulation zero3 = simulate(add_data_parallel_actions(s, 2, 3), costs);
+  const Simulation zero3 = simulate(add_data_parallel_actions(s, 2, zero_stage(3)), costs);
   EXPECT_DOUBLE_EQ(zero3.metrics.makespan, 12.5);
   EXPECT_DOUBLE_EQ(zero3.metrics.per_rank[0].busy, 6);  // compute only
   EXPECT_DOUBLE_EQ(zero3.metrics.per_rank[0].span, 12.5);
   // Data parallelism alone: rank 1 reduces [7,9] while rank 0 still computes; rank 0 [9,11].
-  EXPECT_DOUBLE_EQ(simulate(add_data_parallel_actions(s, 2, 0), costs).metrics.makespan, 11);
+  EXPECT_DOUBLE_EQ(simulate(add_data_parallel_actions(s, 2, zero_stage(0)), costs).metrics.makespan, 11);
   // Free collectives change nothing.
   costs.unshard = costs.reduce = 0;
-  EXPECT_DOUBLE_EQ(simulate(add_data_parallel_actions(s, 2, 3), costs).metrics.makespan, 9);
+  EXPECT_DOUBLE_EQ(simulate(add_data_parallel_actions(s, 2, zero_stage(3)), costs).metrics.makespan, 9);
 }
 
 TEST(DataParallelLowering, AReductionOverlapsTheComputeAfterIt) {
@@ -181,7 +189,7 @@ TEST(DataParallelLowering, AReductionOverlapsTheComputeAfterIt) {
   const Schedule s = make_schedule("dualpipev", {2, 4});
   const CostModel costs = CostModel::parse("F=1,B=2,W=1,reduce=0.5");
   const double plain = simulate(s, costs).metrics.makespan;
-  const Schedule reduced = add_data_parallel_actions(s, 2, 0);
+  const Schedule reduced = add_data_parallel_actions(s, 2, zero_stage(0));
   const Simulation sim = simulate(reduced, costs);
   EXPECT_DOUBLE_EQ(sim.metrics.makespan, plain + 0.5);
   // The first REDUCE_GRAD of each rank ends before the rank's last compute action does.

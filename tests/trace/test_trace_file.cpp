@@ -16,7 +16,7 @@ namespace dualpipe {
 namespace {
 
 TEST(TraceFile, AZeroThreeRunReadsBackWithItsDataParallelActions) {
-  const Schedule planned = add_data_parallel_actions(make_schedule("1f1b", {2, 2}), 2, 3);
+  const Schedule planned = add_data_parallel_actions(make_schedule("1f1b", {2, 2}), 2, ZeroStage::Parameters);
   Trace trace = trace_header(planned);
   // Rank 0's lowered actions, one event each 10 us apart, as the executor records them.
   const Schedule lowered = lower_communication(planned);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dualpipe/sim/reduction_figures.h"
 #include "dualpipe/sim/result_json.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/sim/trace_costs.h"
@@ -48,9 +49,30 @@ nlohmann::ordered_json to_json(const StepFigures& f) {
 
 std::string us(double v) { return formatted("%.1f", v); }
 
+nlohmann::ordered_json reductions_json(const ReductionFigures& measured, const ReductionFigures& planned) {
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (size_t r = 0; r < planned.last_end.size(); ++r)
+    ranks.push_back({{"rank", r}, {"measured_last_end", measured.last_end[r]}, {"plan_last_end", planned.last_end[r]}});
+  return {{"measured_reductions", measured.reductions}, {"plan_reductions", planned.reductions},
+          {"measured_step", measured.step}, {"plan_step", planned.step}, {"per_rank", ranks}};
+}
+
 std::string ratio(double measured, double planned) {
   if (planned <= 0) return "-";
   return formatted("%.2fx", measured / planned);
+}
+
+// The data-parallel reductions' rows: when each rank's last one completed, and the step until the last one did.
+std::string reductions_table(const ReductionFigures& measured, const ReductionFigures& planned,
+                             const CostModel& costs) {
+  std::string out = formatted("\ndata-parallel reductions (REDUCE_GRAD): %d measured with their completion, %d planned "
+                              "at reduce=%s us\n", measured.reductions, planned.reductions, us(costs.reduce).c_str());
+  out += formatted("%4s  %22s %10s\n", "rank", "last reduction ends us", "plan");
+  for (size_t r = 0; r < planned.last_end.size(); ++r)
+    out += formatted("%4zu  %22s %10s\n", r, us(measured.last_end[r]).c_str(), us(planned.last_end[r]).c_str());
+  out += formatted("%-12s %12s %12s %15s\n", "step us", us(measured.step).c_str(), us(planned.step).c_str(),
+                   ratio(measured.step, planned.step).c_str());
+  return out;
 }
 
 // "+0.0%" never "-0.0%": a rate of zero printed with the sign of a rounding error reads as a finding.
@@ -100,7 +122,10 @@ void run(const CompareCommand& c) {
   costs.costs.check();
   const Timeline measured_timeline = timeline_from_trace(trace, step);
   const StepFigures measured = step_figures(compute_intervals(measured_timeline));
-  const StepFigures planned = simulate(plan, costs.costs).metrics.figures();
+  const Simulation simulation = simulate(plan, costs.costs);
+  const StepFigures planned = simulation.metrics.figures();
+  const ReductionFigures planned_reductions_ = planned_reductions(plan, simulation);
+  const ReductionFigures measured_reductions_ = measured_reductions(trace, step, plan.num_ranks);
   DUALPIPE_REQUIRE(measured.per_rank.size() == planned.per_rank.size(), "trace '", c.trace, "' has events of ",
                    measured.per_rank.size(), " ranks but its schedule has ", planned.per_rank.size());
 
@@ -117,7 +142,10 @@ void run(const CompareCommand& c) {
                                   {"costs_source", costs.fit ? "fitted" : "given"},
                                   {"fit", fit_json(costs)},
                                   {"measured", to_json(measured)},
-                                  {"plan", to_json(planned)}};
+                                  {"plan", to_json(planned)},
+                                  {"data_parallel", planned_reductions_.reductions == 0
+                                                        ? nlohmann::ordered_json(nullptr)
+                                                        : reductions_json(measured_reductions_, planned_reductions_)}};
     write_output(c.output, out.dump(2) + "\n");
     return;
   }
@@ -140,6 +168,8 @@ void run(const CompareCommand& c) {
                 ratio(measured.bubble, planned.bubble).c_str());
   out += formatted("%-12s %12s %12s %15s\n", "bubble rate", percent(measured.bubble_rate).c_str(),
                 percent(planned.bubble_rate).c_str(), ratio(measured.bubble_rate, planned.bubble_rate).c_str());
+  if (planned_reductions_.reductions > 0)
+    out += reductions_table(measured_reductions_, planned_reductions_, costs.costs);
   out += "\nbusy = sum of compute durations, idle = makespan - busy, span = last end - first start on the rank;\n"
          "bubble = max idle, bubble rate = (max span - max busy) / max span (docs/schedules.md, \"Metrics\")\n";
   write_output(c.output, out);
@@ -161,7 +191,9 @@ void add_compare_command(CLI::App& app) {
   add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(The plan is the trace's own schedule (dualpipe.schedule) simulated with each stage's mean F, B, W and
 F&B durations in the step (or --cost, in microseconds), so the columns differ by waiting and variation;
-the fit residual says how much the actions varied around those means.
+the fit residual says how much the actions varied around those means. With data parallelism the plan's
+REDUCE_GRAD actions take the data-parallel link's reduce fitted to the step's measured reductions, and
+both sides show when each rank's last reduction ended and the step until then.
 Examples:
   dualpipe train --trace run.json && dualpipe compare --trace run.json
   dualpipe compare --trace run.json --step 3 --format json)");

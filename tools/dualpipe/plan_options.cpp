@@ -84,7 +84,7 @@ Schedule build_schedule(const PlanOptions& o) {
 
 Schedule with_data_parallel_actions(const PlanOptions& o, const Schedule& schedule) {
   if (o.data_parallel == 1 && o.zero == 0) return schedule;
-  Schedule s = add_data_parallel_actions(schedule, o.data_parallel, o.zero);
+  Schedule s = add_data_parallel_actions(schedule, o.data_parallel, zero_stage(o.zero, "--zero"));
   validate(s);
   return s;
 }

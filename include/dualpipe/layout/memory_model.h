@@ -7,6 +7,7 @@
 #pragma once
 
 #include "dualpipe/layout/model_spec.h"
+#include "dualpipe/schedule/zero_stage.h"
 
 namespace dualpipe::layout {
 
@@ -15,8 +16,8 @@ struct ModelStateBytes {
   double total() const { return parameters + gradients + optimizer; }
 };
 
-// The bytes per GPU of `params` parameters replicated on `shards` data-parallel ranks under ZeRO stage 0..3.
-ModelStateBytes model_state_bytes(double params, int zero_stage, int shards);
+// The bytes per GPU of `params` parameters replicated on `shards` data-parallel ranks under ZeRO stage `zero`.
+ModelStateBytes model_state_bytes(double params, ZeroStage zero, int shards);
 
 enum class Recompute {
   None,       // every activation kept

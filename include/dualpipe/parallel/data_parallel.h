@@ -6,10 +6,10 @@
 // contributions of its EP group's E replicas (the all-to-all brought their tokens), and the other D/E groups hold
 // the same expert: it is summed over that expert-data-parallel group and divided by D like the others.
 //
-// One bucket per stage (two with experts): a flat copy of the stage's gradients, all-reduced asynchronously. With
-// overlap the executor starts a stage's bucket as soon as the step's last action that adds to its gradients has run
-// (the schedule's REDUCE_GRAD action, StepArgs::reduce_grad), so the reduction runs while the schedule goes on;
-// finish() then waits for what is left. Without overlap, average_gradients() does the same once the step is over.
+// One bucket per stage (two with experts): a flat copy of the stage's gradients, all-reduced asynchronously. The
+// executor starts a stage's bucket at the schedule's REDUCE_GRAD action (StepArgs::reduce_grad, through
+// ReplicatedStep): right after the step's last action that adds to its gradients, so the reduction runs while the
+// schedule goes on, or at the step's end (--no-dp-overlap). finish() then waits for what is left.
 //
 // A stage with copies on two pipeline ranks (DualPipe, Chimera) can join its copies' sum to the same bucket: the
 // all-reduce then runs over every holder of the stage in every replica (StageCopyGroups), and the
@@ -29,6 +29,17 @@
 
 namespace dualpipe::parallel {
 
+// What a stage's reduction started: the bytes of gradients it reduces, and the c10d works that carry them.
+struct StartedCollectives {
+  int64_t bytes = 0;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  StartedCollectives& operator+=(const StartedCollectives& other) {
+    bytes += other.bytes;
+    works.insert(works.end(), other.works.begin(), other.works.end());
+    return *this;
+  }
+};
+
 class DataParallel {
  public:
   DataParallel() = default;  // one replica
@@ -42,17 +53,17 @@ class DataParallel {
   void set_stage_copy_groups(std::map<int, StageCopyGroups> groups) { copy_groups_ = std::move(groups); }
   // Whether stage copies' groups were set: then buckets started with join_copies sum the copies too.
   bool joins_stage_copies() const { return !copy_groups_.empty(); }
+  // Whether `stage` has a copy on another pipeline rank that its buckets join.
+  bool joins_copies_of(int stage) const { return copy_groups_.count(stage) > 0; }
 
   int replicas() const { return group_ ? group_->getSize() : 1; }
   int replica() const { return group_ ? group_->getRank() : 0; }
 
   // Starts averaging stage `stage`'s gradients over the replicas, summing its copies too when `join_copies`.
-  void start(int stage, StageParameters& state, bool join_copies);
+  StartedCollectives start(int stage, StageParameters& state, bool join_copies);
   // Waits for every started bucket and writes the means back into the gradients; returns the milliseconds it
   // waited (the reduction time the step could not hide).
   double finish();
-  // Every gradient of `stages` replaced by its mean over the replicas (start every stage, then finish).
-  double average_gradients(Stages& stages, bool join_copies);
   // The mean of `value` over the replicas.
   double mean(double value) const;
   // `values` (doubles on the CPU) replaced by their sums over the replicas.
@@ -84,7 +95,8 @@ class DataParallel {
     std::vector<torch::Tensor> flat;  // one tensor, as c10d wants a list
     c10::intrusive_ptr<c10d::Work> work;  // null: nothing to sum (every holder of the experts is in one EP group)
   };
-  void start_bucket(std::vector<torch::Tensor> gradients, const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+  StartedCollectives start_bucket(std::vector<torch::Tensor> gradients,
+                                  const c10::intrusive_ptr<c10d::ProcessGroup>& group);
   c10::intrusive_ptr<c10d::ProcessGroup> group_, expert_group_, expert_data_parallel_;
   std::map<int, StageCopyGroups> copy_groups_;
   std::shared_ptr<comm::Communicator> world_;

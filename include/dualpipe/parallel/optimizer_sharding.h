@@ -1,6 +1,6 @@
 // ZeRO stages 1 and 2 for the trainer (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
 // Trillion Parameter Models", 2020): the AdamW state is sharded over the data-parallel replicas instead of kept whole
-// by each, and with stage 2 the gradients too: reduce_gradients_to_owners replaces the all-reduce, each tensor's
+// by each, and with stage 2 the gradients too: start_reduction_to_owners replaces the all-reduce, each tensor's
 // gradients summed onto its owner alone (a reduce) and dropped by the others.
 //
 // Once the gradients are averaged (every replica holds the same), each replica keeps the gradients of the parameter
@@ -34,10 +34,15 @@ class OptimizerSharding {
 
   // Drops the gradients of the tensors other replicas own (call after clipping, before the optimizer's step).
   void keep_own_gradients(Stages& stages) const;
-  // ZeRO-2, in place of DataParallel::average_gradients: each owner gets the mean over the `replicas` of its
-  // tensors' gradients, the others drop them; a gradient nobody shares (an expert only this replica holds) is
-  // divided by `replicas`, as DataParallel does. Returns the milliseconds it took.
-  double reduce_gradients_to_owners(Stages& stages, int replicas) const;
+  // ZeRO-2 and 3, in place of DataParallel's all-reduce (a REDUCE_GRAD action): starts summing each of `stage`'s
+  // tensors onto its owner, one reduce per owner; a gradient nobody shares (an expert only this replica holds) is
+  // divided by `replicas` at once, as DataParallel does.
+  StartedCollectives start_reduction_to_owners(int stage, StageParameters& state, int replicas);
+  // Waits for the started reductions: each owner gets the mean over the replicas of its tensors' gradients, the
+  // others drop theirs. Returns the milliseconds it waited.
+  double finish_reductions();
+  // Whether this replica owns `name` of `stage` (true where it is not shared out).
+  bool owns(int stage, const std::string& name) const;
   // The members of the group that shares out `name` of `stage` (the data-parallel or the expert-data-parallel
   // group), one of which owns it; 1 where it is not sharded.
   int sharing_ranks(int stage, const std::string& name) const;
@@ -63,6 +68,14 @@ class OptimizerSharding {
   std::map<int, std::vector<Shard>> shards_;  // by stage
   std::map<int, std::map<std::string, int>> sharing_ranks_;  // by stage and name: the sharded tensors' group sizes
   std::shared_ptr<DataParallelTraffic> traffic_;
+  struct Reduction {  // one owner's tensors of one stage, flat, on their way
+    std::vector<torch::Tensor> parameters;
+    torch::Tensor flat;
+    bool mine = false;
+    int replicas = 1;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::vector<Reduction> pending_;  // started, not finished
 };
 
 }  // namespace dualpipe::parallel

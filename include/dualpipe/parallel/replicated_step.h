@@ -1,15 +1,13 @@
 // The data-parallel side of a training step over one rank's stages: data parallelism and ZeRO stages 1 to 3
-// together (DataParallel, OptimizerSharding, ParameterSharding), so that the trainer's step says only when. Each
-// step, in this order:
-//   begin(step, args)   what the schedule's data-parallel actions do (schedule/data_parallel_lowering.h): UNSHARD
-//                       and RESHARD gather and drop ZeRO-3's parameters, REDUCE_GRAD starts a stage's reduction
-//                       where it overlaps the step;
-//   finish_overlapped() right after the schedule: the reductions its REDUCE_GRAD actions started, written back
-//                       (before anything else touches the gradients: the sequence-parallel sums come after);
-//   reduce_gradients()  later, the reduction that did not overlap the schedule: every gradient averaged over the
-//                       replicas (from ZeRO-2 on, onto its owner alone);
-//   update(step)        the optimizer's step on the gradients this replica owns, then the updated tensors shared.
-// Step 1 never overlaps its reduction: the trainer checks it against a single-process run first.
+// together (DataParallel, OptimizerSharding, ParameterSharding), so that the trainer's step says only how; when is
+// the schedule's (schedule/data_parallel_lowering.h). Each step, in this order:
+//   bind(args)           what the schedule's data-parallel actions do: UNSHARD and RESHARD gather and drop ZeRO-3's
+//                        parameters, REDUCE_GRAD starts a stage's reduction over the replicas (an all-reduce below
+//                        ZeRO-2, a reduce onto each tensor's owner from ZeRO-2 on), on every step, step 1 included;
+//   finish_reductions()  right after the schedule: the started reductions waited for and written back (before
+//                        anything else touches the gradients: the sequence-parallel sums come after), from ZeRO-2 on
+//                        with the gradients other replicas own dropped;
+//   update(step)         the optimizer's step on the gradients this replica owns, then the updated tensors shared.
 #pragma once
 
 #include <functional>
@@ -27,18 +25,16 @@ class ReplicatedStep {
  public:
   ReplicatedStep() = default;  // one replica, no ZeRO
   // `dp` and `stages` must outlive this; `stages` hold whole parameters now (see ParameterSharding).
-  // `overlap_reduction`: reduce each stage's gradients while the schedule goes on (below ZeRO-2).
-  ReplicatedStep(DataParallel& dp, Stages& stages, int zero_stage, bool overlap_reduction);
+  ReplicatedStep(DataParallel& dp, Stages& stages, ZeroStage zero);
 
-  void begin(int step, runtime::StepArgs& args);
-  // Whether this step's stage copies (DualPipe, Chimera) are summed inside the data-parallel buckets: then the
+  void bind(runtime::StepArgs& args);
+  // Whether the stage copies (DualPipe, Chimera) are summed inside the data-parallel reductions: then the
   // pipeline's own exchange between the copies (Executor::reduce_replica_gradients) must not run.
-  bool joins_copies() const { return join_copies_; }
-  // Each returns the milliseconds it waited for the reduction (0 where it has none to do).
-  double finish_overlapped();
-  double reduce_gradients();
+  bool joins_copies() const { return dp_ && dp_->replicas() > 1 && dp_->joins_stage_copies(); }
+  // The milliseconds it waited for the reductions (0 where it has none to do).
+  double finish_reductions();
   // ZeRO-2 and 3's owners of the reduced gradients, for the global norm (null: every replica holds them whole).
-  const OptimizerSharding* gradient_owners() const { return zero_stage_ >= 2 ? &sharding_ : nullptr; }
+  const OptimizerSharding* gradient_owners() const { return shards_gradients(zero_) ? &sharding_ : nullptr; }
   void update(const std::function<void()>& optimizer_step);
 
   // The whole state (every parameter and AdamW moment) on every replica, for a checkpoint or an evaluation, and
@@ -57,12 +53,12 @@ class ReplicatedStep {
  private:
   DataParallel* dp_ = nullptr;
   Stages* stages_ = nullptr;
-  int zero_stage_ = 0;
-  bool overlap_reduction_ = false;
-  bool overlap_ = false, join_copies_ = false;  // this step's
+  ZeroStage zero_ = ZeroStage::None;
   OptimizerSharding sharding_;    // off below ZeRO-1
   ParameterSharding parameters_;  // off below ZeRO-3
   StateBytes predicted_;
+
+  runtime::StartedReduction reduce(int stage);  // REDUCE_GRAD
 };
 
 }  // namespace dualpipe::parallel

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "dualpipe/parallel/stage_parameters.h"
+#include "dualpipe/schedule/zero_stage.h"
 
 namespace dualpipe::parallel {
 
@@ -20,10 +21,9 @@ struct StateBytes {
   double parameters = 0, gradients = 0, optimizer = 0;
 };
 
-// The figures of ZeRO stage `zero_stage` for `stages`, shared out as `sharding` deals them (call while the stages'
+// The figures of ZeRO stage `zero` for `stages`, shared out as `sharding` deals them (call while the stages'
 // parameters are whole).
-StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& sharding,
-                                 int zero_stage);
+StateBytes predicted_state_bytes(const Stages& stages, const OptimizerSharding& sharding, ZeroStage zero);
 // What `stages` hold now: their parameters' storage, their defined gradients, AdamW's moments.
 StateBytes held_state_bytes(const Stages& stages);
 

@@ -3,6 +3,8 @@
 // optimizer state, stage 2 of the gradients too, stage 3 of the parameters too. LibTorch-free, part of the core.
 #pragma once
 
+#include "dualpipe/schedule/zero_stage.h"
+
 namespace dualpipe::parallel {
 
 // The share of each model state a rank keeps: 1 or 1/ranks.
@@ -10,12 +12,12 @@ struct ZeroShares {
   double parameters = 1, gradients = 1, optimizer = 1;
 };
 
-inline ZeroShares zero_shares(int zero_stage, int ranks) {
+inline ZeroShares zero_shares(ZeroStage zero, int ranks) {
   const double share = 1.0 / ranks;
   ZeroShares s;
-  if (zero_stage >= 1) s.optimizer = share;
-  if (zero_stage >= 2) s.gradients = share;
-  if (zero_stage >= 3) s.parameters = share;
+  if (shards_optimizer_state(zero)) s.optimizer = share;
+  if (shards_gradients(zero)) s.gradients = share;
+  if (shards_parameters(zero)) s.parameters = share;
   return s;
 }
 

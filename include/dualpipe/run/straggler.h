@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "dualpipe/sim/layer_partition.h"
+
 namespace dualpipe::run {
 
 // The kinds of compute action a rank runs: F, B (full backward), I, W, and DualPipe's overlapped F&B pair.
@@ -55,5 +57,10 @@ class StragglerWatch {
   std::vector<int> slow_since_;      // first step of each rank's run of slow steps; 0: not slow
   std::vector<bool> reported_;
 };
+
+// One layer's F, B and W from `typical`, each kind's typical time per layer (0 where no rank ran the kind): an F&B
+// pair stands for F; B is I + W where the run split it; W is half of B where it did not, and never above B (each
+// kind's typical time comes from other actions, which a noisy machine can leave with W over B).
+LayerCost layer_cost_of(const RankKindTimes& typical);
 
 }  // namespace dualpipe::run

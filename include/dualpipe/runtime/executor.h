@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <vector>
@@ -90,6 +91,13 @@ struct ExecutorOptions {
   }
 };
 
+// What a REDUCE_GRAD started: the bytes of gradients it reduces, and when that reduction completed (ready once it
+// has; invalid where the caller cannot tell), so that a trace shows the reduction itself, not only its start.
+struct StartedReduction {
+  int64_t bytes = 0;
+  std::shared_future<std::chrono::steady_clock::time_point> completed;
+};
+
 struct StepArgs {
   // What enters the pipeline on this rank (placement of stage 0; ignored elsewhere), in one of two forms:
   //  - `inputs`: whole batches, one tensor per stage-0 input; the runtime cuts each along dim 0 into as many
@@ -111,8 +119,9 @@ struct StepArgs {
   //   wait_unsharded  before the first compute action on a stage after its UNSHARD: finish that gather;
   //   reshard      RESHARD: drop the gathered parameters;
   //   reduce_grad  REDUCE_GRAD (training steps only): start reducing the stage's gradients, which the rest of the
-  //                step leaves alone.
-  std::function<void(int stage)> unshard, wait_unsharded, reshard, reduce_grad;
+  //                step leaves alone; returns what it started, which the action's record and trace event carry.
+  std::function<void(int stage)> unshard, wait_unsharded, reshard;
+  std::function<StartedReduction(int stage)> reduce_grad;
 };
 
 // One executed action of the lowered schedule, on this process's steady clock. Convert to the trace's aligned
@@ -121,6 +130,8 @@ struct ActionRecord {
   int step = 0;   // the executor's step counter when it ran (0 for the first step() call)
   int index = 0;  // position in lowered_schedule().actions[pipeline_rank()]
   std::chrono::steady_clock::time_point start, end;
+  int64_t bytes = -1;  // a REDUCE_GRAD's: the gradient bytes it started reducing (-1: not one, or not told)
+  std::shared_future<std::chrono::steady_clock::time_point> completed;  // a REDUCE_GRAD's reduction's end
 };
 
 // Measured from the executor's real state during the last step() call.

@@ -8,13 +8,14 @@
 #pragma once
 
 #include "dualpipe/schedule/schedule.h"
+#include "dualpipe/schedule/zero_stage.h"
 
 namespace dualpipe {
 
 // Where a stage's REDUCE_GRAD goes.
 enum class ReduceAt {
   LastGradient,  // right after the last action that adds to the stage's gradients: overlapped with the rest
-  StepEnd,       // after the rank's last action (ZeRO-2 and ZeRO-3 reduce to the owners once the step is over)
+  StepEnd,       // after the rank's last action: nothing overlaps the reductions
 };
 
 // Each stage a rank holds gets an UNSHARD before the compute action ahead of the stage's first one (before the
@@ -25,11 +26,13 @@ Schedule add_unshard_reshard(const Schedule& schedule);
 // Each stage a rank holds gets a REDUCE_GRAD where `at` says (stages in the order their gradients are done).
 Schedule add_reduce_grad(const Schedule& schedule, ReduceAt at);
 
-// The collectives of `replicas` data-parallel copies of the pipeline under ZeRO stage `zero_stage` (0 to 3): none
-// for one replica; REDUCE_GRAD for more (after the last gradient when `overlap_reduction` and below ZeRO-2, else at
-// the step's end), and UNSHARD/RESHARD under ZeRO-3. Throws InvalidArgument for replicas < 1, a zero_stage outside
-// 0..3, or ZeRO with one replica.
-Schedule add_data_parallel_actions(const Schedule& schedule, int replicas, int zero_stage,
+// The collectives of `replicas` data-parallel copies of the pipeline under ZeRO stage `zero`: none
+// for one replica; REDUCE_GRAD for more (after the last gradient when `overlap_reduction`, else at the step's end;
+// in every ZeRO stage, as Megatron and DeepSpeed start a bucket's reduction during the backward: an all-reduce
+// below ZeRO-2, a reduce onto the owners from ZeRO-2 on), and UNSHARD/RESHARD under ZeRO-3. This is the one place
+// that decides when a reduction runs: the runtime runs REDUCE_GRAD where it stands, on every step. Throws
+// InvalidArgument for replicas < 1, or ZeRO with one replica.
+Schedule add_data_parallel_actions(const Schedule& schedule, int replicas, ZeroStage zero,
                                    bool overlap_reduction = true);
 
 }  // namespace dualpipe

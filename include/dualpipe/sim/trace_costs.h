@@ -13,7 +13,8 @@ namespace dualpipe {
 // A cost model in microseconds fitted to a measured step, and how well it fits.
 struct CostFit {
   // Each stage's mean F, B and W (B = I + W where the step split its backwards) as per-stage lists, with their
-  // means as F, B, W; FB from the overlapped pairs. comm is 0: messages show up as waiting.
+  // means as F, B, W; FB from the overlapped pairs; reduce from the REDUCE_GRAD events' completed reductions (the
+  // data-parallel link's time each, in a mean stage's units). comm is 0: messages show up as waiting.
   CostModel costs;
   // The root mean square of (measured - modelled) / modelled over the step's compute events: 0 when every
   // action of a type took the same time on a stage; the spread the plan, which uses means, cannot show.

@@ -24,6 +24,10 @@ struct TraceEvent {
   int step = 0;       // args.step: the step as the program numbers it (dualpipe train: as it prints them, from 1)
   double start = 0;   // ts, microseconds
   double duration = 0;  // dur, microseconds
+  // A REDUCE_GRAD's: args.bytes, the bytes of gradients it started reducing, so a trace shows each reduction ran
+  // at its action; args.completed, microseconds from its start until that reduction completed (-1: absent).
+  double bytes = -1;
+  double completed = -1;
 };
 
 // A span on a track of its own beside the actions: the runtime writes a rank's expert all-to-alls (MoE stages)
@@ -74,9 +78,9 @@ std::string format_trace(const Trace& trace);
 // Writes format_trace through a temporary file and a rename, so a crash never leaves half a trace.
 void write_trace_file(const std::string& path, const Trace& trace);
 
-// Checks that step `step` of the trace holds, on every rank, exactly the compute actions `schedule` gives that
-// rank (each once), and that the header's counts are the schedule's. Throws InvalidArgument naming the first
-// rank and action that differ, so figures are never computed from a partial or padded step.
+// Checks that step `step` of the trace holds, on every rank, exactly the compute and data-parallel actions
+// `schedule` gives that rank (each once), and that the header's counts are the schedule's. Throws InvalidArgument
+// naming the first rank and action that differ, so figures are never computed from a partial or padded step.
 void check_trace_step(const Trace& trace, const Schedule& schedule, int step, const std::string& source);
 
 // A trace of `schedule` without events: its kind, sizes and text form without messages (the communication actions
