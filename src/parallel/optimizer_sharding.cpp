@@ -63,6 +63,7 @@ OptimizerSharding::OptimizerSharding(const DataParallel& dp, const Stages& stage
       load[owner] -= negative_numel;
       shard.names_by_owner[owner].push_back(name);
       sharing_ranks_[stage][name] = group->getSize();
+      if (static_cast<int>(owner) != group->getRank()) owned_elsewhere_[stage].insert(name);
     }
     for (Shard& shard : kinds)
       if (shard.group) shards_[stage].push_back(std::move(shard));
@@ -132,13 +133,8 @@ double OptimizerSharding::finish_reductions() {
 }
 
 bool OptimizerSharding::owns(int stage, const std::string& name) const {
-  const auto found = shards_.find(stage);
-  if (found == shards_.end()) return true;
-  for (const Shard& shard : found->second)
-    for (size_t owner = 0; owner < shard.names_by_owner.size(); ++owner)
-      for (const auto& owned : shard.names_by_owner[owner])
-        if (owned == name) return static_cast<int>(owner) == shard.group->getRank();
-  return true;  // not shared out: kept whole here
+  const auto found = owned_elsewhere_.find(stage);
+  return found == owned_elsewhere_.end() || !found->second.count(name);
 }
 
 int OptimizerSharding::sharing_ranks(int stage, const std::string& name) const {

@@ -8,11 +8,13 @@ namespace dualpipe {
 ReductionFigures measured_reductions(const Trace& trace, int step, int ranks) {
   ReductionFigures f;
   f.last_end.assign(static_cast<std::size_t>(ranks), 0);
-  double begin = std::numeric_limits<double>::infinity(), end = begin;
-  for (const TraceEvent* e : step_compute_events(trace, step)) begin = std::min(begin, e->start);
-  if (begin == std::numeric_limits<double>::infinity()) return f;
-  end = begin;
-  for (const TraceEvent* e : step_compute_events(trace, step)) end = std::max(end, e->start + e->duration);
+  const std::vector<const TraceEvent*> compute = step_compute_events(trace, step);
+  if (compute.empty()) return f;
+  double begin = std::numeric_limits<double>::infinity(), end = -begin;
+  for (const TraceEvent* e : compute) {
+    begin = std::min(begin, e->start);
+    end = std::max(end, e->start + e->duration);
+  }
   for (const TraceEvent& e : trace.events) {
     if (e.step != step || e.action.type != ActionType::ReduceGrad || e.completed < 0) continue;
     if (e.rank < 0 || e.rank >= ranks) continue;

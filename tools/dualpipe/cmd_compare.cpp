@@ -52,7 +52,8 @@ std::string us(double v) { return formatted("%.1f", v); }
 nlohmann::ordered_json reductions_json(const ReductionFigures& measured, const ReductionFigures& planned) {
   nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
   for (size_t r = 0; r < planned.last_end.size(); ++r)
-    ranks.push_back({{"rank", r}, {"measured_last_end", measured.last_end[r]}, {"plan_last_end", planned.last_end[r]}});
+    ranks.push_back(
+        {{"rank", r}, {"measured_last_end", measured.last_end[r]}, {"plan_last_end", planned.last_end[r]}});
   return {{"measured_reductions", measured.reductions}, {"plan_reductions", planned.reductions},
           {"measured_step", measured.step}, {"plan_step", planned.step}, {"per_rank", ranks}};
 }
@@ -124,8 +125,8 @@ void run(const CompareCommand& c) {
   const StepFigures measured = step_figures(compute_intervals(measured_timeline));
   const Simulation simulation = simulate(plan, costs.costs);
   const StepFigures planned = simulation.metrics.figures();
-  const ReductionFigures planned_reductions_ = planned_reductions(plan, simulation);
-  const ReductionFigures measured_reductions_ = measured_reductions(trace, step, plan.num_ranks);
+  const ReductionFigures planned_dp = planned_reductions(plan, simulation);
+  const ReductionFigures measured_dp = measured_reductions(trace, step, plan.num_ranks);
   DUALPIPE_REQUIRE(measured.per_rank.size() == planned.per_rank.size(), "trace '", c.trace, "' has events of ",
                    measured.per_rank.size(), " ranks but its schedule has ", planned.per_rank.size());
 
@@ -143,9 +144,9 @@ void run(const CompareCommand& c) {
                                   {"fit", fit_json(costs)},
                                   {"measured", to_json(measured)},
                                   {"plan", to_json(planned)},
-                                  {"data_parallel", planned_reductions_.reductions == 0
+                                  {"data_parallel", planned_dp.reductions == 0
                                                         ? nlohmann::ordered_json(nullptr)
-                                                        : reductions_json(measured_reductions_, planned_reductions_)}};
+                                                        : reductions_json(measured_dp, planned_dp)}};
     write_output(c.output, out.dump(2) + "\n");
     return;
   }
@@ -168,8 +169,8 @@ void run(const CompareCommand& c) {
                 ratio(measured.bubble, planned.bubble).c_str());
   out += formatted("%-12s %12s %12s %15s\n", "bubble rate", percent(measured.bubble_rate).c_str(),
                 percent(planned.bubble_rate).c_str(), ratio(measured.bubble_rate, planned.bubble_rate).c_str());
-  if (planned_reductions_.reductions > 0)
-    out += reductions_table(measured_reductions_, planned_reductions_, costs.costs);
+  if (planned_dp.reductions > 0)
+    out += reductions_table(measured_dp, planned_dp, costs.costs);
   out += "\nbusy = sum of compute durations, idle = makespan - busy, span = last end - first start on the rank;\n"
          "bubble = max idle, bubble rate = (max span - max busy) / max span (docs/schedules.md, \"Metrics\")\n";
   write_output(c.output, out);

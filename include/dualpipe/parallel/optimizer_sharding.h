@@ -19,6 +19,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,7 @@ class OptimizerSharding {
  private:
   std::map<int, std::vector<Shard>> shards_;  // by stage
   std::map<int, std::map<std::string, int>> sharing_ranks_;  // by stage and name: the sharded tensors' group sizes
+  std::map<int, std::set<std::string>> owned_elsewhere_;     // by stage: the names another replica owns
   std::shared_ptr<DataParallelTraffic> traffic_;
   struct Reduction {  // one owner's tensors of one stage, flat, on their way
     std::vector<torch::Tensor> parameters;
