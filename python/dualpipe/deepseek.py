@@ -144,6 +144,12 @@ class DualPipe(nn.Module):
     the ranks holding the same stages in the other data-parallel replicas of this pipeline, for reduce_gradients().
     `record_actions`: keep each step's action times (last_step_actions()).
 
+    `stall_report_after` (seconds; default: 10, at most half the timeout): when a step makes no progress for this
+    long, the group's rank 0 prints one report to stderr naming the rank everyone waits on and what it does ("rank
+    0 waits for 1SEND_B3 from rank 1 (5.0 s); rank 1 is inside 1F3 for 5.2 s"); 0: only on SIGUSR1.
+    `stall_report_dir`: each rank also writes its state there (stall-rank<N>.json), rank 0 the report
+    (stall-report.json). Ranks are the group's. docs/runtime.md, "Stalls".
+
     Modules wrapped in FSDP2 (fully_shard over their data-parallel replicas) have their gradients reduce-scattered
     over that mesh once, after the step's last W (dualpipe/fsdp.py); reduce_gradients() is then not needed for them.
     """
@@ -153,7 +159,8 @@ class DualPipe(nn.Module):
     def __init__(self, modules: Sequence[nn.Module], batch_dim: int = 0,
                  process_group: Optional[dist.ProcessGroup] = None, rank_mapping: Optional[List[int]] = None,
                  timeout: float = 300.0, defer_weight_grads: bool = True,
-                 dp_group: Optional[dist.ProcessGroup] = None, record_actions: bool = False) -> None:
+                 dp_group: Optional[dist.ProcessGroup] = None, record_actions: bool = False,
+                 stall_report_after: Optional[float] = None, stall_report_dir: Optional[str] = None) -> None:
         super().__init__()
         modules = list(modules)
         if len(modules) != 2 or not all(isinstance(m, nn.Module) for m in modules):
@@ -176,6 +183,21 @@ class DualPipe(nn.Module):
                 or not 0 < timeout <= _MAX_TIMEOUT):
             raise ValueError(f"timeout={timeout!r} must be a number of seconds above 0 and at most {_MAX_TIMEOUT}")
         self.timeout = timeout
+        if stall_report_after is None:
+            stall_report_after = min(10.0, timeout / 2)
+        if (not isinstance(stall_report_after, (int, float)) or isinstance(stall_report_after, bool)
+                or not math.isfinite(stall_report_after) or not 0 <= stall_report_after <= _MAX_TIMEOUT):
+            raise ValueError(f"stall_report_after={stall_report_after!r} must be a number of seconds from 0 (only on "
+                             f"SIGUSR1) to {_MAX_TIMEOUT}")
+        self.stall_report_after = min(float(stall_report_after), timeout / 2)
+        if stall_report_dir is not None:
+            try:
+                os.makedirs(stall_report_dir, exist_ok=True)
+            except OSError as error:
+                raise ValueError(f"stall_report_dir={stall_report_dir!r} cannot be created: {error.strerror}") from None
+            if not os.access(stall_report_dir, os.W_OK):
+                raise ValueError(f"stall_report_dir={stall_report_dir!r} is not a writable directory")
+        self.stall_report_dir = stall_report_dir or ""
         self.defer_weight_grads = bool(defer_weight_grads)
         self.dp_group = dp_group
         self.record_actions = bool(record_actions)
@@ -205,7 +227,8 @@ class DualPipe(nn.Module):
                 self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
                 _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
                 _monitor(self.group, _pipelines_built[self.group.group_name]),
-                WeightGradStore if self.defer_weight_grads else None, self.record_actions)
+                WeightGradStore if self.defer_weight_grads else None, self.record_actions,
+                self.stall_report_after, self.stall_report_dir)
         return self._pipelines[num_chunks]
 
     def _check_same_num_chunks(self, num_chunks: int) -> None:

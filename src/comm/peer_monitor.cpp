@@ -25,7 +25,9 @@ using dualpipe::detail::concat;
 
 // Messages on a monitor connection: one byte; 'X' and 'I' are followed by the blamed rank (4 bytes), the length
 // of the reason (2 bytes), both in network order, and the reason. 'I' says the blamed rank refused its input.
+// 'N' is followed by the length of a note (4 bytes, network order) and the note.
 constexpr char kHeartbeat = 'H';
+constexpr char kNote = 'N';
 constexpr char kGoodbye = 'B';
 constexpr char kLeavingBecause = 'X';
 constexpr char kLeavingBecauseOfInput = 'I';
@@ -48,6 +50,24 @@ std::string seconds_text(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f", s);
   return text;
+}
+
+// Sends all of `message` on a non-blocking socket, waiting up to a second for room (a note can be longer than
+// what the socket takes at once; a heartbeat must not land inside it).
+void send_all(int fd, const std::string& message) {
+  size_t done = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (done < message.size() && Clock::now() < deadline) {
+    const ssize_t n = ::send(fd, message.data() + done, message.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 50);
+    } else {
+      return;  // the peer is gone: its reader will say so
+    }
+  }
 }
 
 [[noreturn]] void fail(int rank, const std::string& what) {
@@ -120,6 +140,35 @@ void PeerMonitor::announce(const PeerFailure& failure) {
   (void)!::write(wake_[1], &byte, 1);
 }
 
+void PeerMonitor::share(std::string note) {
+  if (!thread_.joinable()) return;  // no peers
+  note.resize(std::min(note.size(), kMaxNote));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    note_ = std::move(note);
+  }
+  sharing_ = true;
+  const char byte = 1;
+  (void)!::write(wake_[1], &byte, 1);
+}
+
+std::map<int, std::string> PeerMonitor::notes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return notes_;
+}
+
+void PeerMonitor::send_note() {
+  std::string message(1, kNote);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const uint32_t length = htonl(static_cast<uint32_t>(note_.size()));
+    message.append(reinterpret_cast<const char*>(&length), sizeof length);
+    message += note_;
+  }
+  for (Peer& p : peers_)
+    if (!p.gone) send_all(p.fd, message);
+}
+
 // On the monitor thread, which alone writes to the connections while it runs (a heartbeat cannot split the
 // message).
 void PeerMonitor::send_announcement() {
@@ -176,6 +225,7 @@ void PeerMonitor::run() {
       }
     }
     if (announcing_.exchange(false)) send_announcement();
+    if (sharing_.exchange(false)) send_note();
     const auto now = Clock::now();
     for (size_t i = 1; i < fds.size(); ++i)
       if (fds[i].revents != 0) read_from(*polled[i - 1], now);
@@ -216,6 +266,20 @@ void PeerMonitor::read_from(Peer& peer, Clock::time_point now) {
     char kind = peer.inbox[used];
     if (kind == kGoodbye) {
       left = true;
+    } else if (kind == kNote) {
+      if (peer.inbox.size() - used < 5) break;
+      uint32_t length = 0;
+      std::memcpy(&length, peer.inbox.data() + used + 1, sizeof length);
+      length = ntohl(length);
+      if (length > kMaxNote) {  // not what a monitor sends: drop what came
+        peer.inbox.clear();
+        used = 0;
+        break;
+      }
+      if (peer.inbox.size() - used < 5u + length) break;
+      std::lock_guard<std::mutex> lock(mutex_);
+      notes_[peer.rank] = peer.inbox.substr(used + 5, length);
+      used += 4 + length;
     } else if (kind == kLeavingBecause || kind == kLeavingBecauseOfInput) {
       if (peer.inbox.size() - used < 7) break;
       uint32_t blamed = 0;

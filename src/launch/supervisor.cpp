@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -133,6 +134,7 @@ class Supervisor {
  private:
   int start(int local);  // 0 once local rank `local` runs the program, else the errno of its failed exec
   void handle_signals();
+  void ask_for_stall_reports();
   void reap();
   int poll_timeout(Clock::time_point now, bool leaders_done, bool groups_alive) const;
   void wait_for_events(int timeout_ms);
@@ -325,9 +327,36 @@ AttemptResult Supervisor::supervise() {
   return report();
 }
 
+// Whether process `pid` catches `signo` (the SigCgt mask of /proc/PID/status).
+static bool catches(pid_t pid, int signo) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("SigCgt:", 0) == 0) return ((std::stoull(line.substr(7), nullptr, 16) >> (signo - 1)) & 1) != 0;
+  return false;
+}
+
+// SIGUSR1 goes on to the ranks that catch it (dualpipe's trainer and Python pipelines ask for it to print a stall
+// report: runtime/stall_watch.h); to the others its default action would end them. One rank that gets it is
+// enough: its peers answer with their states.
+void Supervisor::ask_for_stall_reports() {
+  int asked = 0, running = 0;
+  for (const Rank& r : ranks_) {
+    if (!r.running) continue;
+    ++running;
+    if (catches(r.pid, SIGUSR1) && kill(r.pid, SIGUSR1) == 0) ++asked;
+  }
+  message(detail::concat("got SIGUSR1: asked ", asked, " of ", running, " running ranks for a stall report",
+                         asked < running ? " (the others do not catch SIGUSR1)" : ""));
+}
+
 void Supervisor::handle_signals() {
   for (int signo : signals_.drain()) {
     if (signo == SIGCHLD) continue;  // reap() looks at every child anyway
+    if (signo == SIGUSR1) {
+      ask_for_stall_reports();
+      continue;
+    }
     if (!stopping_) {
       launcher_signal_ = signo;
       begin_stop(signo);  // forward the same signal: a program may treat SIGINT and SIGTERM differently

@@ -9,6 +9,7 @@
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/directional_communicator.h"
 #include "dualpipe/comm/peer_monitor.h"
+#include "dualpipe/runtime/stall_watch.h"
 #include "dualpipe/comm/process_group_communicator.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
@@ -69,7 +70,8 @@ class Pipeline {
   Pipeline(const std::string& kind, int num_microbatches, const std::map<int, py::object>& modules, py::object hook,
            c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping, double timeout_s,
            const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype, at::Device device,
-           const ChannelSpec& channels, const MonitorSpec& monitor, py::object weight_store, bool record_actions)
+           const ChannelSpec& channels, const MonitorSpec& monitor, py::object weight_store, bool record_actions,
+           double stall_report_after_s, const std::string& stall_report_dir)
       : rank_(group->getRank()), step_callables_(std::make_shared<StepCallables>()) {
     ScheduleOptions options;
     options.num_ranks = group->getSize();
@@ -104,8 +106,16 @@ class Pipeline {
       monitor_ = make_monitor(*group, monitor, timeout);
       communicator = make_communicator(std::move(group), channels, schedule, rank_mapping, device, timeout, monitor_);
     }
+    const int group_size = static_cast<int>(rank_mapping.size());
     executor_ = std::make_unique<runtime::Executor>(schedule, std::move(stages), std::move(communicator),
                                                     executor_options);
+    runtime::install_stall_signal();
+    runtime::StallWatchOptions watch;
+    watch.after = std::chrono::milliseconds(static_cast<int64_t>(stall_report_after_s * 1000));
+    watch.world_rank = rank_;
+    watch.world_size = group_size;
+    watch.directory = stall_report_dir;
+    stall_watch_ = std::make_unique<runtime::StallWatch>(executor_->flight_recorder(), monitor_.get(), watch);
   }
 
   // Returns (losses, outputs) of the micro-batches whose loss this rank computes, in order. `interruptible`: Python's
@@ -214,6 +224,7 @@ class Pipeline {
   std::shared_ptr<comm::PeerMonitor> monitor_;
   std::shared_ptr<StepCallables> step_callables_;
   std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<runtime::StallWatch> stall_watch_;  // docs/runtime.md, "Stalls"
 };
 
 }  // namespace
@@ -254,10 +265,11 @@ PYBIND11_MODULE(_runtime, m) {
       .def(py::init<const std::string&, int, const std::map<int, py::object>&, py::object,
                     c10::intrusive_ptr<c10d::ProcessGroup>, std::vector<int>, double,
                     const std::vector<std::vector<int64_t>>&, at::ScalarType, at::Device, const ChannelSpec&,
-                    const MonitorSpec&, py::object, bool>(),
+                    const MonitorSpec&, py::object, bool, double, const std::string&>(),
            py::arg("kind"), py::arg("num_microbatches"), py::arg("modules"), py::arg("hook"), py::arg("group"),
            py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"), py::arg("dtype"), py::arg("device"),
-           py::arg("channels"), py::arg("monitor"), py::arg("weight_store"), py::arg("record_actions"))
+           py::arg("channels"), py::arg("monitor"), py::arg("weight_store"), py::arg("record_actions"),
+           py::arg("stall_report_after_s"), py::arg("stall_report_dir"))
       .def("step", &Pipeline::step, py::arg("inputs"), py::arg("labels"), py::arg("criterion"),
            py::arg("return_outputs"), py::arg("interruptible"))
       .def("last_step_actions", &Pipeline::last_step_actions)

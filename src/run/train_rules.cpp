@@ -96,6 +96,8 @@ void check_options(const TrainConfig& c) {
                    c.act_bytes);
   DUALPIPE_REQUIRE(c.timeout_seconds > 0 && c.timeout_seconds <= 86400,
                    "--timeout must be above 0 and at most 86400 seconds, got ", c.timeout_seconds);
+  DUALPIPE_REQUIRE(c.stall_report_after >= 0 && c.stall_report_after <= 86400,
+                   "--stall-report-after must be between 0 and 86400 seconds, got ", c.stall_report_after);
   DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);

@@ -12,6 +12,7 @@
 #include "dualpipe/runtime/replicas.h"
 #include "dualpipe/runtime/weight_grad_store.h"
 #include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/text_format.h"
 #include "dualpipe/schedule/validate.h"
 #include "executor_impl.h"
 #include "mailbox.h"
@@ -93,6 +94,10 @@ Executor::Executor(const Schedule& schedule, std::map<int, std::shared_ptr<Stage
   for (const auto& [s, stage] : I.stages) I.stage_devices[static_cast<size_t>(s)] = stage->device();
   I.plan_messages();
   if (!I.options.boundaries.empty()) I.check_stages_against_boundaries();
+  I.flight = I.options.flight_recorder ? I.options.flight_recorder : std::make_shared<FlightRecorder>();
+  I.schedule_summary = dualpipe::detail::concat(I.schedule.kind, ", ", R, " ranks, ", I.schedule.num_microbatches,
+                                      " micro-batches");
+  I.schedule_fingerprint = fingerprint_of(format_text(I.schedule));
 }
 
 Executor::~Executor() = default;
@@ -119,6 +124,7 @@ bool Executor::recording() const { return impl_->recording; }
 const std::vector<ActionRecord>& Executor::recorded_actions() const { return impl_->records; }
 void Executor::clear_recorded_actions() { impl_->records.clear(); }
 int Executor::steps_run() const { return impl_->steps_run; }
+const std::shared_ptr<FlightRecorder>& Executor::flight_recorder() const { return impl_->flight; }
 const StepStats& Executor::last_step_stats() const { return impl_->stats; }
 
 int Executor::Impl::live_activations() const {
@@ -182,6 +188,9 @@ StepResult Executor::step(const StepArgs& args) {
     I.label_chunks.clear();
     I.meter.reset();
   };
+  FlightRecorder& flight = *I.flight;
+  flight.step_started(step_number, I.training ? I.schedule_summary : I.schedule_summary + ", forward only",
+                      I.schedule_fingerprint);
   try {
     detail::MailboxSetup setup;
     setup.communicator = I.comm.get();
@@ -190,9 +199,11 @@ StepResult Executor::step(const StepArgs& args) {
     setup.stage_devices = I.stage_devices;
     setup.incoming = I.training ? I.incoming_training : I.incoming_forward_only;
     setup.learned = &I.learned_shapes;
+    setup.flight = &flight;
     I.mail = std::make_unique<detail::Mailbox>(std::move(setup));
     const std::vector<Action>& actions = I.schedule.actions[I.rank];
     for (size_t i = 0; i < actions.size(); ++i) {
+      flight.action_started(static_cast<int>(i), actions[i]);
       if (actions[i].is_compute()) I.wait_for_parameters(actions[i]);  // outside its record, as a RECV is
       if (I.recording) {
         const auto start = std::chrono::steady_clock::now();
@@ -207,6 +218,7 @@ StepResult Executor::step(const StepArgs& args) {
       } else {
         I.run(actions[i]);
       }
+      flight.action_ended();
       I.mail->poll_sends();
       I.stats.peak_live_activations = std::max(I.stats.peak_live_activations, I.live_activations());
       I.stats.peak_activation_bytes = std::max(I.stats.peak_activation_bytes, I.activation_bytes());
@@ -216,11 +228,13 @@ StepResult Executor::step(const StepArgs& args) {
     I.stats.activation_bytes_at_end = I.activation_bytes();
     DUALPIPE_CHECK(I.store.pending_groups() == 0, "deferred weight gradients left after the step");
   } catch (...) {
+    flight.step_ended();
     clear();
     // A failed step ends every rank's (the peer monitor), none learning from it: they guess alike next time.
     I.learned_shapes.clear();
     throw;
   }
+  flight.step_ended();
   clear();
   return std::move(I.result);
 }

@@ -51,6 +51,9 @@ struct Executor::Impl {
   std::optional<StartedReduction> action_reduction;  // what the running REDUCE_GRAD tells its record
   int steps_run = 0;
   StepStats stats;
+  std::shared_ptr<FlightRecorder> flight;  // ExecutorOptions::flight_recorder
+  std::string schedule_summary;            // what the flight recorder says this executor runs
+  uint64_t schedule_fingerprint = 0;
 
   // State of the step in flight.
   const StepArgs* args = nullptr;

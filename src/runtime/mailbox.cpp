@@ -36,6 +36,18 @@ MessageShape header_shape(const torch::Tensor& header) {
   return shape;
 }
 
+// The SEND action that carries the message, as the flight recorder names messages.
+Action send_action(const MessageKey& key, int peer) {
+  return Action::communication(key.direction == Direction::Forward ? ActionType::SendForward : ActionType::SendBackward,
+                               key.producer, key.microbatch, peer);
+}
+
+int64_t bytes_of(const Tensors& tensors) {
+  int64_t bytes = 0;
+  for (const auto& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
 std::string key_text(const MessageKey& key) {
   return dualpipe::detail::concat(key.producer, key.direction == Direction::Forward ? "SEND_F" : "SEND_B",
                                   key.microbatch);
@@ -181,7 +193,12 @@ void Mailbox::post(Peer& peer) {
   }
 }
 
+void Mailbox::record_wait(const MessageKey& key, int peer, bool receive, int position) {
+  if (setup_.flight != nullptr) setup_.flight->waiting_for(send_action(key, peer), peer, receive, position);
+}
+
 void Mailbox::complete(Peer& peer, Incoming& in) {
+  record_wait(in.key, peer.rank, true, static_cast<int>(&in - peer.queue.data()));
   if (in.header_work && !in.header_arrived) {
     wait_for(*in.header_work, in.key, true, peer.rank);
     in.header_arrived = true;
@@ -196,6 +213,7 @@ void Mailbox::complete(Peer& peer, Incoming& in) {
   if (in.header.defined()) learn(in.key, peer.rank, header_shape(in.header));
   in.header_work.reset();
   in.completed = true;
+  if (setup_.flight != nullptr) setup_.flight->message_received(bytes_of(in.message.tensors));
 }
 
 Message Mailbox::take(const MessageKey& key) {
@@ -256,6 +274,7 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
   } catch (const comm::CommError& e) {
     fail(e, key, false, dst);
   }
+  if (setup_.flight != nullptr) setup_.flight->message_sent(send_action(key, dst), dst, bytes_of(tensors));
   sends_.push_back(std::move(sent));
 }
 
@@ -272,8 +291,11 @@ void Mailbox::poll_sends() {
 }
 
 void Mailbox::finish() {
-  for (auto& s : sends_)
+  for (auto& s : sends_) {
+    record_wait(s.key, s.dst, false, 0);
     for (auto& w : s.works) wait_for(*w, s.key, false, s.dst);
+  }
+  if (setup_.flight != nullptr) setup_.flight->wait_ended();
   sends_.clear();
   for (const auto& [src, peer] : peers_)
     for (const Incoming& in : peer.queue)

@@ -22,6 +22,7 @@
 
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/runtime/boundary.h"
+#include "dualpipe/runtime/flight_recorder.h"
 #include "dualpipe/runtime/stage.h"
 
 namespace dualpipe::runtime::detail {
@@ -69,6 +70,7 @@ struct MailboxSetup {
   std::map<int, std::vector<MessageKey>> incoming;
   // Kept across steps by the executor; learned from this step's messages when it completes (null: none).
   LearnedShapes* learned = nullptr;
+  FlightRecorder* flight = nullptr;  // told of every message and wait (null: none)
 };
 
 class Mailbox {
@@ -97,6 +99,7 @@ class Mailbox {
   void learn(const MessageKey& key, int peer, const MessageShape& shape);
   void complete(Peer& peer, Incoming& message);
   void wait_for(comm::Work& work, const MessageKey& key, bool receive, int peer);
+  void record_wait(const MessageKey& key, int peer, bool receive, int position);
   [[noreturn]] void fail(const comm::CommError& e, const MessageKey& key, bool receive, int peer) const;
 
   MailboxSetup setup_;

@@ -33,6 +33,7 @@
 #include "kineto_profile.h"
 #include "progress_report.h"
 #include "sampling.h"
+#include "stall_watch_setup.h"
 #include "stage_traffic.h"
 #include "step_stats.h"
 #include "straggler_response.h"
@@ -107,6 +108,7 @@ class Trainer {
     options.pair_weights_last = halves_on_threads();  // the phases run W their own way
     options.record_trace = true;
     options.measure_memory = true;
+    options.flight_recorder = std::make_shared<runtime::FlightRecorder>();  // both executors' (stall reports)
     // Training declares its fixed shapes (checked once, buffers posted ahead). Evaluation and sampling (whose
     // context grows) run on an executor of their own that declares none, so the trace's steps are training steps.
     runtime::ExecutorOptions forward_only = options;
@@ -125,6 +127,7 @@ class Trainer {
     replicas_ = parallel::ReplicatedStep(dp_, view_, zero_stage(c.zero));
     traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic(), replicas_.joins_copies());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
+    stall_watch_ = watch_for_stalls(c, options.flight_recorder, world());
     if (world().rank() == 0) {
       report_ = std::make_unique<ProgressReport>(c, plan_, data_.corpus, data_.reader.training_windows(),
                                                  data_.reader.validation_windows());
@@ -424,6 +427,7 @@ class Trainer {
   std::map<int, StageState> stages_;
   parallel::Stages view_;  // stages_ as data parallelism and ZeRO see them
   std::unique_ptr<runtime::Executor> executor_, forward_only_;
+  std::unique_ptr<runtime::StallWatch> stall_watch_;
   runtime::ClockSync clock_;
   std::unique_ptr<ProgressReport> report_;
   std::unique_ptr<StragglerResponse> stragglers_;  // world rank 0's

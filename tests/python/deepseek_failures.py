@@ -9,8 +9,11 @@
     interrupt       Ctrl-C (SIGINT) on rank 0 while it waits on rank 1, whose module takes 10 s: rank 0 raises
                     KeyboardInterrupt before rank 1 could have answered, rank 1 an error saying rank 0 was interrupted
     own handler     the same SIGINT with a handler of the program's own: the step is not cut short, the handler ran
+    stall           rank 1's module sleeps 3 s once, with stall_report_after=1: the step completes, and rank 0's
+                    report (stall-report.json) names rank 1 inside its forward of micro-batch 0 (1F0)
 
     python deepseek_failures.py      prints one line per rank and case, and exits 0 when every check passed"""
+import json
 import os
 import signal
 import sys
@@ -31,6 +34,7 @@ from ranks import free_port, start_ranks
 TIMEOUT = 10  # seconds, the pipeline's wait limit in every case
 LINGER = 20  # seconds that rank 0 stays alive after its error in "lives on": past the timeout
 SLOW = 10  # seconds that rank 1's module takes in "interrupt"
+STALL = 3  # seconds that rank 1's module sleeps once in "stall"
 
 
 class Stage(nn.Module):
@@ -48,6 +52,18 @@ class Stage(nn.Module):
         return x * self.weight
 
 
+class SleepOnce(Stage):
+    """Sleeps `seconds` in its first forward only."""
+
+    def __init__(self, seconds):
+        super().__init__(seconds=seconds)
+
+    def forward(self, x):
+        time.sleep(self.seconds)
+        self.seconds = 0.0
+        return x * self.weight
+
+
 def criterion(output, target):
     return F.mse_loss(output, target).clone()
 
@@ -58,7 +74,11 @@ def two_rank_step(rank, port, out, case):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=2, rank=rank)
     slow = SLOW if case == "interrupt" else 0.5 if case == "own handler" else 0
     first = Stage(fail=case == "module" and rank == 1, seconds=slow if rank == 1 else 0)
-    model = dualpipe.DualPipeV((first, Stage()), timeout=TIMEOUT)
+    stalls = {}
+    if case == "stall":
+        first = SleepOnce(STALL if rank == 1 else 0)
+        stalls = {"stall_report_after": 1, "stall_report_dir": os.path.dirname(out)}
+    model = dualpipe.DualPipeV((first, Stage()), timeout=TIMEOUT, **stalls)
     x = torch.randn(8, 8) if rank == 0 else None
     detached = case in ("detached loss", "lives on")
     loss_of = (lambda y, t: criterion(y, t).detach()) if detached else criterion
@@ -89,6 +109,13 @@ def two_rank_results(case):
         out = os.path.join(tmp, "rank")
         start_ranks(two_rank_step, (free_port(), out, case), 2)
         results = [open(f"{out}.{r}").read().split("\n", 1) for r in range(2)]
+        report = os.path.join(tmp, "stall-report.json")
+        if case == "stall":
+            check(os.path.exists(report), "stall: rank 0 wrote no stall-report.json")
+            stall = json.load(open(report))
+            print(f"stall: {stall['headline']}")
+            check((stall["cause"], stall["rank"], stall["action"]) == ("inside_action", 1, "1F0"),
+                  f"stall: the report names {stall['cause']}, rank {stall['rank']}, {stall['action']!r}")
     for rank, (seconds, message) in enumerate(results):
         print(f"{case}: rank {rank} after {seconds} s: {message.splitlines()[0]}")
     for seconds, _ in results:
@@ -118,6 +145,9 @@ def main():
     check(seconds < SLOW, f"Ctrl-C took {seconds} s: the rank waited for its peer's answer")
     check(other.startswith("RuntimeError") and "rank 0 was interrupted" in other,
           f"the interrupted rank's peer reads {other}")
+
+    for _, message in two_rank_results("stall"):
+        check(message == "no error", f"a stalled step that goes on: {message}")
 
     (_, own), (_, other) = two_rank_results("own handler")
     check(own == "no error (the program's handler ran)", f"a program's own SIGINT handler: {own}")

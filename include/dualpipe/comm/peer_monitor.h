@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <functional>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,6 +64,13 @@ class PeerMonitor {
   // every peer now rather than when the monitor is destroyed. Their waits end with `failure`'s reason.
   void announce(const PeerFailure& failure);
 
+  // Short texts the ranks share beside the heartbeats (a rank's state when its pipeline stalls: runtime/
+  // stall_watch.h). share() sends `note` to every peer from the monitor thread; notes() holds the latest note
+  // received from each peer, by rank. At most kMaxNote bytes (longer is cut).
+  static constexpr size_t kMaxNote = 60000;
+  void share(std::string note);
+  std::map<int, std::string> notes() const;
+
   // While a Guard lives, a lost peer calls `abort` once, from the monitor thread (so a blocked wait returns).
   class Guard {
    public:
@@ -88,6 +96,7 @@ class PeerMonitor {
   void read_from(Peer& peer, std::chrono::steady_clock::time_point now);
   void lost(const PeerFailure& failure);
   void send_announcement();
+  void send_note();
   void leave();
 
   int rank_;
@@ -96,12 +105,15 @@ class PeerMonitor {
   int wake_[2] = {-1, -1};  // pipe that ends the thread's poll
   std::atomic<bool> stop_{false};
   std::atomic<bool> announcing_{false};  // announce() asked the thread to send the failure
+  std::atomic<bool> sharing_{false};     // share() asked the thread to send note_
   std::thread thread_;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable failed_;
   std::optional<PeerFailure> failure_;
   std::list<std::function<void()>> aborts_;
+  std::string note_;                 // the note to send
+  std::map<int, std::string> notes_;  // received, by rank
 };
 
 }  // namespace dualpipe::comm

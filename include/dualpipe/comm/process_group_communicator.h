@@ -60,9 +60,10 @@ class ProcessGroupCommunicator : public Communicator {
                            std::shared_ptr<PeerMonitor> monitor);
 
   const c10::intrusive_ptr<c10d::ProcessGroup>& group() const;
+  // The peer monitor (null without one); stall reports share the ranks' states over it (runtime/stall_watch.h).
+  PeerMonitor* peer_monitor() const;
 
  protected:
-  PeerMonitor* peer_monitor() const;
   int wire_tag(int tag) const;  // 0 in the single-tag test mode
 
  private:

@@ -1,6 +1,7 @@
-// Signals as events for a poll() loop (the self-pipe trick): while a SignalPipe exists, SIGCHLD, SIGINT, SIGTERM
-// and SIGHUP each write one byte (the signal number) into a pipe whose read end the loop polls, so the loop
-// sleeps until a child exits or a stop is requested, and a signal arriving just before poll() is not lost.
+// Signals as events for a poll() loop (the self-pipe trick): while a SignalPipe exists, SIGCHLD, SIGINT, SIGTERM,
+// SIGHUP and SIGUSR1 (a stall report asked for) each write one byte (the signal number) into a pipe whose read end
+// the loop polls, so the loop sleeps until a child exits or a stop is requested, and a signal arriving just before
+// poll() is not lost.
 // SIGPIPE is ignored meanwhile: a closed stdout must not kill the launcher and orphan its children.
 #pragma once
 
@@ -30,7 +31,7 @@ class SignalPipe {
   static void restore_defaults_in_child();
 
  private:
-  static constexpr int kRouted[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+  static constexpr int kRouted[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1};
   int fds_[2] = {-1, -1};
   struct sigaction old_[std::size(kRouted)] {};
   struct sigaction old_pipe_ {};

@@ -3,6 +3,7 @@
 // fills it for the layouts it plans. LibTorch-free.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -91,6 +92,10 @@ struct TrainConfig {
 
   bool recompute = false;  // activation recomputation (ExecutorOptions::recompute)
   double timeout_seconds = 60;
+  // Stall reports (runtime/stall_watch.h): after this many seconds without progress inside a step, at most half
+  // the timeout (0: only on SIGUSR1); each rank's state and the report go to stall_report_dir too (empty: none).
+  double stall_report_after = 10;
+  std::string stall_report_dir;
 
   // Where the stages run, and the transport between ranks (device_choice.h has the rules).
   std::string device = "cpu";  // "cpu" or "cuda" (one GPU per local rank)
@@ -124,6 +129,9 @@ struct TrainConfig {
   // timeout_seconds as the wait limit every communicator takes.
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  }
+  std::chrono::milliseconds stall_after() const {
+    return std::min(std::chrono::milliseconds(static_cast<int64_t>(stall_report_after * 1000)), timeout() / 2);
   }
 };
 

@@ -21,6 +21,7 @@
 
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/runtime/boundary.h"
+#include "dualpipe/runtime/flight_recorder.h"
 #include "dualpipe/runtime/stage.h"
 #include "dualpipe/runtime/weight_grad_store.h"
 #include "dualpipe/schedule/schedule.h"
@@ -84,6 +85,9 @@ struct ExecutorOptions {
   // as the forward, so the two halves' exchanges line up with each other's computation, and the parameter
   // gradients, which communicate nothing, come last. Needs WeightSplit::Generic (ignored otherwise).
   bool pair_weights_last = false;
+  // What this rank did lately, for stall reports (flight_recorder.h, stall_watch.h). Null: the executor keeps
+  // one of its own. The executors of one rank (training, evaluation) share one.
+  std::shared_ptr<FlightRecorder> flight_recorder;
 
   // The same tensors at every boundary (stages that keep the shape, like a transformer's blocks).
   static std::vector<BoundarySpec> uniform(const BoundarySpec& spec, int num_stages) {
@@ -183,6 +187,8 @@ class Executor {
   void clear_recorded_actions();
   // Number of step() calls so far (the `step` of the next ActionRecord).
   int steps_run() const;
+  // ExecutorOptions::flight_recorder, or the executor's own.
+  const std::shared_ptr<FlightRecorder>& flight_recorder() const;
   // Live-activation counts of the last step() call (see StepStats).
   const StepStats& last_step_stats() const;
 

@@ -8,6 +8,12 @@
 //   kill                 raise(SIGKILL) in the middle of step N, after K forwards of that step on this rank
 //   stop                 raise(SIGSTOP) at the same point (a stuck process; the test kills it afterwards)
 //   kill-while-writing   raise(SIGKILL) half-way through writing the checkpoint after step N
+//   sleep                sleep --fault-seconds inside the K-th forward of step N (a rank stuck in an action)
+//   lose                 the K-th message this rank sends in step N never leaves (a lost message)
+//   mismatch             this rank runs its schedule with two more micro-batches than the others
+//
+// --stall-after-ms S starts a stall watch (runtime/stall_watch.h) that reports after S ms without progress, and
+// writes the ranks' states and the report into DIR; SIGUSR1 asks for a report too.
 //
 // It writes its pid to DIR/rank<r>.pid first. Exit status: 0 when every step completed, 1 with "rank r failed: <error>" on stderr otherwise.
 #include <torch/torch.h>
@@ -15,14 +21,17 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 #include <map>
 #include <string>
 
 #include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/runtime/mlp_stage.h"
+#include "dualpipe/runtime/stall_watch.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/util/atomic_file.h"
 
@@ -33,6 +42,46 @@ using namespace dualpipe;
 struct Fault {
   std::string kind;  // empty: none
   int rank = -1, step = -1, after_forwards = 1;
+  double seconds = 0;  // sleep's
+};
+
+// Completed at once: what a sender sees of a message the network dropped.
+class DroppedWork : public comm::Work {
+ public:
+  void wait(std::chrono::milliseconds) override {}
+  bool is_completed() override { return true; }
+};
+
+// The worker's communicator, except that the fault rank's K-th send of step N goes nowhere.
+class LosingCommunicator : public comm::Communicator {
+ public:
+  LosingCommunicator(std::shared_ptr<comm::Communicator> inner, const Fault& fault, const int& step)
+      : inner_(std::move(inner)), fault_(fault), step_(step) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::shared_ptr<comm::Work> isend(const at::Tensor& tensor, int dst, int tag) override {
+    if (step_ != counted_step_) {
+      counted_step_ = step_;
+      sends_ = 0;
+    }
+    if (fault_.kind == "lose" && fault_.rank == rank() && fault_.step == step_ && ++sends_ == fault_.after_forwards) {
+      std::cerr << "rank " << rank() << ": losing send " << sends_ << " of step " << step_ << " to rank " << dst
+                << std::endl;
+      return std::make_shared<DroppedWork>();
+    }
+    return inner_->isend(tensor, dst, tag);
+  }
+  std::shared_ptr<comm::Work> irecv(at::Tensor& tensor, int src, int tag) override {
+    return inner_->irecv(tensor, src, tag);
+  }
+  void barrier() override { inner_->barrier(); }
+  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
+
+ private:
+  std::shared_ptr<comm::Communicator> inner_;
+  const Fault& fault_;
+  const int& step_;
+  int counted_step_ = -1, sends_ = 0;
 };
 
 // Counts the forwards of the step in flight and fails on the K-th one when told to.
@@ -49,6 +98,10 @@ class FaultStage : public runtime::Stage {
       } else if (fault_.kind == "stop") {
         std::cerr << "rank " << rank_ << ": stopping in the middle of step " << step_ << std::endl;
         ::raise(SIGSTOP);
+      } else if (fault_.kind == "sleep") {
+        std::cerr << "rank " << rank_ << ": sleeping " << fault_.seconds << " s in forward " << forwards_
+                  << " of step " << step_ << std::endl;
+        std::this_thread::sleep_for(std::chrono::duration<double>(fault_.seconds));
       }
     }
     return {module_->forward(input.at(0))};
@@ -91,7 +144,7 @@ void write_checkpoint(const std::string& path, const std::map<int, std::shared_p
 int main(int argc, char** argv) {
   std::string kind = "dualpipe", out_dir = ".";
   int steps = 4;
-  long timeout_ms = 60000;
+  long timeout_ms = 60000, stall_after_ms = 0;
   Fault fault;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string key = argv[i], value = argv[i + 1];
@@ -103,6 +156,8 @@ int main(int argc, char** argv) {
     else if (key == "--fault-rank") fault.rank = std::atoi(value.c_str());
     else if (key == "--fault-step") fault.step = std::atoi(value.c_str());
     else if (key == "--fault-after-forwards") fault.after_forwards = std::atoi(value.c_str());
+    else if (key == "--fault-seconds") fault.seconds = std::atof(value.c_str());
+    else if (key == "--stall-after-ms") stall_after_ms = std::atol(value.c_str());
     else {
       std::cerr << "unknown option " << key << "\n";
       return 2;
@@ -110,17 +165,20 @@ int main(int argc, char** argv) {
   }
   int rank = -1;
   try {
+    runtime::install_stall_signal();  // before the pid file: a test signals once it is there
     // The pid, for a test that runs the workers under `dualpipe launch` and checks none is left.
     if (const char* r = std::getenv("RANK"))
       write_file_atomically(out_dir + "/rank" + r + ".pid", std::to_string(::getpid()) + "\n");
     at::set_num_threads(1);
-    auto communicator = comm::GlooCommunicator::from_environment(std::chrono::milliseconds(timeout_ms));
-    rank = communicator->rank();
-    const int R = communicator->size();
-    Schedule schedule = make_schedule(kind, {R, 2 * R});
+    auto gloo = comm::GlooCommunicator::from_environment(std::chrono::milliseconds(timeout_ms));
+    rank = gloo->rank();
+    const int R = gloo->size();
+    int step = -1, forwards = 0;
+    auto communicator = std::make_shared<LosingCommunicator>(gloo, fault, step);
+    const int microbatches = fault.kind == "mismatch" && fault.rank == rank ? 2 * R + 2 : 2 * R;
+    Schedule schedule = make_schedule(kind, {R, microbatches});
     const int64_t hidden = 8, rows = 2;
 
-    int step = -1, forwards = 0;
     std::map<int, std::shared_ptr<runtime::Stage>> stages;
     for (int m = 0; m < schedule.num_microbatches; ++m)
       for (int s = 0; s < schedule.num_stages; ++s)
@@ -131,6 +189,12 @@ int main(int argc, char** argv) {
     runtime::ExecutorOptions options;
     options.boundaries = runtime::ExecutorOptions::uniform({{{rows, hidden}, torch::kFloat}}, schedule.num_stages);
     runtime::Executor executor(schedule, stages, communicator, options);
+    runtime::StallWatchOptions watch_options;
+    watch_options.after = std::chrono::milliseconds(stall_after_ms);
+    watch_options.world_rank = rank;
+    watch_options.world_size = R;
+    watch_options.directory = out_dir;
+    runtime::StallWatch watch(executor.flight_recorder(), gloo->peer_monitor(), watch_options);
 
     torch::manual_seed(100 + rank);
     runtime::StepArgs args;
