@@ -13,7 +13,7 @@
 # Programs whose every test is quick and sanitized: the core (no LibTorch) and the mesh's layout.
 set(dualpipe_quick_layers util schedule trace sim run layout viz data launch parallel)
 # test_runtime: ranks as threads, except these, which start processes (workers, the example program, `dualpipe`).
-set(dualpipe_runtime_processes "^(GlooProcesses|Failures|MinimalExample)\\.")
+set(dualpipe_runtime_processes "^(GlooProcesses|Failures|MinimalExample|Stall)\\.")
 # ... and of those, the quick suite keeps the Gloo processes (the communicator over real sockets).
 set(dualpipe_runtime_quick_processes "^GlooProcesses\\.")
 # test_cli: everything runs `dualpipe`. Quick: the commands that plan, draw and check input, the parsers' hostile

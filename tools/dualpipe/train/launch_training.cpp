@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -93,6 +94,9 @@ void check_in_child(const WorkerRun& worker, int local_ranks) {
 }  // namespace
 
 int launch_training(train::TrainConfig& config, const TrainLaunch& l, const WorkerRun& worker) {
+  // SIGUSR1 asks the running ranks for a stall report (launch::run forwards it); before they run it is ignored
+  // rather than ending the launcher. The ranks start with its default action (SignalPipe) and catch it.
+  signal(SIGUSR1, SIG_IGN);
   const int world_size = config.world_size();
   DUALPIPE_REQUIRE(config.on_straggler != "replan" || l.nnodes == 1, "--on-straggler replan restarts the ranks of "
                    "one machine; with --nnodes ", l.nnodes, " use --on-straggler report and restart every node with "
