@@ -96,6 +96,11 @@ void check_config(const TrainConfig& c) {
   choose_device(c);
   check_output_path("--trace", c.trace);
   check_output_path("--metrics", c.metrics);
+  if (!c.stall_report_dir.empty()) {  // made here, as the checkpoint directory is: the ranks write into it
+    std::error_code error;
+    std::filesystem::create_directories(c.stall_report_dir, error);
+    check_output_path("--stall-report-dir", c.stall_report_dir + "/stall-report.json");
+  }
   check_kineto_trace_dir(c.kineto_trace, c.steps, c.kineto_steps);
   TrainingData data = load_training_data(c);
   std::vector<NamedPath> inputs = {{"--schedule-file", c.schedule_file}, {"--checkpoint-dir", c.checkpoint_dir}};

@@ -49,7 +49,8 @@ TEST(StallReports, SigusrOneToTheLauncherAsksTheRanksWithoutStoppingThem) {
 
 TEST(StallReports, BadValuesAreRefused) {
   expect_each_refused({{"train --stall-report-after -1", "--stall-report-after must be between 0 and 86400"},
-                       {"train --stall-report-after nan", "--stall-report-after"}});
+                       {"train --stall-report-after nan", "--stall-report-after"},
+                       {"train --stall-report-dir /proc/no-such-dir", "--stall-report-dir"}});
 }
 
 }  // namespace
