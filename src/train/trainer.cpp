@@ -193,12 +193,6 @@ class Trainer {
     return resumed->manifest.step;
   }
 
-  // The micro-batches of `batch` as [rows, seq_len] inputs and targets, indexed by micro-batch.
-  std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> microbatches(const data::SequenceBatch& batch) {
-    auto [inputs, targets] = to_tensors(batch);
-    return {inputs.chunk(c_.microbatches, 0), targets.chunk(c_.microbatches, 0)};
-  }
-
   runtime::StepArgs step_args(const std::vector<torch::Tensor>& inputs, const std::vector<torch::Tensor>& targets) {
     runtime::StepArgs args;
     for (int m : executor_->entering_microbatches())
@@ -253,7 +247,7 @@ class Trainer {
     auto [inputs, targets] = to_tensors(data_.reader.next(rows * dp_.replicas()));
     inputs = inputs.narrow(0, rows * dp_.replica(), rows);
     targets = targets.narrow(0, rows * dp_.replica(), rows);
-    return {inputs.chunk(c_.microbatches, 0), targets.chunk(c_.microbatches, 0)};
+    return split_microbatches(inputs, targets, c_.microbatches);
   }
 
   void train_step(int step) {
@@ -359,7 +353,9 @@ class Trainer {
 
   // Mean loss over one step's worth of validation sequences, through the forward-only mode.
   void evaluate(int step) {
-    const auto [inputs, targets] = microbatches(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
+    const auto [all_inputs, all_targets] =
+        to_tensors(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
+    const auto [inputs, targets] = split_microbatches(all_inputs, all_targets, c_.microbatches);
     torch::NoGradGuard no_grad;
     replicas_.gather_parameters();
     const runtime::StepResult result = sum_over_context(forward_only_->step(step_args(inputs, targets)));

@@ -25,4 +25,10 @@ std::pair<torch::Tensor, torch::Tensor> to_tensors(const data::SequenceBatch& ba
   return {as_tensor(batch.inputs), as_tensor(batch.targets)};
 }
 
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> split_microbatches(const torch::Tensor& inputs,
+                                                                                     const torch::Tensor& targets,
+                                                                                     int microbatches) {
+  return {inputs.chunk(microbatches, 0), targets.chunk(microbatches, 0)};
+}
+
 }  // namespace dualpipe::train

@@ -3,6 +3,9 @@
 
 #include <torch/types.h>
 
+#include <utility>
+#include <vector>
+
 #include "dualpipe/data/corpus.h"
 #include "dualpipe/data/sequence_reader.h"
 #include "dualpipe/train/train_config.h"
@@ -20,5 +23,10 @@ TrainingData load_training_data(const TrainConfig& config);
 
 // [rows, seq_len] int64 tensors of a batch's inputs and targets.
 std::pair<torch::Tensor, torch::Tensor> to_tensors(const data::SequenceBatch& batch);
+
+// Those rows cut into `microbatches` inputs and targets, indexed by micro-batch.
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> split_microbatches(const torch::Tensor& inputs,
+                                                                                     const torch::Tensor& targets,
+                                                                                     int microbatches);
 
 }  // namespace dualpipe::train
