@@ -78,21 +78,9 @@ void StallWatch::run() {
 
 void StallWatch::tick() {
   const FlightSnapshot snapshot = recorder_->snapshot();
-  // The peers' latest states, with the episode each belongs to.
-  std::map<int, std::pair<int, RankStall>> peers;
   int newest = shared_episode_;
-  if (monitor_ != nullptr) {
-    for (const auto& [rank, note] : monitor_->notes()) {
-      const json j = json::parse(note, nullptr, false);
-      if (j.is_discarded() || !j.contains("episode") || !j.contains("state")) continue;
-      try {
-        peers[rank] = {j.at("episode").get<int>(), rank_stall_from_json(j.at("state"))};
-      } catch (const std::exception&) {
-        continue;  // not a state this build writes
-      }
-      newest = std::max(newest, peers[rank].first);
-    }
-  }
+  if (monitor_ != nullptr) read_peer_notes();
+  for (const auto& [rank, entry] : peers_) newest = std::max(newest, entry.first);
   const bool stalled = options_.after.count() > 0 && snapshot.in_step &&
                        snapshot.taken - snapshot.last_progress >= options_.after &&
                        snapshot.last_progress != armed_at_;
@@ -108,7 +96,7 @@ void StallWatch::tick() {
 
   if (options_.world_rank != options_.reporter || shared_episode_ <= reported_episode_) return;
   std::vector<RankStall> states = {mine};
-  for (const auto& [rank, entry] : peers)
+  for (const auto& [rank, entry] : peers_)
     if (entry.first == shared_episode_) states.push_back(entry.second);
   const int world = monitor_ != nullptr ? options_.world_size : 1;
   if (collecting_since_ == FlightClock::time_point{}) collecting_since_ = snapshot.taken;
@@ -116,6 +104,23 @@ void StallWatch::tick() {
   report(shared_episode_, std::move(states));
   reported_episode_ = shared_episode_;
   collecting_since_ = {};
+}
+
+// The peers' latest states: a note is parsed once, when it differs from the one read before (the monitor keeps
+// the last note of each peer for as long as it lives).
+void StallWatch::read_peer_notes() {
+  for (auto& [rank, note] : monitor_->notes()) {
+    std::string& read = peer_notes_[rank];
+    if (note == read) continue;
+    read = std::move(note);
+    const json j = json::parse(read, nullptr, false);
+    if (j.is_discarded() || !j.contains("episode") || !j.contains("state")) continue;
+    try {
+      peers_[rank] = {j.at("episode").get<int>(), rank_stall_from_json(j.at("state"))};
+    } catch (const std::exception&) {
+      // not a state this build writes
+    }
+  }
 }
 
 void StallWatch::share(int episode, const RankStall& state) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,7 @@ class StallWatch {
  private:
   void run();
   void tick();
+  void read_peer_notes();
   void share(int episode, const RankStall& state);
   void report(int episode, std::vector<RankStall> states);
 
@@ -65,6 +67,8 @@ class StallWatch {
   FlightClock::time_point collecting_since_{};
   FlightClock::time_point armed_at_{};  // the progress time of the last stall reported: no second report for it
   unsigned signals_seen_ = 0;
+  std::map<int, std::string> peer_notes_;                // as last read from the monitor, by rank
+  std::map<int, std::pair<int, RankStall>> peers_;       // parsed: (episode, state), by rank
 
   std::mutex mutex_;
   std::condition_variable wake_;
