@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Time and peak memory that a size written in the input costs, for two builds side by side (issue 52): a layout
-# search of a model with 100,000 layers, and `dualpipe profile --kineto` of traces of 200,000 and 1,500,000 events
-# (bench/make_kineto_trace.py; 26 MB and 198 MB). One run each; the ratios are OLD / NEW.
+# search of a model with 100,000 layers, `dualpipe profile --kineto` of traces of 200,000 and 1,500,000 events
+# (bench/make_kineto_trace.py; 26 MB and 198 MB), and plans of thousands of ranks at one or two micro-batches beside
+# one of as many (stage, micro-batch) pairs at R=375 (issue 75). One run each; the ratios are OLD / NEW.
 #   bench/bench_input_sizes.sh OLD_DUALPIPE [NEW_DUALPIPE]      (NEW default: build/dualpipe)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,3 +37,6 @@ row "layout, 100000 layers" 0 layout --model "$work/deep.json" --cluster h100-sx
 row "profile, 200000 events" 0 profile --kineto "$work/k200k.json" -o "$work/out.txt"
 # The old reader took over 120 s and 923 MB on 1.5M events (issue 52): not run again.
 row "profile, 1500000 events" 1 profile --kineto "$work/k1500k.json" -o "$work/out.txt"
+row "plan, R=3000 M=1" 0 plan -r 3000 -m 1
+row "plan, R=4096 M=2" 0 plan -r 4096 -m 2
+row "plan, R=375 M=8 (as many pairs)" 0 plan -r 375 -m 8

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <set>
 #include <utility>
 
 #include "dualpipe/util/error.h"
@@ -77,14 +76,13 @@ Placement Placement::bidirectional(int num_ranks, std::vector<std::uint8_t> repl
   return two_directions(num_ranks, std::move(down), std::move(up), std::move(replica_of_microbatch));
 }
 
-int Placement::stages_held(int rank) const {
-  std::set<std::pair<int, int>> held;  // (replica, stage)
-  for (int replica = 0; replica < num_replicas(); ++replica) {
-    for (int s = 0; s < num_stages(); ++s) {
-      if (rank_of_stage_[replica][s] == rank) held.emplace(replica, s);
-    }
-  }
-  return static_cast<int>(held.size());
+int Placement::stages_held(int rank) const { return stages_held_by_rank()[rank]; }
+
+std::vector<int> Placement::stages_held_by_rank() const {
+  std::vector<int> held(num_ranks_, 0);  // each (replica, stage) is one stage module
+  for (int replica = 0; replica < num_replicas(); ++replica)
+    for (int s = 0; s < num_stages(); ++s) ++held[rank_of_stage_[replica][s]];
+  return held;
 }
 
 std::vector<int> Placement::ranks_holding(int stage) const {

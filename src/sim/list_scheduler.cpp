@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <queue>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -99,37 +100,44 @@ class Builder {
     // until a neighbour acts.
     using Entry = std::pair<double, int>;
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-    std::vector<char> finished(R, 0), waiting(R, 0);
+    finished_.assign(R, 0);
+    waiting_.assign(R, 0);
     for (int r = 0; r < R; ++r) queue.emplace(0.0, r);
     int left = R;
     while (left > 0) {
       if (queue.empty()) {
         // Every rank waits for an input whose time only a lower bound tells. Let the earliest one go on with what
         // it knows; if none knows anything to run, the memory limit leaves nothing to run.
-        if (!force_progress(finished, waiting)) return std::nullopt;
-        for (int r = 0; r < R; ++r)
-          if (!finished[r] && !waiting[r]) queue.emplace(ranks_[r].clock, r);
+        const int acted = force_progress();
+        if (acted < 0) return std::nullopt;
+        if (finished_[acted]) --left;
+        else queue.emplace(ranks_[acted].clock, acted);
+        for (int q : neighbours_[acted])
+          if (!finished_[q]) queue.emplace(ranks_[q].clock, q);
         continue;
       }
       const auto [clock, pick] = queue.top();
       queue.pop();
-      if (finished[pick] || waiting[pick] || clock != ranks_[pick].clock) continue;
+      if (finished_[pick] || waiting_[pick] || clock != ranks_[pick].clock) continue;
       const Step result = step(pick);
       if (gave_up_) return std::nullopt;
       switch (result) {
         case Step::Acted:
           // Only a rank that takes an input from this one can have news (an input, or a later lower bound).
           for (int q : neighbours_[pick]) {
-            if (!waiting[q]) continue;
-            waiting[q] = 0;
+            if (!waiting_[q]) continue;
+            wake(q);
             queue.emplace(ranks_[q].clock, q);
           }
           queue.emplace(ranks_[pick].clock, pick);
           break;
         case Step::Idled: queue.emplace(ranks_[pick].clock, pick); break;
-        case Step::Wait: waiting[pick] = 1; break;
+        case Step::Wait:
+          waiting_[pick] = 1;
+          forcible_.emplace(ranks_[pick].clock, pick);
+          break;
         case Step::Finished:
-          finished[pick] = 1;
+          finished_[pick] = 1;
           --left;
           break;
         case Step::Failed: return std::nullopt;
@@ -335,28 +343,30 @@ class Builder {
     return c;
   }
 
-  // Lets the waiting rank with the earliest clock act on its known candidates only; false when no waiting rank can.
-  bool force_progress(std::vector<char>& finished, std::vector<char>& waiting) {
-    // Earliest clock first, then the lowest rank. A heap, not a sort: the first rank tried usually acts, and sorting
-    // every waiting rank at each call made large pipelines quadratic in R log R (plan -r 3000 -m 1).
-    using Entry = std::pair<double, int>;
-    std::vector<Entry> order;
-    for (std::size_t r = 0; r < ranks_.size(); ++r)
-      if (!finished[r] && waiting[r]) order.emplace_back(ranks_[r].clock, static_cast<int>(r));
-    std::make_heap(order.begin(), order.end(), std::greater<Entry>());
-    while (!order.empty()) {
-      std::pop_heap(order.begin(), order.end(), std::greater<Entry>());
-      const int r = order.back().second;
-      order.pop_back();
+  // A waiting rank is back in play: a neighbour acted, so it may have news.
+  void wake(int r) {
+    waiting_[r] = 0;
+    forcible_.erase({ranks_[r].clock, r});
+  }
+
+  // Lets the waiting rank with the earliest clock act on its known candidates only, and returns it; -1 when no
+  // waiting rank can. A forced step depends only on the rank's own state and its neighbours' recorded ends, so a
+  // rank that could not act stays out of `forcible_` until a neighbour acts: each rank is tried once per news, not
+  // once per call (trying every waiting rank at each call made plan -r 3000 -m 1 quadratic in R).
+  int force_progress() {
+    while (!forcible_.empty()) {
+      const int r = forcible_.begin()->second;
+      forcible_.erase(forcible_.begin());
       const Step result = step(r, true);
       if (result == Step::Wait) continue;
-      if (result == Step::Failed) return false;
-      waiting[r] = 0;
-      if (result == Step::Finished) finished[r] = 1;
-      for (int q : neighbours_[r]) waiting[q] = 0;
-      return true;
+      if (result == Step::Failed) return -1;
+      waiting_[r] = 0;
+      if (result == Step::Finished) finished_[r] = 1;
+      for (int q : neighbours_[r])
+        if (waiting_[q]) wake(q);
+      return r;
     }
-    return false;
+    return -1;
   }
 
   Step step(int r, bool force = false) {
@@ -438,6 +448,8 @@ class Builder {
   bool give_up_ = false;
   bool gave_up_ = false;
   std::vector<std::vector<int>> neighbours_;  // ranks that exchange activations or gradients with each rank
+  std::vector<char> finished_, waiting_;
+  std::set<std::pair<double, int>> forcible_;  // waiting ranks a forced step has not found stuck since their news
 };
 
 }  // namespace

@@ -67,6 +67,7 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
   m.bubble_rate = figures.bubble_rate;
   m.step_bubble_rate = figures.step_bubble_rate;
   m.per_rank.resize(R);
+  const std::vector<int> stages_held = schedule.placement.stages_held_by_rank();
   for (int r = 0; r < R; ++r) {
     RankMetrics& rm = m.per_rank[r];
     static_cast<RankFigures&>(rm) = figures.per_rank[r];
@@ -74,7 +75,7 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
     rm.peak_activations = peaks[r];
     rm.peak_activation_fraction = peaks[r] / schedule.num_stages;
     rm.peak_activation_bytes = peaks[r] * costs.activation_bytes;
-    rm.stages_held = schedule.placement.stages_held(r);
+    rm.stages_held = stages_held[r];
     rm.parameter_copies = static_cast<double>(rm.stages_held) * R / schedule.num_stages;
   }
   return sim;

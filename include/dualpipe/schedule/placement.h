@@ -45,6 +45,8 @@ class Placement {
 
   // Stage modules (replicas counted separately) held by a rank: its parameter copies in stage units.
   int stages_held(int rank) const;
+  // The same for every rank at once, in one pass over the stages (simulate's per-rank figures at R in the thousands).
+  std::vector<int> stages_held_by_rank() const;
 
   friend bool operator==(const Placement& a, const Placement& b) {
     return a.num_ranks_ == b.num_ranks_ && a.rank_of_stage_[0] == b.rank_of_stage_[0] &&
