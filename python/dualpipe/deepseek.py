@@ -31,7 +31,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from . import fsdp
-from .utils import WeightGradStore
+from . import utils
 
 try:
     from . import _runtime
@@ -207,6 +207,7 @@ class DualPipe(nn.Module):
         fsdp.check_meshes(modules, self.group)
         self._sharded = fsdp.sharded(modules)  # FSDP2 modules: their gradients reduced after the step
         self._pipelines = {}  # num_chunks -> _runtime.Pipeline
+        self._weights = utils._WeightBatches()  # the executor's hands on dualpipe.utils.WeightGradStore
         self._last = None  # the pipeline of the last step
 
     def _module_rule(self) -> str:
@@ -227,7 +228,7 @@ class DualPipe(nn.Module):
                 self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
                 _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
                 _monitor(self.group, _pipelines_built[self.group.group_name]),
-                WeightGradStore if self.defer_weight_grads else None, self.record_actions,
+                self._weights if self.defer_weight_grads else None, self.record_actions,
                 self.stall_report_after, self.stall_report_dir)
         return self._pipelines[num_chunks]
 
@@ -318,6 +319,7 @@ class DualPipe(nn.Module):
             _stepping.release()
 
     def _step(self, inputs, num_chunks, criterion, labels, return_outputs):
+        self._weights.use(utils.WeightGradStore)  # a program may have put the reference's class there
         pipeline = self._pipeline(num_chunks)
         entering, owned = pipeline.entering_microbatches, pipeline.loss_microbatches
         training = torch.is_grad_enabled()
@@ -326,7 +328,7 @@ class DualPipe(nn.Module):
                              f"criterion there when training")
         chunks = _scatter(inputs, len(entering), self.batch_dim) if entering else []
         chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
-        WeightGradStore.clear()
+        self._weights.reset()
         if training:
             fsdp.defer_reduction(self._sharded)
         try:
@@ -336,7 +338,7 @@ class DualPipe(nn.Module):
             losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs, interruptible)
         finally:
             # A failed step leaves no deferred work behind; a complete one has run all of it.
-            WeightGradStore.clear()
+            self._weights.reset()
         self._last = pipeline
         if training:
             fsdp.reduce_gradients(self._sharded)

@@ -59,23 +59,48 @@ class WeightGradStore:
         cls.cache = []
         cls.funcs_queue = queue.Queue()
 
-    # What dualpipe's executor calls (dualpipe._runtime): around each I action, and at its W. The batch of an I is
-    # run by its own W, whatever order the schedule gives the Ws.
-    @classmethod
-    def _begin(cls) -> None:
-        cls.enabled = True
 
-    @classmethod
-    def _end(cls) -> List[Callable[[], None]]:
-        cls.enabled = False
-        batch = cls.cache
-        cls.flush()
+# The members a weight-gradient store has: the reference's public protocol, all the executor uses of it.
+_STORE_MEMBERS = ("enabled", "cache", "funcs_queue", "put", "flush", "pop", "clear")
+
+
+class _WeightBatches:
+    """What dualpipe's executor calls (dualpipe._runtime) around each I action and at its W, on whichever store
+    `dualpipe.utils.WeightGradStore` names at the step: ours, or a program's own copy of the reference's class
+    assigned there. Only the public protocol is used, so both behave alike; the batch of an I is run by its own W,
+    whatever order the schedule gives the Ws."""
+
+    def __init__(self) -> None:
+        self.store = WeightGradStore
+
+    def use(self, store) -> None:
+        """Takes `store` for the next step, refusing up front one that lacks the protocol."""
+        missing = [name for name in _STORE_MEMBERS if not hasattr(store, name)]
+        if not missing and not isinstance(store.funcs_queue, queue.Queue):
+            missing = ["funcs_queue as a queue.Queue"]
+        if missing:
+            raise ValueError(f"dualpipe.utils.WeightGradStore={store!r} lacks {', '.join(missing)}: a weight-gradient "
+                             f"store has the reference's members ({', '.join(_STORE_MEMBERS)}), funcs_queue a "
+                             "queue.Queue; assign the reference's class or ours there")
+        self.store = store
+
+    def reset(self) -> None:
+        self.store.clear()
+        self.store.enabled = False
+
+    def _begin(self) -> None:
+        self.store.enabled = True
+
+    def _end(self) -> List[Callable[[], None]]:
+        self.store.enabled = False
+        batch = self.store.cache
+        self.store.flush()
         return batch
 
-    @classmethod
-    def _run(cls, batch: List[Callable[[], None]]) -> None:
-        with cls.funcs_queue.mutex:
-            pending = cls.funcs_queue.queue
+    def _run(self, batch: List[Callable[[], None]]) -> None:
+        funcs_queue = self.store.funcs_queue
+        with funcs_queue.mutex:
+            pending = funcs_queue.queue
             index = next((i for i, b in enumerate(pending) if b is batch), None)
             if index is None:
                 raise RuntimeError("WeightGradStore: the batch of this W action was popped or cleared before it")

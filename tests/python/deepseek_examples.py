@@ -5,21 +5,27 @@ defers its weight gradients through dualpipe.utils.WeightGradStore, 20 micro-bat
 positions, float32, and the module class defines overlapped_forward_backward.
 
     python deepseek_examples.py dualpipe|dualpipev [--ranks 4] [--device cpu|cuda] [--nccl-rules]
-                               [--hidden 512] [--seq-len 256]
+                               [--hidden 512] [--seq-len 256] [--reference-store]
                                                                  each rank checks its losses, outputs and gradients
                                                                  against one process running the whole model (run
                                                                  once, before the ranks start), and that every
                                                                  deferred weight gradient ran once, at its W action
+                                                                 --reference-store: the program keeps its own copy
+                                                                 of the reference's WeightGradStore class and puts
+                                                                 it in dualpipe.utils, as a port from the reference
+                                                                 may; the same checks hold
     python deepseek_examples.py errors                           the errors of bad input, on one process
 Prints one line per check and exits 0 when every rank passed. --nccl-rules runs the pipeline under NCCL's rules on
 Gloo (DUALPIPE_NCCL_RULES=1: two directional channels, every message matched by order alone)."""
 import argparse
 import os
+import queue
 import re
 import sys
 import tempfile
 import threading
 import time
+from typing import Callable, List
 
 import torch
 import torch.distributed as dist
@@ -39,6 +45,43 @@ hook_losses = 0  # ... of which computed the forward's loss (criterion0 given)
 # Every weight-gradient computation: [time put aside (None: run where computed), times run]; checked against the
 # training step's action times.
 weight_grads = []
+
+
+class ReferenceWeightGradStore:
+    """deepseek-ai/DualPipe's dualpipe/utils.py WeightGradStore as published (MIT licence, Copyright (c) 2025
+    DeepSeek): the class a program ported from the reference may keep and hand to dualpipe (--reference-store)."""
+
+    enabled: bool = False
+    cache: List[Callable] = []
+    funcs_queue = queue.Queue()
+
+    @classmethod
+    def put(cls, func: Callable) -> None:
+        cls.cache.append(func)
+
+    @classmethod
+    def flush(cls) -> None:
+        cls.funcs_queue.put(cls.cache)
+        cls.cache = []
+
+    @classmethod
+    def pop(cls) -> None:
+        assert not cls.funcs_queue.empty(), "Pop empty queue."
+        funcs = cls.funcs_queue.get()
+        for func in funcs:
+            func()
+
+    @classmethod
+    def clear(cls) -> None:
+        cls.cache = []
+        cls.funcs_queue = queue.Queue()
+
+
+def use_reference_store():
+    """The program's LinearFunc and dualpipe's executor both take the reference's class from here on."""
+    global WeightGradStore
+    WeightGradStore = ReferenceWeightGradStore
+    dualpipe.utils.WeightGradStore = ReferenceWeightGradStore
 
 
 class LinearFunc(torch.autograd.Function):
@@ -137,6 +180,8 @@ def whole_model_step(kind, pp_size, path):
 def run_rank(rank, pp_size, kind, port, device, sizes, backend, reference_path):
     global SEQ_LEN, HIDDEN_SIZE
     SEQ_LEN, HIDDEN_SIZE = sizes
+    if os.environ.get("DUALPIPE_EXAMPLE_REFERENCE_STORE"):
+        use_reference_store()
     torch.set_num_threads(1)
     # Every tensor and module of the check, the single-process reference's included, on `device`. On a GPU the
     # ranks share it; Gloo carries the stage boundaries through host memory (NCCL takes one rank per GPU).
@@ -345,6 +390,21 @@ def check_errors(port):
                      ValueError, "raise it with max_memory=")
         check_concurrent_step_refused(model, x)
         expect_error("pop without a flush", WeightGradStore.pop, RuntimeError, "no flushed batch")
+        # A store without the reference's members is refused at the step, before any work, naming what it lacks.
+        class Incomplete:
+            enabled, cache = False, []
+
+            @staticmethod
+            def put(func):
+                pass
+        for store, lacks in ((Incomplete, "funcs_queue, flush, pop, clear"), (object(), "enabled, cache")):
+            dualpipe.utils.WeightGradStore = store
+            try:
+                expect_error(f"WeightGradStore={store!r}", lambda: model.step(
+                    x, num_chunks=2, criterion=criterion, labels=(x,)), ValueError, "dualpipe.utils.WeightGradStore=",
+                    f"lacks {lacks}", "the reference's members")
+            finally:
+                dualpipe.utils.WeightGradStore = WeightGradStore
         # After the errors, a step still works.
         loss, _ = model.step(x, num_chunks=2, criterion=criterion, labels=(x,))
         check(loss.shape == (2,), f"loss of shape {tuple(loss.shape)} after the errors")
@@ -390,7 +450,11 @@ def main():
                         help="NCCL's rules on Gloo: directional channels, messages matched by order alone")
     parser.add_argument("--hidden", type=int, default=HIDDEN_SIZE, help="the stages' width (the reference's: 512)")
     parser.add_argument("--seq-len", type=int, default=SEQ_LEN, help="positions per sequence (the reference's: 256)")
+    parser.add_argument("--reference-store", action="store_true",
+                        help="defer through the program's own copy of the reference's WeightGradStore class")
     args = parser.parse_args()
+    if args.reference_store:
+        os.environ["DUALPIPE_EXAMPLE_REFERENCE_STORE"] = "1"  # read by the ranks
     if args.nccl_rules:
         os.environ["DUALPIPE_NCCL_RULES"] = "1"
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -43,6 +43,13 @@ def test_reference_example_checks_pass_on_two_and_eight_processes(kind, ranks):
     expect_every_rank_passed(run(kind, "--ranks", str(ranks), *SMALL), kind, ranks)
 
 
+# Issue 75: a program that kept the reference's own WeightGradStore class and put it in dualpipe.utils got
+# "AttributeError: type object 'WeightGradStore' has no attribute '_begin'" from inside the step.
+@pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
+def test_a_programs_copy_of_the_reference_weight_grad_store_defers_at_w(kind):
+    expect_every_rank_passed(run(kind, "--ranks", "2", "--reference-store", *SMALL), kind, 2)
+
+
 @pytest.mark.parametrize("ranks", [2, 4, 8])
 @pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
 def test_reference_example_checks_pass_under_nccl_rules(kind, ranks):
