@@ -1,6 +1,10 @@
 #include "dualpipe/run/replan.h"
 
+#include <sys/stat.h>
+
+#include <cmath>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -10,9 +14,13 @@
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/atomic_file.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 #include "dualpipe/util/number_format.h"
+#include "dualpipe/util/printable.h"
 
 namespace dualpipe::run {
+
+using detail::concat;
 
 namespace {
 
@@ -95,6 +103,10 @@ void apply_replan(const Replan& r, TrainConfig& c) {
   c.rank_speed = format_speeds(r.rank_speed);
 }
 
+// What a request that cannot be applied leaves behind.
+constexpr const char* kReplanKept = " (the ranks write this file when they stop for a re-plan; the checkpoint beside "
+                                    "it is kept: --resume continues on the current cut)";
+
 std::string replan_request_path(const std::string& checkpoint_dir) { return checkpoint_dir + "/replan.json"; }
 
 void write_replan_request(const std::string& checkpoint_dir, int step, const Replan& r) {
@@ -109,21 +121,57 @@ void write_replan_request(const std::string& checkpoint_dir, int step, const Rep
 }
 
 std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir) {
-  std::ifstream in(replan_request_path(checkpoint_dir));
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str());
+  const std::string path = replan_request_path(checkpoint_dir);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;  // no re-plan: the ranks stopped for good
+  // The ranks write a few hundred bytes; anything else in its place is named, not parsed into a restart.
+  const std::string text = read_file_within(path, kMaxReplanRequestBytes, "re-plan requests");
+  const auto bad = [&](const std::string& why) { return InvalidArgument(concat(path, ": ", why, kReplanKept)); };
   ReplanRequest request;
-  request.step = j.at("step").get<int>();
   Replan& r = request.replan;
-  r.schedule = j.at("schedule").get<std::string>();
-  r.stages_per_rank = j.at("stages_per_rank").get<int>();
-  r.layers_per_stage = j.at("layers_per_stage").get<std::vector<int>>();
-  r.rank_speed = j.at("rank_speed").get<std::vector<double>>();
-  r.current_ms = j.at("current_ms").get<double>();
-  r.predicted_ms = j.at("predicted_ms").get<double>();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    request.step = j.at("step").get<int>();
+    r.schedule = j.at("schedule").get<std::string>();
+    r.stages_per_rank = j.at("stages_per_rank").get<int>();
+    r.layers_per_stage = j.at("layers_per_stage").get<std::vector<int>>();
+    r.rank_speed = j.at("rank_speed").get<std::vector<double>>();
+    r.current_ms = j.at("current_ms").get<double>();
+    r.predicted_ms = j.at("predicted_ms").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("not a re-plan request: ") + e.what());
+  }
+  if (request.step < 1) throw bad("step " + std::to_string(request.step) + " is not a step (1 or more)");
+  if (!find_generator(r.schedule))
+    throw bad("schedule '" + printable_line(r.schedule).substr(0, 100) + "' is not a schedule kind");
+  if (r.stages_per_rank < 0) throw bad("stages_per_rank " + std::to_string(r.stages_per_rank) + " is negative");
+  for (int layers : r.layers_per_stage)
+    if (layers < 1) throw bad("layers_per_stage holds " + std::to_string(layers) + ": every stage has a layer");
+  for (double speed : r.rank_speed)
+    if (!(std::isfinite(speed) && speed > 0))
+      throw bad("rank_speed holds " + formatted("%g", speed) + ": speeds are above 0");
+  if (!(std::isfinite(r.current_ms) && std::isfinite(r.predicted_ms) && r.current_ms >= 0 && r.predicted_ms >= 0))
+    throw bad("current_ms and predicted_ms must be finite and 0 or more");
   return request;
+}
+
+TrainConfig replanned_config(const ReplanRequest& request, const TrainConfig& config) {
+  const Replan& r = request.replan;
+  TrainConfig next = config;
+  try {
+    apply_replan(r, next);
+    check_options(next);
+    const int stages = schedule_of(next).num_stages, layers = static_cast<int>(std::accumulate(
+                                                         r.layers_per_stage.begin(), r.layers_per_stage.end(), 0LL));
+    DUALPIPE_REQUIRE(static_cast<int>(r.layers_per_stage.size()) == stages, "its cut has ",
+                     r.layers_per_stage.size(), " stages, ", r.schedule, " over ", next.ranks, " ranks has ", stages);
+    DUALPIPE_REQUIRE(layers == next.layers, "its cut holds ", layers, " layers, the model ", next.layers);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(concat(replan_request_path(config.checkpoint_dir), ": the re-plan cannot run: ", e.what(),
+                                 kReplanKept));
+  }
+  next.resume = true;
+  return next;
 }
 
 }  // namespace dualpipe::run

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -136,6 +139,54 @@ TEST(Replan, TheRequestRoundTripsThroughItsFile) {
   EXPECT_DOUBLE_EQ(back->replan.gain(), 0.2);
   std::remove(replan_request_path(dir).c_str());
   EXPECT_FALSE(read_replan_request(dir));
+}
+
+// Issue 75: the launcher restarts the ranks with what this file says. A file that is not what the ranks wrote (a
+// corrupted or edited one) is named with its rule; the nlohmann exception of a broken one escaped as exit 1.
+TEST(Replan, ARequestFileThatTheRanksDidNotWriteIsNamedWithItsRule) {
+  const std::string dir = testing::TempDir() + "replan_bad";
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+  const std::string good = R"("schedule": "zbv", "stages_per_rank": 0, "layers_per_stage": [2, 2], "rank_speed": [1],
+                               "current_ms": 10, "predicted_ms": 8)";
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"{\"step\": 3, " + good.substr(0, 40), "not a re-plan request: [json.exception.parse_error"},
+      {"[1, 2]", "not a re-plan request: [json.exception.type_error"},
+      {"{\"step\": \"3\", " + good + "}", "not a re-plan request: [json.exception.type_error"},
+      {"{" + good + "}", "key 'step' not found"},
+      {"{\"step\": 0, " + good + "}", "step 0 is not a step (1 or more)"},
+      {"{\"step\": 3, \"schedule\": \"\\u001b[2J\", " + good.substr(good.find("\"stages")) + "}",
+       "schedule '\\x1B[2J' is not a schedule kind"},
+      {"{\"step\": 3, " + std::string(good).replace(good.find("[2, 2]"), 6, "[2, 0]") + "}",
+       "layers_per_stage holds 0: every stage has a layer"},
+      {"{\"step\": 3, " + std::string(good).replace(good.find("[1]"), 3, "[-1]") + "}",
+       "rank_speed holds -1: speeds are above 0"},
+      {"{\"step\": 3, " + std::string(good).replace(good.find("10"), 2, "1e999") + "}",
+       "number overflow parsing '1e999'"},
+      {std::string(kMaxReplanRequestBytes + 1, ' '), "' is larger than the limit of 1048576 bytes"}};
+  for (const auto& [text, says] : files) {
+    std::ofstream(replan_request_path(dir)) << text;
+    test::expect_error_with([&] { read_replan_request(dir); }, {replan_request_path(dir), says});
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+// A request of the right form whose cut does not fit the run (another model's, a stale one) is refused before the
+// ranks start again, naming the file and the rule the options break.
+TEST(Replan, ARequestThatCannotRunIsRefusedBeforeTheRanksStartAgain) {
+  TrainConfig c;
+  c.schedule = "dualpipev", c.ranks = 2, c.microbatches = 8, c.layers = 8, c.checkpoint_dir = "/ckpt";
+  ReplanRequest request;
+  request.step = 4;
+  request.replan.schedule = "zbv", request.replan.layers_per_stage = {2, 2, 2, 1}, request.replan.rank_speed = {1, 1};
+  test::expect_error_with([&] { replanned_config(request, c); },
+                          {"/ckpt/replan.json: the re-plan cannot run: its cut holds 7 layers, the model 8",
+                           "--resume continues on the current cut"});
+  request.replan.layers_per_stage = {4, 4};
+  test::expect_error_with([&] { replanned_config(request, c); }, {"its cut has 2 stages, zbv over 2 ranks has 4"});
+  request.replan.layers_per_stage = {2, 2, 2, 2};
+  const TrainConfig next = replanned_config(request, c);
+  EXPECT_EQ(next.schedule, "zbv");
+  EXPECT_TRUE(next.resume);
 }
 
 }  // namespace

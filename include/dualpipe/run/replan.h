@@ -47,6 +47,12 @@ struct ReplanRequest {
   int step = 0;
   Replan replan;
 };
+// Throws InvalidArgument naming the file and the rule where it is not what the ranks write (a size above
+// kMaxReplanRequestBytes, JSON of other fields, a schedule that is no kind, stages without layers, speeds not above 0).
+constexpr std::size_t kMaxReplanRequestBytes = 1 << 20;
 std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir);
+// `config` with the request applied, resuming from its checkpoint, checked as the command line's options are;
+// throws InvalidArgument naming the request file where the result cannot run.
+TrainConfig replanned_config(const ReplanRequest& request, const TrainConfig& config);
 
 }  // namespace dualpipe::run

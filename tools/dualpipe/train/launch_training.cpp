@@ -131,11 +131,10 @@ int launch_training(train::TrainConfig& config, const TrainLaunch& l, const Work
     const std::optional<run::ReplanRequest> request =
         may_replan && status == 0 ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
     if (!request) return status;
-    std::remove(run::replan_request_path(config.checkpoint_dir).c_str());
     const std::string before =
         config.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
-    run::apply_replan(request->replan, config);
-    config.resume = true;
+    config = run::replanned_config(*request, config);
+    std::remove(run::replan_request_path(config.checkpoint_dir).c_str());
     std::cout << "dualpipe train: re-planned after step " << request->step << " for rank speeds " << config.rank_speed
               << ": " << before << " -> " << config.schedule << " with layers per stage " << config.layers_per_stage
               << " (step predicted " << request->replan.current_ms << " -> " << request->replan.predicted_ms
