@@ -78,8 +78,10 @@ valid_name() {
 
 # A burst of at least rate/HZ bytes (one timer tick's worth; 250 Hz kernels) and at least 64 KiB, or tbf cannot
 # reach its rate; latency bounds the queue (and so the extra delay under load) to 50 ms.
+# Numbers are written in decimal without leading zeros (bash's arithmetic reads 010 as octal) and with few enough
+# digits that the arithmetic cannot wrap.
 bits_per_second() { # RATE like 1gbit, 100mbit, 8kbit
-  [[ $1 =~ ^([0-9]+)([kmg]?)bit$ ]] || return 1
+  [[ $1 =~ ^([1-9][0-9]{0,11})([kmg]?)bit$ ]] || return 1
   local n=${BASH_REMATCH[1]}
   case ${BASH_REMATCH[2]} in k) n=$(( n * 1000 )) ;; m) n=$(( n * 1000000 )) ;; g) n=$(( n * 1000000000 )) ;; esac
   echo "$n"
@@ -101,25 +103,26 @@ up() {
   local rate=1gbit nodes=2 burst= mtu=
   while [[ $# -gt 0 ]]; do
     case $1 in
-      --rate) rate=${2:?--rate needs a value}; shift 2 ;;
-      --nodes) nodes=${2:?--nodes needs a value}; shift 2 ;;
-      --burst) burst=${2:?--burst needs a value}; shift 2 ;;
-      --mtu) mtu=${2:?--mtu needs a value}; shift 2 ;;
+      --rate|--nodes|--burst|--mtu) [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value" ;;&
+      --rate) rate=$2; shift 2 ;;
+      --nodes) nodes=$2; shift 2 ;;
+      --burst) burst=$2; shift 2 ;;
+      --mtu) mtu=$2; shift 2 ;;
       *) die "up: unknown option '$1'" ;;
     esac
   done
   local bits
-  bits=$(bits_per_second "$rate") && (( bits >= 8000 )) ||
-    die "--rate '$rate' must be at least 8kbit, written like 1gbit, 100mbit or 8mbit"
-  [[ $nodes =~ ^[0-9]+$ ]] && (( nodes >= 2 && nodes <= 64 )) || die "--nodes '$nodes' must be between 2 and 64"
+  bits=$(bits_per_second "$rate") && (( bits >= 8000 && bits <= 1000000000000 )) ||
+    die "--rate '$rate' must be from 8kbit to 1000gbit, written like 1gbit, 100mbit or 8mbit"
+  [[ $nodes =~ ^[1-9][0-9]?$ ]] && (( nodes >= 2 && nodes <= 64 )) || die "--nodes '$nodes' must be between 2 and 64"
   if [[ -z $burst ]]; then
     burst=$(( bits / 8 / 250 ))
     (( burst < 65536 )) && burst=65536
   fi
-  [[ $burst =~ ^[0-9]+$ ]] && (( burst >= 2048 )) ||
-    die "--burst '$burst' must be a number of bytes of at least 2048 (a packet must fit in the bucket)"
+  [[ $burst =~ ^[1-9][0-9]{0,9}$ ]] && (( burst >= 2048 && burst <= 4294967295 )) ||
+    die "--burst '$burst' must be a number of bytes from 2048 (a packet must fit in the bucket) to 4294967295 (tbf's)"
   if [[ -n $mtu ]]; then
-    [[ $mtu =~ ^[0-9]+$ ]] && (( mtu >= 1280 && mtu <= 65535 )) ||
+    [[ $mtu =~ ^[1-9][0-9]{0,4}$ ]] && (( mtu >= 1280 && mtu <= 65535 )) ||
       die "--mtu '$mtu' must be a number of bytes between 1280 and 65535"
     (( mtu <= burst )) || die "--mtu '$mtu' must be at most the bucket (--burst $burst): a packet must fit in it"
   fi

@@ -149,6 +149,16 @@ for bad in "--mtu 70000" "--mtu 1000" "--mtu 9000 --burst 4096" "--mtu jumbo"; d
   err=$("$testbed" up "tbm$$" $bad 2>&1 >/dev/null) && fail "up accepted $bad"
   [[ $err == *"--mtu '"* && $err == *"must"* ]] || fail "up $bad said '$err'"
 done
+# Issue 75: numbers that bash's arithmetic reads as octal (02400 set an MTU of 1280) or wraps (2^64 + 1500 passed as
+# 1500), values that ip or tc refuse only after namespaces were made, and empty values: exit 2 naming the option.
+for bad in "--mtu 02400" "--mtu 18446744073709553116" "--burst 08192" "--burst 4294967296" "--rate 100000gbit" \
+           "--rate 08mbit" "--mtu" "--rate ''" "--nodes 02"; do
+  err=$(eval "\"\$testbed\" up tbm$$ $bad" 2>&1 >/dev/null)
+  status=$?
+  option=${bad%% *}
+  [[ $status == 2 && $err == "testbed.sh: $option "* ]] || fail "up $bad: exit $status, '$err'"
+done
+ip netns list | grep -q "^tbm$$-" && fail "a refused up left $(ip netns list | grep "^tbm$$-")"
 "$testbed" down "tbs$$" || fail "down tbs$$ failed"
 ip netns list | grep -q "^tbs$$-" && fail "down left $(ip netns list | grep "^tbs$$-")"
 
