@@ -18,7 +18,7 @@ for arg in "$@"; do
   if [[ $arg == --build-only ]]; then build_only=1; else targets+=("$arg"); fi
 done
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifest fuzz_kineto fuzz_layout
-                                  fuzz_planner)
+                                  fuzz_planner fuzz_replan fuzz_stall)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install -y clang)" >&2; exit 2; }
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
@@ -57,7 +57,7 @@ find "$seeds" -type f -empty -delete  # kinds that cannot serve a size
 for d in text csv; do
   [[ -n $(ls "$seeds/$d") ]] || { echo "fuzz.sh: '$dualpipe schedule' wrote no $d seeds" >&2; exit 2; }
 done
-for d in trace cost metrics manifest kineto layout planner; do
+for d in trace cost metrics manifest kineto layout planner replan stall; do
   mkdir -p "$seeds/$d"
   cp fuzz/seeds/$d/* "$seeds/$d/"
 done
@@ -69,7 +69,7 @@ fuzz_one() {
   case $target in
     fuzz_text) seed=text ;; fuzz_csv) seed=csv ;; fuzz_trace) seed=trace ;; fuzz_cost) seed=cost ;;
     fuzz_metrics) seed=metrics ;; fuzz_manifest) seed=manifest ;; fuzz_kineto) seed=kineto ;;
-    fuzz_layout) seed=layout ;; fuzz_planner) seed=planner ;;
+    fuzz_layout) seed=layout ;; fuzz_planner) seed=planner ;; fuzz_replan) seed=replan ;; fuzz_stall) seed=stall ;;
     *) echo "fuzz.sh: unknown target '$target'" >&2; return 2 ;;
   esac
   corpus=build-fuzz/corpus/$target

@@ -125,7 +125,10 @@ std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_d
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return std::nullopt;  // no re-plan: the ranks stopped for good
   // The ranks write a few hundred bytes; anything else in its place is named, not parsed into a restart.
-  const std::string text = read_file_within(path, kMaxReplanRequestBytes, "re-plan requests");
+  return parse_replan_request(read_file_within(path, kMaxReplanRequestBytes, "re-plan requests"), path);
+}
+
+ReplanRequest parse_replan_request(const std::string& text, const std::string& path) {
   const auto bad = [&](const std::string& why) { return InvalidArgument(concat(path, ": ", why, kReplanKept)); };
   ReplanRequest request;
   Replan& r = request.replan;

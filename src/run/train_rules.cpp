@@ -6,6 +6,7 @@
 
 #include "dualpipe/data/byte_tokenizer.h"
 #include "dualpipe/run/straggler.h"
+#include "dualpipe/schedule/data_parallel_lowering.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/validate.h"
@@ -129,6 +130,10 @@ Schedule schedule_of(const TrainConfig& c) {
   }
   Schedule schedule = read_schedule_file(c.schedule_file);
   validate(schedule);
+  const std::string data_parallel = first_data_parallel_action(schedule);
+  DUALPIPE_REQUIRE(data_parallel.empty(), "--schedule-file '", c.schedule_file, "' holds data-parallel actions (",
+                   data_parallel, "): dualpipe train places UNSHARD, RESHARD and REDUCE_GRAD itself from --dp and "
+                   "--zero; give the schedule without them (dualpipe schedule or plan without --dp and --zero)");
   DUALPIPE_REQUIRE(schedule.num_ranks == c.ranks && schedule.num_microbatches == c.microbatches,
                    "--schedule-file '", c.schedule_file, "' has ", schedule.num_ranks, " ranks and ",
                    schedule.num_microbatches, " micro-batches, but --ranks is ", c.ranks, " and --microbatches ",

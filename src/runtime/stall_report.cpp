@@ -1,6 +1,7 @@
 #include "dualpipe/runtime/stall_report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <set>
 #include <vector>
@@ -74,9 +75,23 @@ T field(const json& j, const char* name) {
   }
 }
 
+// A number written as text (JSON keys; a 64-bit fingerprint, which a double would round), whole and in range.
+template <typename T>
+T number_in_text(const std::string& text, const char* what) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  DUALPIPE_REQUIRE(error == std::errc() && end == text.data() + text.size(), "a rank's stall state has ", what,
+                   " '", text.substr(0, 40), "', not a number");
+  return value;
+}
+
 std::map<int, int> counts_from_json(const json& j) {
+  DUALPIPE_REQUIRE(j.is_object(), "a rank's stall state has message counts that are not an object");
   std::map<int, int> counts;
-  for (const auto& [peer, n] : j.items()) counts[std::stoi(peer)] = n.get<int>();
+  for (const auto& [peer, n] : j.items()) {
+    DUALPIPE_REQUIRE(n.is_number_integer(), "a rank's stall state has a message count that is not a whole number");
+    counts[number_in_text<int>(peer, "a peer")] = n.get<int>();
+  }
   return counts;
 }
 
@@ -134,7 +149,7 @@ RankStall rank_stall_from_json(const json& j) {
   RankStall s;
   s.rank = field<int>(j, "rank");
   s.schedule = field<std::string>(j, "schedule");
-  s.fingerprint = std::stoull(field<std::string>(j, "fingerprint"));
+  s.fingerprint = number_in_text<uint64_t>(field<std::string>(j, "fingerprint"), "a fingerprint");
   s.step = field<int>(j, "step");
   s.in_step = field<bool>(j, "in_step");
   s.action = field<std::string>(j, "action");

@@ -20,10 +20,8 @@ std::vector<int> stages_with_gradients(const Action& a) {
 }
 
 void require_no_data_parallel(const Schedule& schedule, const char* pass) {
-  for (const auto& actions : schedule.actions)
-    for (const Action& a : actions)
-      DUALPIPE_REQUIRE(!a.is_data_parallel(), pass, " takes a schedule without data-parallel actions; this one holds ",
-                       to_string(a));
+  const std::string found = first_data_parallel_action(schedule);
+  DUALPIPE_REQUIRE(found.empty(), pass, " takes a schedule without data-parallel actions; this one holds ", found);
 }
 
 // `schedule` with every rank's actions rebuilt by `lower(rank, actions, out)`.
@@ -95,6 +93,13 @@ Schedule add_data_parallel_actions(const Schedule& schedule, int replicas, ZeroS
   if (replicas == 1) return schedule;
   const Schedule sharded = shards_parameters(zero) ? add_unshard_reshard(schedule) : schedule;
   return add_reduce_grad(sharded, overlap_reduction ? ReduceAt::LastGradient : ReduceAt::StepEnd);
+}
+
+std::string first_data_parallel_action(const Schedule& schedule) {
+  for (std::size_t r = 0; r < schedule.actions.size(); ++r)
+    for (const Action& a : schedule.actions[r])
+      if (a.is_data_parallel()) return to_string(a) + " on rank " + std::to_string(r);
+  return "";
 }
 
 }  // namespace dualpipe

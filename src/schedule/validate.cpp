@@ -221,10 +221,15 @@ class Validator {
   // A rank's UNSHARD, RESHARD and REDUCE_GRAD of a stage: at most one each, of a stage it holds, the UNSHARD before
   // every compute action of the stage there, the RESHARD after them all (and after its UNSHARD), the REDUCE_GRAD
   // after the last action that adds to the stage's gradients.
+  // Also all or nothing: where one rank gathers (UNSHARD) or reduces (REDUCE_GRAD) a stage, every rank does so for
+  // every stage it computes (for gradients: that it adds gradients to), or that stage's replicas drift apart; and a
+  // stage a rank gathers it drops again (RESHARD), and drops only what it gathered.
   void check_data_parallel() {
+    const std::string unshards = first_of(ActionType::Unshard), reduces = first_of(ActionType::ReduceGrad);
     for (int r = 0; r < static_cast<int>(s_.actions.size()); ++r) {
       const auto& actions = s_.actions[r];
-      if (std::none_of(actions.begin(), actions.end(), [](const Action& a) { return a.is_data_parallel(); }))
+      if (unshards.empty() && reduces.empty() &&
+          std::none_of(actions.begin(), actions.end(), [](const Action& a) { return a.is_data_parallel(); }))
         continue;  // most schedules: nothing to check, and nothing to allocate
       std::map<std::pair<int, ActionType>, int> at;  // (stage, type) -> index
       std::map<int, std::pair<int, int>> uses, gradients;  // stage -> first and last index
@@ -269,8 +274,32 @@ class Validator {
           problem(detail::concat(where(r, i), ": ", to_string(a), " comes before ",
                                  to_string(actions[grads->second.second]), " at position ", grads->second.second,
                                  ", which still adds to the stage's gradients"));
+        const ActionType pair = type == ActionType::Unshard ? ActionType::Reshard : ActionType::Unshard;
+        if (type != ActionType::ReduceGrad && !at.count({stage, pair}))
+          problem(detail::concat(where(r, i), ": ", to_string(a), " has no ", stage, type_name(pair), " on rank ", r,
+                                 type == ActionType::Unshard ? ": the gathered parameters are never dropped"
+                                                             : ": it drops parameters that were never gathered"));
       }
+      const auto require_each = [&](const std::map<int, std::pair<int, int>>& stages, ActionType type,
+                                    const std::string& example, const char* what) {
+        if (example.empty()) return;
+        for (const auto& [stage, span] : stages)
+          if (!at.count({stage, type}))
+            problem(detail::concat("rank ", r, " ", what, " stage ", stage, " (", to_string(actions[span.first]),
+                                   " at position ", span.first, ") without a ", stage, type_name(type), ", though the schedule has ",
+                                   example, ": every stage's replicas take part, or none"));
+      };
+      require_each(uses, ActionType::Unshard, unshards, "computes");
+      require_each(gradients, ActionType::ReduceGrad, reduces, "adds gradients to");
     }
+  }
+
+  // "0UNSHARD on rank 0": the first action of `type` in the schedule, or "".
+  std::string first_of(ActionType type) const {
+    for (std::size_t r = 0; r < s_.actions.size(); ++r)
+      for (const Action& a : s_.actions[r])
+        if (a.type == type) return detail::concat(to_string(a), " on rank ", r);
+    return "";
   }
 
   void check_deadlock() {

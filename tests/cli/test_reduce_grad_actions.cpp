@@ -88,7 +88,9 @@ void expect_reductions_at_their_actions(const std::string& layout, int zero, boo
         for (std::size_t j = last + 1; j < list.size(); ++j)
           (j < i ? compute_between : compute_after) |= list[j].action.is_compute();
         EXPECT_EQ(compute_between, false) << where << ": a compute action before " << dualpipe::to_string(e.action);
-        if (!overlap) EXPECT_EQ(compute_after, false) << where << ": " << dualpipe::to_string(e.action);
+        if (!overlap) {
+          EXPECT_EQ(compute_after, false) << where << ": " << dualpipe::to_string(e.action);
+        }
         EXPECT_GT(e.bytes, 0) << where << ": " << dualpipe::to_string(e.action) << " reduced nothing";
         EXPECT_GE(e.completed, 0) << where << ": " << dualpipe::to_string(e.action) << " never completed";
         started += e.bytes;

@@ -148,7 +148,8 @@ TEST(DataParallelLowering, TheValidatorNamesMisplacedActions) {
     return test::join_lines(find_problems(parse_text("rank 0: " + rank0 + "\nrank 1: " + rank1 + "\n")));
   };
   const std::string rank1 = "1F0 1B0 1F1 1B1";
-  EXPECT_EQ(problems("0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD 0REDUCE_GRAD", rank1), "");
+  EXPECT_EQ(problems("0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD 0REDUCE_GRAD", "1UNSHARD " + rank1 + " 1RESHARD 1REDUCE_GRAD"),
+            "");
   EXPECT_TRUE(contains(problems("0F0 0UNSHARD 0F1 0B0 0B1", rank1),
                        "rank 0 position 1: 0UNSHARD comes after the stage's first compute action 0F0 at position 0"));
   EXPECT_TRUE(contains(problems("0F0 0F1 0B0 0RESHARD 0B1", rank1),
@@ -160,6 +161,20 @@ TEST(DataParallelLowering, TheValidatorNamesMisplacedActions) {
   EXPECT_TRUE(contains(problems("0F0 0F1 0B0 0B1 1REDUCE_GRAD", rank1),
                        "1REDUCE_GRAD names stage 1, which rank 0 does not hold"));
   EXPECT_TRUE(contains(problems("0F0 0F1 0B0 0B1 0RESHARD 0UNSHARD", rank1), "0RESHARD comes before its 0UNSHARD"));
+  // Issue 75's round four: a RESHARD of nothing gathered and an UNSHARD never dropped passed, and so did a stage
+  // whose replicas reduce while another stage's do not (its replicas drift apart).
+  EXPECT_TRUE(contains(problems("0F0 0F1 0B0 0B1 0RESHARD", "1F0 1B0 1F1 1B1 1RESHARD"),
+                       "rank 0 position 4: 0RESHARD has no 0UNSHARD on rank 0: it drops parameters that were never "
+                       "gathered"));
+  EXPECT_TRUE(contains(problems("0UNSHARD 0F0 0F1 0B0 0B1", "1UNSHARD 1F0 1B0 1F1 1B1 1RESHARD"),
+                       "rank 0 position 0: 0UNSHARD has no 0RESHARD on rank 0: the gathered parameters are never "
+                       "dropped"));
+  EXPECT_EQ(problems("0F0 0F1 0B0 0B1 0REDUCE_GRAD", rank1),
+            "rank 1 adds gradients to stage 1 (1B0 at position 1) without a 1REDUCE_GRAD, though the schedule has "
+            "0REDUCE_GRAD on rank 0: every stage's replicas take part, or none\n");
+  EXPECT_TRUE(contains(problems("0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD", rank1),
+                       "rank 1 computes stage 1 (1F0 at position 0) without a 1UNSHARD, though the schedule has "
+                       "0UNSHARD on rank 0"));
 }
 
 // 1F1B R=2 M=2 with F=1, B=2 (spec section 2's engine, by hand): rank 0 runs 0F0 [0,1] 0F1 [1,2]; rank 1 1F0 [1,2]

@@ -84,6 +84,9 @@ Schedule build_schedule(const PlanOptions& o) {
 
 Schedule with_data_parallel_actions(const PlanOptions& o, const Schedule& schedule) {
   if (o.data_parallel == 1 && o.zero == 0) return schedule;
+  const std::string found = first_data_parallel_action(schedule);
+  DUALPIPE_REQUIRE(found.empty(), "'", o.from_file, "' already holds its data-parallel actions (", found,
+                   "): leave --dp and --zero out to run them as written, or give the schedule without them");
   Schedule s = add_data_parallel_actions(schedule, o.data_parallel, zero_stage(o.zero, "--zero"));
   validate(s);
   return s;

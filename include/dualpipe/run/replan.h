@@ -51,6 +51,8 @@ struct ReplanRequest {
 // kMaxReplanRequestBytes, JSON of other fields, a schedule that is no kind, stages without layers, speeds not above 0).
 constexpr std::size_t kMaxReplanRequestBytes = 1 << 20;
 std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir);
+// The same rules on the file's text; errors name it `path`.
+ReplanRequest parse_replan_request(const std::string& text, const std::string& path);
 // `config` with the request applied, resuming from its checkpoint, checked as the command line's options are;
 // throws InvalidArgument naming the request file where the result cannot run.
 TrainConfig replanned_config(const ReplanRequest& request, const TrainConfig& config);

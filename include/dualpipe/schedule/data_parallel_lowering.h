@@ -7,6 +7,8 @@
 //   REDUCE_GRAD  start reducing a stage's gradients over the replicas.
 #pragma once
 
+#include <string>
+
 #include "dualpipe/schedule/schedule.h"
 #include "dualpipe/schedule/zero_stage.h"
 
@@ -34,5 +36,9 @@ Schedule add_reduce_grad(const Schedule& schedule, ReduceAt at);
 // InvalidArgument for replicas < 1, or ZeRO with one replica.
 Schedule add_data_parallel_actions(const Schedule& schedule, int replicas, ZeroStage zero,
                                    bool overlap_reduction = true);
+
+// "0UNSHARD on rank 0": the first data-parallel action a schedule holds (a file that already has them cannot take
+// them again from --dp and --zero), or "" when it holds none.
+std::string first_data_parallel_action(const Schedule& schedule);
 
 }  // namespace dualpipe

@@ -28,7 +28,11 @@ std::string without_backtrace(std::string message) {
   return message;
 }
 
-int status_of(const std::exception& e) { return dynamic_cast<const dualpipe::InvalidArgument*>(&e) ? 2 : 1; }
+// Bad input (options, a schedule file that breaks a rule) is 2; a fault (a peer, the network, a bug) is 1.
+int status_of(const std::exception& e) {
+  return dynamic_cast<const dualpipe::InvalidArgument*>(&e) || dynamic_cast<const dualpipe::InvalidSchedule*>(&e) ? 2
+                                                                                                                  : 1;
+}
 
 // Ends this process once its output is out, without running the static destructors: LibTorch's deregister every
 // operator it registered at load, 0.3 s of CPU at every exit of a rank, the check or the launcher (perf), with
