@@ -132,12 +132,20 @@ ReplanRequest parse_replan_request(const std::string& text, const std::string& p
   const auto bad = [&](const std::string& why) { return InvalidArgument(concat(path, ": ", why, kReplanKept)); };
   ReplanRequest request;
   Replan& r = request.replan;
+  // nlohmann converts any number to int, a double or 4e20 past int's range too (undefined behaviour: fuzz_replan).
+  const auto whole = [&](const nlohmann::json& v, const char* what) {
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 1'000'000'000)
+      throw bad(concat(what, " ", v.dump().substr(0, 40), " is not a whole number from 0 to 10^9"));
+    return static_cast<int>(v.get<long long>());
+  };
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    request.step = j.at("step").get<int>();
+    request.step = whole(j.at("step"), "step");
     r.schedule = j.at("schedule").get<std::string>();
-    r.stages_per_rank = j.at("stages_per_rank").get<int>();
-    r.layers_per_stage = j.at("layers_per_stage").get<std::vector<int>>();
+    r.stages_per_rank = whole(j.at("stages_per_rank"), "stages_per_rank");
+    if (!j.at("layers_per_stage").is_array()) throw bad("layers_per_stage is not a list");
+    for (const nlohmann::json& layers : j.at("layers_per_stage"))
+      r.layers_per_stage.push_back(whole(layers, "layers_per_stage holds"));
     r.rank_speed = j.at("rank_speed").get<std::vector<double>>();
     r.current_ms = j.at("current_ms").get<double>();
     r.predicted_ms = j.at("predicted_ms").get<double>();
@@ -147,7 +155,6 @@ ReplanRequest parse_replan_request(const std::string& text, const std::string& p
   if (request.step < 1) throw bad("step " + std::to_string(request.step) + " is not a step (1 or more)");
   if (!find_generator(r.schedule))
     throw bad("schedule '" + printable_line(r.schedule).substr(0, 100) + "' is not a schedule kind");
-  if (r.stages_per_rank < 0) throw bad("stages_per_rank " + std::to_string(r.stages_per_rank) + " is negative");
   for (int layers : r.layers_per_stage)
     if (layers < 1) throw bad("layers_per_stage holds " + std::to_string(layers) + ": every stage has a layer");
   for (double speed : r.rank_speed)

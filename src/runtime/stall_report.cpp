@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <limits>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +70,15 @@ std::string rank_line(const RankStall& s) {
 template <typename T>
 T field(const json& j, const char* name) {
   DUALPIPE_REQUIRE(j.is_object() && j.contains(name), "a rank's stall state has no field '", name, "'");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // nlohmann converts a double, or an integer past T's range, with undefined behaviour.
+    const json& v = j.at(name);
+    DUALPIPE_REQUIRE(v.is_number_integer() && (v.is_number_unsigned()
+                                                   ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+                                                   : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                         v.get<int64_t>() <= std::numeric_limits<T>::max()),
+                     "a rank's stall state has a field '", name, "' that is not a whole number in range");
+  }
   try {
     return j.at(name).get<T>();
   } catch (const json::exception&) {
@@ -89,8 +100,9 @@ std::map<int, int> counts_from_json(const json& j) {
   DUALPIPE_REQUIRE(j.is_object(), "a rank's stall state has message counts that are not an object");
   std::map<int, int> counts;
   for (const auto& [peer, n] : j.items()) {
-    DUALPIPE_REQUIRE(n.is_number_integer(), "a rank's stall state has a message count that is not a whole number");
-    counts[number_in_text<int>(peer, "a peer")] = n.get<int>();
+    DUALPIPE_REQUIRE(n.is_number_integer() && n.get<int64_t>() >= 0 && n.get<int64_t>() <= 1'000'000'000,
+                     "a rank's stall state has a message count that is not a whole number from 0 to 10^9");
+    counts[number_in_text<int>(peer, "a peer")] = static_cast<int>(n.get<int64_t>());
   }
   return counts;
 }

@@ -286,8 +286,8 @@ class Validator {
         for (const auto& [stage, span] : stages)
           if (!at.count({stage, type}))
             problem(detail::concat("rank ", r, " ", what, " stage ", stage, " (", to_string(actions[span.first]),
-                                   " at position ", span.first, ") without a ", stage, type_name(type), ", though the schedule has ",
-                                   example, ": every stage's replicas take part, or none"));
+                                   " at position ", span.first, ") without a ", stage, type_name(type),
+                                   ", though the schedule has ", example, ": every stage's replicas take part, or none"));
       };
       require_each(uses, ActionType::Unshard, unshards, "computes");
       require_each(gradients, ActionType::ReduceGrad, reduces, "adds gradients to");

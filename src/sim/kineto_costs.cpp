@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "dualpipe/trace/name_pattern.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/median.h"
 
@@ -40,13 +41,7 @@ std::pair<std::string, int> split_stage(const std::string& name) {
 
 std::optional<std::regex> compile(const std::string& pattern, const char* option) {
   if (pattern.empty()) return std::nullopt;
-  DUALPIPE_REQUIRE(pattern.size() <= kMaxCommunicationPatternLength, option, " has at most ",
-                   kMaxCommunicationPatternLength, " characters, got ", pattern.size());
-  try {
-    return std::regex(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize);
-  } catch (const std::regex_error& e) {
-    throw InvalidArgument(detail::concat(option, " '", pattern, "' is not a regular expression: ", e.what()));
-  }
+  return compile_name_pattern(pattern, option);
 }
 
 // One region name's occurrences over every rank read.

@@ -19,6 +19,9 @@ std::optional<Schedule> schedule_of(const KinetoRanks& ranks) {
                      "' name different schedules (dualpipe.schedule): they are not one run");
   }
   if (!named) return std::nullopt;
+  for (const KinetoRankSummary& r : ranks.ranks)
+    DUALPIPE_REQUIRE(!r.schedule.empty(), "profiler trace '", named->source, "' names the schedule its run ran "
+                     "(dualpipe.schedule) but '", r.source, "' names none: they are not one run");
   try {
     Schedule schedule = parse_text(named->schedule);
     validate(schedule);
@@ -50,6 +53,10 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
     return run;
   }
   const Schedule& s = *run.schedule;
+  const int traces = static_cast<int>(ranks.ranks.size());
+  DUALPIPE_REQUIRE(traces % s.num_ranks == 0, "the schedule the profiler traces ran (dualpipe.schedule) has ",
+                   s.num_ranks, " ranks, but ", traces, " trace", traces == 1 ? " was" : "s were", " given: give "
+                   "one trace per rank of the run (", s.num_ranks, ", or a multiple of it with data parallelism)");
   const int stages = run.costs.stages;
   DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",
                    stages - 1, " but the schedule they ran (dualpipe.schedule) has ", s.num_stages);

@@ -1,5 +1,7 @@
 #include "dualpipe/trace/kineto_ranks.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -39,6 +41,15 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
   }
   DUALPIPE_REQUIRE(files.size() <= kMaxKinetoRanks, "profiler traces: ", files.size(), " files, above the limit of ",
                    kMaxKinetoRanks);
+  // One file given twice (by two names, or a link) would count as two ranks.
+  std::map<std::pair<dev_t, ino_t>, const std::string*> seen;
+  for (const std::string& file : files) {
+    struct stat st;
+    if (::stat(file.c_str(), &st) != 0) continue;  // the reader names what is wrong with it
+    const auto [it, added] = seen.try_emplace({st.st_dev, st.st_ino}, &file);
+    DUALPIPE_REQUIRE(added, "profiler traces '", *it->second, "' and '", file, "' are the same file: give each "
+                     "rank's trace once");
+  }
   return files;
 }
 

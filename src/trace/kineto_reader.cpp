@@ -7,10 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dualpipe/trace/json_syntax.h"
 #include "dualpipe/trace/kineto.h"
+#include "dualpipe/trace/name_pattern.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/file_input.h"
+#include "dualpipe/util/printable.h"
 
 namespace dualpipe {
 
@@ -84,15 +87,8 @@ class CommunicationNames {
                      "': at most ", kMaxCommunicationPatterns, " communication patterns, got ",
                      options.communication_patterns.size());
     for (const std::string& pattern : options.communication_patterns) {
-      DUALPIPE_REQUIRE(!pattern.empty() && pattern.size() <= kMaxCommunicationPatternLength,
-                       "a communication pattern (--comm-kernel) has 1 to ", kMaxCommunicationPatternLength,
-                       " characters, got ", pattern.size());
-      try {
-        patterns_.emplace_back(pattern, std::regex::ECMAScript | std::regex::icase | std::regex::optimize);
-      } catch (const std::regex_error& e) {
-        throw InvalidArgument(detail::concat("communication pattern (--comm-kernel) '", pattern,
-                                             "' is not a regular expression: ", e.what()));
-      }
+      DUALPIPE_REQUIRE(!pattern.empty(), "a communication pattern (--comm-kernel) is empty");
+      patterns_.push_back(compile_name_pattern(pattern, "communication pattern (--comm-kernel)"));
     }
   }
   bool operator()(const std::string& name) {
@@ -168,6 +164,12 @@ void Reader::add_event(const json& e, std::size_t index) {
   event.start = finite_number(e, "ts", where);
   event.duration = finite_number(e, "dur", where);
   if (event.duration < 0) where.fail(".dur", detail::concat("must be >= 0, got ", event.duration));
+  // Microseconds: a profiled step lasts seconds; a region of a day, or a time past 3,000 years, is no trace's.
+  if (event.duration > kMaxKinetoDurationUs)
+    where.fail(".dur",
+               detail::concat("must be at most ", kMaxKinetoDurationUs, " us (a day), got ", event.duration));
+  if (std::abs(event.start) > kMaxKinetoTimeUs)
+    where.fail(".ts", detail::concat("must be within +-", kMaxKinetoTimeUs, " us, got ", event.start));
   const auto args = e.find("args");
   if (args != e.end() && args->is_object()) {
     const auto id = args->find("External id");
@@ -210,7 +212,8 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
       return false;  // not kept in the document
     });
   } catch (const json::exception& e) {
-    throw InvalidArgument(detail::concat("profiler trace '", source, "' is not valid JSON: ", e.what()));
+    throw InvalidArgument(
+        detail::concat("profiler trace '", source, "' is not valid JSON: ", json_syntax_problem(text, e.what())));
   }
   if (!doc.is_object()) fail(source, "(top level)", "expected an object with traceEvents");
   const auto events = doc.find("traceEvents");
@@ -219,7 +222,8 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
   const auto info = doc.find("distributedInfo");
   if (info != doc.end() && info->is_object()) {
     const auto rank = info->find("rank");
-    if (rank != info->end() && rank->is_number_integer()) {
+    if (rank != info->end()) {
+      if (!rank->is_number_integer()) fail(source, "distributedInfo.rank", "expected an integer");
       const long long r = rank->get<long long>();
       if (r < 0 || r >= kMaxKinetoRanks)
         fail(source, "distributedInfo.rank", detail::concat("must be 0 to ", kMaxKinetoRanks - 1, ", got ", r));
@@ -228,10 +232,22 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
   }
   // `dualpipe train --kineto-trace`'s record of the schedule the rank ran.
   const auto run = doc.find("dualpipe");
-  if (run != doc.end() && run->is_object()) {
-    const auto schedule = run->find("schedule"), kind = run->find("kind");
-    if (schedule != run->end() && schedule->is_string()) reader.trace.schedule = schedule->get<std::string>();
-    if (kind != run->end() && kind->is_string()) reader.trace.schedule_kind = kind->get<std::string>();
+  if (run != doc.end()) {
+    if (!run->is_object()) fail(source, "dualpipe", "expected an object (the schedule the rank ran)");
+    const auto text_field = [&](const char* name) {
+      const auto it = run->find(name);
+      if (it == run->end()) return std::string();
+      if (!it->is_string()) fail(source, detail::concat("dualpipe.", name), "expected a string");
+      return it->get<std::string>();
+    };
+    reader.trace.schedule = text_field("schedule");
+    reader.trace.schedule_kind = text_field("kind");
+    // A name printed back in the plan's header: a line of printable text.
+    if (reader.trace.schedule_kind.size() > kMaxKinetoKindLength ||
+        first_unprintable(reader.trace.schedule_kind) != std::string::npos)
+      fail(source, "dualpipe.kind", detail::concat("must be at most ", kMaxKinetoKindLength,
+                                                   " printable characters on one line, got ",
+                                                   reader.trace.schedule_kind.substr(0, 80)));
   }
   return std::move(reader.trace);
 }

@@ -13,6 +13,7 @@
 #include "dualpipe/schedule/infer.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/schedule_limits.h"
+#include "dualpipe/trace/json_syntax.h"
 #include "dualpipe/trace/trace.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
@@ -218,7 +219,8 @@ Trace parse_trace(std::string_view text, const std::string& source) {
       return true;
     });
   } catch (const json::exception& e) {
-    throw InvalidArgument(detail::concat("trace '", source, "' is not valid JSON: ", e.what()));
+    throw InvalidArgument(
+        detail::concat("trace '", source, "' is not valid JSON: ", json_syntax_problem(text, e.what())));
   }
   if (!doc.is_object()) in.fail("(top level)", "expected an object with 'traceEvents', " + in.got(doc));
   Trace trace;

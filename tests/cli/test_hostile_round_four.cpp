@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/run_command.h"
 
@@ -65,6 +67,86 @@ TEST_F(HostileRoundFour, AnInvalidScheduleFileEndsTrainWithExitTwo) {
   const CommandResult run = dualpipe(kTinyTrain + "--schedule-file missing.txt", false);
   EXPECT_REFUSED(run, "invalid custom schedule");
   EXPECT_TRUE(contains(run.out, "0B1")) << run.out;
+}
+
+// A profiler trace of another program, as torch.profiler writes one: a forward and a backward region, each with
+// an operator inside; `head` goes before traceEvents (e.g. a dualpipe record), `event` replaces the first event.
+std::string profiler_trace(const std::string& head = "", const std::string& event = "") {
+  return "{" + head + R"("traceEvents": [)" +
+         (event.empty()
+              ? R"({"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 0, "dur": 10})"
+              : event) +
+         R"(, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 8},
+            {"ph": "X", "cat": "user_annotation", "name": "backward", "pid": 1, "tid": 1, "ts": 20, "dur": 20},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 21, "dur": 18}]})";
+}
+
+const std::string kTwoRankRun =
+    R"("dualpipe": {"schedule": "rank 0: 0F0 0B0\nrank 1: 1F0 1B0\n", "kind": "1f1b"}, )";
+
+// Traces given together are one run's: one file given twice counted as two ranks, a trace of another program
+// joined a dualpipe run's, and one rank's trace of a two-rank run got a symptom ("stage 1 has no forward region").
+TEST_F(HostileRoundFour, ProfilerTracesGivenTogetherMustBeOneRunsRanks) {
+  write("a.json", profiler_trace());
+  ASSERT_EQ(dualpipe("plan --from-kineto a.json").status, 0);
+  ASSERT_EQ(std::system(("ln -s a.json '" + dir_ + "/link.json'").c_str()), 0);
+  for (const std::string twice : {"a.json a.json", "a.json link.json"})
+    EXPECT_REFUSED(dualpipe("plan --from-kineto " + twice), "are the same file: give each rank's trace once");
+  write("rank0.json", profiler_trace(kTwoRankRun));
+  EXPECT_REFUSED(dualpipe("plan --from-kineto rank0.json a.json"),
+                 "profiler trace 'rank0.json' names the schedule its run ran (dualpipe.schedule) but 'a.json' names "
+                 "none: they are not one run");
+  EXPECT_REFUSED(dualpipe("plan --from-kineto rank0.json"),
+                 "the schedule the profiler traces ran (dualpipe.schedule) has 2 ranks, but 1 trace was given");
+}
+
+// Fields of the wrong type were skipped as if absent (a numeric dualpipe.schedule: "the traces name no schedule";
+// ranks "0" and "0": a plan), a kind with ESC reached the terminal, times of 1e308 us became the costs, and broken
+// JSON was named by the library's exception id.
+TEST_F(HostileRoundFour, AProfilerTracesFieldsAreOfTheirTypeAndRange) {
+  const std::vector<std::pair<std::string, std::string>> traces = {
+      {profiler_trace(R"("dualpipe": {"schedule": 12345}, )"), "dualpipe.schedule: expected a string"},
+      {profiler_trace(R"("dualpipe": 5, )"), "dualpipe: expected an object"},
+      {profiler_trace(R"("distributedInfo": {"rank": "0"}, )"), "distributedInfo.rank: expected an integer"},
+      {profiler_trace(R"("dualpipe": {"kind": "dual\u001b[2Jpipe"}, )"),
+       "dualpipe.kind: must be at most 64 printable characters on one line, got dual\\x1B[2Jpipe"},
+      {profiler_trace("", R"({"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 0,
+                             "dur": 1e308})"),
+       "traceEvents[0].dur: must be at most 8.64e+10 us (a day), got 1e+308"},
+      {profiler_trace("", R"({"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1,
+                             "ts": -1e300, "dur": 1})"),
+       "traceEvents[0].ts: must be within +-1e+17 us"},
+      {"", "is not valid JSON: the file is empty"},
+      {"  \n", "is not valid JSON: the file holds only white space"},
+      {std::string("\x1f\x8b\x08\x00", 4), "is not valid JSON: the file is gzip-compressed: gunzip it first"},
+      {std::string("\xff\xfe{\0", 4), "is not valid JSON: the file is UTF-16"},
+      {"{\"traceEvents\": [}", "is not valid JSON: parse error at line 1, column 18"}};
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const std::string name = "t" + std::to_string(i) + ".json";
+    write(name, traces[i].first);
+    const CommandResult run = dualpipe("plan --from-kineto " + name);
+    EXPECT_REFUSED(run, "profiler trace '" + name + "'");
+    EXPECT_TRUE(contains(run.out, traces[i].second)) << name << ": " << run.out;
+    EXPECT_FALSE(contains(run.out, "json.exception")) << run.out;
+    EXPECT_FALSE(contains(run.out, "\x1b")) << run.out;
+  }
+}
+
+// A user's pattern ran on a backtracking engine: '^(a|aa)+$' against one region name of 41 characters took a
+// minute, '.*.*z' against one of 4096 ran past 120 s. Both kinds are refused before the trace is read.
+TEST_F(HostileRoundFour, NamePatternsThatBacktrackWithoutBoundAreRefused) {
+  write("a.json", profiler_trace());
+  for (const auto& [pattern, says] : std::vector<std::pair<std::string, std::string>>{
+           {"^(a|aa)+$|^forward$", "repeats a group that holds a repetition or an alternative"},
+           {"(a+)*", "repeats a group that holds a repetition or an alternative"},
+           {".*.*z", "has more than 1 unbounded repetition"}}) {
+    EXPECT_REFUSED(dualpipe("plan --from-kineto a.json --forward '" + pattern + "'"),
+                   "--forward '" + pattern + "' is refused: it " + says);
+    EXPECT_REFUSED(dualpipe("plan --from-kineto a.json --comm-kernel '" + pattern + "'"),
+                   "communication pattern (--comm-kernel) '" + pattern + "' is refused: it " + says);
+  }
+  // What a trace's names need is kept: alternatives, anchors, escapes, a class, one repetition.
+  EXPECT_EQ(dualpipe(R"(plan --from-kineto a.json --forward '^(forward|fwd)$|\(F\)$|^stage [0-9]+ f$')").status, 0);
 }
 
 }  // namespace

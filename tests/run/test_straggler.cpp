@@ -151,7 +151,12 @@ TEST(Replan, ARequestFileThatTheRanksDidNotWriteIsNamedWithItsRule) {
   const std::vector<std::pair<std::string, std::string>> files = {
       {"{\"step\": 3, " + good.substr(0, 40), "not a re-plan request: [json.exception.parse_error"},
       {"[1, 2]", "not a re-plan request: [json.exception.type_error"},
-      {"{\"step\": \"3\", " + good + "}", "not a re-plan request: [json.exception.type_error"},
+      {"{\"step\": \"3\", " + good + "}", "step \"3\" is not a whole number from 0 to 10^9"},
+      // fuzz_replan: a layer count past int's range was converted with undefined behaviour.
+      {"{\"step\": 3, " + std::string(good).replace(good.find("[2, 2]"), 6, "[2, 399999999999999999999]") + "}",
+       "layers_per_stage holds 4e+20 is not a whole number"},
+      {"{\"step\": 3, " + std::string(good).replace(good.find("[2, 2]"), 6, "[2, 1.5]") + "}",
+       "layers_per_stage holds 1.5 is not a whole number"},
       {"{" + good + "}", "key 'step' not found"},
       {"{\"step\": 0, " + good + "}", "step 0 is not a step (1 or more)"},
       {"{\"step\": 3, \"schedule\": \"\\u001b[2J\", " + good.substr(good.find("\"stages")) + "}",

@@ -123,6 +123,23 @@ TEST(StallReport, StatesTravelAsJsonAndBadOnesAreNamed) {
         }
       },
       InvalidArgument);
+  // Round four: numbers of the wrong kind or range (nlohmann converts them with undefined behaviour), a fingerprint
+  // and a peer that are not numbers (std::stoull's exceptions escaped as std::invalid_argument).
+  const auto expect_named = [&](const char* key, const nlohmann::json& value, const std::string& says) {
+    nlohmann::json j = to_json(s);
+    j[key] = value;
+    try {
+      rank_stall_from_json(j);
+      ADD_FAILURE() << key << "=" << value.dump() << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  expect_named("step", 1e30, "field 'step' that is not a whole number in range");
+  expect_named("rank", 4294967296LL, "field 'rank' that is not a whole number in range");
+  expect_named("fingerprint", "12x", "a fingerprint '12x', not a number");
+  expect_named("sent", nlohmann::json{{"one", 2}}, "a peer 'one', not a number");
+  expect_named("sent", nlohmann::json{{"1", 2.5}}, "a message count that is not a whole number");
 }
 
 TEST(FlightRecorder, KeepsTheLastEventsAndWhatTheRankWaitsFor) {

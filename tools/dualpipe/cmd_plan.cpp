@@ -89,14 +89,18 @@ std::string traced_run_text(const KinetoRun& run) {
   std::string text = kineto_costs_text(run.costs);
   if (!run.schedule)
     return text + "(the traces name no schedule: `dualpipe train --kineto-trace` records the one it ran)\n";
-  return text + formatted("traced run: %s, R=%d, M=%d: measured step %.3f ms (median ProfilerStep of rank %d, the "
-                          "slowest); predicted at these costs %.3f ms (%+.1f%%): the schedule simulated %.3f ms, "
-                          "update %.3f ms\n",
+  // A step of 0 (ProfilerStep regions of no duration) is no measurement to compare with.
+  const std::string measured =
+      run.measured_step > 0
+          ? formatted("measured step %.3f ms (median ProfilerStep of rank %d, the slowest); predicted at these costs "
+                      "%.3f ms (%+.1f%%)",
+                      run.measured_step / 1e3, run.slowest_rank, run.simulated_step / 1e3,
+                      100 * (run.simulated_step / run.measured_step - 1))
+          : formatted("no step measured (the traces' steps last 0 ms); predicted at these costs %.3f ms",
+                      run.simulated_step / 1e3);
+  return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms, update %.3f ms\n",
                           run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
-                          run.measured_step / 1e3, run.slowest_rank, run.simulated_step / 1e3,
-                          run.measured_step > 0 ? 100 * (run.simulated_step / run.measured_step - 1) : 0.0,
-                          run.simulated_pipeline / 1e3,
-                          run.costs.update / 1e3);
+                          measured.c_str(), run.simulated_pipeline / 1e3, run.costs.update / 1e3);
 }
 
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {

@@ -13,6 +13,9 @@ namespace dualpipe {
 constexpr std::size_t kMaxKinetoBytes = std::size_t{256} << 20;
 constexpr int kMaxKinetoDepth = 32;
 constexpr int kMaxKinetoRanks = 4096;  // traces read side by side (one per rank)
+constexpr double kMaxKinetoDurationUs = 86400e6;  // an event's dur: a day
+constexpr double kMaxKinetoTimeUs = 1e17;         // |ts|: about 3,000 years of microseconds from the clock's zero
+constexpr std::size_t kMaxKinetoKindLength = 64;  // dualpipe.kind, the schedule's name
 
 enum class KinetoKind {
   Region,         // a user annotation (record_function), on the CPU or its GPU range (gpu_user_annotation)
