@@ -149,5 +149,18 @@ TEST_F(HostileRoundFour, NamePatternsThatBacktrackWithoutBoundAreRefused) {
   EXPECT_EQ(dualpipe(R"(plan --from-kineto a.json --forward '^(forward|fwd)$|\(F\)$|^stage [0-9]+ f$')").status, 0);
 }
 
+// layout --calibrate tried the dualpipe trace reader first and gave its reason ("cannot parse action 'aten::mm'")
+// before the profiler reader's for a profiler trace; a loop of links was "neither a file or directory".
+TEST_F(HostileRoundFour, CalibratingOnAProfilerTraceGivesTheProfilerReadersReason) {
+  write("a.json", profiler_trace());
+  const std::string layout = "layout --model llama3-8b --cluster h100-sxmx8 --global-batch 32 --calibrate-mbs 1 ";
+  const CommandResult run = dualpipe(layout + "--calibrate a.json");
+  EXPECT_REFUSED(run, "--calibrate 'a.json': the run computed at ");  // a CPU's trace against an H100's peak
+  EXPECT_FALSE(contains(run.out, "cannot parse action")) << run.out;
+  ASSERT_EQ(std::system(("cd '" + dir_ + "' && ln -s loop2.json loop1.json && ln -s loop1.json loop2.json").c_str()),
+            0);
+  EXPECT_REFUSED(dualpipe(layout + "--calibrate loop1.json"), "--calibrate 'loop1.json' is a loop of symbolic links");
+}
+
 }  // namespace
 }  // namespace dualpipe::test

@@ -1,5 +1,8 @@
 // `dualpipe layout`: how to cut a training job over a cluster (docs/layout.md).
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -11,6 +14,7 @@
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/number_format.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/file_input.h"
 #include "output.h"
 
 namespace dualpipe::cli {
@@ -33,16 +37,28 @@ layout::Calibration calibration_from_kineto(const LayoutCommand& c, layout::Layo
 
 // --calibrate: a dualpipe train --trace, torch.profiler traces, or a --cost string (`dualpipe profile --kineto`
 // writes one).
+// Whether the file's start reads as a PyTorch profiler trace (its events carry a "cat"), not a dualpipe trace: then
+// only the profiler reader's reason is worth giving when both readers refuse it.
+bool looks_like_profiler_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1 << 20, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.find("\"cat\"") != std::string::npos && head.find("\"dualpipe\"") == std::string::npos;
+}
+
 layout::Calibration calibration_of(const LayoutCommand& c, layout::LayoutRequest& request) {
   std::error_code error;
   if (std::filesystem::is_directory(c.calibrate, error)) return calibration_from_kineto(c, request);
-  if (!std::filesystem::exists(c.calibrate, error)) {
+  struct stat st;
+  if (::lstat(c.calibrate.c_str(), &st) != 0) {  // a link, even a loop of them, is a file the readers name
     DUALPIPE_REQUIRE(c.calibrate.find('=') != std::string::npos, "--calibrate '", c.calibrate,
                      "' is neither a file or directory (a dualpipe train --trace, or its --kineto-trace) nor a --cost "
                      "string (F=...,B=...)");
     return layout::calibrate_from_costs(request.model, request.cluster, CostModel::parse(c.calibrate),
                                         c.calibrate_stages, c.calibrate_mbs, c.calibrate);
   }
+  require_regular_file(c.calibrate, "--calibrate '" + c.calibrate + "'");  // named once, not by both readers
   Trace trace;
   try {
     trace = read_trace(c.calibrate);
@@ -50,6 +66,7 @@ layout::Calibration calibration_of(const LayoutCommand& c, layout::LayoutRequest
     try {
       return calibration_from_kineto(c, request);
     } catch (const InvalidArgument& not_kineto) {
+      if (looks_like_profiler_trace(c.calibrate)) throw;
       throw InvalidArgument(std::string(not_ours.what()) + "; nor is it a PyTorch profiler trace with costs: " +
                             not_kineto.what());
     }
