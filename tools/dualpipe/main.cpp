@@ -1,4 +1,6 @@
 // dualpipe: plan, run and inspect pipeline-parallel schedules.
+#include <csignal>
+#include <string_view>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -35,6 +37,11 @@ int failed(int status, const std::exception& e, const char* hint = "", const cha
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGUSR1 asks a running job's ranks for a stall report (train, launch). From the first instant it must not end
+  // the launcher: ignored here (and so through the exec of dualpipe-train-worker, which loads LibTorch for half a
+  // second), taken up once the ranks run; the ranks start with its default action.
+  if (argc > 1 && (std::string_view(argv[1]) == "train" || std::string_view(argv[1]) == "launch"))
+    std::signal(SIGUSR1, SIG_IGN);
   CLI::App app{"dualpipe: plan, draw, run and compare pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
                "Zero Bubble, Chimera, ...)",
                "dualpipe"};
