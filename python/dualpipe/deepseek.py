@@ -179,9 +179,11 @@ class DualPipe(nn.Module):
         self.rank = rank_mapping[self.group.rank()]
         # Ours maps the other way: pipeline rank -> rank in the group.
         self._group_ranks = [rank_mapping.index(r) for r in range(self.num_ranks)]
+        # The runtime's waits count whole milliseconds: 1e-4 s became a wait of 0 ms, failing every step.
         if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not math.isfinite(timeout)
-                or not 0 < timeout <= _MAX_TIMEOUT):
-            raise ValueError(f"timeout={timeout!r} must be a number of seconds above 0 and at most {_MAX_TIMEOUT}")
+                or not 0.001 <= timeout <= _MAX_TIMEOUT):
+            raise ValueError(f"timeout={timeout!r} must be a number of seconds from 0.001 (the waits count "
+                             f"milliseconds) to {_MAX_TIMEOUT}")
         self.timeout = timeout
         if stall_report_after is None:
             stall_report_after = min(10.0, timeout / 2)
@@ -198,6 +200,9 @@ class DualPipe(nn.Module):
             if not os.access(stall_report_dir, os.W_OK):
                 raise ValueError(f"stall_report_dir={stall_report_dir!r} is not a writable directory")
         self.stall_report_dir = stall_report_dir or ""
+        for name, flag in (("defer_weight_grads", defer_weight_grads), ("record_actions", record_actions)):
+            if not isinstance(flag, bool):  # 'false' is a true string: taken by truthiness it recorded every action
+                raise ValueError(f"{name}={flag!r} must be True or False")
         self.defer_weight_grads = bool(defer_weight_grads)
         self.dp_group = dp_group
         self.record_actions = bool(record_actions)
@@ -338,7 +343,12 @@ class DualPipe(nn.Module):
             losses, outputs = pipeline.step(chunks, chunk_labels, criterion, return_outputs, interruptible)
         finally:
             # A failed step leaves no deferred work behind; a complete one has run all of it.
+            left = len(self._weights.store.cache)
             self._weights.reset()
+        if left:  # after a complete step: put while the store was not enabled, so no W action ran them
+            raise RuntimeError(f"{left} weight-gradient closures were put in WeightGradStore outside an I action "
+                               "(while WeightGradStore.enabled was False) and never ran: their gradients are missing; "
+                               "put only when enabled, and compute the gradient at once otherwise")
         self._last = pipeline
         if training:
             fsdp.reduce_gradients(self._sharded)

@@ -10,6 +10,7 @@
 
 #include "dualpipe/sim/phase_pair.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/printable.h"
 
 namespace dualpipe {
 namespace {
@@ -307,10 +308,12 @@ std::vector<double> parse_rank_speed(std::string_view text) {
     const std::string item(text.substr(begin, comma - begin));
     char* end = nullptr;
     const double speed = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-    DUALPIPE_REQUIRE(!item.empty() && end && *end == '\0' && std::isfinite(speed) && speed > 0 && speed <= 1000,
-                     "--rank-speed '", text, "': value ", speeds.size() + 1, " ('", item,
-                     "') must be a positive number up to 1000 (a rank's speed against the costs: 1 as costed, 0.67 "
-                     "takes 1.5 times as long)");
+    // 1/1000 to 1000: a speed of 1e-308 made every cost overflow the simulated step, past what any rank can be.
+    DUALPIPE_REQUIRE(!item.empty() && end && *end == '\0' && std::isfinite(speed) && speed >= 0.001 && speed <= 1000,
+                     "--rank-speed '", printable_message(text, 100), "': value ", speeds.size() + 1, " ('",
+                     printable_message(item, 40), "') must be a number from 0.001 to 1000 (a rank's speed against the "
+                     "costs: 1 as costed, 0.67 takes 1.5 times as long)");
+    DUALPIPE_REQUIRE(speeds.size() < 4096, "--rank-speed has more than 4096 values (one per rank)");
     speeds.push_back(speed);
     begin = comma + 1;
   }

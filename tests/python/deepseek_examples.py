@@ -380,9 +380,12 @@ def check_errors(port):
         expect_error("batch_dim=5", lambda: dualpipe.DualPipeV((PipelineStage(8), PipelineStage(8)), batch_dim=5).step(
             x, num_chunks=2, criterion=criterion, labels=(x,)), ValueError, "batch_dim=5 is not a dimension",
             "(4, 2, 8)")
-        for timeout in (float("nan"), float("inf"), 1e16, 0, -1):
+        for timeout in (float("nan"), float("inf"), 1e16, 0, -1, 1e-4):
             expect_error(f"timeout={timeout}", lambda: dualpipe.DualPipeV((stage, stage), timeout=timeout), ValueError,
-                         f"timeout={timeout!r} must be a number of seconds above 0 and at most 86400")
+                         f"timeout={timeout!r} must be a number of seconds from 0.001")
+        for flag in ("record_actions", "defer_weight_grads"):  # 'false' is a true string
+            expect_error(f"{flag}='false'", lambda: dualpipe.DualPipeV((stage, stage), **{flag: "false"}), ValueError,
+                         f"{flag}='false' must be True or False")
         for size in (1.5, 0, -1, True, "0"):
             expect_error(f"max_memory={size!r}", lambda: dualpipe.schedule("1f1b", 2, 4, max_memory=size), ValueError,
                          "max_memory")
@@ -390,6 +393,16 @@ def check_errors(port):
                      ValueError, "raise it with max_memory=")
         check_concurrent_step_refused(model, x)
         expect_error("pop without a flush", WeightGradStore.pop, RuntimeError, "no flushed batch")
+        # A closure put while the store is not enabled (outside an I action) never runs: its gradient would be
+        # missing from a step that succeeded.
+        class PutsAlways(PipelineStage):
+            def forward(self, x):
+                WeightGradStore.put(lambda: None)
+                return super().forward(x)
+        careless = dualpipe.DualPipeV((PutsAlways(8), PipelineStage(8)))
+        expect_error("a closure put outside an I action", lambda: careless.step(
+            x, num_chunks=2, criterion=criterion, labels=(x,)), RuntimeError,
+            "2 weight-gradient closures were put in WeightGradStore outside an I action")
         # A store without the reference's members is refused at the step, before any work, naming what it lacks.
         class Incomplete:
             enabled, cache = False, []

@@ -47,8 +47,11 @@ TEST(TrainRules, StragglerOptionsAreInTheirRangesAndHaveWhatTheyNeed) {
   c.rank_speed = "1,1,0.5";
   EXPECT_EQ(refusal(c), "--rank-speed '1,1,0.5' has 3 values for --ranks 4; give one per pipeline rank");
   c.rank_speed = "1,1,0,1";
-  EXPECT_TRUE(test::contains(refusal(c), "--rank-speed '1,1,0,1': value 3 ('0') must be a positive number"))
+  EXPECT_TRUE(test::contains(refusal(c), "--rank-speed '1,1,0,1': value 3 ('0') must be a number from 0.001 to 1000"))
       << refusal(c);
+  // Round four (issue 75): a speed of 1e-308 passed and made every cost overflow the simulated step.
+  c.rank_speed = "1,1e-308,1,1";
+  EXPECT_TRUE(test::contains(refusal(c), "value 2 ('1e-308') must be a number from 0.001 to 1000")) << refusal(c);
   c.rank_speed = "", c.emulate_slow_rank = "2=1.5@5";
   EXPECT_EQ(refusal(c), "--emulate-slow-rank slows the emulated device: give --emulate-device COSTS");
   c.emulate_device = "F=2,B=4,W=2", c.emulate_slow_rank = "9=1.5";
