@@ -13,8 +13,8 @@
 
 namespace dualpipe::train {
 
-// Refuses, before the run, a directory that already holds traces (a plan would read two runs as one) or cannot
-// be made, and a run with no step after step 1 to profile.
+// Refuses, before the run, a directory that already holds traces (a plan would read two runs as one), and a run
+// with no step after step 1 to profile. Whether it can be made is output_dirs.h's.
 void check_kineto_trace_dir(const std::string& dir, int steps, int profiled_steps);
 
 class KinetoProfile {

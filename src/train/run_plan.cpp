@@ -15,6 +15,7 @@
 #include "device_choice.h"
 #include "device_emulation.h"
 #include "kineto_profile.h"
+#include "output_dirs.h"
 #include "training_data.h"
 
 namespace dualpipe::train {
@@ -91,21 +92,24 @@ void check_fresh_start(const TrainConfig& c) {
                    "newest is ", newest.value_or(""), "): add --resume to continue it, or choose an empty directory");
 }
 
+static void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingData& data);
+
 void check_config(const TrainConfig& c) {
   const RunPlan plan = make_run_plan(c);
   choose_device(c);
   check_output_path("--trace", c.trace);
   check_output_path("--metrics", c.metrics);
-  if (!c.stall_report_dir.empty()) {  // made here, as the checkpoint directory is: the ranks write into it
-    std::error_code error;
-    std::filesystem::create_directories(c.stall_report_dir, error);
-    check_output_path("--stall-report-dir", c.stall_report_dir + "/stall-report.json");
-  }
+  check_output_dirs(c);
   check_kineto_trace_dir(c.kineto_trace, c.steps, c.kineto_steps);
   TrainingData data = load_training_data(c);
   std::vector<NamedPath> inputs = {{"--schedule-file", c.schedule_file}, {"--checkpoint-dir", c.checkpoint_dir}};
   for (const std::string& file : data.corpus.files) inputs.push_back({"--data", file});
   check_outputs_apart(inputs, {{"--metrics", c.metrics}, {"--trace", c.trace}});
+  check_checkpoint_dir(c, plan, data);
+  make_output_dirs(c);  // the ranks write into them; made once nothing was refused
+}
+
+static void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingData& data) {
   if (c.checkpoint_dir.empty()) return;
   prepare_checkpoint_dir(c.checkpoint_dir);
   check_fresh_start(c);

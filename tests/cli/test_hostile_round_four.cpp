@@ -61,6 +61,17 @@ TEST_F(HostileRoundFour, AScheduleFileThatHoldsDataParallelActionsIsNotGivenThem
   EXPECT_EQ(dualpipe("simulate --from z3.txt --cost F=1,B=2,unshard=1,reduce=1").status, 0);
 }
 
+// The directories a run writes into: a file, the checkpoint directory or another output in their place ended a
+// run with exit 1 after it started, and a refused option left them made.
+TEST_F(HostileRoundFour, OutputDirectoriesAreCheckedBeforeAnyIsMade) {
+  write("f", "");
+  EXPECT_REFUSED(dualpipe(kTinyTrain + "--kineto-trace f", false), "--kineto-trace 'f' is a file, not a directory");
+  EXPECT_REFUSED(dualpipe(kTinyTrain + "--kineto-trace ck --checkpoint-dir ck", false),
+                 "--kineto-trace and --checkpoint-dir name the same path 'ck': give each output its own");
+  EXPECT_REFUSED(dualpipe(kTinyTrain + "--stall-report-dir sd --kineto-steps 0", false), "--kineto-steps");
+  EXPECT_NE(std::system(("test -e '" + dir_ + "/sd'").c_str()), 0) << "a refused run made --stall-report-dir";
+}
+
 // A schedule file that breaks a rule of the IR is bad input as any other: exit 2 (it was 1, as for a fault).
 TEST_F(HostileRoundFour, AnInvalidScheduleFileEndsTrainWithExitTwo) {
   write("missing.txt", "rank 0: 0F0 0F1 0B0\nrank 1: 1F0 1B0 1F1 1B1\n");
