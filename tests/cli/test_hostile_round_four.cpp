@@ -64,11 +64,12 @@ TEST_F(HostileRoundFour, AScheduleFileThatHoldsDataParallelActionsIsNotGivenThem
 // The directories a run writes into: a file, the checkpoint directory or another output in their place ended a
 // run with exit 1 after it started, and a refused option left them made.
 TEST_F(HostileRoundFour, OutputDirectoriesAreCheckedBeforeAnyIsMade) {
+  const std::string train = "train --steps 2 --layers 4 --hidden 32 --heads 2 --seq-len 16 --trace '' ";
   write("f", "");
-  EXPECT_REFUSED(dualpipe(kTinyTrain + "--kineto-trace f", false), "--kineto-trace 'f' is a file, not a directory");
-  EXPECT_REFUSED(dualpipe(kTinyTrain + "--kineto-trace ck --checkpoint-dir ck", false),
+  EXPECT_REFUSED(dualpipe(train + "--kineto-trace f", false), "--kineto-trace 'f' is a file, not a directory");
+  EXPECT_REFUSED(dualpipe(train + "--kineto-trace ck --checkpoint-dir ck", false),
                  "--kineto-trace and --checkpoint-dir name the same path 'ck': give each output its own");
-  EXPECT_REFUSED(dualpipe(kTinyTrain + "--stall-report-dir sd --kineto-steps 0", false), "--kineto-steps");
+  EXPECT_REFUSED(dualpipe(train + "--stall-report-dir sd --kineto-steps 0", false), "--kineto-steps");
   EXPECT_NE(std::system(("test -e '" + dir_ + "/sd'").c_str()), 0) << "a refused run made --stall-report-dir";
 }
 
