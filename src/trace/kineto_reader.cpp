@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <unordered_map>
@@ -254,6 +255,14 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
 
 KinetoTrace read_kineto_trace(const std::string& path, const KinetoReadOptions& options) {
   return parse_kineto_trace(read_file_within(path, kMaxKinetoBytes, "profiler traces"), path, options);
+}
+
+bool looks_like_profiler_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1 << 20, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.find("\"cat\"") != std::string::npos && head.find("\"dualpipe\"") == std::string::npos;
 }
 
 }  // namespace dualpipe

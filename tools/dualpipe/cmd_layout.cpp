@@ -2,7 +2,6 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 
@@ -37,16 +36,6 @@ layout::Calibration calibration_from_kineto(const LayoutCommand& c, layout::Layo
 
 // --calibrate: a dualpipe train --trace, torch.profiler traces, or a --cost string (`dualpipe profile --kineto`
 // writes one).
-// Whether the file's start reads as a PyTorch profiler trace (its events carry a "cat"), not a dualpipe trace: then
-// only the profiler reader's reason is worth giving when both readers refuse it.
-bool looks_like_profiler_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string head(1 << 20, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  return head.find("\"cat\"") != std::string::npos && head.find("\"dualpipe\"") == std::string::npos;
-}
-
 layout::Calibration calibration_of(const LayoutCommand& c, layout::LayoutRequest& request) {
   std::error_code error;
   if (std::filesystem::is_directory(c.calibrate, error)) return calibration_from_kineto(c, request);

@@ -63,6 +63,10 @@ bool is_library_communication_name(std::string_view name);
 // broadcast, send and recv in their spellings, and NVSHMEM's and custom all-reduce kernels.
 bool is_communication_name(std::string_view name);
 
+// Whether the file's start reads as a PyTorch profiler trace (its events carry a "cat") rather than a dualpipe
+// trace: where both readers refuse a file, only the profiler reader's reason is worth giving for it.
+bool looks_like_profiler_trace(const std::string& path);
+
 // Strict: the file is one object whose traceEvents is an array; every complete ("X") event of a category used
 // (cpu_op, kernel, gpu_memcpy, gpu_memset, cuda_runtime, cuda_driver, user_annotation, gpu_user_annotation) needs
 // a string name, finite ts and dur >= 0 and integer or string pid/tid; other events are skipped. GPU work on a
