@@ -171,8 +171,8 @@ TrainConfig replanned_config(const ReplanRequest& request, const TrainConfig& co
   try {
     apply_replan(r, next);
     check_options(next);
-    const int stages = schedule_of(next).num_stages, layers = static_cast<int>(std::accumulate(
-                                                         r.layers_per_stage.begin(), r.layers_per_stage.end(), 0LL));
+    const int stages = schedule_of(next).num_stages;
+    const long long layers = std::accumulate(r.layers_per_stage.begin(), r.layers_per_stage.end(), 0LL);
     DUALPIPE_REQUIRE(static_cast<int>(r.layers_per_stage.size()) == stages, "its cut has ",
                      r.layers_per_stage.size(), " stages, ", r.schedule, " over ", next.ranks, " ranks has ", stages);
     DUALPIPE_REQUIRE(layers == next.layers, "its cut holds ", layers, " layers, the model ", next.layers);
