@@ -19,17 +19,19 @@ boundary).
 """
 from __future__ import annotations
 
-import datetime
 import math
+import operator
 import os
 import signal
 import threading
+from collections.abc import Sequence as _Sequence
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from . import _rendezvous
 from . import fsdp
 from . import utils
 
@@ -46,15 +48,35 @@ __all__ = ["DualPipe", "DualPipeV", "set_p2p_tensor_dtype", "set_p2p_tensor_shap
 _p2p = {"shapes": [], "dtype": torch.float32}
 
 
+def _is_int(value) -> bool:
+    """An integer (anything with __index__: int, numpy's), and not a bool (True is an int to Python, and a number
+    of nothing here)."""
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_flag(name: str, flag) -> None:
+    if not isinstance(flag, bool):  # 'false' is a true string: taken by truthiness it recorded every action
+        raise ValueError(f"{name}={flag!r} must be True or False")
+
+
 def set_p2p_tensor_shapes(shapes: Sequence[Sequence[int]]) -> None:
     """Optional here (shapes otherwise travel with every message): the shapes of the tensors every stage takes and
     returns for one micro-batch, the first stage's inputs and the last stage's outputs included; -1 matches any
     size. Declared, receives are posted ahead and each stage is checked once on zeros of these shapes when a
     DualPipe first runs a given num_chunks. Applies to pipelines built after the call."""
-    shapes = [tuple(int(d) for d in shape) for shape in shapes]
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, _Sequence):
+        raise ValueError(f"set_p2p_tensor_shapes: {shapes!r} must be a list of shapes (lists or tuples of sizes)")
     for shape in shapes:
-        if not shape or any(d < 1 and d != -1 for d in shape):
-            raise ValueError(f"set_p2p_tensor_shapes: {shape} is not a shape (sizes >= 1, or -1 for any size)")
+        if (isinstance(shape, (str, bytes)) or not isinstance(shape, _Sequence) or not shape
+                or not all(_is_int(d) and (d >= 1 or d == -1) for d in shape)):
+            raise ValueError(f"set_p2p_tensor_shapes: {shape!r} is not a shape (sizes >= 1, or -1 for any size)")
+    shapes = [tuple(operator.index(d) for d in shape) for shape in shapes]
     _p2p["shapes"] = shapes
 
 
@@ -133,6 +155,22 @@ def _gather(outputs: List[List[torch.Tensor]], dim: int) -> Outputs:
     return joined[0] if len(joined) == 1 else joined
 
 
+def _stall_report_after(after: Optional[float], timeout: float) -> float:
+    """The stall report's wait: a report must come before the ranks give up (half the timeout), and a wait under a
+    second is a healthy step's slowest message, not a stall. The default, 10 s, is cut to half a shorter timeout."""
+    if after is None:
+        after = min(10.0, timeout / 2)
+        return after if after >= 1 else 0.0
+    if (not isinstance(after, (int, float)) or isinstance(after, bool) or not math.isfinite(after)
+            or not (after == 0 or 1 <= after <= _MAX_TIMEOUT)):
+        raise ValueError(f"stall_report_after={after!r} must be 0 (only on SIGUSR1) or a number of seconds from 1 "
+                         f"to {_MAX_TIMEOUT}")
+    if after > timeout / 2:
+        raise ValueError(f"stall_report_after={after!r} must be at most half of timeout={timeout!r}, so that the "
+                         f"report comes before the ranks give up waiting")
+    return float(after)
+
+
 class DualPipe(nn.Module):
     """DualPipe on `process_group` (default: the world; Gloo or NCCL): rank r runs modules[0] as stage r of the
     micro-batches entering at rank 0 and modules[1] as stage R-1-r of those entering at rank R-1 (two copies of
@@ -144,7 +182,8 @@ class DualPipe(nn.Module):
     the ranks holding the same stages in the other data-parallel replicas of this pipeline, for reduce_gradients().
     `record_actions`: keep each step's action times (last_step_actions()).
 
-    `stall_report_after` (seconds; default: 10, at most half the timeout): when a step makes no progress for this
+    `stall_report_after` (seconds: 0, or 1 to half the timeout; default: 10, cut to half the timeout and off where
+    that is under a second): when a step makes no progress for this
     long, the group's rank 0 prints one report to stderr naming the rank everyone waits on and what it does ("rank
     0 waits for 1SEND_B3 from rank 1 (5.0 s); rank 1 is inside 1F3 for 5.2 s"); 0: only on SIGUSR1.
     `stall_report_dir`: each rank also writes its state there (stall-rank<N>.json), rank 0 the report
@@ -162,18 +201,28 @@ class DualPipe(nn.Module):
                  dp_group: Optional[dist.ProcessGroup] = None, record_actions: bool = False,
                  stall_report_after: Optional[float] = None, stall_report_dir: Optional[str] = None) -> None:
         super().__init__()
-        modules = list(modules)
+        try:  # a list, a tuple, or a container module (nn.Sequential, nn.ModuleList) of the two
+            modules = list(modules)
+        except TypeError:
+            raise ValueError(f"modules={modules!r} must be a list or tuple of two nn.Modules "
+                             f"({self._module_rule()})") from None
         if len(modules) != 2 or not all(isinstance(m, nn.Module) for m in modules):
             raise ValueError(f"{type(self).__name__} takes two nn.Modules per rank ({self._module_rule()}), "
                              f"got {len(modules)} {'module' if len(modules) == 1 else 'modules'}")
         self.module = nn.ModuleList(modules)
+        if not _is_int(batch_dim):
+            raise ValueError(f"batch_dim={batch_dim!r} must be an int (the dimension of the inputs that holds the batch)")
         self.batch_dim = batch_dim
+        for name, group in (("process_group", process_group), ("dp_group", dp_group)):
+            if group is not None and not isinstance(group, dist.ProcessGroup):
+                raise ValueError(f"{name}={group!r} must be a torch.distributed ProcessGroup or None")
         self.group = process_group or dist.distributed_c10d._get_default_group()
         self._backend = str(dist.get_backend(self.group))
         self.num_ranks = self.group.size()
         if rank_mapping is None:
             rank_mapping = list(range(self.num_ranks))
-        if sorted(rank_mapping) != list(range(self.num_ranks)):
+        if (not isinstance(rank_mapping, (list, tuple)) or not all(_is_int(r) for r in rank_mapping)
+                or sorted(operator.index(r) for r in rank_mapping) != list(range(self.num_ranks))):
             raise ValueError(f"rank_mapping {rank_mapping} must list each pipeline rank 0..{self.num_ranks - 1} once "
                              f"(entry i is the pipeline rank of the group's rank i)")
         self.rank = rank_mapping[self.group.rank()]
@@ -185,14 +234,10 @@ class DualPipe(nn.Module):
             raise ValueError(f"timeout={timeout!r} must be a number of seconds from 0.001 (the waits count "
                              f"milliseconds) to {_MAX_TIMEOUT}")
         self.timeout = timeout
-        if stall_report_after is None:
-            stall_report_after = min(10.0, timeout / 2)
-        if (not isinstance(stall_report_after, (int, float)) or isinstance(stall_report_after, bool)
-                or not math.isfinite(stall_report_after) or not 0 <= stall_report_after <= _MAX_TIMEOUT):
-            raise ValueError(f"stall_report_after={stall_report_after!r} must be a number of seconds from 0 (only on "
-                             f"SIGUSR1) to {_MAX_TIMEOUT}")
-        self.stall_report_after = min(float(stall_report_after), timeout / 2)
+        self.stall_report_after = _stall_report_after(stall_report_after, timeout)
         if stall_report_dir is not None:
+            if not isinstance(stall_report_dir, (str, os.PathLike)):
+                raise ValueError(f"stall_report_dir={stall_report_dir!r} must be a directory's path or None")
             try:
                 os.makedirs(stall_report_dir, exist_ok=True)
             except OSError as error:
@@ -200,20 +245,30 @@ class DualPipe(nn.Module):
             if not os.access(stall_report_dir, os.W_OK):
                 raise ValueError(f"stall_report_dir={stall_report_dir!r} is not a writable directory")
         self.stall_report_dir = stall_report_dir or ""
-        for name, flag in (("defer_weight_grads", defer_weight_grads), ("record_actions", record_actions)):
-            if not isinstance(flag, bool):  # 'false' is a true string: taken by truthiness it recorded every action
-                raise ValueError(f"{name}={flag!r} must be True or False")
-        self.defer_weight_grads = bool(defer_weight_grads)
+        _check_flag("defer_weight_grads", defer_weight_grads)
+        self.defer_weight_grads = defer_weight_grads
         self.dp_group = dp_group
-        self.record_actions = bool(record_actions)
+        self._pipelines = {}  # num_chunks -> _runtime.Pipeline
+        self.record_actions = record_actions
         kind = type(modules[0])
         self._hook = (kind.overlapped_forward_backward
                       if kind is type(modules[1]) and hasattr(kind, "overlapped_forward_backward") else None)
         fsdp.check_meshes(modules, self.group)
         self._sharded = fsdp.sharded(modules)  # FSDP2 modules: their gradients reduced after the step
-        self._pipelines = {}  # num_chunks -> _runtime.Pipeline
         self._weights = utils._WeightBatches()  # the executor's hands on dualpipe.utils.WeightGradStore
         self._last = None  # the pipeline of the last step
+
+    @property
+    def record_actions(self) -> bool:
+        """Whether steps keep their action times for last_step_actions(); may be changed between steps."""
+        return self._record_actions
+
+    @record_actions.setter
+    def record_actions(self, on: bool) -> None:
+        _check_flag("record_actions", on)
+        self._record_actions = on
+        for pipeline in self._pipelines.values():  # built before: told now (they were built with the old value)
+            pipeline.set_recording(on)
 
     def _module_rule(self) -> str:
         return "module 0 is stage r, module 1 is stage R-1-r"
@@ -238,33 +293,13 @@ class DualPipe(nn.Module):
         return self._pipelines[num_chunks]
 
     def _check_same_num_chunks(self, num_chunks: int) -> None:
-        """Every rank of the group builds its pipeline for a num_chunks at the same step, in the same order: their
-        values are compared through the default store first, so that ranks that differ stop naming them, rather
-        than with a lost connection once the schedules' messages disagree."""
-        store = dist.distributed_c10d._get_default_store()
+        """Every rank of the group builds its pipeline for a num_chunks at the same step, in the same order, with
+        the same declared message shapes (_rendezvous.py)."""
         name = self.group.group_name
         _pipelines_built[name] = _pipelines_built.get(name, 0) + 1
-        keys = [f"dualpipe/num_chunks/{name}/{_pipelines_built[name]}/{r}" for r in range(self.num_ranks)]
-        store.set(keys[self.rank], str(num_chunks))
-        try:
-            store.wait(keys, datetime.timedelta(seconds=self.timeout))
-        except Exception as error:  # the store's timeout error differs between PyTorch versions
-            raise RuntimeError(f"rank {self.rank}: not every pipeline rank started a step of a new num_chunks "
-                               f"within timeout={self.timeout} s (this rank's is {num_chunks}; a rank running "
-                               f"another num_chunks, or stopped, does not): {error}") from error
-        values = [int(store.get(key)) for key in keys]
-        # Every rank has read the values before any leaves: the store's host is a rank, and a rank that raises
-        # below and exits would take the store with it while a peer still reads. A failed wait here is a peer that
-        # left after reading: the values are whole.
-        read = [f"{key}/read" for key in keys]
-        store.set(read[self.rank], "1")
-        try:
-            store.wait(read, datetime.timedelta(seconds=self.timeout))
-        except Exception:  # noqa: BLE001 - only a keep-alive; the values above decide
-            pass
-        if len(set(values)) > 1:
-            raise ValueError(f"num_chunks differs between the pipeline's ranks: {values} (pipeline rank i's at "
-                             f"index i); every rank's step() takes the same num_chunks")
+        declared = f"{[list(shape) for shape in _p2p['shapes']]} of {_p2p['dtype']}" if _p2p["shapes"] else "none"
+        _rendezvous.agree(dist.distributed_c10d._get_default_store(), f"dualpipe/num_chunks/{name}/"
+                          f"{_pipelines_built[name]}", self.rank, self.num_ranks, num_chunks, declared, self.timeout)
 
     def last_step_actions(self) -> List[Tuple[str, float, float]]:
         """This rank's actions of the last step, as (action, start, end) in time.monotonic() seconds, in the order

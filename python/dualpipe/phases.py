@@ -84,6 +84,19 @@ class _Record:
         self.stage_outputs: List[weakref.ref] = []  # what the module returned (the _Phased node's outputs)
 
 
+def _compute_outputs(phase: Compute, result) -> Tensors:
+    """What a compute phase returned, as a tuple: a tensor or a non-empty tuple or list of tensors. Anything else
+    (None, a number, a dict) failed later inside an exchange or the autograd join, naming neither the phase nor the
+    rule."""
+    outputs = _as_tuple(result)
+    if not outputs or not all(isinstance(t, torch.Tensor) for t in outputs):
+        got = (type(result).__name__ if not isinstance(result, (tuple, list))
+               else "(" + ", ".join(type(t).__name__ for t in result) + ")")
+        raise ValueError(f"Compute {phase.name!r} must return a tensor or a tuple of tensors (the next phase's "
+                         f"inputs), got {got}")
+    return outputs
+
+
 def _leaf(t, requires_grad):
     return t.detach().requires_grad_(requires_grad) if isinstance(t, torch.Tensor) else t
 
@@ -106,7 +119,7 @@ def _forward_steps(record: _Record):
             continue
         x_in = tuple(_leaf(t, n) for t, n in zip(x, needs))
         with torch.enable_grad():
-            y = _as_tuple(phase.fn(record.module, *x_in))
+            y = _compute_outputs(phase, phase.fn(record.module, *x_in))
         record.steps.append((phase, x_in, y))
         x = y
         needs = [isinstance(t, torch.Tensor) and t.requires_grad for t in y]

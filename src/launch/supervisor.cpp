@@ -4,15 +4,11 @@
 // after another (line_relay.h), never interleaved.
 #include "dualpipe/launch/supervisor.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -31,6 +27,7 @@
 #include "dualpipe/launch/line_relay.h"
 #include "dualpipe/launch/signal_pipe.h"
 #include "dualpipe/util/error.h"
+#include "rank_process.h"
 #include "ranks_text.h"
 
 extern char** environ;
@@ -46,65 +43,11 @@ constexpr auto kLinger = std::chrono::seconds(1);
 // After SIGKILL: how long to wait for output pipes to close. Only a process that left its rank's process group
 // (setsid) can still hold one open, and it cannot be stopped through the group, so the launcher stops waiting.
 constexpr auto kAfterKill = std::chrono::seconds(2);
+// After a rank failed: how long the others get to end on their own before they are stopped. Ours learn of the
+// failure within milliseconds (the peer monitor) and print their own error, which a SIGTERM right away would cut off.
+constexpr auto kLastWords = std::chrono::seconds(1);
 // While waiting for group members that are not the launcher's children (no SIGCHLD for them): re-check period.
 constexpr int kGroupPollMs = 100;
-
-// ---- starting a rank -----------------------------------------------------------------------------------------
-
-// Everything exec needs, prepared before fork, so that the child does little more than dup2() and exec.
-struct ExecPlan {
-  std::vector<std::string> env;
-  std::vector<char*> argv, envp;
-  int stdin_fd = -1, out_fd = -1, err_fd = -1, report_fd = -1;
-  sigset_t mask;
-  rlimit files;
-  pid_t launcher = -1;
-  const std::function<int()>* entry = nullptr;  // a rank that is a fork: called instead of exec
-};
-
-// For a rank that is a fork, what exec would have done to its descriptors: closes the close-on-exec ones (the
-// launcher's pipes of other ranks, its signal pipe), so that it holds what a program started by exec would.
-void close_on_exec_descriptors() {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return;
-  std::vector<int> marked;
-  while (const dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    const int fd = std::atoi(e->d_name);
-    const int flags = fcntl(fd, F_GETFD);
-    if (fd != dirfd(dir) && flags >= 0 && (flags & FD_CLOEXEC)) marked.push_back(fd);
-  }
-  closedir(dir);
-  for (int fd : marked) close(fd);
-}
-
-// In the forked child. Never returns: execs the program, or reports errno through the CLOEXEC pipe (which a
-// successful exec closes, so the parent reads EOF) and exits; or, for a rank that is a fork, exits with what its
-// entry returns.
-[[noreturn]] void exec_child(const ExecPlan& plan) {
-  setpgid(0, 0);  // its own group, so the launcher can stop it and everything it starts with one kill()
-  // A rank never outlives its launcher, also when the launcher is SIGKILLed (or OOM-killed) and cannot stop it.
-  // The signal survives exec. A launcher that died before this line left the rank to another parent already.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != plan.launcher) _exit(127);
-  dup2(plan.stdin_fd, STDIN_FILENO);
-  dup2(plan.out_fd, STDOUT_FILENO);
-  dup2(plan.err_fd, STDERR_FILENO);
-  SignalPipe::restore_defaults_in_child();  // then unblock, as the launcher blocked them around fork()
-  sigprocmask(SIG_SETMASK, &plan.mask, nullptr);
-  setrlimit(RLIMIT_NOFILE, &plan.files);
-  environ = const_cast<char**>(plan.envp.data());
-  if (plan.entry) {
-    close(plan.report_fd);  // the launcher reads EOF, as after a successful exec
-    close_on_exec_descriptors();
-    std::exit((*plan.entry)());
-  }
-  execvp(plan.argv[0], plan.argv.data());
-  const int error = errno;
-  if (write(plan.report_fd, &error, sizeof error) < 0) {
-  }
-  _exit(127);
-}
 
 struct Rank {
   int rank = 0;
@@ -158,6 +101,7 @@ class Supervisor {
 
   // Why the launcher stops, once it does: the first rank that failed, or the signal the launcher got.
   bool failed_ = false;
+  std::optional<Clock::time_point> first_failure_at_;  // when a rank's failure was first seen (kLastWords)
   int launcher_signal_ = 0;
   bool stopping_ = false;
   int stop_signal_ = 0;
@@ -289,15 +233,17 @@ AttemptResult Supervisor::supervise() {
   for (;;) {
     handle_signals();
     reap();
-    if (!stopping_) {
+    if (!stopping_ && !first_failure_at_) {
       for (const Rank& r : ranks_) {
         if (!r.running && is_failure(r.status)) {
           failed_ = true;  // report() picks the rank to blame once every rank's last words are in
-          begin_stop(SIGTERM);
+          first_failure_at_ = Clock::now();
           break;
         }
       }
     }
+    if (!stopping_ && first_failure_at_ && (count_running() == 0 || Clock::now() >= *first_failure_at_ + kLastWords))
+      begin_stop(SIGTERM);
 
     const Clock::time_point now = Clock::now();
     const bool leaders_done = count_running() == 0;
@@ -386,6 +332,7 @@ void Supervisor::reap() {
 int Supervisor::poll_timeout(Clock::time_point now, bool leaders_done, bool groups_alive) const {
   std::optional<Clock::time_point> wake;
   if (stopping_) wake = killed_ ? kill_at_ + kAfterKill : kill_at_;
+  else if (first_failure_at_) wake = *first_failure_at_ + kLastWords;
   else if (leaders_done) wake = *all_exited_at_ + kLinger;
   int timeout_ms = -1;  // nothing to time: only output or a signal can change anything
   if (wake) {

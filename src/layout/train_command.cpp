@@ -6,6 +6,7 @@
 #include "dualpipe/run/train_options.h"
 #include "dualpipe/run/train_rules.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/shell_words.h"
 
 namespace dualpipe::layout {
 namespace {
@@ -70,10 +71,10 @@ TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, c
     shown = {&C::schedule_file, &C::batch, &C::layers, &C::hidden, &C::heads, &C::seq_len};
   }
   if (c.experts > 0) shown.push_back(&C::top_k);
-  std::string command = planned ? row.plan_command + " && dualpipe train" : "dualpipe train";
-  for (const std::string& argument : run::command_arguments(c, /*every_option=*/false, shown))
-    command += " " + argument;
-  out.command = command;
+  std::vector<std::string> words = {"dualpipe", "train"};
+  for (std::string& argument : run::command_arguments(c, /*every_option=*/false, shown))
+    words.push_back(std::move(argument));
+  out.command = (planned ? row.plan_command + " && " : "") + shell_command(words);
   return out;
 }
 

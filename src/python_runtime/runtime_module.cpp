@@ -176,6 +176,9 @@ class Pipeline {
     return out;
   }
 
+  // DualPipe.record_actions changed after this pipeline was built: from the next step.
+  void set_recording(bool on) { executor_->set_recording(on); }
+
   const std::vector<int>& entering() const { return executor_->entering_microbatches(); }
   const std::vector<int>& loss_owned() const { return executor_->loss_microbatches(); }
 
@@ -273,6 +276,7 @@ PYBIND11_MODULE(_runtime, m) {
       .def("step", &Pipeline::step, py::arg("inputs"), py::arg("labels"), py::arg("criterion"),
            py::arg("return_outputs"), py::arg("interruptible"))
       .def("last_step_actions", &Pipeline::last_step_actions)
+      .def("set_recording", &Pipeline::set_recording, py::arg("on"))
       .def_property_readonly("entering_microbatches", &Pipeline::entering)
       .def_property_readonly("loss_microbatches", &Pipeline::loss_owned);
 }

@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -109,8 +111,17 @@ constexpr const char* kReplanKept = " (the ranks write this file when they stop 
 
 std::string replan_request_path(const std::string& checkpoint_dir) { return checkpoint_dir + "/replan.json"; }
 
+std::string start_replan_job() {
+  std::random_device random;
+  const std::string job = formatted("%08x%08x", random(), random());
+  DUALPIPE_CHECK(::setenv(kReplanJobVariable, job.c_str(), 1) == 0, "cannot set ", kReplanJobVariable);
+  return job;
+}
+
 void write_replan_request(const std::string& checkpoint_dir, int step, const Replan& r) {
-  const nlohmann::ordered_json request = {{"step", step},
+  const char* job = std::getenv(kReplanJobVariable);
+  const nlohmann::ordered_json request = {{"job", job ? job : ""},
+                                          {"step", step},
                                           {"schedule", r.schedule},
                                           {"stages_per_rank", r.stages_per_rank},
                                           {"layers_per_stage", r.layers_per_stage},
@@ -128,6 +139,19 @@ std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_d
   return parse_replan_request(read_file_within(path, kMaxReplanRequestBytes, "re-plan requests"), path);
 }
 
+std::optional<std::string> replan_request_job(const std::string& checkpoint_dir) {
+  const std::string path = replan_request_path(checkpoint_dir);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  try {
+    const nlohmann::json j =
+        nlohmann::json::parse(read_file_within(path, kMaxReplanRequestBytes, "re-plan requests"));
+    return j.is_object() && j.contains("job") && j["job"].is_string() ? j["job"].get<std::string>() : "";
+  } catch (const std::exception&) {  // unreadable or not JSON: no job's request
+    return "";
+  }
+}
+
 ReplanRequest parse_replan_request(const std::string& text, const std::string& path) {
   const auto bad = [&](const std::string& why) { return InvalidArgument(concat(path, ": ", why, kReplanKept)); };
   ReplanRequest request;
@@ -140,6 +164,7 @@ ReplanRequest parse_replan_request(const std::string& text, const std::string& p
   };
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
+    request.job = j.value("job", std::string());
     request.step = whole(j.at("step"), "step");
     r.schedule = j.at("schedule").get<std::string>();
     r.stages_per_rank = whole(j.at("stages_per_rank"), "stages_per_rank");

@@ -252,8 +252,8 @@ const std::vector<TrainOption>& train_options() {
       {"--timeout", "Seconds a rank waits for a peer (rendezvous, messages) before failing with its name", "Output",
        &C::timeout_seconds},
       {"--stall-report-after",
-       "Seconds without progress inside a step after which the ranks print one report of who waits on whom, at "
-       "most half of --timeout (0: only on SIGUSR1 to a rank or to the launcher)",
+       "Seconds without progress inside a step after which the ranks print one report of who waits on whom: 1 "
+       "to half of --timeout (the default is cut to it), or 0: only on SIGUSR1 to a rank or to the launcher",
        "Output", &C::stall_report_after},
       {"--stall-report-dir",
        "Directory where each rank writes its state (stall-rank<N>.json) and rank 0 the report (stall-report.json) "

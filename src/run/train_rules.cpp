@@ -72,6 +72,17 @@ void check_tensor_parallel(const TrainConfig& c) {
                    "half's");
 }
 
+// A report must come before the ranks give up (half the timeout), and a wait shorter than a second is a healthy
+// run's (a step's slowest message), not a stall. The default, 10 s, is cut to half of a shorter --timeout.
+void check_stall_report_after(const TrainConfig& c) {
+  const double after = c.stall_report_after;
+  DUALPIPE_REQUIRE(after == 0 || (after >= 1 && after <= 86400),
+                   "--stall-report-after must be 0 (only on SIGUSR1) or between 1 and 86400 seconds, got ", after);
+  DUALPIPE_REQUIRE(after == TrainConfig{}.stall_report_after || after <= c.timeout_seconds / 2,
+                   "--stall-report-after ", after, " must be at most half of --timeout ", c.timeout_seconds,
+                   ", so that the report comes before the ranks give up waiting");
+}
+
 }  // namespace
 
 void check_options(const TrainConfig& c) {
@@ -95,10 +106,10 @@ void check_options(const TrainConfig& c) {
   DUALPIPE_REQUIRE(c.sample_tokens == 0 || !c.prompt.empty(), "--prompt must not be empty (or use --sample-tokens 0)");
   DUALPIPE_REQUIRE(std::isfinite(c.act_bytes) && c.act_bytes >= 0, "--act-bytes must be a number of bytes >= 0, got ",
                    c.act_bytes);
-  DUALPIPE_REQUIRE(c.timeout_seconds > 0 && c.timeout_seconds <= 86400,
-                   "--timeout must be above 0 and at most 86400 seconds, got ", c.timeout_seconds);
-  DUALPIPE_REQUIRE(c.stall_report_after >= 0 && c.stall_report_after <= 86400,
-                   "--stall-report-after must be between 0 and 86400 seconds, got ", c.stall_report_after);
+  // The ranks' rendezvous alone takes about a second (LibTorch loads), so a shorter wait fails every run.
+  DUALPIPE_REQUIRE(c.timeout_seconds >= 1 && c.timeout_seconds <= 86400,
+                   "--timeout must be between 1 and 86400 seconds, got ", c.timeout_seconds);
+  check_stall_report_after(c);
   DUALPIPE_REQUIRE(c.save_every >= 0 && c.keep >= 0, "--save-every and --keep must be 0 or more, got ", c.save_every,
                    " and ", c.keep);
   DUALPIPE_REQUIRE(c.dp >= 1 && c.dp <= 1024, "--dp must be between 1 and 1024, got ", c.dp);

@@ -32,6 +32,22 @@ std::string profiler_region(const Action& a) {
   return std::string(kinds[static_cast<size_t>(a.type)]) + " stage " + std::to_string(a.stage);
 }
 
+// Whether a forward-only step runs the action: backwards, their messages and the gradient reduction return at once
+// (their handlers), so they are not recorded as if they ran. An overlapped pair runs its forward half.
+bool runs_forward_only(ActionType type) {
+  switch (type) {
+    case ActionType::Backward:
+    case ActionType::BackwardInput:
+    case ActionType::BackwardWeight:
+    case ActionType::SendBackward:
+    case ActionType::RecvBackward:
+    case ActionType::ReduceGrad:
+      return false;
+    default:
+      return true;
+  }
+}
+
 }  // namespace
 
 Criterion single_tensor_criterion(std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> loss) {
@@ -205,7 +221,7 @@ StepResult Executor::step(const StepArgs& args) {
     for (size_t i = 0; i < actions.size(); ++i) {
       flight.action_started(static_cast<int>(i), actions[i]);
       if (actions[i].is_compute()) I.wait_for_parameters(actions[i]);  // outside its record, as a RECV is
-      if (I.recording) {
+      if (I.recording && (I.training || runs_forward_only(actions[i].type))) {
         const auto start = std::chrono::steady_clock::now();
         I.action_reduction.reset();
         I.run(actions[i]);

@@ -1,6 +1,7 @@
 #include "dualpipe/sim/exact_search.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "dualpipe/sim/activation_memory.h"
@@ -27,7 +28,6 @@ struct State {
   std::vector<double> forward_end, backward_end;
   std::vector<int> forwards, inputs, weights;   // per lane: actions done (or chosen)
   std::vector<ActivationCounter> memory;
-  std::vector<std::vector<Action>> orders;
   int left = 0;                                 // actions not yet run
 };
 
@@ -63,7 +63,6 @@ class Solver {
     s.forwards.assign(lanes_.size(), 0);
     s.inputs = s.weights = s.forwards;
     s.memory.assign(R, ActivationCounter(req_.costs));
-    s.orders.resize(R);
     for (const SearchLane& lane : lanes_) {
       for (int m : lane.microbatches) {
         s.remaining[lane.rank] += req_.costs.duration(Action::forward(lane.stage, m)) +
@@ -154,7 +153,8 @@ class Solver {
     if (bound(s) >= best_ - kEps) return;
     if (s.left == 0) {
       best_ = bound(s);  // every rank is done: the bound is the value
-      best_orders_ = s.orders;
+      best_orders_.assign(s.clock.size(), {});
+      for (const auto& [rank, action] : path_) best_orders_[rank].push_back(action);
       found_ = true;
       return;
     }
@@ -189,11 +189,12 @@ class Solver {
     child.memory[r] = probe;
     child.next[r] = a;
     child.waiting[r] = 1;
-    child.orders[r].push_back(a);
     if (a.type == ActionType::Forward) ++child.forwards[lane_index];
     if (a.type == ActionType::BackwardInput) ++child.inputs[lane_index];
     if (a.type == ActionType::BackwardWeight) ++child.weights[lane_index];
+    path_.emplace_back(r, a);
     search(child);
+    path_.pop_back();
   }
 
   const ExactRequest& req_;
@@ -203,6 +204,9 @@ class Solver {
   std::vector<std::vector<int>> lanes_of_rank_;
   double best_ = kInf;
   bool found_ = false;
+  // The choices from the root to the node being searched (rank, action): each rank's order so far, kept here
+  // rather than copied into every node.
+  std::vector<std::pair<int, Action>> path_;
   std::vector<std::vector<Action>> best_orders_;
   std::int64_t nodes_ = 0;
 };

@@ -92,21 +92,47 @@ std::shared_ptr<void> KinetoProfile::region(const char* name) {
   return region;
 }
 
+namespace {
+
+// Whether the file ends with a '}' (whitespace after it aside): LibTorch's save reports no write error, so a full
+// disk shows only as a file cut short.
+bool ends_a_json_object(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const std::streamoff size = in.tellg();
+  const std::streamoff tail = std::min<std::streamoff>(size, 64);
+  std::string end(static_cast<size_t>(tail), '\0');
+  in.seekg(size - tail);
+  if (!in.read(end.data(), tail)) return false;
+  const size_t last = end.find_last_not_of(" \t\r\n");
+  return last != std::string::npos && end[last] == '}';
+}
+
+}  // namespace
+
 std::string KinetoProfile::save() {
   if (!state_ || !(state_->running || state_->saved)) return {};
   if (state_->saved) return state_->path;
   std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
   state_->running = false;
   const std::string saved = state_->path + ".partial";
+  // Whatever happens, neither the profiler's file nor its own temporary one (<file>.tmp) stays behind.
+  struct RemoveOnExit {
+    std::string path;
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+      fs::remove(path + ".tmp", ignored);
+    }
+  } cleanup{saved};
   result->save(saved);
   // The keys go in after the profiler's opening brace; the rest is copied as it is, not held in memory.
   std::ifstream in(saved, std::ios::binary);
-  DUALPIPE_CHECK(in.ignore(std::numeric_limits<std::streamsize>::max(), '{') && in.good(),
-                 "the profiler wrote no JSON object to ", saved);
+  if (!ends_a_json_object(saved) || !in.ignore(std::numeric_limits<std::streamsize>::max(), '{') || !in.good())
+    throw Error("cannot write the profiler trace '" + state_->path + "': the profiler's file was cut short or not "
+                "written (is the disk full?)");
   write_file_atomically(state_->path,
                         [&](std::ostream& out) { out << "{\n  " << state_->metadata << "," << in.rdbuf(); });
-  in.close();
-  fs::remove(saved);
   state_->saved = true;
   return state_->path;
 }

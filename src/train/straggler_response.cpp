@@ -10,6 +10,7 @@
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/util/median.h"
 #include "dualpipe/util/number_format.h"
+#include "dualpipe/util/shell_words.h"
 
 namespace dualpipe::train {
 
@@ -85,12 +86,17 @@ void StragglerResponse::observe(int step, const std::vector<RankStepStats>& rank
   TrainConfig applied = config_;
   run::apply_replan(replan, applied);
   applied.resume = !applied.checkpoint_dir.empty();
-  std::string command = "dualpipe train";
-  for (const std::string& argument : run::command_arguments(applied, /*every_option=*/false))
-    command += " " + argument;
-  const bool apply = config_.on_straggler == "replan" && replan.gain() >= run::kMinimumReplanGain;
+  std::vector<std::string> words = {"dualpipe", "train"};
+  for (std::string& argument : run::command_arguments(applied, /*every_option=*/false))
+    words.push_back(std::move(argument));
+  const std::string command = shell_command(words);
+  // The re-plan restarts the ranks after a step; after the last one there is nothing left to re-plan.
+  const bool last_step = step >= config_.steps;
+  const bool apply = config_.on_straggler == "replan" && replan.gain() >= run::kMinimumReplanGain && !last_step;
   if (apply) {
     std::printf("  applying it after this step (--on-straggler replan)\n");
+  } else if (config_.on_straggler == "replan" && last_step) {
+    std::printf("  not applied: found at the last step (%d); to apply it to a next run: %s\n", step, command.c_str());
   } else if (config_.on_straggler == "replan") {
     std::printf("  not applied: it gains under %.0f%%\n", 100 * run::kMinimumReplanGain);
   } else {

@@ -309,8 +309,23 @@ TEST(Launch, TheFirstFailureIsBlamedAndALaterOneNamingItIsItsConsequence) {
   const Launched run = launch_shells(2, program);
   expect_job_failed_saying(run,
                            {"rank 0 exited with status 1 only because of rank 1 (its error names rank 1)",
-                            "rank 1 exited with status 3; stopped the other rank"},
+                            // Rank 0 ended on its own within the others' time to (it was not stopped).
+                            "rank 1 exited with status 3; no other rank was still running"},
                            dir, 2);
+}
+
+// A rank that fails on its own shortly after a peer (ours learn of a failure through the peer monitor) gets to say
+// why: it was stopped with SIGTERM within milliseconds of the first failure and its own error was lost.
+TEST(Launch, ARankThatFailsShortlyAfterAPeerKeepsItsOwnError) {
+  TempDir dir;
+  const std::string program = record_shell_pid(dir.path()) + wait_for_pid_files(dir.path(), 2) +
+                              "if [ \"$RANK\" = 1 ]; then exit 3; fi; sleep 0.3; "
+                              "echo \"rank 0: its own error, after rank 1's\" >&2; exit 1";
+  const Launched run = launch_shells(2, program);
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_TRUE(has_line(run.out, "[rank 0] rank 0: its own error, after rank 1's")) << run.out;
+  EXPECT_EQ(run.out.find("was killed by signal"), std::string::npos) << run.out;
+  expect_all_gone(dir.pids(), 2);
 }
 
 TEST(Launch, SignalToTheLauncherStopsEveryRank) {

@@ -48,9 +48,18 @@ TEST(StallReports, SigusrOneToTheLauncherAsksTheRanksWithoutStoppingThem) {
 }
 
 TEST(StallReports, BadValuesAreRefused) {
-  expect_each_refused({{"train --stall-report-after -1", "--stall-report-after must be between 0 and 86400"},
+  expect_each_refused({{"train --stall-report-after -1",
+                        "--stall-report-after must be 0 (only on SIGUSR1) or between 1 and 86400 seconds, got -1"},
                        {"train --stall-report-after nan", "--stall-report-after"},
-                       {"train --stall-report-dir /proc/no-such-dir", "--stall-report-dir"}});
+                       {"train --stall-report-dir /proc/no-such-dir", "--stall-report-dir"},
+                       // Under a second a healthy step's slowest wait would be reported as a stall.
+                       {"train --stall-report-after 0.5",
+                        "--stall-report-after must be 0 (only on SIGUSR1) or between 1 and 86400 seconds, got 0.5"},
+                       // The report would come after the ranks gave up (it was cut to 10 s without a word).
+                       {"train --stall-report-after 30 --timeout 20",
+                        "--stall-report-after 30 must be at most half of --timeout 20"},
+                       // Every rank's rendezvous failed with LibTorch's backtrace.
+                       {"train --timeout 0.001", "--timeout must be between 1 and 86400 seconds, got 0.001"}});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cli/run_command.h"
 #include "cli/train_fixture.h"
 
 namespace {
@@ -98,6 +99,41 @@ TEST_F(Train, AReplanContinuesFromItsCheckpointLikeARunWithTheNewCut) {
     EXPECT_EQ(a.steps[i + 3]["loss"], b.steps[i]["loss"]) << "step " << i + 4;
     EXPECT_EQ(a.steps[i + 3]["grad_norm"], b.steps[i]["grad_norm"]) << "step " << i + 4;
   }
+}
+
+// Named at the last step (slowed from 2, two steps in a row, 3 steps): nothing is left to re-plan, so the run says
+// so, ends normally and the printed command, for a next run, reads back in a shell (`--trace ''`, not `--trace`).
+TEST_F(Train, AStragglerFoundAtTheLastStepIsNotAppliedAndItsCommandIsShellQuoted) {
+  const CommandResult run = dualpipe_cmd(kJob + "--kind dualpipe --steps 3 --emulate-slow-rank 2=1.5@2 "
+                                                "--straggler-steps 2 --on-straggler replan --checkpoint-dir " +
+                                             path("ckpt") + " --metrics " + path("run.jsonl"),
+                                         180);
+  ASSERT_EQ(run.status, 0) << run.out;
+  const MetricsFile m = read_metrics(path("run.jsonl"));
+  ASSERT_EQ(m.stragglers.size(), 1u) << run.out;
+  EXPECT_EQ(m.stragglers[0]["step"], 3);
+  EXPECT_EQ(m.stragglers[0]["replan"]["applied"], false);
+  EXPECT_TRUE(m.replans.empty()) << run.out;
+  EXPECT_EQ(m.steps.size(), 3u);
+  EXPECT_TRUE(contains(run.out, "not applied: found at the last step (3)")) << run.out;
+  EXPECT_FALSE(contains(run.out, "applying it after this step")) << run.out;
+  EXPECT_TRUE(contains(m.stragglers[0]["replan"]["command"].get<std::string>(), "--trace ''")) << run.out;
+}
+
+// A re-plan request that fits the model, put into the checkpoint directory while the ranks run (no straggler): the
+// launcher read it at the normal end and restarted the ranks re-planned. Only the ranks' own request is taken.
+TEST_F(Train, AReplanRequestPutThereDuringTheRunIsNotTakenForTheRanks) {
+  const std::string log = path("run.log"), request = path("ckpt") + "/replan.json";
+  const CommandResult run = run_command(
+      "timeout -k 5 180 " + std::string(DUALPIPE_BIN) + " " + kJob +
+      "--kind dualpipe --steps 4 --on-straggler replan --checkpoint-dir " + path("ckpt") + " > " + log +
+      " 2>&1 & P=$!; for i in $(seq 600); do grep -q '^\\[rank 0\\]' " + log + " && break; sleep 0.1; done; " +
+      "echo '{\"step\": 1, \"schedule\": \"1f1b\", \"stages_per_rank\": 1, \"layers_per_stage\": [4, 4, 4, 4], "
+      "\"rank_speed\": [1, 1, 1, 1], \"current_ms\": 10, \"predicted_ms\": 5}' > " + request +
+      "; wait $P; echo \"exit $?\"; cat " + log);
+  EXPECT_TRUE(contains(run.out, "exit 0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "dualpipe train: ignored " + request + ": not written by this job's ranks")) << run.out;
+  EXPECT_FALSE(contains(run.out, "re-planned after step")) << run.out;
 }
 
 TEST_F(Train, StragglerOptionsAreRefusedBeforeAnyRankStarts) {

@@ -323,7 +323,19 @@ def check_dualpipev(rank, pp_size, ref):
     actions = model.last_step_actions()  # of the training step
 
     check_inference(rank, model, x, l, (loss_ref, output_ref) if first else None)
+    check_forward_only_actions(rank, model.last_step_actions(), 2 * NUM_CHUNKS)
+    model.record_actions = False  # after the pipeline was built: from the next step on
+    check_inference(rank, model, x, l, (loss_ref, output_ref) if first else None)
+    check(model.last_step_actions() == [], f"rank {rank}: actions recorded after record_actions = False")
     return actions
+
+
+def check_forward_only_actions(rank, actions, forwards):
+    """A step under no_grad records the actions it ran: forwards and their messages (an overlapped pair runs its
+    forward half), none of the backwards, their messages or W that it skips."""
+    kinds = [re.sub(r"^\d+|\d+$", "", name) if not name.startswith("(") else "F" for name, _, _ in actions]
+    check(all(kind in ("F", "SEND_F", "RECV_F") for kind in kinds), f"rank {rank}: a forward-only step recorded {kinds}")
+    check(kinds.count("F") == forwards, f"rank {rank}: {kinds.count('F')} forwards recorded, expected {forwards}")
 
 
 def expect_error(what, call, kind, *words):
@@ -383,6 +395,16 @@ def check_errors(port):
         for timeout in (float("nan"), float("inf"), 1e16, 0, -1, 1e-4):
             expect_error(f"timeout={timeout}", lambda: dualpipe.DualPipeV((stage, stage), timeout=timeout), ValueError,
                          f"timeout={timeout!r} must be a number of seconds from 0.001")
+        for after in (0.5, -1, float("nan")):  # under a second a healthy step's wait would be reported
+            expect_error(f"stall_report_after={after}",
+                         lambda: dualpipe.DualPipeV((stage, stage), stall_report_after=after), ValueError,
+                         f"stall_report_after={after!r} must be 0 (only on SIGUSR1) or a number of seconds from 1")
+        expect_error("stall_report_after above half the timeout",
+                     lambda: dualpipe.DualPipeV((stage, stage), timeout=10, stall_report_after=6), ValueError,
+                     "stall_report_after=6 must be at most half of timeout=10")
+        check(dualpipe.DualPipeV((stage, stage), timeout=1).stall_report_after == 0,
+              "the default stall report is off where half the timeout is under a second")
+        check(dualpipe.DualPipeV((stage, stage), timeout=6).stall_report_after == 3, "the default is cut to half")
         for flag in ("record_actions", "defer_weight_grads"):  # 'false' is a true string
             expect_error(f"{flag}='false'", lambda: dualpipe.DualPipeV((stage, stage), **{flag: "false"}), ValueError,
                          f"{flag}='false' must be True or False")

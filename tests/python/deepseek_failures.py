@@ -2,6 +2,8 @@
 
     module          rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 and why
     num_chunks      the ranks step with different num_chunks: both raise ValueError naming the two values
+    shapes          the ranks declare different set_p2p_tensor_shapes: both raise ValueError naming them (Gloo
+                    aborted the receiving rank)
     detached loss   rank 0's loss is outside the autograd graph: ValueError naming the micro-batch on rank 0, and
                     ValueError naming rank 0 and the rule on rank 1 (the failure travels, with its kind)
     lives on        the same, with rank 0 staying alive past the timeout after its error (a program that catches
@@ -9,6 +11,8 @@
     interrupt       Ctrl-C (SIGINT) on rank 0 while it waits on rank 1, whose module takes 10 s: rank 0 raises
                     KeyboardInterrupt before rank 1 could have answered, rank 1 an error saying rank 0 was interrupted
     own handler     the same SIGINT with a handler of the program's own: the step is not cut short, the handler ran
+    interrupt at start  Ctrl-C on rank 0 while its first step waits for rank 1, which starts 4 s late: rank 0 raises
+                    KeyboardInterrupt at once, rank 1 (when it comes) an error saying rank 0 was interrupted
     stall           rank 1's module sleeps 3 s once, with stall_report_after=1: the step completes, and rank 0's
                     report (stall-report.json) names rank 1 inside its forward of micro-batch 0 (1F0)
 
@@ -34,6 +38,7 @@ from ranks import free_port, start_ranks
 TIMEOUT = 10  # seconds, the pipeline's wait limit in every case
 LINGER = 20  # seconds that rank 0 stays alive after its error in "lives on": past the timeout
 SLOW = 10  # seconds that rank 1's module takes in "interrupt"
+LATE = 4  # seconds that rank 1 starts its step late in "interrupt at start"
 STALL = 3  # seconds that rank 1's module sleeps once in "stall"
 
 
@@ -78,6 +83,8 @@ def two_rank_step(rank, port, out, case):
     if case == "stall":
         first = SleepOnce(STALL if rank == 1 else 0)
         stalls = {"stall_report_after": 1, "stall_report_dir": os.path.dirname(out)}
+    if case == "shapes":  # declared differently (rank 1's micro-batches hold 2 rows, not 3): Gloo aborted
+        dualpipe.set_p2p_tensor_shapes([(2, 8)] if rank == 0 else [(3, 8)])
     model = dualpipe.DualPipeV((first, Stage()), timeout=TIMEOUT, **stalls)
     x = torch.randn(8, 8) if rank == 0 else None
     detached = case in ("detached loss", "lives on")
@@ -88,9 +95,13 @@ def two_rank_step(rank, port, out, case):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, as a plain script has
     if rank == 0 and case == "own handler":
         signal.signal(signal.SIGINT, lambda *_: handled.append(True))
-    if rank == 0 and case in ("interrupt", "own handler"):
+    if rank == 0 and case in ("interrupt", "own handler", "interrupt at start"):
         threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    if rank == 0 and case == "interrupt at start":
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     start = time.monotonic()
+    if rank == 1 and case == "interrupt at start":
+        time.sleep(LATE)  # the late peer: rank 0 waits for it in the first step's rendezvous
     try:
         model.step(x, num_chunks=num_chunks, criterion=loss_of, labels=(x,))
         message = "no error"
@@ -102,6 +113,8 @@ def two_rank_step(rank, port, out, case):
         f.write(f"{time.monotonic() - start:.1f}\n{message}")
     if rank == 0 and case == "lives on":
         time.sleep(LINGER)
+    if rank == 0 and case == "interrupt at start":
+        time.sleep(LATE + 2)  # the store (rank 0's) stays for the late peer to read rank 0's word
 
 
 def two_rank_results(case):
@@ -133,6 +146,11 @@ def main():
         check(message.startswith("ValueError: num_chunks differs between the pipeline's ranks: [4, 8]"),
               f"a num_chunks mismatch reads {message}")
 
+    for _, message in two_rank_results("shapes"):
+        check(message.startswith("ValueError: set_p2p_tensor_shapes differs between the pipeline's ranks: "
+                                 "['[[2, 8]] of torch.float32', '[[3, 8]] of torch.float32']"),
+              f"differing declared shapes read {message}")
+
     for case in ("detached loss", "lives on"):
         (_, own), (_, other) = two_rank_results(case)
         check(own.startswith("ValueError: the loss of micro-batch 0 does not require grad"),
@@ -145,6 +163,12 @@ def main():
     check(seconds < SLOW, f"Ctrl-C took {seconds} s: the rank waited for its peer's answer")
     check(other.startswith("RuntimeError") and "rank 0 was interrupted" in other,
           f"the interrupted rank's peer reads {other}")
+
+    (seconds, own), (_, other) = two_rank_results("interrupt at start")
+    check(own.startswith("KeyboardInterrupt"), f"Ctrl-C in the first step's rendezvous gave {own}")
+    check(seconds < LATE, f"Ctrl-C in the first step's rendezvous took {seconds} s: the rank waited for its peer")
+    check(other.startswith("RuntimeError: rank 1: rank 0 was interrupted (KeyboardInterrupt) before its first step"),
+          f"the late peer of an interrupted rank reads {other}")
 
     for _, message in two_rank_results("stall"):
         check(message == "no error", f"a stalled step that goes on: {message}")

@@ -2,6 +2,7 @@
 dualpipe.DualPipe over two replicas whose stages exchange tokens (phased_moe.py), against one process; the order in
 which a pair runs its halves' phases; and the errors of a bad phase list."""
 import os
+import re
 import subprocess
 import sys
 
@@ -69,3 +70,16 @@ def test_bad_phase_lists_are_named():
         Phases(Compute("attn", lambda m, x: x), "experts")
     with pytest.raises(ValueError, match="must be callable"):
         Compute("attn", 3)
+
+
+@pytest.mark.parametrize("result, got", [(None, "NoneType"), ({"h": 1}, "dict"), ((), "()"),
+                                         (lambda x: (x, 3), "(Tensor, int)")])
+def test_a_compute_phase_that_returns_no_tensors_is_named(result, got):
+    """Its result went on to the exchange or the autograd join, which failed with AttributeError naming neither."""
+    layer = torch.nn.Linear(4, 4)
+    returns = result if callable(result) else (lambda x: result)
+    phases = (Compute("attn", lambda module, x: returns(x)), FakeExchange("dispatch", []),
+              Compute("experts", lambda module, x: module(x)))
+    with pytest.raises(ValueError, match=r"Compute 'attn' must return a tensor or a tuple of tensors \(the next "
+                                         r"phase's inputs\), got " + re.escape(got)):
+        _run(_forward_steps(_Record(phases, layer, (torch.randn(2, 4, requires_grad=True),))))

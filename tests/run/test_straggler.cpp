@@ -129,16 +129,26 @@ TEST(Replan, TheRequestRoundTripsThroughItsFile) {
   Replan r;
   r.schedule = "zbv", r.layers_per_stage = {3, 2, 2, 3, 3, 2, 2, 3}, r.rank_speed = {1, 0.5, 1, 1};
   r.current_ms = 10, r.predicted_ms = 8;
+  const std::string job = start_replan_job();  // as the launcher, before it starts the ranks
+  EXPECT_NE(start_replan_job(), job);           // each start of the ranks names a job of its own
+  const std::string ranks_job = std::getenv(kReplanJobVariable);
   write_replan_request(dir, 7, r);
+  EXPECT_EQ(replan_request_job(dir), ranks_job);
   const std::optional<ReplanRequest> back = read_replan_request(dir);
   ASSERT_TRUE(back);
+  EXPECT_EQ(back->job, ranks_job);
   EXPECT_EQ(back->step, 7);
   EXPECT_EQ(back->replan.schedule, "zbv");
   EXPECT_EQ(back->replan.layers_per_stage, r.layers_per_stage);
   EXPECT_EQ(back->replan.rank_speed, r.rank_speed);
   EXPECT_DOUBLE_EQ(back->replan.gain(), 0.2);
+  std::ofstream(replan_request_path(dir)) << R"({"step": 7, "schedule": "zbv"})";  // no job: not the ranks'
+  EXPECT_EQ(replan_request_job(dir), "");
+  std::ofstream(replan_request_path(dir)) << "{";
+  EXPECT_EQ(replan_request_job(dir), "");
   std::remove(replan_request_path(dir).c_str());
   EXPECT_FALSE(read_replan_request(dir));
+  EXPECT_FALSE(replan_request_job(dir));
 }
 
 // Issue 75: the launcher restarts the ranks with what this file says. A file that is not what the ranks wrote (a

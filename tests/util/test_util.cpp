@@ -1,6 +1,6 @@
 // The util layer on its own (until now tested only through the commands that use it): byte sizes read and written
 // by hand-worked values, the median of even and odd counts, printable messages, and the atomic writer leaving the
-// old file whole when the new contents fail half-way.
+// old file whole when the new contents fail half-way; printed commands read back by a real shell.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,12 +8,14 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "dualpipe/util/atomic_file.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/median.h"
 #include "dualpipe/util/printable.h"
+#include "dualpipe/util/shell_words.h"
 #include "test_helpers.h"
 
 namespace dualpipe {
@@ -68,6 +70,24 @@ TEST(AtomicFile, AFailedWriteLeavesTheOldContentsAndNoStrayFile) {
   EXPECT_TRUE(test::contains(test::error_text([&] { check_can_write_file((dir / "no/such/folder/x").string()); }),
                              "no/such/folder"));
   std::filesystem::remove_all(dir);
+}
+
+// The reference is /bin/sh itself: each quoted word, read back by the shell, is the word given.
+TEST(ShellWords, AShellReadsEachQuotedWordBackAsGiven) {
+  const std::vector<std::string> words = {"dualpipe", "--trace", "", "it's", "a b", "$HOME", "`id`", "x;y", "*",
+                                          "--rank-speed", "1,0.5", "line\nbreak", "tab\there", "\\", "~", "!"};
+  const std::string script = "printf '%s\\n' " + shell_command(words);
+  FILE* shell = popen(("/bin/sh -c " + shell_quoted(script)).c_str(), "r");
+  ASSERT_NE(shell, nullptr);
+  std::string out;
+  char buffer[256];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, shell)) > 0;) out.append(buffer, n);
+  ASSERT_EQ(pclose(shell), 0);
+  std::string expected;
+  for (const std::string& word : words) expected += word + "\n";
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(shell_quoted("--layers-per-stage"), "--layers-per-stage");  // plain words stay as they are
+  EXPECT_EQ(shell_quoted("/tmp/run_1/a.json"), "/tmp/run_1/a.json");
 }
 
 }  // namespace

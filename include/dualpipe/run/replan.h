@@ -42,15 +42,23 @@ void apply_replan(const Replan& replan, TrainConfig& config);
 // The request file the ranks leave in the checkpoint directory when they stop for a re-plan, and its reading
 // (nullopt where there is none). Written whole or not at all.
 std::string replan_request_path(const std::string& checkpoint_dir);
+// The job the ranks belong to, in their environment (kReplanJobVariable): the launcher makes a new one for each
+// start of the ranks, and reads back only a request that names it, so that a file put there by anything else while
+// the ranks ran is not taken for theirs.
+constexpr const char* kReplanJobVariable = "DUALPIPE_REPLAN_JOB";
+std::string start_replan_job();  // a new random name, set in this process's environment for the ranks it starts
 void write_replan_request(const std::string& checkpoint_dir, int step, const Replan& replan);
 struct ReplanRequest {
   int step = 0;
   Replan replan;
+  std::string job;  // kReplanJobVariable of the ranks that wrote it ("" where it was unset)
 };
 // Throws InvalidArgument naming the file and the rule where it is not what the ranks write (a size above
 // kMaxReplanRequestBytes, JSON of other fields, a schedule that is no kind, stages without layers, speeds not above 0).
 constexpr std::size_t kMaxReplanRequestBytes = 1 << 20;
 std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir);
+// The job named by the request file (nullopt: there is none; "": it names none, or is no request at all).
+std::optional<std::string> replan_request_job(const std::string& checkpoint_dir);
 // The same rules on the file's text; errors name it `path`.
 ReplanRequest parse_replan_request(const std::string& text, const std::string& path);
 // `config` with the request applied, resuming from its checkpoint, checked as the command line's options are;

@@ -130,8 +130,12 @@ struct TrainConfig {
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
   }
+  // stall_report_after as a wait (0: off). check_options holds a given value to half the timeout; the default is cut
+  // to it, and off where that is under a second (a healthy step's wait).
   std::chrono::milliseconds stall_after() const {
-    return std::min(std::chrono::milliseconds(static_cast<int64_t>(stall_report_after * 1000)), timeout() / 2);
+    const auto after =
+        std::min(std::chrono::milliseconds(static_cast<int64_t>(stall_report_after * 1000)), timeout() / 2);
+    return after < std::chrono::seconds(1) ? std::chrono::milliseconds(0) : after;
   }
 };
 

@@ -126,10 +126,18 @@ int launch_training(train::TrainConfig& config, const TrainLaunch& l, const Work
   const bool may_replan = config.on_straggler == "replan";  // with a checkpoint directory, on one machine
   if (may_replan) std::remove(run::replan_request_path(config.checkpoint_dir).c_str());  // an earlier job's, unread
   for (;;) {
+    const std::string job = run::start_replan_job();
     const int status = launch::run(options);
     // The ranks stopped at a checkpoint and left the re-plan beside it: start them again with it.
-    const std::optional<run::ReplanRequest> request =
-        may_replan && status == 0 ? run::read_replan_request(config.checkpoint_dir) : std::nullopt;
+    const std::optional<std::string> from = may_replan && status == 0 ? run::replan_request_job(config.checkpoint_dir)
+                                                                      : std::nullopt;
+    if (!from) return status;
+    if (*from != job) {  // the ranks ran to their last step; something else put the file there
+      std::cout << "dualpipe train: ignored " << run::replan_request_path(config.checkpoint_dir)
+                << ": not written by this job's ranks (they write it only when they stop to re-plan)" << std::endl;
+      return status;
+    }
+    const std::optional<run::ReplanRequest> request = run::read_replan_request(config.checkpoint_dir);
     if (!request) return status;
     const std::string before =
         config.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
