@@ -356,6 +356,25 @@ def check_errors(port):
         stage = PipelineStage(8)
         expect_error("three modules", lambda: dualpipe.DualPipe((stage, stage, stage)), ValueError, "two", "got 3")
         expect_error("one module", lambda: dualpipe.DualPipeV((stage,)), ValueError, "two", "got 1")
+        # Arguments of the wrong type: Python's own TypeError or AttributeError from inside named neither.
+        for what, call, words in (
+                ("modules=3", lambda: dualpipe.DualPipeV(3), ("modules=3 must be a list or tuple of two",)),
+                ("rank_mapping=['0']", lambda: dualpipe.DualPipeV((stage, stage), rank_mapping=["0"]),
+                 ("rank_mapping ['0'] must list each pipeline rank 0..0 once",)),
+                ("rank_mapping=0", lambda: dualpipe.DualPipeV((stage, stage), rank_mapping=0), ("rank_mapping 0",)),
+                ("batch_dim='0'", lambda: dualpipe.DualPipeV((stage, stage), batch_dim="0"),
+                 ("batch_dim='0' must be an int",)),
+                ("dp_group=1", lambda: dualpipe.DualPipeV((stage, stage), dp_group=1),
+                 ("dp_group=1 must be a torch.distributed ProcessGroup or None",)),
+                ("stall_report_dir=1", lambda: dualpipe.DualPipeV((stage, stage), stall_report_dir=1),
+                 ("stall_report_dir=1 must be a directory's path or None",)),
+                ("set_p2p_tensor_shapes(8)", lambda: dualpipe.set_p2p_tensor_shapes(8),
+                 ("set_p2p_tensor_shapes: 8 must be a list of shapes",)),
+                ("set_p2p_tensor_shapes([8])", lambda: dualpipe.set_p2p_tensor_shapes([8]),
+                 ("set_p2p_tensor_shapes: 8 is not a shape",)),
+                ("set_p2p_tensor_shapes([(2, '8')])", lambda: dualpipe.set_p2p_tensor_shapes([(2, "8")]),
+                 ("set_p2p_tensor_shapes: (2, '8') is not a shape",))):
+            expect_error(what, call, ValueError, *words)
         model = dualpipe.DualPipeV((PipelineStage(8), PipelineStage(8)))
         x = torch.randn(4, 2, 8)
         expect_error("num_chunks=1", lambda: model.step(x, num_chunks=1, criterion=criterion, labels=(x,)),

@@ -62,7 +62,8 @@ def test_bad_input_raises_naming_the_rule():
                  "non-scalar criterion", "no criterion", "NCCL group, modules on the CPU", "pop without a flush",
                  "constant loss", "detached loss", "integer loss", "identity modules", "labels=None", "batch_dim=5",
                  "timeout=nan", "timeout=inf", "timeout=1e+16", "max_memory=1.5", "max_memory=0", "max_memory=True",
-                 "a limit named as Python names it", "stall_report_after=0.5", "stall_report_after above half the timeout", "step() from a second thread", "a step after the errors"):
+                 "a limit named as Python names it", "modules=3", "rank_mapping=['0']", "batch_dim='0'", "dp_group=1",
+                 "stall_report_dir=1", "set_p2p_tensor_shapes([(2, '8')])", "stall_report_after=0.5", "stall_report_after above half the timeout", "step() from a second thread", "a step after the errors"):
         assert what in out, out
 
 
