@@ -211,7 +211,8 @@ class DualPipe(nn.Module):
                              f"got {len(modules)} {'module' if len(modules) == 1 else 'modules'}")
         self.module = nn.ModuleList(modules)
         if not _is_int(batch_dim):
-            raise ValueError(f"batch_dim={batch_dim!r} must be an int (the dimension of the inputs that holds the batch)")
+            raise ValueError(f"batch_dim={batch_dim!r} must be an int (the dimension of the inputs that holds the "
+                             f"batch)")
         self.batch_dim = batch_dim
         for name, group in (("process_group", process_group), ("dp_group", dp_group)):
             if group is not None and not isinstance(group, dist.ProcessGroup):

@@ -1,6 +1,7 @@
 // dualpipe._runtime: our C++ executor driving Python nn.Modules over a torch.distributed process group, for
 // dualpipe.DualPipe and dualpipe.DualPipeV (python/dualpipe/deepseek.py holds the reference's API around it).
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/utils/pybind.h>
 
@@ -146,7 +147,7 @@ class Pipeline {
       fail(e.what(), /*invalid_input=*/true);
       throw;
     } catch (const std::exception& e) {  // a module's exception among them
-      fail(e.what(), /*invalid_input=*/false);
+      fail(described(e), /*invalid_input=*/false);
       throw;
     } catch (...) {
       fail("an exception that is not a std::exception", /*invalid_input=*/false);
@@ -183,6 +184,16 @@ class Pipeline {
   const std::vector<int>& loss_owned() const { return executor_->loss_microbatches(); }
 
  private:
+  // An exception as the peers read it. A Python exception raised in a backward comes through autograd as torch's
+  // python_error, whose text is the exception's alone (pybind11's, from a forward, starts with the type already):
+  // its type's name goes in front, as Python prints it.
+  static std::string described(const std::exception& e) {
+    const auto* raised = dynamic_cast<const python_error*>(&e);
+    if (!raised || !raised->type) return e.what();
+    py::gil_scoped_acquire gil;
+    return concat(reinterpret_cast<PyTypeObject*>(raised->type)->tp_name, ": ", e.what());
+  }
+
   // This rank failed and lives on (the program may catch the error): its peers learn it now, with the kind of error,
   // instead of waiting for it until their timeout.
   void fail(const std::string& what, bool invalid_input) {

@@ -20,7 +20,8 @@ struct SearchLane {
   std::vector<int> microbatches;
 };
 
-// Everything a node of the search knows; copied into each branch (small cases only).
+// Everything a node of the search knows; copied into each branch (small cases only), into a State kept for its
+// depth (Solver::by_depth_), so that the copy reuses its vectors' storage rather than allocating.
 struct State {
   std::vector<double> clock, first, remaining;  // per rank
   std::vector<int> waiting;                     // per rank: 1 while its chosen next action waits for an input
@@ -71,6 +72,7 @@ class Solver {
         s.left += 3;
       }
     }
+    by_depth_.resize(static_cast<size_t>(s.left));  // a branch adds one action: depth <= the actions
     search(s);
     ExactResult result;
     result.complete = nodes_ <= req_.node_limit;
@@ -185,7 +187,8 @@ class Solver {
   void branch(const State& s, int r, int lane_index, const Action& a) {
     ActivationCounter probe = s.memory[r];
     if (probe.apply(a) > req_.memory_limit + kEps) return;
-    State child = s;
+    State& child = by_depth_[path_.size()];  // the parent is at the depth before (or the root): never this one
+    child = s;
     child.memory[r] = probe;
     child.next[r] = a;
     child.waiting[r] = 1;
@@ -207,6 +210,7 @@ class Solver {
   // The choices from the root to the node being searched (rank, action): each rank's order so far, kept here
   // rather than copied into every node.
   std::vector<std::pair<int, Action>> path_;
+  std::vector<State> by_depth_;  // by_depth_[d]: the node at depth d + 1 being searched
   std::vector<std::vector<Action>> best_orders_;
   std::int64_t nodes_ = 0;
 };

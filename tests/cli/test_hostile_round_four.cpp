@@ -177,8 +177,9 @@ TEST_F(HostileRoundFour, CalibratingOnAProfilerTraceGivesTheProfilerReadersReaso
 // A disk that fills while the ranks save their profiler traces, as a file size limit (writes past it fail as on a
 // full disk). LibTorch's save reports no write error: the run ended on an internal check and left *.partial.tmp.
 TEST_F(HostileRoundFour, AProfilerTraceCutShortByAFullDiskIsANamedErrorThatLeavesNoPartialFile) {
-  const CommandResult run = run_command("cd '" + dir_ + "' && trap '' XFSZ && ulimit -f 256 && timeout 120 '" +
-                                        DUALPIPE_BIN + "' " + kTinyTrain + "--ranks 2 --kind 1f1b --steps 2 --kineto-trace kt");
+  const CommandResult run =
+      run_command("cd '" + dir_ + "' && trap '' XFSZ && ulimit -f 256 && timeout 120 '" + DUALPIPE_BIN + "' " +
+                  kTinyTrain + "--ranks 2 --kind 1f1b --steps 2 --kineto-trace kt");
   EXPECT_EQ(run.status, 1) << run.out;
   EXPECT_TRUE(contains(run.out, "cannot write the profiler trace 'kt/rank0.pt.trace.json'")) << run.out;
   EXPECT_FALSE(contains(run.out, "internal")) << run.out;

@@ -334,7 +334,8 @@ def check_forward_only_actions(rank, actions, forwards):
     """A step under no_grad records the actions it ran: forwards and their messages (an overlapped pair runs its
     forward half), none of the backwards, their messages or W that it skips."""
     kinds = [re.sub(r"^\d+|\d+$", "", name) if not name.startswith("(") else "F" for name, _, _ in actions]
-    check(all(kind in ("F", "SEND_F", "RECV_F") for kind in kinds), f"rank {rank}: a forward-only step recorded {kinds}")
+    check(all(kind in ("F", "SEND_F", "RECV_F") for kind in kinds),
+          f"rank {rank}: a forward-only step recorded {kinds}")
     check(kinds.count("F") == forwards, f"rank {rank}: {kinds.count('F')} forwards recorded, expected {forwards}")
 
 

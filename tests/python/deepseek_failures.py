@@ -1,6 +1,7 @@
 """A failure on one of two ranks of dualpipe.DualPipeV over Gloo, as the other rank sees it:
 
     module          rank 1's module raises: rank 1 gets its own exception, rank 0 an error naming rank 1 and why
+    backward        rank 1's backward raises: the same, rank 0's error naming the kind (KeyError) too
     num_chunks      the ranks step with different num_chunks: both raise ValueError naming the two values
     shapes          the ranks declare different set_p2p_tensor_shapes: both raise ValueError naming them (Gloo
                     aborted the receiving rank)
@@ -69,6 +70,23 @@ class SleepOnce(Stage):
         return x * self.weight
 
 
+class _RaiseInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise KeyError("this stage's backward fails on purpose")
+
+
+class FailsInBackward(Stage):
+    """x * weight, raising in its backward."""
+
+    def forward(self, x):
+        return _RaiseInBackward.apply(x * self.weight)
+
+
 def criterion(output, target):
     return F.mse_loss(output, target).clone()
 
@@ -80,6 +98,8 @@ def two_rank_step(rank, port, out, case):
     slow = SLOW if case == "interrupt" else 0.5 if case == "own handler" else 0
     first = Stage(fail=case == "module" and rank == 1, seconds=slow if rank == 1 else 0)
     stalls = {}
+    if case == "backward" and rank == 1:
+        first = FailsInBackward()
     if case == "stall":
         first = SleepOnce(STALL if rank == 1 else 0)
         stalls = {"stall_report_after": 1, "stall_report_dir": os.path.dirname(out)}
@@ -141,6 +161,11 @@ def main():
     check(own.startswith("KeyError") and "on purpose" in own, f"rank 1 lost its own exception: {own}")
     check(other.startswith("RuntimeError") and "rank 1" in other and "on purpose" in other,
           f"rank 0's error does not name rank 1 and why: {other}")
+
+    (_, other), (_, own) = two_rank_results("backward")  # rank 1's backward fails
+    check(own.startswith("KeyError") and "on purpose" in own, f"rank 1 lost its own backward's exception: {own}")
+    check(other.startswith("RuntimeError") and "rank 1" in other and "KeyError" in other and "on purpose" in other,
+          f"rank 0's error does not name rank 1, the kind of its error and why: {other}")
 
     for _, message in two_rank_results("num_chunks"):
         check(message.startswith("ValueError: num_chunks differs between the pipeline's ranks: [4, 8]"),
