@@ -75,7 +75,7 @@ class Solver {
     by_depth_.resize(static_cast<size_t>(s.left));  // a branch adds one action: depth <= the actions
     search(s);
     ExactResult result;
-    result.complete = nodes_ <= req_.node_limit;
+    result.complete = !cut_short_;
     result.nodes = nodes_;
     if (found_) {
       Schedule out;
@@ -150,7 +150,11 @@ class Solver {
   }
 
   void search(State& s) {
-    if (++nodes_ > req_.node_limit) return;
+    if (nodes_ == req_.node_limit) {
+      cut_short_ = true;
+      return;
+    }
+    ++nodes_;
     propagate(s);
     if (bound(s) >= best_ - kEps) return;
     if (s.left == 0) {
@@ -174,7 +178,7 @@ class Solver {
       if (f < n) branch(s, r, lane_index, Action::forward(lane.stage, lane.microbatches[f]));
       if (i < f) branch(s, r, lane_index, Action::backward_input(lane.stage, lane.microbatches[i]));
       if (w < i) branch(s, r, lane_index, Action::backward_weight(lane.stage, lane.microbatches[w]));
-      if (nodes_ > req_.node_limit) return;
+      if (cut_short_) return;
     }
   }
 
@@ -212,7 +216,8 @@ class Solver {
   std::vector<std::pair<int, Action>> path_;
   std::vector<State> by_depth_;  // by_depth_[d]: the node at depth d + 1 being searched
   std::vector<std::vector<Action>> best_orders_;
-  std::int64_t nodes_ = 0;
+  std::int64_t nodes_ = 0;   // searched: at most node_limit
+  bool cut_short_ = false;  // a node was left unsearched at the limit
 };
 
 }  // namespace

@@ -256,6 +256,7 @@ class Search {
       r.memory_limit = request_.memory_limit ? *request_.memory_limit * S / request_.num_ranks
                                              : std::numeric_limits<double>::infinity();
       r.objective = request_.objective;
+      r.node_limit = request_.exact_node_limit;
       const auto it = by_name_.find("auto " + choice.name);
       if (it != by_name_.end()) r.upper_bound = it->second.score;
       std::optional<Schedule> s = exact_schedule(r);
