@@ -33,6 +33,7 @@ import torch.nn as nn
 
 from . import _rendezvous
 from . import fsdp
+from . import phases
 from . import utils
 
 try:
@@ -354,9 +355,11 @@ class DualPipe(nn.Module):
             raise RuntimeError(f"{type(self).__name__}.step(): a step is already running in another thread of this "
                                "process; steps run one at a time (WeightGradStore is the process's one queue, as in "
                                "the reference): call step() from one thread, or wait for the other to return")
+        phases.step_timeout = self.timeout  # the phases' exchanges wait as long as the pipeline's messages
         try:
             return self._step(inputs, num_chunks, criterion, () if labels is None else labels, return_outputs)
         finally:
+            phases.step_timeout = None
             _stepping.release()
 
     def _step(self, inputs, num_chunks, criterion, labels, return_outputs):

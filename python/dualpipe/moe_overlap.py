@@ -26,6 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from . import phases
+
 __all__ = ["overlap_moe"]
 
 _local = threading.local()  # .chain: the chain this thread runs, if any
@@ -77,7 +79,7 @@ def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes
         return _issue_all_to_all(output, input, output_split_sizes, input_split_sizes, group=group, async_op=async_op)
     work = _issue_all_to_all(output, input, output_split_sizes, input_split_sizes, group=group, async_op=True)
     chain.pause()  # the other chain computes while the exchange travels
-    work.wait()
+    phases.wait_within_step(work, "an all-to-all of the overlapped MoE block")
     return None
 
 

@@ -27,6 +27,7 @@ A compute phase takes the tensors the previous phase left (the module's inputs f
 or a tuple of them; an all-to-all exchanges the last one and passes the others on. Parameter gradients are computed
 with each compute phase's input gradients (not deferred to a W action).
 """
+import datetime
 import weakref
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -69,6 +70,26 @@ class AllToAll:
 
 Tensors = Tuple[torch.Tensor, ...]
 
+# The running DualPipe step's timeout in seconds, set by it for the step's length (deepseek.py): an exchange a peer
+# never joins fails naming the phase within it, as a pipeline message would. None outside a step: the group's own.
+step_timeout: Optional[float] = None
+
+
+def wait_within_step(work, what: str) -> None:
+    """Waits for an asynchronous collective (`what` names it in the error) within the running step's timeout."""
+    if step_timeout is None:
+        work.wait()
+        return
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=step_timeout))
+    except RuntimeError as error:
+        raise RuntimeError(f"{what}: the exchange did not complete within timeout={step_timeout} s (a rank of its "
+                           f"group is stuck, gone, or exchanging something else): {error}") from error
+
+
+def _wait(work, phase: AllToAll) -> None:
+    wait_within_step(work, f"AllToAll {phase.name!r}")
+
 
 def _as_tuple(x) -> Tensors:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
@@ -106,13 +127,14 @@ def _forward_steps(record: _Record):
     phase."""
     x = record.inputs
     needs = [isinstance(t, torch.Tensor) and t.requires_grad for t in x]
-    pending = None
+    pending = None  # (work, its phase)
     for phase in record.phases:
         if pending is not None:
-            pending.wait()
+            _wait(*pending)
             pending = None
         if isinstance(phase, AllToAll):
-            received, pending = phase.start(record.module, x[-1])
+            received, work = phase.start(record.module, x[-1])
+            pending = (work, phase)
             record.steps.append((phase, None, None))
             x = x[:-1] + (received,)
             yield
@@ -124,7 +146,7 @@ def _forward_steps(record: _Record):
         x = y
         needs = [isinstance(t, torch.Tensor) and t.requires_grad for t in y]
     if pending is not None:
-        pending.wait()
+        _wait(*pending)
     record.outputs = x
 
 
@@ -132,20 +154,20 @@ def _backward_steps(record: _Record, output_grads: Sequence[Optional[torch.Tenso
     """The backward, a generator that yields after starting each exchange of gradients; leaves the gradients of
     the forward's inputs in `result`."""
     grads = list(output_grads)
-    pending = None
+    pending = None  # (received, work, its phase)
     for phase, x_in, y in reversed(record.steps):
         if isinstance(phase, AllToAll):
             if pending is not None:  # two exchanges in a row
-                pending[1].wait()
+                _wait(*pending[1:])
                 grads[-1] = pending[0]
             if grads[-1] is None:
                 raise ValueError(f"AllToAll {phase.name!r}: no gradient reached the exchanged tensor; every rank "
                                  f"of the group must exchange it")
-            pending = phase.start(record.module, grads[-1])
+            pending = (*phase.start(record.module, grads[-1]), phase)
             yield
             continue
         if pending is not None:
-            pending[1].wait()
+            _wait(*pending[1:])
             grads[-1] = pending[0]
             pending = None
         roots = [(t, g) for t, g in zip(y, grads) if isinstance(t, torch.Tensor) and t.requires_grad and g is not None]
@@ -153,7 +175,7 @@ def _backward_steps(record: _Record, output_grads: Sequence[Optional[torch.Tenso
             torch.autograd.backward([t for t, _ in roots], [g for _, g in roots])
         grads = [t.grad if isinstance(t, torch.Tensor) and t.requires_grad else None for t in x_in]
     if pending is not None:
-        pending[1].wait()
+        _wait(*pending[1:])
         grads[-1] = pending[0]
     result[:] = grads
 

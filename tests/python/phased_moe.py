@@ -26,6 +26,7 @@ from ranks import free_port, start_ranks
 
 HIDDEN, SEQ, ROWS, CHUNKS, STAGES = 16, 4, 2, 8, 2
 pairs = 0  # overlapped_forward_backward calls in this process
+TIMEOUT = 120  # seconds: the pipeline's, which the phases' exchanges wait within
 
 
 class MoEBlock(nn.Module):
@@ -59,6 +60,8 @@ class MoEBlock(nn.Module):
     def overlapped_forward_backward(cls, *args):
         global pairs
         pairs += 1
+        # The pair's exchanges wait within the pipeline's timeout (given below), not the group's.
+        check(dualpipe.phases.step_timeout == TIMEOUT, f"a pair saw step_timeout {dualpipe.phases.step_timeout}")
         return cls._pair.__func__(cls, *args)
 
 
@@ -106,7 +109,7 @@ def run_rank(rank, port):
         experts = [dist.new_group([0, 2]), dist.new_group([1, 3])]
         blocks = make_blocks(experts[pipeline_rank])
         local = [blocks[pipeline_rank], blocks[STAGES - 1 - pipeline_rank]]
-        pipe = dualpipe.DualPipe(local, process_group=pipelines[replica])
+        pipe = dualpipe.DualPipe(local, process_group=pipelines[replica], timeout=TIMEOUT)
         # DualPipe feeds half of the micro-batches at each end; rank 0 computes the losses of those that entered at
         # rank 1, and the other way round.
         first = pipeline_rank == 0

@@ -83,3 +83,34 @@ def test_a_compute_phase_that_returns_no_tensors_is_named(result, got):
     with pytest.raises(ValueError, match=r"Compute 'attn' must return a tensor or a tuple of tensors \(the next "
                                          r"phase's inputs\), got " + re.escape(got)):
         _run(_forward_steps(_Record(phases, layer, (torch.randn(2, 4, requires_grad=True),))))
+
+
+def test_an_exchange_is_waited_for_within_the_steps_timeout_and_named_past_it():
+    """Outside a step an exchange waits as long as its group does; inside one (dualpipe.DualPipe.step sets
+    phases.step_timeout) it waited forever for a peer that never joined, past the pipeline's timeout."""
+    import datetime
+    import dualpipe.phases as phases
+
+    class Work:
+        def __init__(self, fails):
+            self.fails, self.timeouts = fails, []
+
+        def wait(self, timeout=None):
+            self.timeouts.append(timeout)
+            if self.fails:
+                raise RuntimeError("Operation timed out!")  # as gloo's wait(timeout) says it
+
+    dispatch = AllToAll("dispatch")
+    outside = Work(fails=False)
+    phases.wait_within_step(outside, "AllToAll 'dispatch'")
+    assert outside.timeouts == [None]
+    phases.step_timeout = 7.5
+    try:
+        inside = Work(fails=False)
+        phases._wait(inside, dispatch)
+        assert inside.timeouts == [datetime.timedelta(seconds=7.5)]
+        with pytest.raises(RuntimeError, match=r"AllToAll 'dispatch': the exchange did not complete within "
+                                               r"timeout=7.5 s .*Operation timed out!"):
+            phases._wait(Work(fails=True), dispatch)
+    finally:
+        phases.step_timeout = None
