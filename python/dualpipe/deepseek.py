@@ -367,11 +367,15 @@ class DualPipe(nn.Module):
         pipeline = self._pipeline(num_chunks)
         entering, owned = pipeline.entering_microbatches, pipeline.loss_microbatches
         training = torch.is_grad_enabled()
-        if owned and training and criterion is None:
-            raise ValueError(f"rank {self.rank} computes the loss of {len(owned)} micro-batches: step() needs a "
-                             f"criterion there when training")
-        chunks = _scatter(inputs, len(entering), self.batch_dim) if entering else []
-        chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
+        try:
+            if owned and training and criterion is None:
+                raise ValueError(f"rank {self.rank} computes the loss of {len(owned)} micro-batches: step() needs a "
+                                 f"criterion there when training")
+            chunks = _scatter(inputs, len(entering), self.batch_dim) if entering else []
+            chunk_labels = _scatter(labels, len(owned), self.batch_dim) if owned and criterion is not None else []
+        except ValueError as refused:  # the peers wait for this rank's messages: they learn why now
+            pipeline.refuse(str(refused))
+            raise
         self._weights.reset()
         if training:
             fsdp.defer_reduction(self._sharded)

@@ -177,6 +177,10 @@ class Pipeline {
     return out;
   }
 
+  // A step refused on this rank before it began (its arguments): the peers, waiting for this rank's messages, learn
+  // it now rather than at their timeout, the program living on or not.
+  void refuse(const std::string& why) { fail(why, /*invalid_input=*/true); }
+
   // DualPipe.record_actions changed after this pipeline was built: from the next step.
   void set_recording(bool on) { executor_->set_recording(on); }
 
@@ -199,7 +203,8 @@ class Pipeline {
   void fail(const std::string& what, bool invalid_input) {
     step_callables_->criterion = nullptr;
     const std::string prefix = concat("rank ", rank_, ":");
-    monitor_->announce({rank_, what.rfind(prefix, 0) == 0 ? what : concat(prefix, " ", what), invalid_input});
+    const bool named = what.rfind(prefix, 0) == 0 || what.rfind(concat("rank ", rank_, " "), 0) == 0;
+    monitor_->announce({rank_, named ? what : concat(prefix, " ", what), invalid_input});
   }
 
   static std::shared_ptr<comm::PeerMonitor> make_monitor(const c10d::ProcessGroup& group, const MonitorSpec& spec,
@@ -288,6 +293,7 @@ PYBIND11_MODULE(_runtime, m) {
            py::arg("return_outputs"), py::arg("interruptible"))
       .def("last_step_actions", &Pipeline::last_step_actions)
       .def("set_recording", &Pipeline::set_recording, py::arg("on"))
+      .def("refuse", &Pipeline::refuse, py::arg("why"))
       .def_property_readonly("entering_microbatches", &Pipeline::entering)
       .def_property_readonly("loss_microbatches", &Pipeline::loss_owned);
 }

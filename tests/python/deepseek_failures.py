@@ -9,6 +9,8 @@
                     ValueError naming rank 0 and the rule on rank 1 (the failure travels, with its kind)
     lives on        the same, with rank 0 staying alive past the timeout after its error (a program that catches
                     it): rank 1 learns of it from rank 0 at once, not from its own timeout or rank 0's exit
+    refused         rank 0 (which computes the losses) steps without a criterion and lives on: ValueError there, and
+                    rank 1 learns it at once (ValueError naming rank 0's rule), not at its timeout
     interrupt       Ctrl-C (SIGINT) on rank 0 while it waits on rank 1, whose module takes 10 s: rank 0 raises
                     KeyboardInterrupt before rank 1 could have answered, rank 1 an error saying rank 0 was interrupted
     own handler     the same SIGINT with a handler of the program's own: the step is not cut short, the handler ran
@@ -109,6 +111,8 @@ def two_rank_step(rank, port, out, case):
     x = torch.randn(8, 8) if rank == 0 else None
     detached = case in ("detached loss", "lives on")
     loss_of = (lambda y, t: criterion(y, t).detach()) if detached else criterion
+    if case == "refused" and rank == 0:
+        loss_of = None  # the loss rank without a criterion: refused before its step begins
     num_chunks = 8 if case == "num_chunks" and rank == 1 else 4
     handled = []
     if rank == 0 and case == "interrupt":
@@ -133,6 +137,8 @@ def two_rank_step(rank, port, out, case):
         f.write(f"{time.monotonic() - start:.1f}\n{message}")
     if rank == 0 and case == "lives on":
         time.sleep(LINGER)
+    if rank == 0 and case == "refused":
+        time.sleep(3)  # lives on: its peer learns of the refusal from it, not from its exit
     if rank == 0 and case == "interrupt at start":
         time.sleep(LATE + 2)  # the store (rank 0's) stays for the late peer to read rank 0's word
 
@@ -182,6 +188,12 @@ def main():
               f"{case}: the loss rank's error reads {own}")
         check(other.startswith("ValueError") and "rank 0: the loss of micro-batch 0 does not require grad" in other,
               f"{case}: the other rank's error is not rank 0's ValueError: {other}")
+
+    (_, own), (seconds, other) = two_rank_results("refused")
+    check(own.startswith("ValueError: rank 0 computes the loss of 4 micro-batches: step() needs a criterion"),
+          f"the refusing rank's error reads {own}")
+    check(other.startswith("ValueError") and "rank 0 computes the loss of 4 micro-batches" in other and seconds < 2,
+          f"the refusing rank's peer reads, after {seconds} s: {other}")
 
     (seconds, own), (_, other) = two_rank_results("interrupt")
     check(own.startswith("KeyboardInterrupt"), f"Ctrl-C on a waiting rank gave {own}")
