@@ -65,6 +65,34 @@ sigset_t SignalPipe::routed_signals() {
   return set;
 }
 
+namespace {
+
+const char* g_program = "";
+size_t g_program_size = 0;
+
+void say_stopped(int signo) {
+  const auto say = [](const char* text, size_t size) {
+    if (write(STDERR_FILENO, text, size) < 0) {
+    }
+  };
+  static constexpr char kInterrupted[] = ": stopped by SIGINT while no rank was running\n";
+  static constexpr char kTerminated[] = ": stopped by SIGTERM while no rank was running\n";
+  say(g_program, g_program_size);
+  if (signo == SIGINT) say(kInterrupted, sizeof kInterrupted - 1);
+  else say(kTerminated, sizeof kTerminated - 1);
+  signal(signo, SIG_DFL);
+  raise(signo);
+}
+
+}  // namespace
+
+void say_when_stopped_while_no_rank_runs(const char* program) {
+  g_program = program;
+  g_program_size = std::strlen(program);
+  for (int signo : {SIGINT, SIGTERM})
+    if (signal(signo, say_stopped) == SIG_IGN) signal(signo, SIG_IGN);
+}
+
 void SignalPipe::restore_defaults_in_child() {
   for (int s : kRouted) signal(s, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);

@@ -188,5 +188,20 @@ TEST_F(HostileRoundFour, AProfilerTraceCutShortByAFullDiskIsANamedErrorThatLeave
   EXPECT_FALSE(contains(left.out, ".tmp")) << left.out;
 }
 
+// SIGTERM once `dualpipe train` runs its own code (its option check, a child process, has started): the job ended
+// without a word while no rank ran. It says so now, or, where the ranks already run, the launcher stops them
+// saying so. (Before main(), while the dynamic loader maps LibTorch, the signal's default action still applies.)
+// The check child only exists once the launcher's main() runs: the signal is sent when it appears.
+TEST_F(HostileRoundFour, ASigtermBeforeTheRanksRunIsSaid) {
+  const CommandResult run = run_command(
+      "cd '" + dir_ + "' && { '" + DUALPIPE_BIN + "' " + kTinyTrain +
+      "--ranks 2 --kind 1f1b --steps 100000 & P=$!; for i in $(seq 3000); do pgrep -P $P > /dev/null && break; "
+      "sleep 0.01; done; kill -TERM $P; wait $P; echo \"exit $?\"; } 2>&1");
+  EXPECT_FALSE(contains(run.out, "exit 0")) << run.out;
+  EXPECT_TRUE(contains(run.out, "dualpipe train: stopped by SIGTERM while no rank was running") ||
+              contains(run.out, "dualpipe launch: got SIGTERM; "))
+      << run.out;
+}
+
 }  // namespace
 }  // namespace dualpipe::test

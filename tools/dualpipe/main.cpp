@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.h"
+#include "dualpipe/launch/signal_pipe.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/printable.h"
 #include "output.h"
@@ -40,8 +41,10 @@ int main(int argc, char** argv) {
   // SIGUSR1 asks a running job's ranks for a stall report (train, launch). From the first instant it must not end
   // the launcher: ignored here (and so through the exec of dualpipe-train-worker, which loads LibTorch for half a
   // second), taken up once the ranks run; the ranks start with its default action.
-  if (argc > 1 && (std::string_view(argv[1]) == "train" || std::string_view(argv[1]) == "launch"))
+  if (argc > 1 && (std::string_view(argv[1]) == "train" || std::string_view(argv[1]) == "launch")) {
     std::signal(SIGUSR1, SIG_IGN);
+    dualpipe::launch::say_when_stopped_while_no_rank_runs("dualpipe");
+  }
   CLI::App app{"dualpipe: plan, draw, run and compare pipeline-parallel schedules (DualPipe, DualPipeV, 1F1B, "
                "Zero Bubble, Chimera, ...)",
                "dualpipe"};

@@ -37,4 +37,10 @@ class SignalPipe {
   struct sigaction old_pipe_ {};
 };
 
+// Before a SignalPipe takes SIGINT and SIGTERM over (and after it gives them back), while no rank runs: each ends the
+// process as its default action does, after "<program>: stopped by SIGTERM while no rank was running" on stderr,
+// where it ended it without a word. One the caller ignores (a background job's SIGINT) stays ignored. `program`
+// must live as long as the process (a string literal).
+void say_when_stopped_while_no_rank_runs(const char* program);
+
 }  // namespace dualpipe::launch

@@ -80,6 +80,8 @@ void check_in_child(const WorkerRun& worker, int local_ranks) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);  // we died before prctl took effect
     prctl(PR_SET_NAME, "dualpipe-check");  // its name in ps and top: it runs this program's command line
+    for (int signo : {SIGINT, SIGTERM})  // the launcher says it was stopped (once); the check just ends
+      if (signal(signo, SIG_DFL) == SIG_IGN) signal(signo, SIG_IGN);
     setenv("LOCAL_WORLD_SIZE", std::to_string(local_ranks).c_str(), 1);
     std::exit(worker(true));
   }

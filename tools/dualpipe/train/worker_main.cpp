@@ -13,6 +13,7 @@
 #include "../train_options.h"
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/launch/exit_record.h"
+#include "dualpipe/launch/signal_pipe.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/trainer.h"
 #include "dualpipe/util/error.h"
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   if (!launching) exit_now(run_worker(config, check_only));
+  dualpipe::launch::say_when_stopped_while_no_rank_runs("dualpipe train");
   try {
     exit_now(dualpipe::cli::launch_training(config, launch,
                                             [&config](bool check) -> int { exit_now(run_worker(config, check)); }));
