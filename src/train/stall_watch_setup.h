@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "dualpipe/comm/communicator.h"
-#include "dualpipe/run/train_config.h"
 #include "dualpipe/runtime/stall_watch.h"
+#include "dualpipe/train/train_config.h"
 
 namespace dualpipe::train {
 

@@ -32,7 +32,7 @@ class StragglerResponse {
   const std::optional<run::Replan>& pending() const { return pending_; }
 
   // World rank 0, once every rank saved this step's checkpoint: leaves the re-plan for the launcher, which starts
-  // the ranks again with it (launch_training.h), and says so.
+  // the ranks again with it (include/dualpipe/train/job_launch.h), and says so.
   void stop_for_replan(int step, ProgressReport& report) const;
 
  private:

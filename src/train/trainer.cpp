@@ -157,7 +157,7 @@ class Trainer {
         replicas_.shard_again();
         if (report_) report_->checkpoint_saved(dir);
       }
-      if (replan) {  // the launcher starts the ranks again from this checkpoint, re-planned (launch_training.h)
+      if (replan) {  // the launcher starts the ranks again from this checkpoint, re-planned (include/dualpipe/train/job_launch.h)
         if (stragglers_) stragglers_->stop_for_replan(step, *report_);
         return;
       }

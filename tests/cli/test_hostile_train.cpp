@@ -227,7 +227,7 @@ TEST_F(HostileTrain, TheLauncherBlamesTheRankTheExitRecordNames) {
 }
 
 // Finding 1: a `kill -TERM` of dualpipe train during its option check left the checker behind (now a fork named
-// dualpipe-check: launch_training.cpp).
+// dualpipe-check: src/train/job_launch.cpp).
 TEST_F(HostileTrain, KillingTrainDuringItsCheckLeavesNoCheckerBehind) {
   const CommandResult r = run_command(
       "cd '" + dir_ + "'; " + DUALPIPE_BIN + " " + kT + "--steps 1 > /dev/null 2>&1 & p=$!; c=; " +

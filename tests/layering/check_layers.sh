@@ -21,7 +21,7 @@ declare -A allowed=(
   [runtime]="util schedule trace comm runtime"
   [parallel]="util schedule trace comm runtime parallel"
   [models]="util schedule trace comm runtime parallel models"
-  [train]="util schedule trace sim data run comm runtime parallel models train"
+  [train]="util schedule trace sim data run launch comm runtime parallel models train"
   [python]="util schedule trace sim viz layout python"
   [python_runtime]="util schedule trace comm runtime python_runtime"
 )

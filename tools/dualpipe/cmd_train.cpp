@@ -2,7 +2,7 @@
 // command). The ranks run `dualpipe-train-worker` (tools/dualpipe/train/, built next to this program when LibTorch
 // is available), so `dualpipe` itself never loads LibTorch. Without --worker this process becomes
 // `dualpipe-train-worker --launch LAUNCH OPTIONS`, which checks the options once, then starts this machine's ranks
-// as forks of itself (LibTorch loaded once, not once per rank: train/launch_training.h) under `dualpipe launch`'s
+// as forks of itself (LibTorch loaded once, not once per rank: include/dualpipe/train/job_launch.h) under `dualpipe launch`'s
 // supervisor (free port, rank-prefixed output, every rank stopped when one fails), and whose exit status is the
 // job's; with --worker it becomes one rank.
 #include <unistd.h>

@@ -10,20 +10,14 @@
 #include <CLI/CLI.hpp>
 
 #include "dualpipe/run/train_config.h"
+#include "dualpipe/run/train_launch.h"
 
 namespace dualpipe::cli {
 
 // Adds every option of the table to `command`, with its help text, group and default.
 void add_train_options(CLI::App& command, run::TrainConfig& config);
 
-// Where this machine's ranks stand in the job, as torchrun's multi-node flags (docs/launch.md).
-struct TrainLaunch {
-  int nnodes = 1, node_rank = 0;
-  int nproc_per_node = 0;  // 0: the world split evenly over the nodes
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: a free port (one node), 29500 (several)
-  int max_restarts = 0;
-};
+using run::TrainLaunch;
 
 // Adds the launch options (--nnodes, --node-rank, --nproc-per-node, --master-addr, --master-port, --max-restarts)
 // to `command`, in their own help group.

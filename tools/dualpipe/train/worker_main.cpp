@@ -1,7 +1,7 @@
 // dualpipe-train-worker: the ranks of `dualpipe train` (see cmd_train.cpp, which becomes it), a thin shell over
 // train::run_training_rank. Three ways to run:
 //   --launch LAUNCH OPTIONS   what `dualpipe train` becomes: checks the options, then starts this machine's ranks
-//                             as forks of itself (launch_training.h)
+//                             as forks of itself (train/job_launch.h)
 //   OPTIONS                   one rank, its place in the job from the environment (torchrun, dualpipe train --worker)
 //   --check OPTIONS           only the check of the options and the files
 // Kept out of the `dualpipe` program so that only the ranks load LibTorch.
@@ -14,11 +14,11 @@
 #include "dualpipe/comm/communicator.h"
 #include "dualpipe/launch/exit_record.h"
 #include "dualpipe/launch/signal_pipe.h"
+#include "dualpipe/train/job_launch.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/train/trainer.h"
 #include "dualpipe/util/error.h"
 #include "kill_at_step.h"
-#include "launch_training.h"
 
 namespace {
 
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   if (!launching) exit_now(run_worker(config, check_only));
   dualpipe::launch::say_when_stopped_while_no_rank_runs("dualpipe train");
   try {
-    exit_now(dualpipe::cli::launch_training(config, launch,
+    exit_now(dualpipe::train::launch_training(config, launch,
                                             [&config](bool check) -> int { exit_now(run_worker(config, check)); }));
   } catch (const std::exception& e) {
     std::cerr << "dualpipe train: " << without_backtrace(e.what()) << std::endl;

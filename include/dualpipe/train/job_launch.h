@@ -1,14 +1,15 @@
-// `dualpipe-train-worker --launch`: what `dualpipe train` becomes (cmd_train.cpp). It checks the options once,
-// then starts this machine's ranks under `dualpipe launch`'s supervisor (launch/launch.h) as forks of itself:
-// LibTorch, loaded once by this process, is not loaded again by every rank.
+// The launcher of a `dualpipe train` job, what `dualpipe-train-worker --launch` runs (the process `dualpipe train`
+// becomes): it checks the options once, then starts this machine's ranks under `dualpipe launch`'s supervisor
+// (launch/launch.h) as forks of itself, so that LibTorch, loaded once by this process, is not loaded again by
+// every rank; and starts them again after a re-plan.
 #pragma once
 
 #include <functional>
 
-#include "../train_options.h"
+#include "dualpipe/run/train_launch.h"
 #include "dualpipe/train/train_config.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::train {
 
 // A run of the worker in a fork of this process: with `check_only`, the check of the options and the files, else
 // one rank (its place in the job from the environment). Its exit status, 0, 1 (failed) or 2 (bad input), having
@@ -22,6 +23,6 @@ using WorkerRun = std::function<int(bool check_only)>;
 // `worker(false)`. Returns the launcher's exit status (launch.h). Throws InvalidArgument for a layout that does not
 // fit the world. When the ranks stop for a re-plan (--on-straggler replan: run/replan.h's request beside their
 // checkpoint), applies it to `config` (which `worker` runs) and starts them again, resuming.
-int launch_training(train::TrainConfig& config, const TrainLaunch& launch, const WorkerRun& worker);
+int launch_training(TrainConfig& config, const run::TrainLaunch& launch, const WorkerRun& worker);
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::train

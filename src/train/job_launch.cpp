@@ -1,4 +1,4 @@
-#include "launch_training.h"
+#include "dualpipe/train/job_launch.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -22,12 +22,12 @@
 #include "dualpipe/util/directory_lock.h"
 #include "dualpipe/util/error.h"
 
-namespace dualpipe::cli {
+namespace dualpipe::train {
 namespace {
 
 // The ranks this machine will run, as the launcher splits the world; 1 where the options cannot make a world (the
 // check then names the option, before the launcher's own error about the world).
-int local_ranks(const TrainLaunch& l, int world_size) {
+int local_ranks(const run::TrainLaunch& l, int world_size) {
   try {
     return launch::layout_for_world(world_size, l.nnodes, l.node_rank, l.nproc_per_node).local_ranks();
   } catch (const InvalidArgument&) {
@@ -95,7 +95,7 @@ void check_in_child(const WorkerRun& worker, int local_ranks) {
 
 }  // namespace
 
-int launch_training(train::TrainConfig& config, const TrainLaunch& l, const WorkerRun& worker) {
+int launch_training(TrainConfig& config, const run::TrainLaunch& l, const WorkerRun& worker) {
   // SIGUSR1 asks the running ranks for a stall report (launch::run forwards it); before they run it is ignored
   // rather than ending the launcher. The ranks start with its default action (SignalPipe) and catch it.
   signal(SIGUSR1, SIG_IGN);
@@ -152,4 +152,4 @@ int launch_training(train::TrainConfig& config, const TrainLaunch& l, const Work
   }
 }
 
-}  // namespace dualpipe::cli
+}  // namespace dualpipe::train
