@@ -112,5 +112,14 @@ def test_an_exchange_is_waited_for_within_the_steps_timeout_and_named_past_it():
         with pytest.raises(RuntimeError, match=r"AllToAll 'dispatch': the exchange did not complete within "
                                                r"timeout=7.5 s .*Operation timed out!"):
             phases._wait(Work(fails=True), dispatch)
+
+        class OwnWork:  # a program's own wrapper whose wait() takes no timeout: waited for without one
+            waited = False
+
+            def wait(self):
+                OwnWork.waited = True
+
+        phases._wait(OwnWork(), dispatch)
+        assert OwnWork.waited
     finally:
         phases.step_timeout = None
