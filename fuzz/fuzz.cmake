@@ -9,8 +9,9 @@ foreach(target fuzz_text fuzz_csv fuzz_trace fuzz_cost fuzz_metrics fuzz_manifes
   target_link_options(${target} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(${target} PRIVATE dualpipe_core)
 endforeach()
-# The manifest reader is LibTorch-free, but lives in the trainer's library: its one source file is built here.
-target_sources(fuzz_manifest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/train/checkpoint.cpp)
+# The manifest reader is LibTorch-free, but lives in the trainer's library: its source files are built here.
+target_sources(fuzz_manifest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/train/checkpoint.cpp
+                                     ${CMAKE_CURRENT_SOURCE_DIR}/src/train/checkpoint_manifest.cpp)
 target_compile_options(fuzz_manifest PRIVATE -fsanitize=fuzzer-no-link)
 target_link_libraries(fuzz_manifest PRIVATE nlohmann_json::nlohmann_json)
 # The same for the stall report (the runtime's library is LibTorch's; this file is not).
