@@ -9,44 +9,19 @@
 #include <utility>
 #include <vector>
 
-#include "dualpipe/sim/activation_memory.h"
 #include "dualpipe/util/error.h"
+#include "list_inputs.h"
 #include "time_tolerance.h"
 
 namespace dualpipe {
 namespace {
 
+using detail::InputTimes;
 using detail::kEps;
 using detail::kInf;
-
-// The micro-batches of one replica that pass one stage held by a rank, in order.
-struct Lane {
-  int stage = 0;
-  std::vector<int> microbatches;
-  std::size_t forwards = 0;   // forwards done (the next one is microbatches[forwards])
-  std::size_t backwards = 0;  // backwards done
-  std::vector<int> later;     // lanes of the same rank at a later stage
-};
-
-// When an action can start: exactly (known), or not before a lower bound while its input is not scheduled yet.
-struct Ready {
-  int lane = -1;
-  double time = kInf;
-  bool known = false;
-  bool valid() const { return lane >= 0; }
-};
-
-struct RankState {
-  double clock = 0;
-  std::vector<int> lanes;
-  std::deque<std::pair<int, int>> deferred;  // (stage, micro-batch) of I's whose W is pending, oldest first
-  ActivationCounter memory;
-  std::vector<Action> actions;
-  bool started_backward = false;
-  double first = kInf;  // the start of its first action
-  double remaining = 0;  // compute time of the actions it has not run yet
-  explicit RankState(const CostModel& costs) : memory(costs) {}
-};
+using detail::Lane;
+using detail::RankState;
+using detail::Ready;
 
 enum class Step { Acted, Idled, Wait, Finished, Failed };
 
@@ -54,7 +29,7 @@ class Builder {
  public:
   Builder(const Placement& placement, int num_microbatches, const CostModel& costs, const ListPolicy& policy)
       : placement_(placement), S_(placement.num_stages()), M_(num_microbatches), costs_(costs), policy_(policy),
-        forward_end_(static_cast<std::size_t>(S_) * M_, -1.0), backward_end_(forward_end_.size(), -1.0) {
+        inputs_(placement, num_microbatches, costs, ranks_) {
     const int R = placement.num_ranks();
     ranks_.assign(R, RankState(costs));
     for (int replica = 0; replica < placement.num_replicas(); ++replica) {
@@ -166,57 +141,6 @@ class Builder {
   }
 
  private:
-  std::size_t slot(int stage, int m) const { return static_cast<std::size_t>(stage) * M_ + m; }
-  double latency(int from_rank, int to_rank) const { return from_rank == to_rank ? 0.0 : costs_.comm; }
-
-  // The earliest a forward or an input backward not scheduled yet can end: its inputs' earliest ends, and its rank
-  // not before its clock. A lower bound: the rank may run other actions first.
-  // Followed back at most kBoundDepth inputs: deeper chains cost more than they tell.
-  static constexpr int kBoundDepth = 3;
-
-  double forward_end_bound(int stage, int m, int depth = kBoundDepth) const {
-    const double end = forward_end_[slot(stage, m)];
-    if (end >= 0) return end;
-    const int r = placement_.rank(stage, m);
-    double ready = 0;
-    if (stage > 0 && depth > 0)
-      ready = forward_end_bound(stage - 1, m, depth - 1) + latency(placement_.rank(stage - 1, m), r);
-    return std::max(ranks_[r].clock, ready) + costs_.duration(Action::forward(stage, m));
-  }
-
-  double backward_end_bound(int stage, int m, int depth = kBoundDepth) const {
-    const double end = backward_end_[slot(stage, m)];
-    if (end >= 0) return end;
-    const int r = placement_.rank(stage, m);
-    double ready = depth > 0 ? forward_end_bound(stage, m, depth - 1) : 0.0;
-    if (stage + 1 < S_ && depth > 0)
-      ready = std::max(ready, backward_end_bound(stage + 1, m, depth - 1) + latency(placement_.rank(stage + 1, m), r));
-    return std::max(ranks_[r].clock, ready) + costs_.duration(Action::backward_input(stage, m));
-  }
-
-  Ready forward_ready(int r, int lane_index, bool bounds) const {
-    const Lane& lane = lanes_[lane_index];
-    const int m = lane.microbatches[lane.forwards];
-    if (lane.stage == 0) return {lane_index, 0.0, true};
-    const int producer = placement_.rank(lane.stage - 1, m);
-    const double end = forward_end_[slot(lane.stage - 1, m)];
-    if (end >= 0) return {lane_index, end + latency(producer, r), true};
-    if (!bounds) return {lane_index, kInf, false};
-    return {lane_index, forward_end_bound(lane.stage - 1, m) + latency(producer, r), false};
-  }
-
-  Ready backward_ready(int r, int lane_index, bool bounds) const {
-    const Lane& lane = lanes_[lane_index];
-    const int m = lane.microbatches[lane.backwards];
-    const double own = forward_end_[slot(lane.stage, m)];
-    if (lane.stage == S_ - 1) return {lane_index, own, true};
-    const int producer = placement_.rank(lane.stage + 1, m);
-    const double end = backward_end_[slot(lane.stage + 1, m)];
-    if (end >= 0) return {lane_index, std::max(own, end + latency(producer, r)), true};
-    if (!bounds) return {lane_index, kInf, false};
-    return {lane_index, std::max(own, backward_end_bound(lane.stage + 1, m) + latency(producer, r)), false};
-  }
-
   // Room for the forward under the limit, keeping a forward's share for each later stage of the rank that still
   // has forwards to run, and, with recomputation, the rise of the next backward.
   bool forward_fits(const RankState& rank, const Lane& lane) const {
@@ -256,16 +180,7 @@ class Builder {
                                                    : rank.clock + rank.remaining;
       if (bound > policy_.give_up_above + kEps * std::max(1.0, bound)) gave_up_ = true;
     }
-    switch (a.type) {
-      case ActionType::Forward: forward_end_[slot(a.stage, a.microbatch)] = end; break;
-      case ActionType::Backward:
-      case ActionType::BackwardInput: backward_end_[slot(a.stage, a.microbatch)] = end; break;
-      case ActionType::Overlapped:
-        forward_end_[slot(a.stage, a.microbatch)] = end;
-        backward_end_[slot(a.bwd_stage, a.bwd_microbatch)] = end;
-        break;
-      default: break;
-    }
+    inputs_.record(a, end);
   }
 
   Step run_weight(int r) {
@@ -327,12 +242,12 @@ class Builder {
       const Lane& lane = lanes_[index];
       if (lane.backwards < lane.forwards) {
         c.pending = true;
-        const Ready b = backward_ready(r, index, bounds);
+        const Ready b = inputs_.backward_ready(r, index, lane, bounds);
         if (better(b, c.backward, lanes_)) c.backward = b;
       }
       if (lane.forwards < lane.microbatches.size()) {
         c.pending = true;
-        const Ready f = forward_ready(r, index, bounds);
+        const Ready f = inputs_.forward_ready(r, index, lane, bounds);
         if (forward_fits(rank, lane)) {
           if (better(f, c.forward, lanes_)) c.forward = f;
         } else if (better(f, c.blocked, lanes_)) {
@@ -440,10 +355,9 @@ class Builder {
   int M_;
   const CostModel& costs_;
   ListPolicy policy_;
-  std::vector<double> forward_end_;
-  std::vector<double> backward_end_;
   std::vector<Lane> lanes_;
   std::vector<RankState> ranks_;
+  InputTimes inputs_;  // after ranks_, whose clocks it reads
   bool pair_saves_ = false;
   bool give_up_ = false;
   bool gave_up_ = false;
