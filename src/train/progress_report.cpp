@@ -209,6 +209,19 @@ void ProgressReport::reference_check(int losses, int gradients, double worst_cos
                 "cosine distance %.0e (worst %.1e)\n",
                 losses, gradients, kMaxGradientCosineDistance, worst_cosine);
   std::fflush(stdout);
+  const bool exact = config_.tp == 1 && config_.cp == 1;  // else the losses are compared to a relative tolerance
+  const double bound = exact ? kMaxGradientCosineDistance : kMaxTensorParallelGradientCosineDistance;
+  write_metrics(json{{"type", "reference_check"}, {"step", 1}, {"losses", losses}, {"losses_bit_identical", exact},
+                     {"gradients", gradients}, {"worst_cosine_distance", worst_cosine}, {"max_cosine_distance", bound}}
+                    .dump());
+}
+
+void ProgressReport::data_parallel_replicas_identical(int tensors, int replicas) {
+  std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
+              "replicas\n", tensors, replicas);
+  write_metrics(json{{"type", "replicas_identical"}, {"of", "data_parallel"}, {"tensors", tensors},
+                     {"replicas", replicas}}
+                    .dump());
 }
 
 void ProgressReport::checkpoint_saved(const std::string& directory) {
@@ -225,6 +238,9 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
   } else {
     std::cout << "replicas identical: all " << replica_tensors_compared << " parameter tensors bit-identical between "
               << "the two copies of every stage\n";
+    write_metrics(json{{"type", "replicas_identical"}, {"of", "stage_copies"}, {"tensors", replica_tensors_compared},
+                       {"replicas", 2}}
+                      .dump());
   }
   if (!steps_.empty()) {
     const size_t R = steps_.front().peak_activation_bytes.size();

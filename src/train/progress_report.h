@@ -43,7 +43,10 @@ class ProgressReport {
   void no_checkpoint();
   void step(const StepReport& report);
   void evaluation(int step, double val_loss);
+  // Step 1 against the single-process run, and, at the end, the data-parallel replicas against replica 0: a line
+  // and a record each ("reference_check", "replicas_identical"), the record what a program (or a test) reads.
   void reference_check(int losses, int gradients, double worst_cosine);
+  void data_parallel_replicas_identical(int tensors, int replicas);
   void checkpoint_saved(const std::string& directory);
   void record(const std::string& json_line) { write_metrics(json_line); }  // a record of its own (a straggler)
   // The end: replica check, memory (measured and planned), losses against the baseline, timing, trace, sample.

@@ -384,8 +384,7 @@ class Trainer {
         runtime::sum_over_ranks(*comm_, torch::full({1}, double(dp_compared), torch::kDouble), kReplicaStatsTag, timeout_)
             .item<double>();
     if (report_ && dp_.replicas() > 1)
-      std::printf("data-parallel replicas identical: all %d parameter tensors of replica 0 bit-identical in all %d "
-                  "replicas\n", static_cast<int>(dp_total), dp_.replicas());
+      report_->data_parallel_replicas_identical(static_cast<int>(dp_total), dp_.replicas());
     if (report_ && !traffic_.describe().empty()) std::printf("%s\n", traffic_.describe().c_str());
     const std::string text = sample_text(c_, *forward_only_, *comm_, device_, timeout_, tp_, cp_);
     // Every replica ran the same schedule: replica 0's trace stands for them all.

@@ -57,6 +57,8 @@ struct MetricsFile {
   nlohmann::json config;
   std::vector<nlohmann::json> steps, evals;
   std::vector<nlohmann::json> stragglers, replans;  // --on-straggler's records
+  std::vector<nlohmann::json> reference_checks;      // step 1 against the single-process run
+  std::vector<nlohmann::json> replicas_identical;    // the end's comparison of replicas
 };
 
 inline MetricsFile read_metrics(const std::string& path) {
@@ -70,6 +72,8 @@ inline MetricsFile read_metrics(const std::string& path) {
     if (j["type"] == "eval") m.evals.push_back(j);
     if (j["type"] == "straggler") m.stragglers.push_back(j);
     if (j["type"] == "replan") m.replans.push_back(j);
+    if (j["type"] == "reference_check") m.reference_checks.push_back(j);
+    if (j["type"] == "replicas_identical") m.replicas_identical.push_back(j);
   }
   return m;
 }
@@ -144,12 +148,21 @@ inline MetricsPair run_beside_one_pipeline(const std::string& job, const std::st
   const std::string got_path = dir + "/layout.jsonl", expected_path = dir + "/one-pipeline.jsonl";
   const CommandResult run = dualpipe_cmd(job + " --metrics " + got_path, limit_seconds);
   EXPECT_EQ(run.status, 0) << job << "\n" << run.out;
-  EXPECT_TRUE(contains(run.out, "step matches the single-process reference")) << job << "\n" << run.out;
-  EXPECT_TRUE(contains(run.out, "bit-identical in all " + std::to_string(dp) + " replicas")) << job << "\n" << run.out;
   const CommandResult single = dualpipe_cmd(reference + " --metrics " + expected_path, limit_seconds);
   EXPECT_EQ(single.status, 0) << reference << "\n" << single.out;
   if (run.status != 0 || single.status != 0) return {};
   MetricsPair pair{read_metrics(got_path), read_metrics(expected_path), run.out};
+  // The run's own records: step 1 checked against one process, and every replica identical to replica 0.
+  EXPECT_EQ(pair.got.reference_checks.size(), 1u) << job << "\n" << run.out;
+  for (const nlohmann::json& c : pair.got.reference_checks) {
+    EXPECT_GT(c["losses"].get<int>(), 0) << job;
+    EXPECT_GT(c["gradients"].get<int>(), 0) << job;
+    EXPECT_LE(c["worst_cosine_distance"].get<double>(), c["max_cosine_distance"].get<double>()) << job;
+  }
+  bool replicas_checked = false;
+  for (const nlohmann::json& r : pair.got.replicas_identical)
+    replicas_checked = replicas_checked || (r["of"] == "data_parallel" && r["replicas"] == dp && r["tensors"] > 0);
+  EXPECT_TRUE(replicas_checked) << job << "\n" << run.out;
   EXPECT_EQ(pair.got.steps.size(), static_cast<std::size_t>(steps)) << job;
   EXPECT_EQ(pair.expected.steps.size(), static_cast<std::size_t>(steps)) << reference;
   return pair;
