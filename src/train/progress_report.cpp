@@ -31,6 +31,13 @@ std::vector<double> per_rank(const std::vector<parallel::StateBytes>& ranks, dou
   return values;
 }
 
+// Every rank's parameters, gradients and optimizer state in bytes, as a record's field.
+json state_json(const std::vector<parallel::StateBytes>& ranks) {
+  return {{"parameters", per_rank(ranks, &parallel::StateBytes::parameters)},
+          {"gradients", per_rank(ranks, &parallel::StateBytes::gradients)},
+          {"optimizer", per_rank(ranks, &parallel::StateBytes::optimizer)}};
+}
+
 // "LABEL a b c", and with `sharded` "; predicted (WHY): x y z", in MiB per rank.
 void print_state_bytes(const char* label, const StepReport& r, double parallel::StateBytes::*figure, bool sharded,
                        const std::string& why) {
@@ -282,6 +289,9 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     print_state_bytes("optimizer state MiB per rank:", last, &parallel::StateBytes::optimizer,
                       shards_optimizer_state(zero),
                       detail::concat("ZeRO-", config_.zero, ": sharded over the ", config_.dp, " replicas"));
+    write_metrics(json{{"type", "state_bytes"}, {"step", last.step}, {"zero", config_.zero},
+                       {"held", state_json(last.held_bytes)}, {"predicted", state_json(last.predicted_bytes)}}
+                      .dump());
     double ms = 0, tokens = 0;
     int n = 0;
     for (const auto& r : steps_)

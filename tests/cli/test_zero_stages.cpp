@@ -24,10 +24,8 @@ namespace {
 using namespace dualpipe::test;
 
 const std::string kZeroJob = kSmall + "--eval-every 0 --sample-tokens 0 --steps 3 ";
-const std::string kGradientLine = "gradient MiB per rank after the reduction:";
-const std::string kParameterLine = "parameter MiB per rank after the step:";
 
-// `held` within 5% of `predicted` (0.005: printed to 0.01) and under 0.6 of `whole`, rank by rank.
+// `held` within 5% of `predicted` (and 0.005 MiB) and under 0.6 of `whole`, rank by rank.
 void expect_sharded_as_predicted(const std::vector<double>& held, const std::vector<double>& predicted,
                                  const std::vector<double>& whole, const std::string& label) {
   ASSERT_EQ(predicted.size(), held.size()) << label;
@@ -38,32 +36,36 @@ void expect_sharded_as_predicted(const std::vector<double>& held, const std::vec
   }
 }
 
-// The per-rank figures of rank 0's line "LABEL a b ...; predicted (...): c d ...": {held, predicted}.
-std::pair<std::vector<double>, std::vector<double>> megabytes_per_rank(const std::string& out, const std::string& label) {
+// One figure of the run's state_bytes record (after the last step), every rank's, in MiB: {held, predicted}.
+std::pair<std::vector<double>, std::vector<double>> megabytes_per_rank(const MetricsFile& m,
+                                                                       const std::string& figure) {
   std::pair<std::vector<double>, std::vector<double>> figures;
-  const std::size_t at = out.find(label);
-  if (at == std::string::npos) return figures;
-  const std::string line = out.substr(at + label.size(), out.find('\n', at) - at - label.size());
-  const std::size_t semicolon = line.find(';'), colon = line.rfind(':');
-  std::istringstream held(line.substr(0, semicolon)), predicted(line.substr(colon + 1));
-  for (double x; held >> x;) figures.first.push_back(x);
-  for (double x; predicted >> x;) figures.second.push_back(x);
+  if (m.state_bytes.is_null()) return figures;
+  for (const auto& b : m.state_bytes["held"][figure]) figures.first.push_back(b.get<double>() / (1 << 20));
+  for (const auto& b : m.state_bytes["predicted"][figure]) figures.second.push_back(b.get<double>() / (1 << 20));
   return figures;
+}
+
+// The run checked step 1 against one process and kept its data-parallel replicas identical: its records say so.
+void expect_checked(const MetricsFile& m, const std::string& label) {
+  EXPECT_EQ(m.reference_checks.size(), 1u) << label;
+  bool identical = false;
+  for (const auto& r : m.replicas_identical) identical = identical || r["of"] == "data_parallel";
+  EXPECT_TRUE(identical) << label;
 }
 
 void expect_zero2_like_unsharded(const std::string& layout, int pipeline_ranks, const std::string& dir) {
   const CommandResult sharded = dualpipe_cmd(kZeroJob + layout + " --zero 2 --metrics " + dir + "/zero2.jsonl", 300);
   ASSERT_EQ(sharded.status, 0) << layout << "\n" << sharded.out;
-  EXPECT_TRUE(contains(sharded.out, "step matches the single-process reference")) << sharded.out;
-  EXPECT_TRUE(contains(sharded.out, "data-parallel replicas identical")) << sharded.out;
-  EXPECT_TRUE(contains(sharded.out, "(ZeRO-2: sharded over the")) << sharded.out;
+  EXPECT_TRUE(contains(sharded.out, "(ZeRO-2: sharded over the")) << sharded.out;  // the console says it too
   const CommandResult whole = dualpipe_cmd(kZeroJob + layout + " --metrics " + dir + "/whole.jsonl", 300);
   ASSERT_EQ(whole.status, 0) << layout << "\n" << whole.out;
-  expect_steps_close(read_metrics(dir + "/zero2.jsonl"), read_metrics(dir + "/whole.jsonl"), {"loss", "grad_norm"},
-                     1e-6, layout);
+  const MetricsFile two = read_metrics(dir + "/zero2.jsonl"), unsharded = read_metrics(dir + "/whole.jsonl");
+  expect_checked(two, layout);
+  expect_steps_close(two, unsharded, {"loss", "grad_norm"}, 1e-6, layout);
 
-  const auto [held, predicted] = megabytes_per_rank(sharded.out, kGradientLine);
-  const auto [whole_held, whole_predicted] = megabytes_per_rank(whole.out, kGradientLine);
+  const auto [held, predicted] = megabytes_per_rank(two, "gradients");
+  const auto [whole_held, whole_predicted] = megabytes_per_rank(unsharded, "gradients");
   ASSERT_EQ(held.size(), static_cast<std::size_t>(pipeline_ranks)) << sharded.out;
   expect_sharded_as_predicted(held, predicted, whole_held, layout + " gradients");
 }
@@ -95,23 +97,22 @@ TEST_F(Train, ZeroThreeShardsTheParametersAndTrainsBitForBitLikeZeroTwo) {
                                    "--schedule zb-h1 --pp 2 --dp 2 --tp 2 --recompute -m 4"}) {
     const CommandResult zero3 = dualpipe_cmd(kZeroJob + layout + " --zero 3 --metrics " + path("zero3.jsonl"), 300);
     ASSERT_EQ(zero3.status, 0) << layout << "\n" << zero3.out;
-    EXPECT_TRUE(contains(zero3.out, "step matches the single-process reference")) << zero3.out;
-    EXPECT_TRUE(contains(zero3.out, "data-parallel replicas identical")) << zero3.out;
     const CommandResult zero2 = dualpipe_cmd(kZeroJob + layout + " --zero 2 --metrics " + path("zero2.jsonl"), 300);
     ASSERT_EQ(zero2.status, 0) << layout << "\n" << zero2.out;
     const MetricsFile three = read_metrics(path("zero3.jsonl")), two = read_metrics(path("zero2.jsonl"));
     ASSERT_EQ(three.steps.size(), 3u) << layout;
     ASSERT_EQ(two.steps.size(), 3u) << layout;
+    expect_checked(three, layout);
     expect_steps_identical(three, two, 0, layout);
 
-    const auto [held, predicted] = megabytes_per_rank(zero3.out, kParameterLine);
-    const auto [whole, unused] = megabytes_per_rank(zero2.out, kParameterLine);
+    const auto [held, predicted] = megabytes_per_rank(three, "parameters");
+    const auto [whole, unused] = megabytes_per_rank(two, "parameters");
     ASSERT_EQ(held.size(), 2u) << zero3.out;
     expect_sharded_as_predicted(held, predicted, whole, layout + " parameters");
-    const auto [gradients, predicted_gradients] = megabytes_per_rank(zero3.out, kGradientLine);
+    const auto [gradients, predicted_gradients] = megabytes_per_rank(three, "gradients");
     expect_sharded_as_predicted(gradients, predicted_gradients, whole, layout + " gradients");
-    // The metrics record every rank's parameter bytes: rank 0's, to the printed precision.
-    EXPECT_NEAR(three.steps.back()["parameter_bytes"][0].get<double>() / (1 << 20), held[0], 0.005) << layout;
+    // The step records hold the same bytes as the end's record.
+    EXPECT_DOUBLE_EQ(three.steps.back()["parameter_bytes"][0].get<double>() / (1 << 20), held[0]) << layout;
     if (contains(layout, "--tp")) expect_traffic_as_predicted(zero3.out, layout);
   }
 }

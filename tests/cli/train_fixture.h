@@ -59,6 +59,7 @@ struct MetricsFile {
   std::vector<nlohmann::json> stragglers, replans;  // --on-straggler's records
   std::vector<nlohmann::json> reference_checks;      // step 1 against the single-process run
   std::vector<nlohmann::json> replicas_identical;    // the end's comparison of replicas
+  nlohmann::json state_bytes;                        // after the last step: held and predicted, per rank
 };
 
 inline MetricsFile read_metrics(const std::string& path) {
@@ -74,6 +75,7 @@ inline MetricsFile read_metrics(const std::string& path) {
     if (j["type"] == "replan") m.replans.push_back(j);
     if (j["type"] == "reference_check") m.reference_checks.push_back(j);
     if (j["type"] == "replicas_identical") m.replicas_identical.push_back(j);
+    if (j["type"] == "state_bytes") m.state_bytes = j;
   }
   return m;
 }
