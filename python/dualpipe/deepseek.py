@@ -275,8 +275,9 @@ class DualPipe(nn.Module):
     def _module_rule(self) -> str:
         return "module 0 is stage r, module 1 is stage R-1-r"
 
-    def _stages(self) -> Tuple[int, int]:
-        return self.rank, self.num_ranks - 1 - self.rank
+    def _stages(self) -> Tuple[int, ...]:
+        """This rank's stages in the order of its modules, by the runtime's placement of the kind."""
+        return tuple(_runtime.stages_of_rank(self._kind, self.num_ranks, self.rank)[0])
 
     def _pipeline(self, num_chunks: int):
         if num_chunks not in self._pipelines:
@@ -327,9 +328,12 @@ class DualPipe(nn.Module):
                 p.grad.copy_(g.view_as(p))
 
     def _sum_stage_copies(self, flat: torch.Tensor, first: int) -> torch.Tensor:
-        """DualPipe: module 0 here (the first `first` values of `flat`) is module 1 on rank R-1-r, and the other way
-        round: add the peer's gradients of the same stages."""
-        peer = dist.get_global_rank(self.group, self._group_ranks[self.num_ranks - 1 - self.rank])
+        """Where the placement holds a second copy of this rank's stages (DualPipe: module 0 here, the first `first`
+        values of `flat`, is module 1 on the peer, and the other way round), adds the peer's gradients of them."""
+        copies = _runtime.stages_of_rank(self._kind, self.num_ranks, self.rank)[1]
+        if not any(copies):
+            return flat  # one copy of every stage (DualPipeV)
+        peer = dist.get_global_rank(self.group, self._group_ranks[copies[0][0]])
         theirs = torch.empty_like(flat)
         for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, flat, peer, self.group),
                                             dist.P2POp(dist.irecv, theirs, peer, self.group)]):
@@ -411,8 +415,3 @@ class DualPipeV(DualPipe):
     def _module_rule(self) -> str:
         return "module 0 is stage r, module 1 is stage 2R-1-r"
 
-    def _stages(self) -> Tuple[int, int]:
-        return self.rank, 2 * self.num_ranks - 1 - self.rank
-
-    def _sum_stage_copies(self, flat: torch.Tensor, first: int) -> torch.Tensor:
-        return flat  # one copy of every stage

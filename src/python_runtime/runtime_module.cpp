@@ -246,6 +246,32 @@ class Pipeline {
   std::unique_ptr<runtime::StallWatch> stall_watch_;  // docs/runtime.md, "Stalls"
 };
 
+// The placement's rule, so that dualpipe.DualPipe does not restate it (R-1-r, 2R-1-r): the rank's stages replica by
+// replica (DualPipe's module 0 is its stage of the direction entering at rank 0), each replica's in stage order (a V
+// visits the rank going down, then coming back), and for each the other ranks that hold a copy of it.
+std::pair<std::vector<int>, std::vector<std::vector<int>>> stages_of_rank(const std::string& kind, int num_ranks,
+                                                                          int rank) {
+  ScheduleOptions options;
+  options.num_ranks = num_ranks;
+  options.num_microbatches = 2 * num_ranks;  // any count the kind takes: the stages' ranks do not depend on it
+  const Placement placement = make_schedule(kind, options).placement;
+  DUALPIPE_REQUIRE(rank >= 0 && rank < num_ranks, "rank ", rank, " is not a rank of ", num_ranks);
+  std::vector<int> stages;
+  std::vector<std::vector<int>> copies;
+  for (int replica = 0; replica < placement.num_replicas(); ++replica) {
+    for (int s = 0; s < placement.num_stages(); ++s) {
+      if (placement.rank_of(replica, s) != rank) continue;
+      stages.push_back(s);
+      copies.emplace_back();
+      for (int other = 0; other < placement.num_replicas(); ++other) {
+        const int holder = placement.rank_of(other, s);
+        if (other != replica && holder != rank) copies.back().push_back(holder);
+      }
+    }
+  }
+  return {stages, copies};
+}
+
 }  // namespace
 }  // namespace dualpipe::python_runtime
 
@@ -266,9 +292,13 @@ PYBIND11_MODULE(_runtime, m) {
   using dualpipe::python_runtime::ChannelSpec;
   using dualpipe::python_runtime::MonitorSpec;
   using dualpipe::python_runtime::Pipeline;
+  using dualpipe::python_runtime::stages_of_rank;
   m.doc() = "dualpipe's executor on Python modules (internal to dualpipe.DualPipe and dualpipe.DualPipeV)";
   python::translate_errors<peer_error_type>();
   m.def("nccl_compiled_in", &comm::nccl_compiled_in, "whether this LibTorch has NCCL");
+  m.def("stages_of_rank", &stages_of_rank, py::arg("kind"), py::arg("num_ranks"), py::arg("rank"),
+        "The stages `rank` holds under the kind's placement, in the order of its modules, and the ranks holding "
+        "another copy of each: (stages, copies).");
   py::class_<ChannelSpec>(m, "ChannelSpec")
       .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix, bool nccl) {
              return ChannelSpec{std::move(store), std::move(prefix), nccl};

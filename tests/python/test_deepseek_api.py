@@ -71,3 +71,14 @@ def test_failures_on_one_rank_are_named_on_the_other():
     done = subprocess.run([sys.executable, FAILURES], capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failure: every check passed" in done.stdout, done.stdout
+
+
+def test_the_runtime_places_the_stages_as_the_reference_documents():
+    """dualpipe.DualPipe takes its stages and their copies from the runtime's placement; the reference's README
+    states them: DualPipe's rank r holds stages r and R-1-r, each with its second copy on rank R-1-r; DualPipeV's
+    holds stages r and 2R-1-r, one copy of each."""
+    from dualpipe import _runtime
+    for ranks in (2, 4, 8):
+        for r in range(ranks):
+            assert _runtime.stages_of_rank("dualpipe", ranks, r) == ([r, ranks - 1 - r], [[ranks - 1 - r]] * 2)
+            assert _runtime.stages_of_rank("dualpipev", ranks, r) == ([r, 2 * ranks - 1 - r], [[], []])
