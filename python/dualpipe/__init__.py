@@ -13,10 +13,12 @@ dualpipe.overlap_moe(stage) gives a stage with MoE layers DeepSeek's forward-bac
 Schedule, Simulation and Plan have the fields of `dualpipe schedule|simulate|plan --format json` as attributes
 (`to_dict()` gives them all). Bad input raises ValueError naming the value and the rule.
 """
-from ._core import Costs, Plan, Schedule, Simulation, __version__, kinds, plan, read_schedule, schedule, simulate
+from ._core import (Costs, Metrics, Plan, RankMetrics, Schedule, Simulation, __version__, kinds, plan, read_schedule,
+                    schedule, simulate)
 
-__all__ = ["Costs", "DualPipe", "DualPipeV", "Plan", "Schedule", "Simulation", "kinds", "overlap_moe", "plan",
-           "read_schedule", "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes", "simulate"]
+__all__ = ["Costs", "DualPipe", "DualPipeV", "Metrics", "Plan", "RankMetrics", "Schedule", "Simulation", "kinds",
+           "overlap_moe", "plan", "read_schedule", "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes",
+           "simulate"]
 
 
 def __getattr__(name):

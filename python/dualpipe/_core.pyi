@@ -3,6 +3,8 @@
 import os
 from typing import Any, Sequence
 
+import numpy
+
 __version__: str  # the project's (CMakeLists.txt)
 
 class Costs:
@@ -92,11 +94,38 @@ class _SimulationFields:
     peak_activations: float
     per_rank: list[dict[str, Any]]
 
+class RankMetrics:
+    """One rank's figures of a simulated step (times in cost units)."""
+
+    rank: int
+    busy: float
+    idle: float
+    span: float
+    peak_activations: float
+    peak_activation_fraction: float
+    peak_activation_bytes: float
+    stages_held: int
+    parameter_copies: float
+
+class Metrics:
+    """A simulated step's figures, bound from the simulator's struct (times in cost units)."""
+
+    makespan: float
+    bubble: float
+    bubble_rate: float
+    step_bubble_rate: float
+    per_rank: list[RankMetrics]
+    peak_activations: float
+
 class Simulation(_SimulationFields):
     @property
     def schedule(self) -> Schedule: ...
     @property
     def cost_model(self) -> Costs: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def timeline(self) -> list[numpy.ndarray]: ...  # per rank, float64 (actions, 2): start, end
     @property
     def times(self) -> list[list[tuple[str, float, float]]]: ...
     def to_dict(self) -> dict[str, Any]: ...

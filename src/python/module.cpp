@@ -30,6 +30,7 @@
 #include "json_to_python.h"
 #include "python_errors.h"
 #include "python_costs.h"
+#include "python_metrics.h"
 
 namespace py = pybind11;
 
@@ -160,6 +161,7 @@ PYBIND11_MODULE(_core, m) {
   translate_errors();
 
   bind_costs(m);
+  bind_metrics(m);
 
   py::class_<Schedule> schedule(m, "Schedule",
                                 "A pipeline schedule: the ordered actions of every rank and the placement of the "
@@ -218,6 +220,11 @@ PYBIND11_MODULE(_core, m) {
                   "a simulation");
   simulation.def_property_readonly("schedule", [](const SimulationResult& r) { return r.schedule; })
       .def_property_readonly("cost_model", [](const SimulationResult& r) { return r.costs; })
+      .def_property_readonly("metrics", [](const SimulationResult& r) { return r.simulation.metrics; },
+                             "The step's figures as a dualpipe.Metrics (attributes, per_rank a list of RankMetrics).")
+      .def_property_readonly("timeline", [](const SimulationResult& r) { return timeline_arrays(r.simulation); },
+                             "Per rank, a numpy float64 array of shape (actions, 2): each action's start and end, "
+                             "in the order of the schedule's actions of the rank.")
       .def_property_readonly("times",
                              [](const SimulationResult& r) {
                                py::list rows;

@@ -129,6 +129,21 @@ def test_simulated_times_are_the_timeline_of_the_picture(package):
     assert simulation.times[1] == [("1F0", 1, 2), ("1B0", 2, 4), ("1F1", 4, 5), ("1B1", 5, 7)]
 
 
+def test_typed_metrics_and_the_numpy_timeline_are_the_hand_worked_step(package):
+    """The same step as above, through the types bound from the simulator's structs."""
+    import numpy
+    simulation = package.simulate(package.schedule("1f1b", 2, 2), package.Costs(F=1, B=2, W=1))
+    assert all(t.dtype == numpy.float64 and t.shape == (4, 2) for t in simulation.timeline)
+    assert [t.tolist() for t in simulation.timeline] == [[[0, 1], [1, 2], [4, 6], [7, 9]],
+                                                         [[1, 2], [2, 4], [4, 5], [5, 7]]]
+    metrics = simulation.metrics
+    assert isinstance(metrics, package.Metrics) and isinstance(metrics.per_rank[0], package.RankMetrics)
+    # Each rank computes F + F + B + B = 6 of the step's 9; rank 1 spans 1 to 7.
+    assert (metrics.makespan, metrics.bubble) == (9, 3)
+    assert [(r.rank, r.busy, r.idle, r.span) for r in metrics.per_rank] == [(0, 6, 3, 9), (1, 6, 3, 6)]
+    assert metrics.makespan == simulation.makespan and metrics.bubble_rate == simulation.bubble_rate
+
+
 @pytest.mark.parametrize("kind,suffix", [("dualpipe", "svg"), ("zbv", "html")])
 def test_draw_writes_the_picture_of_dualpipe_draw(dualpipe, package, tmp_path, kind, suffix):
     theirs, ours = tmp_path / f"cli.{suffix}", tmp_path / f"py.{suffix}"
