@@ -259,6 +259,7 @@ class DualPipe(nn.Module):
         self._sharded = fsdp.sharded(modules)  # FSDP2 modules: their gradients reduced after the step
         self._weights = utils._WeightBatches()  # the executor's hands on dualpipe.utils.WeightGradStore
         self._last = None  # the pipeline of the last step
+        self._held = None  # _placement()
 
     @property
     def record_actions(self) -> bool:
@@ -275,9 +276,15 @@ class DualPipe(nn.Module):
     def _module_rule(self) -> str:
         return "module 0 is stage r, module 1 is stage R-1-r"
 
+    def _placement(self) -> Tuple[List[int], List[List[int]]]:
+        """This rank's stages in the order of its modules, and the ranks holding another copy of each: the runtime's
+        placement of the kind (asked once: reduce_gradients() reads it every step)."""
+        if self._held is None:
+            self._held = _runtime.stages_of_rank(self._kind, self.num_ranks, self.rank)
+        return self._held
+
     def _stages(self) -> Tuple[int, ...]:
-        """This rank's stages in the order of its modules, by the runtime's placement of the kind."""
-        return tuple(_runtime.stages_of_rank(self._kind, self.num_ranks, self.rank)[0])
+        return tuple(self._placement()[0])
 
     def _pipeline(self, num_chunks: int):
         if num_chunks not in self._pipelines:
@@ -330,7 +337,7 @@ class DualPipe(nn.Module):
     def _sum_stage_copies(self, flat: torch.Tensor, first: int) -> torch.Tensor:
         """Where the placement holds a second copy of this rank's stages (DualPipe: module 0 here, the first `first`
         values of `flat`, is module 1 on the peer, and the other way round), adds the peer's gradients of them."""
-        copies = _runtime.stages_of_rank(self._kind, self.num_ranks, self.rank)[1]
+        copies = self._placement()[1]
         if not any(copies):
             return flat  # one copy of every stage (DualPipeV)
         peer = dist.get_global_rank(self.group, self._group_ranks[copies[0][0]])

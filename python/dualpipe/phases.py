@@ -28,6 +28,7 @@ or a tuple of them; an all-to-all exchanges the last one and passes the others o
 with each compute phase's input gradients (not deferred to a W action).
 """
 import datetime
+import functools
 import inspect
 import weakref
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -76,18 +77,20 @@ Tensors = Tuple[torch.Tensor, ...]
 step_timeout: Optional[float] = None
 
 
-def _takes_timeout(work) -> bool:
-    """Whether work.wait() takes a timeout: torch's Work does (its pybind11 method has no Python signature); a work
-    object of a program's own (a wrapper that delays or counts) may not, and is then waited for without one."""
+@functools.lru_cache(maxsize=None)
+def _takes_timeout(work_type: type) -> bool:
+    """Whether work_type.wait() takes a timeout: torch's Work does (its pybind11 method has no Python signature); a
+    work object of a program's own (a wrapper that delays or counts) may not, and is then waited for without one.
+    Asked once per type: every exchange waits."""
     try:
-        return "timeout" in inspect.signature(work.wait).parameters
+        return "timeout" in inspect.signature(work_type.wait).parameters
     except (TypeError, ValueError):
         return True
 
 
 def wait_within_step(work, what: str) -> None:
     """Waits for an asynchronous collective (`what` names it in the error) within the running step's timeout."""
-    if step_timeout is None or not _takes_timeout(work):
+    if step_timeout is None or not _takes_timeout(type(work)):
         work.wait()
         return
     try:

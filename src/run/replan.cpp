@@ -131,23 +131,32 @@ void write_replan_request(const std::string& checkpoint_dir, int step, const Rep
   write_file_atomically(replan_request_path(checkpoint_dir), request.dump(2) + "\n");
 }
 
+namespace {
+
+// The request file's text, nullopt where there is none. The ranks write a few hundred bytes; anything larger in its
+// place is refused naming it (read_file_within), not parsed into a restart.
+std::optional<std::string> request_text(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  return read_file_within(path, kMaxReplanRequestBytes, "re-plan requests");
+}
+
+}  // namespace
+
 std::optional<ReplanRequest> read_replan_request(const std::string& checkpoint_dir) {
   const std::string path = replan_request_path(checkpoint_dir);
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;  // no re-plan: the ranks stopped for good
-  // The ranks write a few hundred bytes; anything else in its place is named, not parsed into a restart.
-  return parse_replan_request(read_file_within(path, kMaxReplanRequestBytes, "re-plan requests"), path);
+  const std::optional<std::string> text = request_text(path);
+  if (!text) return std::nullopt;  // no re-plan: the ranks stopped for good
+  return parse_replan_request(*text, path);
 }
 
 std::optional<std::string> replan_request_job(const std::string& checkpoint_dir) {
-  const std::string path = replan_request_path(checkpoint_dir);
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
   try {
-    const nlohmann::json j =
-        nlohmann::json::parse(read_file_within(path, kMaxReplanRequestBytes, "re-plan requests"));
+    const std::optional<std::string> text = request_text(replan_request_path(checkpoint_dir));
+    if (!text) return std::nullopt;
+    const nlohmann::json j = nlohmann::json::parse(*text);
     return j.is_object() && j.contains("job") && j["job"].is_string() ? j["job"].get<std::string>() : "";
-  } catch (const std::exception&) {  // unreadable or not JSON: no job's request
+  } catch (const std::exception&) {  // unreadable, too large or not JSON: no job's request
     return "";
   }
 }

@@ -92,7 +92,25 @@ void check_fresh_start(const TrainConfig& c) {
                    "newest is ", newest.value_or(""), "): add --resume to continue it, or choose an empty directory");
 }
 
-static void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingData& data);
+namespace {
+
+void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingData& data) {
+  if (c.checkpoint_dir.empty()) return;
+  prepare_checkpoint_dir(c.checkpoint_dir);
+  check_fresh_start(c);
+  if (!c.resume) return;
+  // The checkpoint --resume will load: refused here, once, if it does not fit or is damaged.
+  if (const auto dir = newest_complete_checkpoint(c.checkpoint_dir, nullptr)) {
+    const CheckpointManifest manifest = read_manifest(*dir);
+    check_resumable(c, checkpoint_identity(c, plan, data.corpus), *dir, manifest);
+    // Every shard holds parameters of the model, so check_checkpoint_loads reads (and verifies) each, once.
+    check_shard_set(*dir, manifest);
+    check_checkpoint_loads(plan, c.ep, *dir, manifest);
+    data.reader.restore(manifest.data_position);
+  }
+}
+
+}  // namespace
 
 void check_config(const TrainConfig& c) {
   const RunPlan plan = make_run_plan(c);
@@ -107,22 +125,6 @@ void check_config(const TrainConfig& c) {
   check_outputs_apart(inputs, {{"--metrics", c.metrics}, {"--trace", c.trace}});
   check_checkpoint_dir(c, plan, data);
   make_output_dirs(c);  // the ranks write into them; made once nothing was refused
-}
-
-static void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingData& data) {
-  if (c.checkpoint_dir.empty()) return;
-  prepare_checkpoint_dir(c.checkpoint_dir);
-  check_fresh_start(c);
-  if (!c.resume) return;
-  // The checkpoint --resume will load: refused here, once, if it does not fit or is damaged.
-  if (const auto dir = newest_complete_checkpoint(c.checkpoint_dir, nullptr)) {
-    const CheckpointManifest manifest = read_manifest(*dir);
-    check_resumable(c, checkpoint_identity(c, plan, data.corpus), *dir, manifest);
-    // Every shard holds parameters of the model, so check_checkpoint_loads reads (and verifies) each, once.
-    check_shard_set(*dir, manifest);
-    check_checkpoint_loads(plan, c.ep, *dir, manifest);
-    data.reader.restore(manifest.data_position);
-  }
 }
 
 void check_resumable(const TrainConfig& c, const CheckpointIdentity& identity, const std::string& dir,
