@@ -14,29 +14,29 @@
 
 int main(int argc, char** argv) {
   dualpipe::train::TrainConfig config;
-  config.schedule = "dualpipev";
-  config.ranks = 2;
-  config.microbatches = 4;
-  config.layers = 4;
-  config.hidden = 64;
-  config.heads = 2;
-  config.seq_len = 32;
-  config.steps = 10;
-  config.warmup = 2;
-  config.eval_every = 5;
-  config.sample_tokens = 40;
-  config.trace = "";
-  if (argc > 1) config.data = {argv[1]};
+  config.pipeline.schedule = "dualpipev";
+  config.parallel.pp = 2;
+  config.pipeline.microbatches = 4;
+  config.model.layers = 4;
+  config.model.hidden = 64;
+  config.model.heads = 2;
+  config.model.seq_len = 32;
+  config.optimizer.steps = 10;
+  config.optimizer.warmup = 2;
+  config.outputs.eval_every = 5;
+  config.outputs.sample_tokens = 40;
+  config.outputs.trace = "";
+  if (argc > 1) config.data.files = {argv[1]};
   try {
     dualpipe::train::check_config(config);  // one clear error before any rank starts
   } catch (const dualpipe::Error& e) {
     std::cerr << "train_transformer: " << e.what() << "\n";
     return 2;
   }
-  auto hub = std::make_shared<dualpipe::comm::InProcessHub>(config.ranks);
+  auto hub = std::make_shared<dualpipe::comm::InProcessHub>(config.parallel.pp);
   std::vector<std::thread> ranks;
   std::atomic<bool> failed{false};
-  for (int r = 0; r < config.ranks; ++r)
+  for (int r = 0; r < config.parallel.pp; ++r)
     ranks.emplace_back([&, r] {
       try {
         dualpipe::train::run_training_rank(config, std::make_shared<dualpipe::comm::InProcessCommunicator>(hub, r));

@@ -36,21 +36,21 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_group(dualpipe::comm::GlooCommunicat
 
 int main(int argc, char** argv) {
   dualpipe::train::TrainConfig config;
-  config.schedule = "dualpipe";
-  config.ranks = kPipelineRanks;
-  config.dp = kReplicas;
-  config.microbatches = 4;
-  config.layers = 8;
-  config.hidden = 32;
-  config.heads = 2;
-  config.seq_len = 16;
-  config.batch = 2;
-  config.warmup = 1;
-  config.steps = 3;
-  config.eval_every = 0;
-  config.sample_tokens = 0;
-  config.trace = "";
-  if (argc > 1) config.metrics = argv[1];
+  config.pipeline.schedule = "dualpipe";
+  config.parallel.pp = kPipelineRanks;
+  config.parallel.dp = kReplicas;
+  config.pipeline.microbatches = 4;
+  config.model.layers = 8;
+  config.model.hidden = 32;
+  config.model.heads = 2;
+  config.model.seq_len = 16;
+  config.data.batch = 2;
+  config.optimizer.warmup = 1;
+  config.optimizer.steps = 3;
+  config.outputs.eval_every = 0;
+  config.outputs.sample_tokens = 0;
+  config.outputs.trace = "";
+  if (argc > 1) config.outputs.metrics = argv[1];
   try {
     dualpipe::train::check_config(config);
     auto world = std::make_shared<dualpipe::comm::GlooCommunicator>(

@@ -63,13 +63,7 @@ void check_divides(const ModelSpec& model, const ClusterSpec& cluster, int globa
                    " must divide the ", cluster.gpus_per_node, " GPUs of a node (tensor parallelism stays in a node)");
   DUALPIPE_REQUIRE(model.heads % l.tp == 0, "tp=", l.tp, " must divide the model's ", model.heads, " heads");
   DUALPIPE_REQUIRE(model.seq_len % l.cp == 0, "cp=", l.cp, " must divide the sequence of ", model.seq_len);
-  if (model.experts == 0) {
-    DUALPIPE_REQUIRE(l.ep == 1, "ep=", l.ep, ": the model has no experts");
-  } else {
-    DUALPIPE_REQUIRE(model.experts % l.ep == 0, "ep=", l.ep, " must divide the model's ", model.experts, " experts");
-    DUALPIPE_REQUIRE((l.tp * l.cp * l.dp) % l.ep == 0, "ep=", l.ep, " must divide tp x cp x dp = ",
-                     l.tp * l.cp * l.dp, " (experts are spread over the ranks of one pipeline stage)");
-  }
+  parallel::check(l, model.experts, parallel::DimsSpelling::Fix);
   DUALPIPE_REQUIRE(global_batch % (l.dp * l.micro_batch_size) == 0, "global batch ", global_batch,
                    " must be a multiple of dp x micro-batch size = ", l.dp, " x ", l.micro_batch_size);
   DUALPIPE_REQUIRE(l.zero >= 0 && l.zero <= 3, "zero=", l.zero, " must be 0, 1, 2 or 3");

@@ -131,6 +131,12 @@ void LayoutFix::check_can_hold(const ModelSpec& model) const {
     DUALPIPE_REQUIRE(model.experts % *ep == 0, given, ": ep=", *ep, " must divide the model's ", model.experts,
                      " experts");
   }
+  if (ep && dp) {  // the trainer's rule between them (parallel_dims.h)
+    parallel::ParallelDims dims;
+    dims.ep = *ep, dims.dp = *dp;
+    const std::string broken = parallel::broken_rule(dims, parallel::DimsSpelling::Fix);
+    DUALPIPE_REQUIRE(broken.empty(), given, ": ", broken);
+  }
   if (schedules.size() == 1 && schedules[0] == "none") {
     DUALPIPE_REQUIRE(!pp || *pp == 1, given, ": schedule=none is a pipeline of one stage, so pp must be 1");
     DUALPIPE_REQUIRE(!vpp || *vpp == 1, given, ": schedule=none is one stage per rank, so vpp must be 1");

@@ -26,17 +26,18 @@ std::string options_for(const ModelSpec& model, const LayoutResult& row, run::Tr
   const Layout& l = row.layout;
   // What the command line has no words for: these layouts are the planner's, not the trainer's.
   if (l.recompute == Recompute::Selective) return "selective recomputation has no train option (only whole stages)";
-  c.ranks = l.pp, c.dp = l.dp, c.tp = l.tp, c.cp = l.cp, c.ep = l.ep;
-  c.zero = l.dp > 1 ? l.zero : 0;  // over one replica ZeRO shards nothing
-  c.sp = l.tp > 1;  // the planner's memory model assumes sequence parallelism with tensor parallelism
-  c.recompute = l.recompute == Recompute::Full;
+  static_cast<parallel::ParallelDims&>(c.parallel) = l;  // the same sizes, under the same rules
+  c.parallel.zero = l.dp > 1 ? zero_stage(l.zero, "zero") : ZeroStage::None;  // over one replica it shards nothing
+  c.parallel.sp = l.tp > 1;  // the planner's memory model assumes sequence parallelism with tensor parallelism
+  c.pipeline.recompute = l.recompute == Recompute::Full;
   // A one-rank pipeline runs each micro-batch's forward then its backward: the order 1F1B names for one rank.
-  c.schedule = l.pp == 1 ? "1f1b" : l.schedule;
-  c.stages_per_rank = l.schedule == "interleaved-1f1b" ? l.vpp : 0;
-  c.microbatches = l.microbatches, c.batch = l.micro_batch_size;
-  c.layers = model.layers, c.hidden = model.hidden, c.heads = model.heads, c.seq_len = model.seq_len;
-  c.experts = model.experts;
-  if (model.experts > 0) c.top_k = model.top_k;
+  c.pipeline.schedule = l.pp == 1 ? "1f1b" : l.schedule;
+  c.pipeline.stages_per_rank = l.schedule == "interleaved-1f1b" ? l.vpp : 0;
+  c.pipeline.microbatches = l.microbatches, c.data.batch = l.micro_batch_size;
+  c.model.layers = model.layers, c.model.hidden = model.hidden, c.model.heads = model.heads;
+  c.model.seq_len = model.seq_len;
+  c.model.experts = model.experts;
+  if (model.experts > 0) c.model.top_k = model.top_k;
   return "";
 }
 
@@ -61,16 +62,20 @@ TrainCommand train_command(const ModelSpec& model, const ClusterSpec& cluster, c
   }
   if (!out.why_not.empty()) return out;
   // Shown even where they equal the defaults, so that the command reads as the layout.
-  using C = run::TrainConfig;
-  std::vector<run::TrainField> shown = {&C::ranks, &C::schedule, &C::microbatches, &C::batch,
-                                        &C::layers, &C::hidden,   &C::heads,        &C::seq_len};
+#define F DUALPIPE_TRAIN_FIELD
+  std::vector<run::TrainField> shown = {F(parallel.pp), F(pipeline.schedule), F(pipeline.microbatches),
+                                        F(data.batch),  F(model.layers),      F(model.hidden),
+                                        F(model.heads), F(model.seq_len)};
   if (planned) {  // the file says the schedule, its ranks and micro-batches
-    const C defaults;
-    c.schedule = defaults.schedule, c.ranks = defaults.ranks, c.microbatches = defaults.microbatches;
-    c.schedule_file = "plan.txt";
-    shown = {&C::schedule_file, &C::batch, &C::layers, &C::hidden, &C::heads, &C::seq_len};
+    const run::TrainConfig defaults;
+    c.pipeline.schedule = defaults.pipeline.schedule, c.parallel.pp = defaults.parallel.pp;
+    c.pipeline.microbatches = defaults.pipeline.microbatches;
+    c.pipeline.schedule_file = "plan.txt";
+    shown = {F(pipeline.schedule_file), F(data.batch), F(model.layers), F(model.hidden), F(model.heads),
+             F(model.seq_len)};
   }
-  if (c.experts > 0) shown.push_back(&C::top_k);
+  if (c.model.experts > 0) shown.push_back(F(model.top_k));
+#undef F
   std::vector<std::string> words = {"dualpipe", "train"};
   for (std::string& argument : run::command_arguments(c, /*every_option=*/false, shown))
     words.push_back(std::move(argument));

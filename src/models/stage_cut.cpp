@@ -29,19 +29,12 @@ StageCut StageCut::balanced(int layers, int stages) {
   return cut;
 }
 
-StageCut StageCut::parse(const std::string& text, int layers, int stages) {
-  StageCut cut;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    char* end = nullptr;
-    const long n = item.empty() ? 0 : std::strtol(item.c_str(), &end, 10);
-    DUALPIPE_REQUIRE(!item.empty() && end && *end == '\0' && n >= 1 && n <= 100000, "--layers-per-stage '", text,
-                     "': '", item, "' is not a positive layer count (write counts like 3,4,4,3)");
-    cut.layers_per_stage.push_back(static_cast<int>(n));
-    start = comma + 1;
-  }
+StageCut StageCut::of(std::vector<int> counts, int layers, int stages) {
+  StageCut cut{std::move(counts)};
+  const std::string text = cut.to_string();
+  for (const int n : cut.layers_per_stage)
+    DUALPIPE_REQUIRE(n >= 1, "--layers-per-stage '", text, "': ", n, " is not a positive layer count (write counts "
+                     "like 3,4,4,3)");
   DUALPIPE_REQUIRE(cut.num_stages() == stages, "--layers-per-stage '", text, "' gives ", cut.num_stages(),
                    " stages, but the schedule has ", stages, " (one count per stage)");
   DUALPIPE_REQUIRE(cut.num_layers() == layers, "--layers-per-stage '", text, "' adds up to ", cut.num_layers(),

@@ -6,28 +6,12 @@
 namespace dualpipe::parallel {
 
 namespace {
-constexpr int kMaxWorld = 65536;
+constexpr int64_t kMaxWorld = 65536;
 }
 
-std::string MeshShape::to_string() const {
-  return detail::concat("PP=", pp, " x DP=", dp, cp > 1 ? detail::concat(" x CP=", cp) : std::string(),
-                        tp > 1 ? detail::concat(" x TP=", tp) : std::string(),
-                        ep > 1 ? detail::concat(" (EP=", ep, ")") : std::string());
-}
-
-ProcessMesh::ProcessMesh(MeshShape shape) : shape_(shape) {
-  DUALPIPE_REQUIRE(shape.pp >= 1, "--pp must be at least 1, got ", shape.pp);
-  DUALPIPE_REQUIRE(shape.dp >= 1, "--dp must be at least 1, got ", shape.dp);
-  DUALPIPE_REQUIRE(shape.ep >= 1, "--ep must be at least 1, got ", shape.ep);
-  DUALPIPE_REQUIRE(shape.tp >= 1, "--tp must be at least 1, got ", shape.tp);
-  DUALPIPE_REQUIRE(shape.cp >= 1, "--cp must be at least 1, got ", shape.cp);
-  const long long world = static_cast<long long>(shape.pp) * shape.dp * shape.cp * shape.tp;
-  DUALPIPE_REQUIRE(world <= kMaxWorld, "--pp ", shape.pp, " x --dp ", shape.dp,
-                   shape.cp > 1 ? detail::concat(" x --cp ", shape.cp) : std::string(),
-                   shape.tp > 1 ? detail::concat(" x --tp ", shape.tp) : std::string(), " is ", world,
-                   " ranks, above the limit of ", kMaxWorld);
-  DUALPIPE_REQUIRE(shape.dp % shape.ep == 0, "--ep ", shape.ep, " must divide --dp ", shape.dp,
-                   ": expert parallelism runs across the data-parallel replicas of one stage");
+ProcessMesh::ProcessMesh(ParallelDims dims) : dims_(dims) {
+  check(dims, DimsSpelling::Options);
+  check_world_size(dims, kMaxWorld, DimsSpelling::Options);
 }
 
 void ProcessMesh::check_rank(int rank) const {
@@ -35,27 +19,27 @@ void ProcessMesh::check_rank(int rank) const {
 }
 
 int ProcessMesh::rank_of(int pipeline_rank, int replica, int inner_rank) const {
-  DUALPIPE_CHECK(pipeline_rank >= 0 && pipeline_rank < shape_.pp && replica >= 0 && replica < shape_.dp &&
-                 inner_rank >= 0 && inner_rank < shape_.inner());
-  return (replica * shape_.pp + pipeline_rank) * shape_.inner() + inner_rank;
+  DUALPIPE_CHECK(pipeline_rank >= 0 && pipeline_rank < dims_.pp && replica >= 0 && replica < dims_.dp &&
+                 inner_rank >= 0 && inner_rank < dims_.inner());
+  return (replica * dims_.pp + pipeline_rank) * dims_.inner() + inner_rank;
 }
 
 MeshCoordinates ProcessMesh::coordinates(int rank) const {
   check_rank(rank);
   MeshCoordinates c;
-  c.inner = rank % shape_.inner();
-  c.tensor_rank = c.inner % shape_.tp;
-  c.context_rank = c.inner / shape_.tp;
-  const int model_rank = rank / shape_.inner();  // the rank in the mesh without tensor and context parallelism
-  c.pipeline_rank = model_rank % shape_.pp;
-  c.replica = model_rank / shape_.pp;
-  c.expert_rank = c.replica % shape_.ep;
+  c.inner = rank % dims_.inner();
+  c.tensor_rank = c.inner % dims_.tp;
+  c.context_rank = c.inner / dims_.tp;
+  const int model_rank = rank / dims_.inner();  // the rank in the mesh without tensor and context parallelism
+  c.pipeline_rank = model_rank % dims_.pp;
+  c.replica = model_rank / dims_.pp;
+  c.expert_rank = c.replica % dims_.ep;
   return c;
 }
 
 std::vector<int> ProcessMesh::pipeline_group(int replica, int inner_rank) const {
   std::vector<int> ranks;
-  for (int p = 0; p < shape_.pp; ++p) ranks.push_back(rank_of(p, replica, inner_rank));
+  for (int p = 0; p < dims_.pp; ++p) ranks.push_back(rank_of(p, replica, inner_rank));
   return ranks;
 }
 
@@ -66,14 +50,14 @@ std::vector<int> ProcessMesh::data_parallel_group(int pipeline_rank, int inner_r
 std::vector<int> ProcessMesh::tensor_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
   std::vector<int> ranks;
-  for (int t = 0; t < shape_.tp; ++t) ranks.push_back(rank_of(c.pipeline_rank, c.replica, c.context_rank * shape_.tp + t));
+  for (int t = 0; t < dims_.tp; ++t) ranks.push_back(rank_of(c.pipeline_rank, c.replica, c.context_rank * dims_.tp + t));
   return ranks;
 }
 
 std::vector<int> ProcessMesh::context_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
   std::vector<int> ranks;
-  for (int k = 0; k < shape_.cp; ++k) ranks.push_back(rank_of(c.pipeline_rank, c.replica, k * shape_.tp + c.tensor_rank));
+  for (int k = 0; k < dims_.cp; ++k) ranks.push_back(rank_of(c.pipeline_rank, c.replica, k * dims_.tp + c.tensor_rank));
   return ranks;
 }
 
@@ -81,7 +65,7 @@ std::vector<int> ProcessMesh::expert_group(int rank) const {
   const MeshCoordinates c = coordinates(rank);
   std::vector<int> ranks;
   const int first = c.replica - c.expert_rank;
-  for (int d = first; d < first + shape_.ep; ++d) ranks.push_back(rank_of(c.pipeline_rank, d, c.inner));
+  for (int d = first; d < first + dims_.ep; ++d) ranks.push_back(rank_of(c.pipeline_rank, d, c.inner));
   return ranks;
 }
 
@@ -96,15 +80,15 @@ std::vector<int> ProcessMesh::holders_group(const std::vector<int>& pipeline_ran
 
 std::vector<int> ProcessMesh::expert_holders_group(const std::vector<int>& pipeline_ranks, int expert_rank,
                                                    int inner_rank) const {
-  DUALPIPE_CHECK(expert_rank >= 0 && expert_rank < shape_.ep, "expert rank ", expert_rank, " outside an EP group of ",
-                 shape_.ep);
-  return holders(pipeline_ranks, expert_rank, shape_.ep, inner_rank);
+  DUALPIPE_CHECK(expert_rank >= 0 && expert_rank < dims_.ep, "expert rank ", expert_rank, " outside an EP group of ",
+                 dims_.ep);
+  return holders(pipeline_ranks, expert_rank, dims_.ep, inner_rank);
 }
 
 std::vector<int> ProcessMesh::holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride,
                                       int inner_rank) const {
   std::vector<int> ranks;
-  for (int d = first_replica; d < shape_.dp; d += stride)
+  for (int d = first_replica; d < dims_.dp; d += stride)
     for (int p : pipeline_ranks) ranks.push_back(rank_of(p, d, inner_rank));
   return ranks;
 }

@@ -86,7 +86,7 @@ std::map<int, StageCopyGroups> make_stage_copy_groups(const c10::intrusive_ptr<c
     const std::string kind = dualpipe::detail::concat("stage_copies/", stage);
     StageCopyGroups& g = groups[stage];
     g.dense = make_group(store, kind, mesh.holders_group(holders, at.inner), rank, options);
-    if (mesh.shape().ep > 1)
+    if (mesh.dims().ep > 1)
       g.experts = make_group(store, kind + "/experts",
                              mesh.expert_holders_group(holders, at.expert_rank, at.inner), rank, options);
   }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dualpipe/run/train_rules.h"
+#include "dualpipe/run/train_values.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/atomic_file.h"
@@ -29,7 +30,7 @@ namespace {
 // `kind` over the config's ranks and micro-batches; throws InvalidArgument where it cannot serve them.
 Schedule schedule_for(const TrainConfig& c, const std::string& kind, int stages_per_rank) {
   ScheduleOptions options;
-  options.num_ranks = c.ranks, options.num_microbatches = c.microbatches, options.stages_per_rank = stages_per_rank;
+  options.num_ranks = c.parallel.pp, options.num_microbatches = c.pipeline.microbatches, options.stages_per_rank = stages_per_rank;
   return make_schedule(kind, options);
 }
 
@@ -44,8 +45,8 @@ double simulated_ms(const Schedule& schedule, const std::vector<int>& cut, const
 // --emulate-device's costs are a stage's of the balanced cut (train/device_emulation.h); per-stage lists name
 // particular stages.
 bool emulated_per_stage(const TrainConfig& c) {
-  if (c.emulate_device.empty()) return false;
-  const CostModel costs = CostModel::parse(c.emulate_device);
+  if (c.device.emulate.empty()) return false;
+  const CostModel costs = CostModel::parse(c.device.emulate);
   return !costs.stage_forward.empty() || !costs.stage_scale.empty();
 }
 
@@ -68,25 +69,25 @@ std::string format_speeds(const std::vector<double>& speeds) {
 
 Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, const std::vector<double>& speeds,
                   const LayerCost& layer) {
-  const std::vector<LayerCost> layers(c.layers, layer);
+  const std::vector<LayerCost> layers(c.model.layers, layer);
   Replan best;
   best.rank_speed = speeds;
-  best.current_ms = simulated_ms(schedule_for(c, c.schedule, c.stages_per_rank), current_cut, layers, speeds);
+  best.current_ms = simulated_ms(schedule_for(c, c.pipeline.schedule, c.pipeline.stages_per_rank), current_cut, layers, speeds);
   best.predicted_ms = best.current_ms;
-  best.schedule = c.schedule, best.stages_per_rank = c.stages_per_rank, best.layers_per_stage = current_cut;
+  best.schedule = c.pipeline.schedule, best.stages_per_rank = c.pipeline.stages_per_rank, best.layers_per_stage = current_cut;
   // Emulated costs named per stage do not carry over to another count of stages.
   const bool same_stage_count = emulated_per_stage(c);
   for (const GeneratorInfo& g : generators()) {
-    const int stages_per_rank = g.stages_per_rank == 0 && c.schedule == g.name ? c.stages_per_rank : 0;
+    const int stages_per_rank = g.stages_per_rank == 0 && c.pipeline.schedule == g.name ? c.pipeline.stages_per_rank : 0;
     Schedule schedule;
     try {
       schedule = schedule_for(c, std::string(g.name), stages_per_rank);
     } catch (const InvalidArgument&) {
       continue;  // it cannot serve these ranks and micro-batches
     }
-    if (schedule.num_stages > c.layers) continue;
+    if (schedule.num_stages > c.model.layers) continue;
     if (same_stage_count && schedule.num_stages != static_cast<int>(current_cut.size())) continue;
-    const std::vector<int> cut = speed_balanced_cut(layers, schedule.placement, c.microbatches, speeds);
+    const std::vector<int> cut = speed_balanced_cut(layers, schedule.placement, c.pipeline.microbatches, speeds);
     const double ms = simulated_ms(schedule, cut, layers, speeds);
     if (ms < best.predicted_ms * (1 - 1e-9)) {
       best.schedule = g.name, best.stages_per_rank = stages_per_rank;
@@ -98,11 +99,12 @@ Replan replan_for(const TrainConfig& c, const std::vector<int>& current_cut, con
 
 void apply_replan(const Replan& r, TrainConfig& c) {
   const int before = schedule_of(c).num_stages, after = static_cast<int>(r.layers_per_stage.size());
-  if (!c.emulate_device.empty() && before != after)  // each layer keeps its emulated cost
-    c.emulate_device = emulated_costs_for(c.emulate_device, before, after);
-  c.schedule = r.schedule, c.stages_per_rank = r.stages_per_rank;
-  c.layers_per_stage = format_cut(r.layers_per_stage);
-  c.rank_speed = format_speeds(r.rank_speed);
+  if (!c.device.emulate.empty() && before != after)  // each layer keeps its emulated cost
+    c.device.emulate = emulated_costs_for(c.device.emulate, before, after);
+  c.pipeline.schedule = r.schedule, c.pipeline.stages_per_rank = r.stages_per_rank;
+  c.model.layers_per_stage = r.layers_per_stage;
+  // As the report prints them (three digits), so that the run applied is the command the report gives.
+  c.stragglers.rank_speed = parse_speeds(format_speeds(r.rank_speed));
 }
 
 // What a request that cannot be applied leaves behind.
@@ -208,13 +210,13 @@ TrainConfig replanned_config(const ReplanRequest& request, const TrainConfig& co
     const int stages = schedule_of(next).num_stages;
     const long long layers = std::accumulate(r.layers_per_stage.begin(), r.layers_per_stage.end(), 0LL);
     DUALPIPE_REQUIRE(static_cast<int>(r.layers_per_stage.size()) == stages, "its cut has ",
-                     r.layers_per_stage.size(), " stages, ", r.schedule, " over ", next.ranks, " ranks has ", stages);
-    DUALPIPE_REQUIRE(layers == next.layers, "its cut holds ", layers, " layers, the model ", next.layers);
+                     r.layers_per_stage.size(), " stages, ", r.schedule, " over ", next.parallel.pp, " ranks has ", stages);
+    DUALPIPE_REQUIRE(layers == next.model.layers, "its cut holds ", layers, " layers, the model ", next.model.layers);
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(concat(replan_request_path(config.checkpoint_dir), ": the re-plan cannot run: ", e.what(),
+    throw InvalidArgument(concat(replan_request_path(config.checkpoint.dir), ": the re-plan cannot run: ", e.what(),
                                  kReplanKept));
   }
-  next.resume = true;
+  next.checkpoint.resume = true;
   return next;
 }
 

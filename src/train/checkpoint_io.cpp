@@ -109,7 +109,7 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
                             const std::map<int, StageState>& stages, const ShardRole& role,
                             const CheckpointOwner& owner, comm::Communicator& world,
                             std::chrono::milliseconds timeout) {
-  const std::string dir = step_directory(c.checkpoint_dir, step);
+  const std::string dir = step_directory(c.checkpoint.dir, step);
   if (world.rank() == 0) {
     DUALPIPE_REQUIRE(step_directory_is_replaceable(dir, owner.run), "checkpoint ", dir,
                      " belongs to another run: not replaced (use a --checkpoint-dir of this run's own)");
@@ -141,7 +141,7 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
   CheckpointManifest m;
   m.run = owner.run;
   m.step = step;
-  m.planned_steps = c.steps;
+  m.planned_steps = c.optimizer.steps;
   m.schedule = plan.schedule.kind;
   m.identity = owner.identity;
   m.data_position = position;
@@ -155,14 +155,14 @@ std::string save_checkpoint(const TrainConfig& c, const RunPlan& plan, int step,
                  " expert ranks");
   maybe_die_before_manifest(step);
   write_manifest(dir, m);
-  prune_checkpoints(c.checkpoint_dir, c.keep, owner.run);
+  prune_checkpoints(c.checkpoint.dir, c.checkpoint.keep, owner.run);
   return dir;
 }
 
 std::optional<Resumed> load_newest_checkpoint(const TrainConfig& c, const CheckpointIdentity& identity,
                                               const ShardRole& role, std::map<int, StageState>& stages,
                                               std::vector<std::string>* skipped) {
-  const auto dir = newest_complete_checkpoint(c.checkpoint_dir, skipped);
+  const auto dir = newest_complete_checkpoint(c.checkpoint.dir, skipped);
   if (!dir) return std::nullopt;
   Resumed resumed{*dir, read_manifest(*dir)};
   check_resumable(c, identity, *dir, resumed.manifest);

@@ -4,22 +4,19 @@
 
 #include <cstdlib>
 
+#include "dualpipe/run/train_values.h"
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
 
 DeviceChoice choose_device(const TrainConfig& c) {
-  DUALPIPE_REQUIRE(c.device == "cpu" || c.device == "cuda", "--device '", c.device, "' is not one of cpu, cuda");
   DeviceChoice choice;
-  choice.cuda = c.device == "cuda";
-  if (c.backend.empty()) {
-    choice.backend = choice.cuda ? comm::BackendKind::nccl : comm::BackendKind::gloo;
-  } else {
-    choice.backend = comm::parse_backend(c.backend);
-  }
+  choice.cuda = c.device.kind == run::DeviceKind::Cuda;
+  const bool nccl = c.device.backend == run::Backend::Nccl || (c.device.backend == run::Backend::Auto && choice.cuda);
+  choice.backend = nccl ? comm::BackendKind::nccl : comm::BackendKind::gloo;
   DUALPIPE_REQUIRE(!(choice.backend == comm::BackendKind::nccl && !choice.cuda),
-                   "--backend nccl needs --device cuda: NCCL carries only CUDA tensors, and --device ", c.device,
-                   " keeps the stages on the CPU (use --backend gloo)");
+                   "--backend nccl needs --device cuda: NCCL carries only CUDA tensors, and --device ",
+                   run::word_of(c.device.kind), " keeps the stages on the CPU (use --backend gloo)");
   DUALPIPE_REQUIRE(!(choice.backend == comm::BackendKind::nccl && !comm::nccl_compiled_in()),
                    "--backend nccl: this LibTorch was built without NCCL (use --backend gloo)");
   if (choice.cuda) {

@@ -20,27 +20,27 @@ double parse_link_rate(const std::string& option, const std::string& text) {
 }
 
 std::vector<models::EmulatedLayer> emulated_stages(const TrainConfig& c, const models::StageCut& cut) {
-  if (c.emulate_device.empty()) {
-    DUALPIPE_REQUIRE(c.emulate_link_rate.empty(), "--emulate-link-rate needs --emulate-device COSTS");
+  if (c.device.emulate.empty()) {
+    DUALPIPE_REQUIRE(c.device.emulate_link_rate.empty(), "--emulate-link-rate needs --emulate-device COSTS");
     return {};
   }
-  DUALPIPE_REQUIRE(c.experts > 0, "--emulate-device emulates the compute of MoE layers: give --experts N");
-  DUALPIPE_REQUIRE(c.device == "cpu", "--emulate-device runs on the CPU, got --device ", c.device);
+  DUALPIPE_REQUIRE(c.model.experts > 0, "--emulate-device emulates the compute of MoE layers: give --experts N");
+  DUALPIPE_REQUIRE(c.device.kind == run::DeviceKind::Cpu, "--emulate-device runs on the CPU, got --device cuda");
   CostModel costs;
   try {
-    costs = CostModel::parse(c.emulate_device);
+    costs = CostModel::parse(c.device.emulate);
     costs.check_stages(cut.num_stages());
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(detail::concat("--emulate-device '", c.emulate_device, "': ", e.what()));
+    throw InvalidArgument(detail::concat("--emulate-device '", c.device.emulate, "': ", e.what()));
   }
-  DUALPIPE_REQUIRE(!costs.overlapped && costs.comm == 0, "--emulate-device '", c.emulate_device,
+  DUALPIPE_REQUIRE(!costs.overlapped && costs.comm == 0, "--emulate-device '", c.device.emulate,
                    "' sets FB or comm, which the run measures: give F, B, W and a2a (in milliseconds)");
   double bytes_per_ms = 0;
   if (costs.all_to_all > 0) {
-    DUALPIPE_REQUIRE(c.ep > 1, "--emulate-device's a2a needs expert parallelism (--ep above 1), got --ep ", c.ep);
-    DUALPIPE_REQUIRE(!c.emulate_link_rate.empty(),
+    DUALPIPE_REQUIRE(c.parallel.ep > 1, "--emulate-device's a2a needs expert parallelism (--ep above 1), got --ep ", c.parallel.ep);
+    DUALPIPE_REQUIRE(!c.device.emulate_link_rate.empty(),
                      "--emulate-device's a2a needs --emulate-link-rate RATE (like 100mbit) to size the exchanges");
-    bytes_per_ms = parse_link_rate("--emulate-link-rate", c.emulate_link_rate) / 8 / 1000;
+    bytes_per_ms = parse_link_rate("--emulate-link-rate", c.device.emulate_link_rate) / 8 / 1000;
   }
   // Costs given per stage are that stage's; a uniform cost is a stage's of the balanced cut, so each layer keeps
   // its share and a stage of more layers (an uneven --layers-per-stage, a re-plan) takes longer.

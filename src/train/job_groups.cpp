@@ -14,29 +14,29 @@ bool uses_pipeline_channels(const DeviceChoice& choice) {
   return choice.backend == comm::BackendKind::nccl || comm::nccl_rules_from_environment();
 }
 
-bool uses_mesh_groups(const TrainConfig& config) { return config.dp > 1 || config.tp > 1 || config.cp > 1; }
+bool uses_mesh_groups(const TrainConfig& config) { return config.parallel.dp > 1 || config.parallel.tp > 1 || config.parallel.cp > 1; }
 
 void check_groups_fit(const TrainConfig& config, const comm::Communicator* world, const parallel::MeshGroups& groups) {
   auto size = [](const c10::intrusive_ptr<c10d::ProcessGroup>& group) { return group ? group->getSize() : 0; };
-  DUALPIPE_REQUIRE(size(groups.pipeline) == config.ranks, "the pipeline group has ", size(groups.pipeline),
-                   " ranks but --pp is ", config.ranks);
-  DUALPIPE_REQUIRE(size(groups.data_parallel) == config.dp, "the data-parallel group has ", size(groups.data_parallel),
-                   " ranks but --dp is ", config.dp);
-  DUALPIPE_REQUIRE(config.tp == 1 || (size(groups.tensor) == config.tp && size(groups.tensor_backward) == config.tp),
+  DUALPIPE_REQUIRE(size(groups.pipeline) == config.parallel.pp, "the pipeline group has ", size(groups.pipeline),
+                   " ranks but --pp is ", config.parallel.pp);
+  DUALPIPE_REQUIRE(size(groups.data_parallel) == config.parallel.dp, "the data-parallel group has ", size(groups.data_parallel),
+                   " ranks but --dp is ", config.parallel.dp);
+  DUALPIPE_REQUIRE(config.parallel.tp == 1 || (size(groups.tensor) == config.parallel.tp && size(groups.tensor_backward) == config.parallel.tp),
                    "the tensor-parallel groups have ", size(groups.tensor), " and ", size(groups.tensor_backward),
-                   " ranks but --tp is ", config.tp);
-  DUALPIPE_REQUIRE(config.cp == 1 || (size(groups.context) == config.cp && size(groups.context_backward) == config.cp),
+                   " ranks but --tp is ", config.parallel.tp);
+  DUALPIPE_REQUIRE(config.parallel.cp == 1 || (size(groups.context) == config.parallel.cp && size(groups.context_backward) == config.parallel.cp),
                    "the context-parallel groups have ", size(groups.context), " and ", size(groups.context_backward),
-                   " ranks but --cp is ", config.cp);
+                   " ranks but --cp is ", config.parallel.cp);
   DUALPIPE_REQUIRE(world && world->size() == config.world_size(), "the world has ", world ? world->size() : 0,
                    " ranks but ", config.world_product(), " is ", config.world_size());
-  if (config.ep > 1)
-    DUALPIPE_REQUIRE(size(groups.expert) == config.ep && size(groups.expert_backward) == config.ep &&
-                         size(groups.expert_data_parallel) == config.dp / config.ep,
+  if (config.parallel.ep > 1)
+    DUALPIPE_REQUIRE(size(groups.expert) == config.parallel.ep && size(groups.expert_backward) == config.parallel.ep &&
+                         size(groups.expert_data_parallel) == config.parallel.dp / config.parallel.ep,
                      "the expert groups have ", size(groups.expert), " and ", size(groups.expert_backward),
                      " ranks and the expert-data-parallel group ", size(groups.expert_data_parallel), ", but --ep ",
-                     config.ep, " of --dp ", config.dp, " needs ", config.ep, ", ", config.ep, " and ",
-                     config.dp / config.ep);
+                     config.parallel.ep, " of --dp ", config.parallel.dp, " needs ", config.parallel.ep, ", ", config.parallel.ep, " and ",
+                     config.parallel.dp / config.parallel.ep);
 }
 
 std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::PipelineChannels& channels,
@@ -48,7 +48,7 @@ std::shared_ptr<comm::Communicator> connect_pipeline_channels(const parallel::Pi
 
 LayerGroups make_layer_groups(const TrainConfig& config, const parallel::MeshGroups& groups) {
   LayerGroups layers;
-  if (config.ep > 1) {
+  if (config.parallel.ep > 1) {
     layers.timeline = std::make_shared<ExpertTimeline>();
     layers.experts = std::make_shared<parallel::ExpertCommunication>();
     layers.experts->forward = groups.expert;
@@ -58,14 +58,14 @@ LayerGroups make_layer_groups(const TrainConfig& config, const parallel::MeshGro
       timeline->exchange(what, start, waited_from, end);
     };
   }
-  if (config.tp > 1) {
+  if (config.parallel.tp > 1) {
     auto group = std::make_shared<parallel::TensorParallelGroup>();
     group->group = groups.tensor;
     group->backward = groups.tensor_backward;
-    group->sequence_parallel = config.sp;
+    group->sequence_parallel = config.parallel.sp;
     layers.tp = std::move(group);
   }
-  if (config.cp > 1) {
+  if (config.parallel.cp > 1) {
     auto group = std::make_shared<parallel::ContextParallelGroup>();
     group->group = groups.context;
     group->backward = groups.context_backward;
@@ -80,7 +80,7 @@ JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, c
   const bool channels = uses_pipeline_channels(choice);
   if (!uses_mesh_groups(config) && !channels) return groups;
   parallel::GroupOptions options;
-  options.timeout = config.timeout();
+  options.timeout = config.device.timeout();
   options.interface = world.interface();
   options.backend = choice.backend;
   const c10::Device device = stage_device(choice);
@@ -93,14 +93,14 @@ JobGroups make_job_groups(const TrainConfig& config, const Schedule& schedule, c
                                                               "every message on tag 0)")
               << std::endl;
   if (!uses_mesh_groups(config)) {
-    std::vector<int> ranks(static_cast<std::size_t>(config.ranks));
+    std::vector<int> ranks(static_cast<std::size_t>(config.parallel.pp));
     std::iota(ranks.begin(), ranks.end(), 0);
     groups.pipeline = connect_pipeline_channels(
         parallel::make_pipeline_channels(world.store(), ranks, world.rank(), options), schedule, device,
         options.timeout);
     return groups;
   }
-  const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep, config.tp, config.cp});
+  const parallel::ProcessMesh mesh({config.parallel.pp, config.parallel.dp, config.parallel.ep, config.parallel.tp, config.parallel.cp});
   groups.mesh = parallel::make_mesh_groups(world.store(), mesh, world.rank(), options);
   std::vector<std::vector<int>> pipeline_ranks_of_stage;
   for (int stage = 0; stage < schedule.num_stages; ++stage)

@@ -17,6 +17,7 @@
 #include "dualpipe/launch/launch.h"
 #include "dualpipe/launch/node_layout.h"
 #include "dualpipe/run/replan.h"
+#include "dualpipe/run/train_values.h"
 #include "dualpipe/train/run_plan.h"
 #include "dualpipe/util/byte_size.h"
 #include "dualpipe/util/directory_lock.h"
@@ -100,7 +101,7 @@ int launch_training(TrainConfig& config, const run::TrainLaunch& l, const Worker
   // rather than ending the launcher. The ranks start with its default action (SignalPipe) and catch it.
   signal(SIGUSR1, SIG_IGN);
   const int world_size = config.world_size();
-  DUALPIPE_REQUIRE(config.on_straggler != "replan" || l.nnodes == 1, "--on-straggler replan restarts the ranks of "
+  DUALPIPE_REQUIRE(config.stragglers.action != run::StragglerAction::Replan || l.nnodes == 1, "--on-straggler replan restarts the ranks of "
                    "one machine; with --nnodes ", l.nnodes, " use --on-straggler report and restart every node with "
                    "the command it prints");
   check_local_world(local_ranks(l, world_size), world_size);
@@ -110,8 +111,8 @@ int launch_training(TrainConfig& config, const run::TrainLaunch& l, const Worker
   // life, restarts included; world rank 0 (a fork of this process, on node 0) takes it over. Other nodes would only
   // find their own job's lock.
   std::optional<DirectoryLock> lock;
-  if (l.node_rank == 0 && !config.checkpoint_dir.empty()) {
-    lock.emplace(config.checkpoint_dir, "--checkpoint-dir", "dualpipe train (starting the ranks)");
+  if (l.node_rank == 0 && !config.checkpoint.dir.empty()) {
+    lock.emplace(config.checkpoint.dir, "--checkpoint-dir", "dualpipe train (starting the ranks)");
     lock->share_with_forks();
     train::check_fresh_start(config);  // a job that ended between the check and the lock saved here meanwhile
   }
@@ -122,31 +123,32 @@ int launch_training(TrainConfig& config, const run::TrainLaunch& l, const Worker
   options.max_restarts = l.max_restarts;
   options.command = {"dualpipe-train-worker"};  // names the ranks in messages; they are forks of this process
   options.rank_entry = [&worker] { return worker(false); };
-  if (l.max_restarts > 0 && config.checkpoint_dir.empty())
+  if (l.max_restarts > 0 && config.checkpoint.dir.empty())
     std::cerr << "dualpipe train: note: --max-restarts without --checkpoint-dir: a restarted job begins again at "
                  "step 1\n";
-  const bool may_replan = config.on_straggler == "replan";  // with a checkpoint directory, on one machine
-  if (may_replan) std::remove(run::replan_request_path(config.checkpoint_dir).c_str());  // an earlier job's, unread
+  const bool may_replan = config.stragglers.action == run::StragglerAction::Replan;  // with a checkpoint directory, on one machine
+  if (may_replan) std::remove(run::replan_request_path(config.checkpoint.dir).c_str());  // an earlier job's, unread
   for (;;) {
     const std::string job = run::start_replan_job();
     const int status = launch::run(options);
     // The ranks stopped at a checkpoint and left the re-plan beside it: start them again with it.
-    const std::optional<std::string> from = may_replan && status == 0 ? run::replan_request_job(config.checkpoint_dir)
+    const std::optional<std::string> from = may_replan && status == 0 ? run::replan_request_job(config.checkpoint.dir)
                                                                       : std::nullopt;
     if (!from) return status;
     if (*from != job) {  // the ranks ran to their last step; something else put the file there
-      std::cout << "dualpipe train: ignored " << run::replan_request_path(config.checkpoint_dir)
+      std::cout << "dualpipe train: ignored " << run::replan_request_path(config.checkpoint.dir)
                 << ": not written by this job's ranks (they write it only when they stop to re-plan)" << std::endl;
       return status;
     }
-    const std::optional<run::ReplanRequest> request = run::read_replan_request(config.checkpoint_dir);
+    const std::optional<run::ReplanRequest> request = run::read_replan_request(config.checkpoint.dir);
     if (!request) return status;
     const std::string before =
-        config.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
+        config.pipeline.schedule + " with layers per stage " + train::make_run_plan(config).cut.to_string();
     config = run::replanned_config(*request, config);
-    std::remove(run::replan_request_path(config.checkpoint_dir).c_str());
-    std::cout << "dualpipe train: re-planned after step " << request->step << " for rank speeds " << config.rank_speed
-              << ": " << before << " -> " << config.schedule << " with layers per stage " << config.layers_per_stage
+    std::remove(run::replan_request_path(config.checkpoint.dir).c_str());
+    std::cout << "dualpipe train: re-planned after step " << request->step << " for rank speeds "
+              << run::format_speeds(config.stragglers.rank_speed) << ": " << before << " -> " << config.pipeline.schedule
+              << " with layers per stage " << run::format_layer_counts(config.model.layers_per_stage)
               << " (step predicted " << request->replan.current_ms << " -> " << request->replan.predicted_ms
               << " ms); starting the ranks again from the checkpoint" << std::endl;
   }

@@ -45,11 +45,11 @@ struct KinetoProfile::State {
 
 KinetoProfile::KinetoProfile(const TrainConfig& c, const Schedule& schedule, int world_rank, int world_size,
                              int first) {
-  if (c.kineto_trace.empty()) return;
+  if (c.outputs.kineto_trace.empty()) return;
   state_ = std::make_unique<State>();
   state_->first = std::max(first, 2);
-  state_->last = state_->first + c.kineto_steps - 1;
-  state_->path = (fs::path(c.kineto_trace) / ("rank" + std::to_string(world_rank) + ".pt.trace.json")).string();
+  state_->last = state_->first + c.outputs.kineto_steps - 1;
+  state_->path = (fs::path(c.outputs.kineto_trace) / ("rank" + std::to_string(world_rank) + ".pt.trace.json")).string();
   const nlohmann::json keys = {
       {"dualpipe", {{"kind", schedule.kind}, {"schedule", format_text(schedule)}}},
       {"distributedInfo", {{"backend", "gloo"}, {"rank", world_rank}, {"world_size", world_size}}}};

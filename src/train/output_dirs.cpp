@@ -56,11 +56,11 @@ std::string canonical(const std::string& path) {
 }  // namespace
 
 void check_output_dirs(const TrainConfig& c) {
-  check_output_dir("--kineto-trace", c.kineto_trace);
-  check_output_dir("--stall-report-dir", c.stall_report_dir);
+  check_output_dir("--kineto-trace", c.outputs.kineto_trace);
+  check_output_dir("--stall-report-dir", c.device.stall_report_dir);
   const std::vector<std::pair<const char*, std::string>> dirs = {
-      {"--kineto-trace", c.kineto_trace}, {"--stall-report-dir", c.stall_report_dir},
-      {"--checkpoint-dir", c.checkpoint_dir}, {"--metrics", c.metrics}, {"--trace", c.trace}};
+      {"--kineto-trace", c.outputs.kineto_trace}, {"--stall-report-dir", c.device.stall_report_dir},
+      {"--checkpoint-dir", c.checkpoint.dir}, {"--metrics", c.outputs.metrics}, {"--trace", c.outputs.trace}};
   for (std::size_t i = 0; i < 2; ++i)  // the two directories, against each other and every other output
     for (std::size_t j = 0; j < dirs.size(); ++j)
       DUALPIPE_REQUIRE(i == j || dirs[i].second.empty() || dirs[j].second.empty() ||
@@ -70,8 +70,8 @@ void check_output_dirs(const TrainConfig& c) {
 }
 
 void make_output_dirs(const TrainConfig& c) {
-  for (const auto& [option, dir] : {std::pair<const char*, std::string>{"--kineto-trace", c.kineto_trace},
-                                    {"--stall-report-dir", c.stall_report_dir}}) {
+  for (const auto& [option, dir] : {std::pair<const char*, std::string>{"--kineto-trace", c.outputs.kineto_trace},
+                                    {"--stall-report-dir", c.device.stall_report_dir}}) {
     if (dir.empty()) continue;
     std::error_code error;
     fs::create_directories(dir, error);

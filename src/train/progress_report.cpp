@@ -56,53 +56,53 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
                                int64_t train_sequences, int64_t validation_sequences)
     : config_(c), plan_(plan), baseline_(corpus.unigram_entropy_nats()) {
   const auto& m = plan.model;
-  const int64_t tokens = static_cast<int64_t>(c.dp) * c.microbatches * c.batch * c.seq_len;
+  const int64_t tokens = static_cast<int64_t>(c.parallel.dp) * c.pipeline.microbatches * c.data.batch * c.model.seq_len;
   std::cout << "dualpipe train: a " << millions(m.parameter_count()) << "-parameter transformer language model ("
             << m.layers << " layers, hidden " << m.hidden << ", " << m.heads << " heads, " << m.seq_len
             << "-token context, byte-level vocabulary of " << m.vocab << ")\n";
   if (m.moe.experts > 0)
     std::cout << "  mixture of experts in every block: " << m.moe.experts << " experts, top-" << m.moe.top_k
-              << ", capacity factor " << m.moe.capacity_factor << ", load-balancing loss x " << c.aux_loss
-              << (c.ep > 1 ? "; experts sharded over expert-parallel groups of " + std::to_string(c.ep) +
+              << ", capacity factor " << m.moe.capacity_factor << ", load-balancing loss x " << c.model.aux_loss
+              << (c.parallel.ep > 1 ? "; experts sharded over expert-parallel groups of " + std::to_string(c.parallel.ep) +
                                  " replicas, forward-backward overlap " +
-                                 (!c.fb_overlap                      ? "off"
-                                  : overlap_mode(c) == "phases"  ? "on (phases interleaved on one thread)"
-                                  : overlap_mode(c) == "threads" ? "on (halves computing at once)"
+                                 (!c.pipeline.fb_overlap                      ? "off"
+                                  : overlap_mode(c) == run::OverlapMode::Phases  ? "on (phases interleaved on one thread)"
+                                  : overlap_mode(c) == run::OverlapMode::Threads ? "on (halves computing at once)"
                                                                  : "on (halves taking turns at each all-to-all)")
                            : "")
               << "\n";
-  if (!c.emulate_device.empty())
-    std::cout << "  emulated device: every stage's MoE layers sleep for the costs " << c.emulate_device
+  if (!c.device.emulate.empty())
+    std::cout << "  emulated device: every stage's MoE layers sleep for the costs " << c.device.emulate
               << " (milliseconds per stage)"
-              << (c.emulate_link_rate.empty() ? "" : ", exchanges sized for a link of " + c.emulate_link_rate)
+              << (c.device.emulate_link_rate.empty() ? "" : ", exchanges sized for a link of " + c.device.emulate_link_rate)
               << "; stage 0's layers: " << m.emulated_stages.at(0).forward_us << " us forward, "
               << m.emulated_stages.at(0).exchange_bytes << " bytes per exchange\n";
   std::cout
-            << "  schedule " << plan.schedule.kind << " on " << c.ranks << " ranks (one process each), "
+            << "  schedule " << plan.schedule.kind << " on " << c.parallel.pp << " ranks (one process each), "
             << plan.cut.num_stages() << " stages of " << plan.cut.to_string() << " layers"
-            << (c.tp > 1 ? ", each split over " + std::to_string(c.tp) + " tensor-parallel ranks" : "")
-            << (c.cp > 1 ? ", each sequence over " + std::to_string(c.cp) + " context-parallel ranks (" +
-                               std::to_string(2 * c.cp) + " chunks of " + std::to_string(c.seq_len / (2 * c.cp)) +
+            << (c.parallel.tp > 1 ? ", each split over " + std::to_string(c.parallel.tp) + " tensor-parallel ranks" : "")
+            << (c.parallel.cp > 1 ? ", each sequence over " + std::to_string(c.parallel.cp) + " context-parallel ranks (" +
+                               std::to_string(2 * c.parallel.cp) + " chunks of " + std::to_string(c.model.seq_len / (2 * c.parallel.cp)) +
                                " tokens)"
                          : "")
             << "; "
-            << (c.dp > 1 ? std::to_string(c.dp) + " data-parallel replicas x " : "") << c.microbatches
-            << " micro-batches x " << c.batch << " sequences = " << tokens << " tokens per step"
-            << (c.recompute ? "; activation recomputation on" : "") << "\n"
+            << (c.parallel.dp > 1 ? std::to_string(c.parallel.dp) + " data-parallel replicas x " : "") << c.pipeline.microbatches
+            << " micro-batches x " << c.data.batch << " sequences = " << tokens << " tokens per step"
+            << (c.pipeline.recompute ? "; activation recomputation on" : "") << "\n"
             << "  corpus: " << corpus.source << ", " << corpus.bytes() << " bytes; " << train_sequences
             << " training and " << validation_sequences << " validation sequences\n"
             << "  unigram baseline (byte frequencies alone): " << fixed(baseline_, 4) << " nats per byte\n"
-            << "  AdamW lr " << c.lr << " (warm-up " << c.warmup << " steps, cosine to " << c.min_lr
-            << "), weight decay " << c.weight_decay << ", clip " << c.clip << ", " << c.steps << " steps, seed "
-            << c.seed << ", 1 intra-op thread per rank\n\n";
+            << "  AdamW lr " << c.optimizer.lr << " (warm-up " << c.optimizer.warmup << " steps, cosine to " << c.optimizer.min_lr
+            << "), weight decay " << c.optimizer.weight_decay << ", clip " << c.optimizer.clip << ", " << c.optimizer.steps << " steps, seed "
+            << c.data.seed << ", 1 intra-op thread per rank\n\n";
   std::printf("%5s  %9s  %9s  %9s  %8s  %9s  %9s%s\n", "step", "loss", "val loss", "tokens/s", "step ms", "lr",
               "grad norm", m.moe.experts > 0 ? "  aux loss  dropped" : "");
   std::fflush(stdout);
 
-  if (c.metrics.empty()) return;
+  if (c.outputs.metrics.empty()) return;
   json record = {{"type", "config"}};
   for (const run::TrainOption& option : run::train_options())  // every option, as given
-    std::visit([&](auto member) { record[run::record_key(option)] = c.*member; }, option.field);
+    record[run::record_key(option)] = run::record_value(option, c);
   // What the options made: the schedule that runs (its kind, "custom" from a file), the cut, the corpus.
   record["schedule"] = plan.schedule.kind;
   record["stage_cut"] = plan.cut.to_string();
@@ -112,15 +112,15 @@ ProgressReport::ProgressReport(const TrainConfig& c, const RunPlan& plan, const 
   record["unigram_baseline"] = baseline_;
   config_record_ = record.dump();
   // A run that may resume opens the file once it knows from which step (open_metrics).
-  if (!c.resume) open_metrics(0);
+  if (!c.checkpoint.resume) open_metrics(0);
 }
 
 void ProgressReport::open_metrics(int resumed_step) {
-  if (config_.metrics.empty()) return;
+  if (config_.outputs.metrics.empty()) return;
   // The records the earlier run wrote up to the checkpoint stay, so that the file reads as one run: its steps up
   // to `resumed_step` and its evaluations before it (this run evaluates `resumed_step` again).
   std::vector<std::string> kept;
-  std::ifstream previous(resumed_step > 0 ? config_.metrics : std::string());
+  std::ifstream previous(resumed_step > 0 ? config_.outputs.metrics : std::string());
   for (std::string line; previous && std::getline(previous, line);) {
     const json record = json::parse(line, nullptr, false);
     if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) continue;
@@ -131,22 +131,22 @@ void ProgressReport::open_metrics(int resumed_step) {
       kept.push_back(line);
   }
   previous.close();
-  const std::string partial = config_.metrics + ".partial";
+  const std::string partial = config_.outputs.metrics + ".partial";
   {
     std::ofstream out(partial, std::ios::trunc);
     out << config_record_ << '\n';
     for (const std::string& line : kept) out << line << '\n';
     out.flush();
-    DUALPIPE_REQUIRE(out, "--metrics '", config_.metrics, "' cannot be written (", partial, ")");
+    DUALPIPE_REQUIRE(out, "--metrics '", config_.outputs.metrics, "' cannot be written (", partial, ")");
   }
-  DUALPIPE_REQUIRE(std::rename(partial.c_str(), config_.metrics.c_str()) == 0, "--metrics '", config_.metrics,
+  DUALPIPE_REQUIRE(std::rename(partial.c_str(), config_.outputs.metrics.c_str()) == 0, "--metrics '", config_.outputs.metrics,
                    "' cannot be written: ", std::strerror(errno));
-  metrics_.open(config_.metrics, std::ios::app);
-  DUALPIPE_REQUIRE(metrics_, "--metrics '", config_.metrics, "' cannot be written");
+  metrics_.open(config_.outputs.metrics, std::ios::app);
+  DUALPIPE_REQUIRE(metrics_, "--metrics '", config_.outputs.metrics, "' cannot be written");
 }
 
 void ProgressReport::no_checkpoint() {
-  std::printf("       no complete checkpoint in %s: starting from step 0\n", config_.checkpoint_dir.c_str());
+  std::printf("       no complete checkpoint in %s: starting from step 0\n", config_.checkpoint.dir.c_str());
   std::fflush(stdout);
   open_metrics(0);
 }
@@ -156,7 +156,7 @@ void ProgressReport::write_metrics(const std::string& line) {
   if (!metrics_.is_open()) return;
   metrics_ << line << '\n';
   metrics_.flush();
-  DUALPIPE_REQUIRE(metrics_, "--metrics '", config_.metrics, "': write failed (disk full?)");
+  DUALPIPE_REQUIRE(metrics_, "--metrics '", config_.outputs.metrics, "': write failed (disk full?)");
 }
 
 void ProgressReport::resumed(const std::string& directory, int step, int planned_steps,
@@ -164,10 +164,10 @@ void ProgressReport::resumed(const std::string& directory, int step, int planned
   for (const auto& s : skipped) std::printf("       skipping incomplete checkpoint %s (no manifest)\n", s.c_str());
   std::printf("       resumed from %s after step %d\n", directory.c_str(), step);
   open_metrics(step);
-  if (planned_steps != config_.steps)
+  if (planned_steps != config_.optimizer.steps)
     std::printf("       warning: the checkpoint was written by a run of %d steps and this run has --steps %d: the "
                 "learning-rate schedule changes from here on\n",
-                planned_steps, config_.steps);
+                planned_steps, config_.optimizer.steps);
   std::fflush(stdout);
 }
 
@@ -175,7 +175,7 @@ void ProgressReport::step(const StepReport& r) {
   steps_.push_back(r);
   std::printf("%5d  %9.4f  %9s  %9.0f  %8.1f  %9.2e  %9.3f", r.step, r.loss, "", r.tokens_per_s, r.step_ms, r.lr,
               r.grad_norm);
-  if (config_.experts > 0) std::printf("  %8.4f  %6.2f%%", r.moe_aux_loss, 100 * r.moe_dropped);
+  if (config_.model.experts > 0) std::printf("  %8.4f  %6.2f%%", r.moe_aux_loss, 100 * r.moe_dropped);
   std::printf("\n");
   std::fflush(stdout);
   json peaks = r.peak_activation_bytes;
@@ -186,11 +186,11 @@ void ProgressReport::step(const StepReport& r) {
                      {"optimizer_state_bytes", per_rank(r.held_bytes, &parallel::StateBytes::optimizer)},
                      {"gradient_bytes", per_rank(r.held_bytes, &parallel::StateBytes::gradients)},
                      {"parameter_bytes", per_rank(r.held_bytes, &parallel::StateBytes::parameters)}};
-  if (config_.experts > 0) {
+  if (config_.model.experts > 0) {
     record["moe_aux_loss"] = r.moe_aux_loss;
     record["moe_dropped"] = r.moe_dropped;
   }
-  if (config_.ep > 1) {
+  if (config_.parallel.ep > 1) {
     record["all_to_all_ms"] = r.all_to_all_ms;
     record["all_to_all_exposed_ms"] = r.all_to_all_exposed_ms;
   }
@@ -206,17 +206,17 @@ void ProgressReport::evaluation(int step, double val_loss) {
 }
 
 void ProgressReport::reference_check(int losses, int gradients, double worst_cosine) {
-  if (config_.tp > 1 || config_.cp > 1)
+  if (config_.parallel.tp > 1 || config_.parallel.cp > 1)
     std::printf("       step matches the single-process reference: %d losses within a relative %.0e, %d gradient "
                 "%s within cosine distance %.0e (worst %.1e; %s parallelism sums in another order)\n",
-                losses, kMaxTensorParallelLossError, gradients, config_.tp > 1 ? "slices" : "tensors",
-                kMaxTensorParallelGradientCosineDistance, worst_cosine, config_.tp > 1 ? "tensor" : "context");
+                losses, kMaxTensorParallelLossError, gradients, config_.parallel.tp > 1 ? "slices" : "tensors",
+                kMaxTensorParallelGradientCosineDistance, worst_cosine, config_.parallel.tp > 1 ? "tensor" : "context");
   else
     std::printf("       step matches the single-process reference: %d losses bit-identical, %d gradients within "
                 "cosine distance %.0e (worst %.1e)\n",
                 losses, gradients, kMaxGradientCosineDistance, worst_cosine);
   std::fflush(stdout);
-  const bool exact = config_.tp == 1 && config_.cp == 1;  // else the losses are compared to a relative tolerance
+  const bool exact = config_.parallel.tp == 1 && config_.parallel.cp == 1;  // else the losses are compared to a relative tolerance
   const double bound = exact ? kMaxGradientCosineDistance : kMaxTensorParallelGradientCosineDistance;
   write_metrics(json{{"type", "reference_check"}, {"step", 1}, {"losses", losses}, {"losses_bit_identical", exact},
                      {"gradients", gradients}, {"worst_cosine_distance", worst_cosine}, {"max_cosine_distance", bound}}
@@ -266,30 +266,30 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
     CostModel recomputed;
     recomputed.recompute = true;
     for (double p : activation_peaks(s, recomputed)) planned_recomputed += " " + fixed(p, 2);
-    std::cout << "peak activation MiB per rank" << (config_.recompute ? " (with recomputation):" : ":") << bytes
+    std::cout << "peak activation MiB per rank" << (config_.pipeline.recompute ? " (with recomputation):" : ":") << bytes
               << " measured";
-    if (config_.act_bytes > 0) {
+    if (config_.outputs.act_bytes > 0) {
       std::string planned_bytes;
-      for (int p : plan) planned_bytes += " " + fixed(p * config_.act_bytes / (1 << 20), 2);
-      std::cout << "," << planned_bytes << " planned (act_bytes=" << config_.act_bytes << ")";
+      for (int p : plan) planned_bytes += " " + fixed(p * config_.outputs.act_bytes / (1 << 20), 2);
+      std::cout << "," << planned_bytes << " planned (act_bytes=" << config_.outputs.act_bytes << ")";
     }
     std::cout << "\npeak live stage activations per rank:" << live << " measured," << planned << " planned";
-    if (config_.recompute)
+    if (config_.pipeline.recompute)
       std::cout << " without recomputation," << planned_recomputed << " planned with it (input_mem "
                 << recomputed.input_mem << ")";
     std::cout << "\n";
 
     const StepReport& last = steps_.back();
-    const ZeroStage zero = zero_stage(config_.zero);
+    const ZeroStage zero = config_.parallel.zero;
     print_state_bytes("parameter MiB per rank after the step:", last, &parallel::StateBytes::parameters,
                       shards_parameters(zero), "ZeRO-3: each sharded tensor on its owner alone");
     print_state_bytes("gradient MiB per rank after the reduction:", last, &parallel::StateBytes::gradients,
                       shards_gradients(zero),
-                      detail::concat("ZeRO-", config_.zero, ": each sharded tensor on its owner alone"));
+                      detail::concat("ZeRO-", number_of(zero), ": each sharded tensor on its owner alone"));
     print_state_bytes("optimizer state MiB per rank:", last, &parallel::StateBytes::optimizer,
                       shards_optimizer_state(zero),
-                      detail::concat("ZeRO-", config_.zero, ": sharded over the ", config_.dp, " replicas"));
-    write_metrics(json{{"type", "state_bytes"}, {"step", last.step}, {"zero", config_.zero},
+                      detail::concat("ZeRO-", number_of(zero), ": sharded over the ", config_.parallel.dp, " replicas"));
+    write_metrics(json{{"type", "state_bytes"}, {"step", last.step}, {"zero", number_of(zero)},
                        {"held", state_json(last.held_bytes)}, {"predicted", state_json(last.predicted_bytes)}}
                       .dump());
     double ms = 0, tokens = 0;
@@ -312,8 +312,8 @@ void ProgressReport::summary(int replica_tensors_compared, const std::string& tr
   if (!trace_path.empty())
     std::cout << "trace: " << trace_path << " (" << trace_events << " events, clocks aligned to rank 0 within "
               << fixed(half_rtt_us, 0) << " us); dualpipe compare --trace " << trace_path << "\n";
-  if (!sample.empty()) std::cout << "\nsample (" << config_.sample_tokens << " bytes after the prompt, temperature "
-                                 << config_.temperature << "):\n" << printable(sample) << "\n";
+  if (!sample.empty()) std::cout << "\nsample (" << config_.outputs.sample_tokens << " bytes after the prompt, temperature "
+                                 << config_.outputs.temperature << "):\n" << printable(sample) << "\n";
   std::cout.flush();
 }
 

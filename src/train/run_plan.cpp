@@ -26,7 +26,7 @@ namespace {
 // float32), and the same again for the step-1 single-process reference. Above this machine's memory it cannot
 // run: refused here, with the sizes, rather than by an allocation failing inside a rank.
 void check_fits_in_memory(const TrainConfig& c, const models::GptConfig& model) {
-  if (c.device != "cpu") return;  // the stages live in GPU memory, which this machine cannot see
+  if (c.device.kind != run::DeviceKind::Cpu) return;  // the stages live in GPU memory, which this machine cannot see
   const double parameters = static_cast<double>(model.parameter_count());
   const double needed = parameters * 16 * 2;
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -43,26 +43,26 @@ RunPlan make_run_plan(const TrainConfig& c) {
   RunPlan plan;
   plan.schedule = run::schedule_of(c);
   const int stages = plan.schedule.num_stages;
-  DUALPIPE_REQUIRE(c.layers >= stages, "--layers ", c.layers, " is fewer than the ", stages, " stages of ",
-                   plan.schedule.kind, " on ", c.ranks, " ranks: every stage needs at least one layer");
-  plan.cut = c.layers_per_stage.empty() ? models::StageCut::balanced(c.layers, stages)
-                                        : models::StageCut::parse(c.layers_per_stage, c.layers, stages);
+  DUALPIPE_REQUIRE(c.model.layers >= stages, "--layers ", c.model.layers, " is fewer than the ", stages, " stages of ",
+                   plan.schedule.kind, " on ", c.parallel.pp, " ranks: every stage needs at least one layer");
+  plan.cut = c.model.layers_per_stage.empty() ? models::StageCut::balanced(c.model.layers, stages)
+                                              : models::StageCut::of(c.model.layers_per_stage, c.model.layers, stages);
   plan.model.vocab = data::ByteTokenizer::kVocabSize;
-  plan.model.seq_len = c.seq_len;
-  plan.model.hidden = c.hidden;
-  plan.model.heads = c.heads;
-  plan.model.layers = c.layers;
-  plan.model.seed = c.seed;
-  plan.model.moe.experts = c.experts;
-  plan.model.moe.top_k = c.top_k;
-  plan.model.moe.capacity_factor = c.capacity_factor;
-  DUALPIPE_REQUIRE(std::isfinite(c.aux_loss) && c.aux_loss >= 0 && c.aux_loss <= 100,
-                   "--aux-loss must be between 0 and 100, got ", c.aux_loss);
-  plan.model.moe.aux_loss_weight = c.aux_loss / c.microbatches;  // as each micro-batch's loss is weighted
+  plan.model.seq_len = c.model.seq_len;
+  plan.model.hidden = c.model.hidden;
+  plan.model.heads = c.model.heads;
+  plan.model.layers = c.model.layers;
+  plan.model.seed = c.data.seed;
+  plan.model.moe.experts = c.model.experts;
+  plan.model.moe.top_k = c.model.top_k;
+  plan.model.moe.capacity_factor = c.model.capacity_factor;
+  DUALPIPE_REQUIRE(std::isfinite(c.model.aux_loss) && c.model.aux_loss >= 0 && c.model.aux_loss <= 100,
+                   "--aux-loss must be between 0 and 100, got ", c.model.aux_loss);
+  plan.model.moe.aux_loss_weight = c.model.aux_loss / c.pipeline.microbatches;  // as each micro-batch's loss is weighted
   plan.model.emulated_stages = emulated_stages(c, plan.cut);
   plan.model.check();
   check_fits_in_memory(c, plan.model);
-  plan.lr = {c.lr, c.min_lr, c.warmup, c.steps};
+  plan.lr = {c.optimizer.lr, c.optimizer.min_lr, c.optimizer.warmup, c.optimizer.steps};
   plan.lr.check();
   return plan;
 }
@@ -86,26 +86,26 @@ void check_output_path(const char* option, const std::string& path) {
 }  // namespace
 
 void check_fresh_start(const TrainConfig& c) {
-  if (c.resume) return;
-  const auto newest = newest_complete_checkpoint(c.checkpoint_dir, nullptr);
-  DUALPIPE_REQUIRE(!newest, "--checkpoint-dir '", c.checkpoint_dir, "' holds the checkpoints of an earlier run (the "
+  if (c.checkpoint.resume) return;
+  const auto newest = newest_complete_checkpoint(c.checkpoint.dir, nullptr);
+  DUALPIPE_REQUIRE(!newest, "--checkpoint-dir '", c.checkpoint.dir, "' holds the checkpoints of an earlier run (the "
                    "newest is ", newest.value_or(""), "): add --resume to continue it, or choose an empty directory");
 }
 
 namespace {
 
 void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingData& data) {
-  if (c.checkpoint_dir.empty()) return;
-  prepare_checkpoint_dir(c.checkpoint_dir);
+  if (c.checkpoint.dir.empty()) return;
+  prepare_checkpoint_dir(c.checkpoint.dir);
   check_fresh_start(c);
-  if (!c.resume) return;
+  if (!c.checkpoint.resume) return;
   // The checkpoint --resume will load: refused here, once, if it does not fit or is damaged.
-  if (const auto dir = newest_complete_checkpoint(c.checkpoint_dir, nullptr)) {
+  if (const auto dir = newest_complete_checkpoint(c.checkpoint.dir, nullptr)) {
     const CheckpointManifest manifest = read_manifest(*dir);
     check_resumable(c, checkpoint_identity(c, plan, data.corpus), *dir, manifest);
     // Every shard holds parameters of the model, so check_checkpoint_loads reads (and verifies) each, once.
     check_shard_set(*dir, manifest);
-    check_checkpoint_loads(plan, c.ep, *dir, manifest);
+    check_checkpoint_loads(plan, c.parallel.ep, *dir, manifest);
     data.reader.restore(manifest.data_position);
   }
 }
@@ -115,14 +115,14 @@ void check_checkpoint_dir(const TrainConfig& c, const RunPlan& plan, TrainingDat
 void check_config(const TrainConfig& c) {
   const RunPlan plan = make_run_plan(c);
   choose_device(c);
-  check_output_path("--trace", c.trace);
-  check_output_path("--metrics", c.metrics);
+  check_output_path("--trace", c.outputs.trace);
+  check_output_path("--metrics", c.outputs.metrics);
   check_output_dirs(c);
-  check_kineto_trace_dir(c.kineto_trace, c.steps, c.kineto_steps);
+  check_kineto_trace_dir(c.outputs.kineto_trace, c.optimizer.steps, c.outputs.kineto_steps);
   TrainingData data = load_training_data(c);
-  std::vector<NamedPath> inputs = {{"--schedule-file", c.schedule_file}, {"--checkpoint-dir", c.checkpoint_dir}};
+  std::vector<NamedPath> inputs = {{"--schedule-file", c.pipeline.schedule_file}, {"--checkpoint-dir", c.checkpoint.dir}};
   for (const std::string& file : data.corpus.files) inputs.push_back({"--data", file});
-  check_outputs_apart(inputs, {{"--metrics", c.metrics}, {"--trace", c.trace}});
+  check_outputs_apart(inputs, {{"--metrics", c.outputs.metrics}, {"--trace", c.outputs.trace}});
   check_checkpoint_dir(c, plan, data);
   make_output_dirs(c);  // the ranks write into them; made once nothing was refused
 }
@@ -130,17 +130,17 @@ void check_config(const TrainConfig& c) {
 void check_resumable(const TrainConfig& c, const CheckpointIdentity& identity, const std::string& dir,
                      const CheckpointManifest& manifest) {
   check_identity(dir, manifest.identity, identity);
-  DUALPIPE_REQUIRE(c.steps > manifest.step, "--steps ", c.steps, " leaves nothing to train after checkpoint ", dir,
+  DUALPIPE_REQUIRE(c.optimizer.steps > manifest.step, "--steps ", c.optimizer.steps, " leaves nothing to train after checkpoint ", dir,
                    " (step ", manifest.step, "): give --steps above ", manifest.step);
 }
 
 CheckpointIdentity checkpoint_identity(const TrainConfig& c, const RunPlan& plan, const data::Corpus& corpus) {
   CheckpointIdentity id{plan.model.vocab, plan.model.seq_len, plan.model.hidden, plan.model.heads,
-                        plan.model.layers, plan.cut.to_string(), c.ranks, plan.model.moe.experts, c.ep};
-  id.seed = c.seed;
-  id.microbatches = c.microbatches;
-  id.batch = c.batch;
-  id.data_parallel = c.dp;
+                        plan.model.layers, plan.cut.to_string(), c.parallel.pp, plan.model.moe.experts, c.parallel.ep};
+  id.seed = c.data.seed;
+  id.microbatches = c.pipeline.microbatches;
+  id.batch = c.data.batch;
+  id.data_parallel = c.parallel.dp;
   id.data_bytes = corpus.text.size();
   id.data_checksum = fnv1a64(corpus.text);
   return id;

@@ -21,15 +21,15 @@ constexpr uint64_t kSampleStream = 0x5A3D1E;  // the sample's random stream, apa
 std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, comm::Communicator& communicator,
                         c10::Device device, std::chrono::milliseconds timeout, const models::TensorGroup& tp,
                         const models::ContextGroup& cp) {
-  if (c.sample_tokens == 0) return "";
+  if (c.outputs.sample_tokens == 0) return "";
   data::ByteTokenizer tokenizer;
-  std::vector<int64_t> text = tokenizer.encode(c.prompt);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(c.seed ^ kSampleStream);
+  std::vector<int64_t> text = tokenizer.encode(c.outputs.prompt);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(c.data.seed ^ kSampleStream);
   torch::NoGradGuard no_grad;
   const auto& exits = forward_only.loss_microbatches();
   const bool draws = std::find(exits.begin(), exits.end(), 0) != exits.end();
-  for (int i = 0; i < c.sample_tokens; ++i) {
-    const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c.seq_len));
+  for (int i = 0; i < c.outputs.sample_tokens; ++i) {
+    const size_t n = std::min<size_t>(text.size(), static_cast<size_t>(c.model.seq_len));
     std::vector<int64_t> window(text.end() - n, text.end());
     // Sequence parallelism splits the tokens evenly: pad after the context, which causal attention never sees.
     // Context parallelism cuts it into 2C chunks: the same.
@@ -48,7 +48,7 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
     runtime::StepArgs args;
     for (size_t k = 0; k < forward_only.entering_microbatches().size(); ++k)
       args.microbatch_inputs.push_back({context});
-    args.num_microbatches = c.microbatches;
+    args.num_microbatches = c.pipeline.microbatches;
     args.return_outputs = true;
     const runtime::StepResult result = forward_only.step(args);
     double next = 0;
@@ -59,8 +59,8 @@ std::string sample_text(const TrainConfig& c, runtime::Executor& forward_only, c
                     : torch::zeros({out.size(-1) * (tp ? tp->size() : 1)}, torch::kDouble);
       // Every context rank draws from the same logits with the same generator: the same byte, the same stream.
       logits = parallel::sum_over_context_parallel(logits, cp);
-      next = c.temperature == 0 ? logits.argmax().item<double>()
-                                : torch::softmax(logits / c.temperature, -1).multinomial(1, false, gen).item<double>();
+      next = c.outputs.temperature == 0 ? logits.argmax().item<double>()
+                                : torch::softmax(logits / c.outputs.temperature, -1).multinomial(1, false, gen).item<double>();
     }
     next = runtime::sum_over_ranks(communicator, torch::full({1}, next, torch::kDouble), kSampleTag, timeout)
                .item<double>();

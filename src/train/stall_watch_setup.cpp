@@ -13,19 +13,19 @@ std::unique_ptr<runtime::StallWatch> watch_for_stalls(const TrainConfig& config,
                                                       comm::Communicator& world) {
   runtime::install_stall_signal();
   runtime::StallWatchOptions options;
-  options.after = config.stall_after();
+  options.after = config.device.stall_after();
   options.world_rank = world.rank();
   options.world_size = world.size();
   if (world.size() == config.world_size()) {
-    const parallel::ProcessMesh mesh({config.ranks, config.dp, config.ep, config.tp, config.cp});
+    const parallel::ProcessMesh mesh({config.parallel.pp, config.parallel.dp, config.parallel.ep, config.parallel.tp, config.parallel.cp});
     const parallel::MeshCoordinates at = mesh.coordinates(world.rank());
     options.to_world = mesh.pipeline_group(at.replica, at.inner);
   }
-  if (!config.stall_report_dir.empty()) {
+  if (!config.device.stall_report_dir.empty()) {
     std::error_code error;
-    std::filesystem::create_directories(config.stall_report_dir, error);
-    check_can_write_file(config.stall_report_dir + "/stall-rank" + std::to_string(world.rank()) + ".json");
-    options.directory = config.stall_report_dir;
+    std::filesystem::create_directories(config.device.stall_report_dir, error);
+    check_can_write_file(config.device.stall_report_dir + "/stall-rank" + std::to_string(world.rank()) + ".json");
+    options.directory = config.device.stall_report_dir;
   }
   auto* group = dynamic_cast<comm::ProcessGroupCommunicator*>(&world);
   return std::make_unique<runtime::StallWatch>(std::move(recorder), group ? group->peer_monitor() : nullptr,

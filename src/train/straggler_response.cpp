@@ -60,8 +60,7 @@ run::RankKindTimes kind_times(const runtime::Executor& executor, size_t from, co
 
 StragglerResponse::StragglerResponse(const TrainConfig& c, std::vector<int> cut)
     : config_(c), cut_(std::move(cut)),
-      watch_(c.straggler_threshold, c.straggler_steps,
-             c.rank_speed.empty() ? std::vector<double>{} : parse_rank_speed(c.rank_speed)) {}
+      watch_(c.stragglers.threshold, c.stragglers.steps, c.stragglers.rank_speed) {}
 
 void StragglerResponse::observe(int step, const std::vector<RankStepStats>& ranks, ProgressReport& report) {
   std::vector<run::RankKindTimes> times;
@@ -81,23 +80,24 @@ void StragglerResponse::observe(int step, const std::vector<RankStepStats>& rank
   const run::Replan replan = run::replan_for(config_, cut_, speed, layer_cost_of(ranks, speed));
   std::printf("  re-planned for those speeds: %s with layers per stage %s (now %s %s): step %.1f ms predicted "
               "against %.1f ms now (%+.1f%%)\n",
-              replan.schedule.c_str(), format_cut(replan.layers_per_stage).c_str(), config_.schedule.c_str(),
+              replan.schedule.c_str(), format_cut(replan.layers_per_stage).c_str(), config_.pipeline.schedule.c_str(),
               format_cut(cut_).c_str(), replan.predicted_ms, replan.current_ms, -100 * replan.gain());
   TrainConfig applied = config_;
   run::apply_replan(replan, applied);
-  applied.resume = !applied.checkpoint_dir.empty();
+  applied.checkpoint.resume = !applied.checkpoint.dir.empty();
   std::vector<std::string> words = {"dualpipe", "train"};
   for (std::string& argument : run::command_arguments(applied, /*every_option=*/false))
     words.push_back(std::move(argument));
   const std::string command = shell_command(words);
   // The re-plan restarts the ranks after a step; after the last one there is nothing left to re-plan.
-  const bool last_step = step >= config_.steps;
-  const bool apply = config_.on_straggler == "replan" && replan.gain() >= run::kMinimumReplanGain && !last_step;
+  const bool last_step = step >= config_.optimizer.steps;
+  const bool replans = config_.stragglers.action == run::StragglerAction::Replan;
+  const bool apply = replans && replan.gain() >= run::kMinimumReplanGain && !last_step;
   if (apply) {
     std::printf("  applying it after this step (--on-straggler replan)\n");
-  } else if (config_.on_straggler == "replan" && last_step) {
+  } else if (replans && last_step) {
     std::printf("  not applied: found at the last step (%d); to apply it to a next run: %s\n", step, command.c_str());
-  } else if (config_.on_straggler == "replan") {
+  } else if (replans) {
     std::printf("  not applied: it gains under %.0f%%\n", 100 * run::kMinimumReplanGain);
   } else {
     std::printf("  to apply it: %s\n", command.c_str());
@@ -126,14 +126,14 @@ bool agree_on_replan(comm::Communicator& world, const StragglerResponse* mine, i
 }
 
 void emulate_slow_rank(const TrainConfig& c, int pipeline_rank, int step) {
-  if (c.emulate_slow_rank.empty()) return;
-  const run::SlowRank slow = run::parse_slow_rank(c.emulate_slow_rank, c.ranks);
+  if (c.stragglers.emulate_slow_rank.empty()) return;
+  const run::SlowRank slow = run::parse_slow_rank(c.stragglers.emulate_slow_rank, c.parallel.pp);
   models::set_emulated_slowdown(pipeline_rank == slow.rank && step >= slow.from_step ? slow.factor : 1.0);
 }
 
 void StragglerResponse::stop_for_replan(int step, ProgressReport& report) const {
   const run::Replan& r = *pending_;
-  run::write_replan_request(config_.checkpoint_dir, step, r);
+  run::write_replan_request(config_.checkpoint.dir, step, r);
   std::printf("stopping after step %d to restart the ranks re-planned: %s with layers per stage %s\n", step,
               r.schedule.c_str(), format_cut(r.layers_per_stage).c_str());
   std::fflush(stdout);

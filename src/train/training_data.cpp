@@ -8,12 +8,12 @@
 namespace dualpipe::train {
 
 TrainingData load_training_data(const TrainConfig& c) {
-  data::Corpus corpus = c.data.empty() ? data::Corpus::default_corpus() : data::Corpus::from_files(c.data);
-  data::SequenceReader reader(data::ByteTokenizer().encode(corpus.text), c.seq_len, c.seed);
+  data::Corpus corpus = c.data.files.empty() ? data::Corpus::default_corpus() : data::Corpus::from_files(c.data.files);
+  data::SequenceReader reader(data::ByteTokenizer().encode(corpus.text), c.model.seq_len, c.data.seed);
   // Validation runs one step's worth of held-out sequences.
-  const int64_t per_step = static_cast<int64_t>(c.microbatches) * c.batch;
+  const int64_t per_step = static_cast<int64_t>(c.pipeline.microbatches) * c.data.batch;
   DUALPIPE_REQUIRE(reader.validation_windows() >= per_step, "the validation split of the corpus holds ",
-                   reader.validation_windows(), " sequences of --seq-len ", c.seq_len, ", fewer than one step's ",
+                   reader.validation_windows(), " sequences of --seq-len ", c.model.seq_len, ", fewer than one step's ",
                    per_step, " (--microbatches x --batch): use more --data or a shorter --seq-len");
   return {std::move(corpus), std::move(reader)};
 }

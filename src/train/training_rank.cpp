@@ -22,14 +22,14 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
   std::shared_ptr<comm::Communicator> pipeline;
   if (groups.pipeline_channels) {
     pipeline = connect_pipeline_channels(groups.pipeline_channels, plan.schedule, stage_device(choose_device(config)),
-                                         config.timeout());
+                                         config.device.timeout());
   } else {
     comm::ProcessGroupCommunicatorOptions pipeline_options;
-    pipeline_options.timeout = config.timeout();
+    pipeline_options.timeout = config.device.timeout();
     pipeline = std::make_shared<comm::ProcessGroupCommunicator>(groups.pipeline, pipeline_options);
   }
   LayerGroups layers = make_layer_groups(config, groups);
-  parallel::DataParallel dp = config.ep > 1
+  parallel::DataParallel dp = config.parallel.ep > 1
                         ? parallel::DataParallel(groups.data_parallel, world, groups.expert,
                                                  groups.expert_data_parallel)
                         : parallel::DataParallel(groups.data_parallel, world);
@@ -41,7 +41,7 @@ void run_on_groups(const TrainConfig& config, RunPlan plan, std::shared_ptr<comm
 
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator,
                        const TrainHooks& hooks) {
-  DUALPIPE_REQUIRE(config.dp == 1 && config.tp == 1, "--dp ", config.dp, " and --tp ", config.tp,
+  DUALPIPE_REQUIRE(config.parallel.dp == 1 && config.parallel.tp == 1, "--dp ", config.parallel.dp, " and --tp ", config.parallel.tp,
                    " need the world's groups: use run_training_rank(config)");
   run_training_loop(config, make_run_plan(config), hooks, std::move(communicator), parallel::DataParallel());
 }
@@ -56,14 +56,14 @@ void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communic
 void run_training_rank(const TrainConfig& config, const TrainHooks& hooks) {
   RunPlan plan = make_run_plan(config);  // a bad option fails here, before waiting for the other ranks
   const DeviceChoice choice = choose_device(config);  // before the rendezvous too
-  const auto timeout = config.timeout();
+  const auto timeout = config.device.timeout();
   comm::GlooOptions world_options = comm::GlooCommunicator::options_from_environment();
   world_options.timeout = timeout;
   // Before the rendezvous, which would wait for ranks that never come.
   const int world_size = world_options.world_size;
   DUALPIPE_REQUIRE(world_size == config.world_size(), "WORLD_SIZE is ", world_size, " but ", config.world_product(),
                    " is ", config.world_size(), ": start one process per pipeline rank of every replica",
-                   config.tp > 1 || config.cp > 1 ? " and tensor and context rank" : "");
+                   config.parallel.tp > 1 || config.parallel.cp > 1 ? " and tensor and context rank" : "");
   auto world = std::make_shared<comm::GlooCommunicator>(world_options);
   const JobGroups groups = make_job_groups(config, plan.schedule, choice, *world);
   if (uses_mesh_groups(config))

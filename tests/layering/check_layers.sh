@@ -13,7 +13,7 @@ declare -A allowed=(
   [trace]="util schedule trace"
   [sim]="util schedule trace sim"
   [viz]="util schedule trace sim viz"
-  [run]="util schedule trace sim data run"
+  [run]="util schedule trace sim data parallel run"
   [layout]="util schedule trace sim data run parallel layout"
   [data]="util data"
   [launch]="util launch"
@@ -48,14 +48,21 @@ for layer in "${!allowed[@]}"; do
   done
 done
 
-# The process mesh's layout and ZeRO's sharding rule are part of the LibTorch-free core (the planner uses them), and
-# they are all of parallel/ that layout/ may include.
+# The process mesh's layout, the parallel sizes' rules and ZeRO's sharding rule are part of the LibTorch-free core
+# (the planner uses them), and they are all of parallel/ that layout/ may include; run/ (a training run's options)
+# takes the parallel sizes' rules alone.
 while IFS= read -r hit; do
   fail "${hit%%:*}:$(cut -d: -f2 <<<"$hit")" "$(cut -d: -f3- <<<"$hit"): layout/ may include only parallel/'s \
-LibTorch-free mesh.h and zero_shares.h"
+LibTorch-free mesh.h, parallel_dims.h and zero_shares.h"
 done < <(grep -nE '^#include "dualpipe/parallel/' src/layout/*.cpp src/layout/*.h include/dualpipe/layout/*.h |
-         grep -vE 'parallel/(mesh|zero_shares)\.h"')
-for file in include/dualpipe/parallel/mesh.h src/parallel/mesh.cpp include/dualpipe/parallel/zero_shares.h; do
+         grep -vE 'parallel/(mesh|parallel_dims|zero_shares)\.h"')
+while IFS= read -r hit; do
+  fail "${hit%%:*}:$(cut -d: -f2 <<<"$hit")" "$(cut -d: -f3- <<<"$hit"): run/ may include only parallel/'s \
+LibTorch-free parallel_dims.h"
+done < <(grep -nE '^#include "dualpipe/parallel/' src/run/*.cpp include/dualpipe/run/*.h |
+         grep -vE 'parallel/parallel_dims\.h"')
+for file in include/dualpipe/parallel/mesh.h src/parallel/mesh.cpp include/dualpipe/parallel/parallel_dims.h \
+    src/parallel/parallel_dims.cpp include/dualpipe/parallel/zero_shares.h; do
   while IFS= read -r hit; do fail "$file:${hit%%:*}" "${hit#*:}: the mesh's layout never includes LibTorch"; done \
     < <(grep -nE "$torch_include" "$file")
 done

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dualpipe/layout/layout.h"
+#include "dualpipe/run/train_rules.h"
 #include "dualpipe/util/error.h"
 #include "layout/search_request.h"
 #include "test_helpers.h"
@@ -69,8 +70,32 @@ TEST(LayoutFix, EveryFixedValueHoldsInEveryRow) {
       }
     }
   }
-  // ep on an MoE model: every row's expert groups are of that size.
-  for (const LayoutResult& row : search(moe_model(), "ep=4").ranked) EXPECT_EQ(row.layout.ep, 4);
+  // ep on an MoE model: every row's expert groups are of that size, and among the data-parallel replicas, as the
+  // trainer runs them (parallel_dims.h). Layouts with ep dividing tp x cp x dp but not dp are left out.
+  const LayoutSearch ep4 = search(moe_model(), "ep=4");
+  ASSERT_FALSE(ep4.ranked.empty());
+  for (const LayoutResult& row : ep4.ranked) {
+    EXPECT_EQ(row.layout.ep, 4);
+    EXPECT_EQ(row.layout.dp % 4, 0) << "tp=" << row.layout.tp << " cp=" << row.layout.cp << " dp=" << row.layout.dp;
+  }
+}
+
+// The planner and the trainer refuse the same sizes with the same rule: one home (parallel::ParallelDims), two
+// spellings. The reference is the trainer's own check of its options.
+TEST(LayoutFix, ExpertParallelismMeansWhatTheTrainerRuns) {
+  Layout l;
+  l.tp = 2, l.dp = 2, l.ep = 4, l.pp = 2, l.schedule = "1f1b";
+  const std::string planner = test::error_text(
+      [&] { evaluate_layout(moe_model(), cluster_spec("a100-80gx8"), 64, l); });
+  EXPECT_EQ(planner, "ep=4 must divide dp=2: expert parallelism runs across the data-parallel replicas of a stage");
+  run::TrainConfig c;
+  c.parallel.pp = 2, c.parallel.dp = 2, c.parallel.tp = 2, c.parallel.ep = 4, c.model.experts = 8;
+  EXPECT_EQ(test::error_text([&] { run::check_options(c); }),
+            "--ep 4 must divide --dp 2: expert parallelism runs across the data-parallel replicas of a stage");
+  l.dp = 4, l.tp = 1;  // what both accept
+  EXPECT_EQ(test::error_text([&] { evaluate_layout(moe_model(), cluster_spec("a100-80gx8"), 64, l); }), "(no error)");
+  c.parallel.dp = 4, c.parallel.tp = 1;
+  EXPECT_EQ(test::error_text([&] { run::check_options(c); }), "(no error)");
 }
 
 // Values that cannot hold together are refused before searching, naming them and the rule; values that can, but
@@ -80,6 +105,9 @@ TEST(LayoutFix, ValuesThatCannotHoldTogetherAreRefusedNamingTheRule) {
             std::string::npos);
   EXPECT_NE(error_of(dense_model(), "ep=3").find("ep=3 needs a model with experts"), std::string::npos);
   EXPECT_NE(error_of(moe_model(), "ep=3").find("ep=3 must divide the model's 8 experts"), std::string::npos);
+  // tp x dp = 8 would hold 4 experts' groups, but expert parallelism runs among the data-parallel replicas.
+  EXPECT_EQ(error_of(moe_model(), "ep=4,tp=4,dp=2"), "--fix tp=4,dp=2,ep=4: ep=4 must divide dp=2: expert parallelism "
+                                                     "runs across the data-parallel replicas of a stage");
   EXPECT_NE(error_of(dense_model(), "vpp=3,schedule=1f1b").find("1f1b runs 1 stage per rank, not vpp=3"),
             std::string::npos);
   EXPECT_NE(error_of(dense_model(), "vpp=4,schedule=zbv").find("zbv runs 2 stages per rank, not vpp=4"),

@@ -227,7 +227,7 @@ void expect_split_routes_as_whole_microbatch(int ranks, bool zigzag) {
                   : first;
   };
 
-  const parallel::ProcessMesh mesh(zigzag ? parallel::MeshShape{1, 1, 1, 1, ranks} : parallel::MeshShape{1, 1, 1, ranks, 1});
+  const parallel::ProcessMesh mesh(zigzag ? parallel::ParallelDims{1, 1, 1, 1, ranks} : parallel::ParallelDims{1, 1, 1, ranks, 1});
   auto store = c10::make_intrusive<c10d::HashStore>();
   struct Rank {
     torch::Tensor y, input_grad;

@@ -12,6 +12,7 @@
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/in_process_communicator.h"
 #include "dualpipe/models/gpt.h"
+#include "dualpipe/run/train_values.h"
 #include "dualpipe/train/checkpoint.h"
 #include "dualpipe/train/lr_schedule.h"
 #include "dualpipe/train/trainer.h"
@@ -25,14 +26,15 @@ namespace fs = std::filesystem;
 TEST(StageCut, BalancedPutsTheLargerPartsFirst) {
   EXPECT_EQ(models::StageCut::balanced(10, 4).layers_per_stage, (std::vector<int>{3, 3, 2, 2}));
   EXPECT_EQ(models::StageCut::balanced(8, 8).layers_per_stage, std::vector<int>(8, 1));
-  EXPECT_EQ(models::StageCut::parse("3,4,4,3", 14, 4).first_layer(2), 7);
+  EXPECT_EQ(models::StageCut::of({3, 4, 4, 3}, 14, 4).first_layer(2), 7);
   EXPECT_THROW(models::StageCut::balanced(3, 4), InvalidArgument);
 }
 
+// --layers-per-stage as the command line reads it (run/train_values.h), then cut for the schedule.
 TEST(StageCut, ParseNamesWhatIsWrong) {
   auto message = [](const std::string& text, int layers, int stages) {
     try {
-      models::StageCut::parse(text, layers, stages);
+      models::StageCut::of(run::parse_layer_counts(text), layers, stages);
     } catch (const InvalidArgument& e) {
       return std::string(e.what());
     }
@@ -63,16 +65,16 @@ TEST(RunTrainingRank, GroupsThatDoNotFitTheConfigAreNamed) {
     return comm::make_process_group(c10::make_intrusive<c10d::HashStore>(), 0, 1, spec);
   };
   TrainConfig config;
-  config.ranks = 2;
-  config.dp = 2;
+  config.parallel.pp = 2;
+  config.parallel.dp = 2;
   EXPECT_EQ(message(config, {}, 4), "the pipeline group has 0 ranks but --pp is 2");
-  config.ranks = 1;
+  config.parallel.pp = 1;
   parallel::MeshGroups groups;
   groups.pipeline = alone();
   EXPECT_EQ(message(config, groups, 2), "the data-parallel group has 0 ranks but --dp is 2");
   groups.data_parallel = alone();
   EXPECT_EQ(message(config, groups, 2), "the data-parallel group has 1 ranks but --dp is 2");
-  config.dp = 1;
+  config.parallel.dp = 1;
   EXPECT_EQ(message(config, groups, 3), "the world has 3 ranks but --pp 1 x --dp 1 is 1");
 }
 

@@ -12,8 +12,8 @@ void add_train_options(CLI::App& sub, run::TrainConfig& config) {
   for (const run::TrainOption& option : run::train_options()) {
     const std::string names(option.names);
     CLI::Option* added = std::visit(
-        [&](auto member) -> CLI::Option* {
-          auto& value = config.*member;
+        [&](auto field) -> CLI::Option* {
+          auto& value = field.at(config);
           using T = std::decay_t<decltype(value)>;
           if constexpr (std::is_same_v<T, bool>) {
             CLI::Option* flag = sub.add_flag(names, value, option.help);
@@ -22,6 +22,12 @@ void add_train_options(CLI::App& sub, run::TrainConfig& config) {
             return flag;
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             return sub.add_option(names, value, option.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+          } else if constexpr (run::kParsedFromText<T>) {  // a word or a list: the library parses it, once
+            CLI::Option* o = sub.add_option_function<std::string>(
+                names, [&option, &config](const std::string& text) { run::set_value_text(option, config, text); },
+                option.help);
+            if constexpr (std::is_same_v<T, ZeroStage>) o->type_name("INT");
+            return option.show_default ? o->default_str(run::value_text(option, config)) : o;
           } else {
             CLI::Option* o = sub.add_option(names, value, option.help);
             return option.show_default ? o->capture_default_str() : o;
@@ -32,7 +38,10 @@ void add_train_options(CLI::App& sub, run::TrainConfig& config) {
   }
   // --zero1, the old spelling of --zero 1: the same field, so giving both is refused as two answers to one question.
   CLI::Option* zero = sub.get_option("--zero");
-  sub.add_flag("--zero1{1}", config.zero, "The old spelling of --zero 1")->group(zero->get_group())->excludes(zero);
+  sub.add_flag_callback("--zero1", [&config] { config.parallel.zero = ZeroStage::OptimizerState; },
+                        "The old spelling of --zero 1")
+      ->group(zero->get_group())
+      ->excludes(zero);
 }
 
 void add_train_launch_options(CLI::App& sub, TrainLaunch& launch) {

@@ -13,12 +13,14 @@
 #include "dualpipe/layout/cluster_spec.h"
 #include "dualpipe/layout/memory_model.h"
 #include "dualpipe/layout/model_spec.h"
+#include "dualpipe/parallel/parallel_dims.h"
 #include "dualpipe/schedule/schedule_limits.h"
 
 namespace dualpipe::layout {
 
-struct Layout {
-  int tp = 1, cp = 1, pp = 1, vpp = 1, dp = 1, ep = 1;
+// The parallel sizes (tp, cp, pp, dp, ep) and their rules are parallel::ParallelDims', shared with the trainer.
+struct Layout : parallel::ParallelDims {
+  int vpp = 1;
   int zero = 1;
   Recompute recompute = Recompute::Selective;
   // A generator's name, "planned <the planner's name>" for the planner's automatic schedules, or "none" when pp = 1.

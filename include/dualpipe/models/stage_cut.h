@@ -19,9 +19,9 @@ struct StageCut {
   // `layers` as evenly as possible over `stages`, the larger parts first (10 over 4: 3,3,2,2). Throws
   // InvalidArgument when there are more stages than layers.
   static StageCut balanced(int layers, int stages);
-  // "3,4,4,3" (--layers-per-stage): positive counts, one per stage, adding up to `layers`. Throws
-  // InvalidArgument naming the text and the rule that fails.
-  static StageCut parse(const std::string& text, int layers, int stages);
+  // --layers-per-stage's counts ({3, 4, 4, 3}): positive, one per stage, adding up to `layers`. Throws
+  // InvalidArgument naming the counts and the rule that fails.
+  static StageCut of(std::vector<int> counts, int layers, int stages);
 };
 
 }  // namespace dualpipe::models

@@ -1,6 +1,6 @@
 // The process mesh of a hybrid-parallel job: P pipeline stages (PP) x D data-parallel replicas (DP) x C context-
 // parallel ranks (CP) x T tensor-parallel ranks (TP), with expert parallelism (EP) in groups of E among the
-// replicas of one stage, as in DeepSeek-V3 (E divides D). Layout only, no LibTorch: which global rank holds which
+// replicas of one stage, as in DeepSeek-V3 (E divides D: parallel_dims.h). Layout only, no LibTorch: which global rank holds which
 // (stage rank, replica, context rank, tensor rank), and the rank lists of every group.
 //
 // Rank r = ((d * P + p) * C + c) * T + t. Tensor parallelism is innermost, as in Megatron: its all-reduces run
@@ -23,19 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "dualpipe/parallel/parallel_dims.h"
+
 namespace dualpipe::parallel {
 
-struct MeshShape {
-  int pp = 1;  // pipeline ranks P (a rank may hold several stages: DualPipe holds two)
-  int dp = 1;  // data-parallel replicas D
-  int ep = 1;  // expert-parallel group size E, dividing D
-  int tp = 1;  // tensor-parallel ranks T of every stage
-  int cp = 1;  // context-parallel ranks C of every stage
-
-  int inner() const { return cp * tp; }
-  int world_size() const { return pp * dp * inner(); }
-  std::string to_string() const;  // "PP=2 x DP=4 (EP=2)", "PP=2 x DP=2 x TP=2", "PP=2 x DP=1 x CP=2"
-};
 
 // Where one rank stands.
 struct MeshCoordinates {
@@ -49,11 +40,11 @@ struct MeshCoordinates {
 
 class ProcessMesh {
  public:
-  // Throws InvalidArgument naming the value and the rule: P, D, E, T >= 1; E divides D; world size at most 65536.
-  explicit ProcessMesh(MeshShape shape);
+  // Throws InvalidArgument naming the value and the rule (parallel_dims.h's, as --options).
+  explicit ProcessMesh(ParallelDims dims);
 
-  const MeshShape& shape() const { return shape_; }
-  int world_size() const { return shape_.world_size(); }
+  const ParallelDims& dims() const { return dims_; }
+  int world_size() const { return static_cast<int>(dims_.world_size()); }
 
   // `inner_rank`: c * T + t (the tensor rank without context parallelism).
   int rank_of(int pipeline_rank, int replica, int inner_rank = 0) const;
@@ -87,7 +78,7 @@ class ProcessMesh {
   // The ranks at `pipeline_ranks` in replicas first_replica, first_replica + stride, ...
   std::vector<int> holders(const std::vector<int>& pipeline_ranks, int first_replica, int stride,
                            int inner_rank) const;
-  MeshShape shape_;
+  ParallelDims dims_;
 };
 
 }  // namespace dualpipe::parallel

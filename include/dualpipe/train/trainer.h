@@ -24,15 +24,15 @@ struct TrainHooks {
   std::function<void(int pipeline_rank, int step)> after_step;
 };
 
-// Over the given communicator (one rank per pipeline rank: its size must be config.ranks; config.dp must be 1).
+// Over the given communicator (one rank per pipeline rank: its size must be config.parallel.pp; config.parallel.dp must be 1).
 void run_training_rank(const TrainConfig& config, std::shared_ptr<comm::Communicator> communicator,
                        const TrainHooks& hooks = {});
 // Over a Gloo world joined from the launcher's environment (dualpipe launch, torchrun, srun, mpirun:
-// comm/launch_environment.h) of config.ranks x config.dp ranks; with config.dp > 1, over the process mesh's
+// comm/launch_environment.h) of config.parallel.pp x config.parallel.dp ranks; with config.parallel.dp > 1, over the process mesh's
 // pipeline and data-parallel groups (parallel/process_groups.h).
 void run_training_rank(const TrainConfig& config, const TrainHooks& hooks = {});
 // Over groups the caller made (NCCL, Gloo, another rank layout): `world` holds every rank of the job (checkpoints
-// and the last barrier go over it), `groups` this rank's groups of a config.ranks x config.dp mesh with expert
+// and the last barrier go over it), `groups` this rank's groups of a config.parallel.pp x config.parallel.dp mesh with expert
 // groups of config.ep (parallel/process_groups.h: each group's ranks are its own, the data-parallel rank is the
 // replica, which picks the slice of the global batch). `stage_copies`, for DualPipe and Chimera: the groups that
 // sum a stage's two copies with its replicas (make_stage_copy_groups); without them the copies are summed

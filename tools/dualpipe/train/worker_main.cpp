@@ -50,7 +50,7 @@ int run_worker(dualpipe::train::TrainConfig config, bool check_only) {
   // Started again by a restarting launcher (`dualpipe launch --max-restarts`, torchrun): continue from the newest
   // complete checkpoint, if any.
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  if (restart && std::atoi(restart) > 0 && !config.checkpoint_dir.empty()) config.resume = true;
+  if (restart && std::atoi(restart) > 0 && !config.checkpoint.dir.empty()) config.checkpoint.resume = true;
   try {
     if (check_only) {
       dualpipe::train::check_config(config);
