@@ -7,22 +7,21 @@
 #include "dualpipe/util/error.h"
 
 namespace dualpipe::train {
-StageState::StageState(const TrainConfig& c, const models::GptConfig& model, const models::StageCut& cut, int stage,
-                       models::ExpertGroup experts, c10::Device device, models::TensorGroup tp,
-                       models::ContextGroup cp)
-    : module(model, cut, stage, std::move(experts), tp, std::move(cp)), tp(tp) {
+StageState::StageState(const run::OptimizerConfig& o, const models::GptConfig& model, const models::StageCut& cut, int stage,
+                       const LayerGroups& groups, c10::Device device)
+    : module(model, cut, stage, groups.experts, groups.tp, groups.cp), tp(groups.tp) {
   module->to(device);  // initialised on the CPU first: the same values on every device
   // Weight decay on matrices and embeddings only, as in GPT-2 and nanoGPT: not on biases and LayerNorm gains.
   std::vector<torch::Tensor> decayed, plain;
   for (const auto& p : module->parameters()) (p.dim() >= 2 ? decayed : plain).push_back(p);
   auto options = [&](double decay) {
     return std::make_unique<torch::optim::AdamWOptions>(
-        torch::optim::AdamWOptions(c.lr).betas({c.beta1, c.beta2}).weight_decay(decay));
+        torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).weight_decay(decay));
   };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decayed, options(c.weight_decay));
-  if (!plain.empty()) groups.emplace_back(plain, options(0.0));
-  optimizer = std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(c.lr));
+  std::vector<torch::optim::OptimizerParamGroup> parameter_groups;
+  parameter_groups.emplace_back(decayed, options(o.weight_decay));
+  if (!plain.empty()) parameter_groups.emplace_back(plain, options(0.0));
+  optimizer = std::make_unique<torch::optim::AdamW>(parameter_groups, torch::optim::AdamWOptions(o.lr));
 }
 
 void StageState::set_lr(double lr) {

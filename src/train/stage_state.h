@@ -15,6 +15,7 @@
 #include "dualpipe/models/gpt.h"
 #include "dualpipe/parallel/stage_parameters.h"
 #include "dualpipe/train/train_config.h"
+#include "job_groups.h"
 
 namespace dualpipe::train {
 
@@ -34,13 +35,11 @@ struct StageState {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   models::TensorGroup tp;  // the group its layers are split over (null: whole)
 
-  // `experts`: the expert-parallel group of the stage's MoE layers (null: every expert here); `tp`: the
-  // tensor-parallel group its layers are split over (null: whole); `cp`: the context-parallel group its attention
-  // runs over (null: none). The parameters, and with them the optimizer
-  // state, live on `device`.
-  StageState(const TrainConfig& config, const models::GptConfig& model, const models::StageCut& cut, int stage,
-             models::ExpertGroup experts = nullptr, c10::Device device = c10::kCPU, models::TensorGroup tp = nullptr,
-             models::ContextGroup cp = nullptr);
+  // `groups`: the expert-parallel group of the stage's MoE layers (null: every expert here), the tensor-parallel
+  // group its layers are split over (null: whole) and the context-parallel group its attention runs over (null:
+  // none). The parameters, and with them the optimizer state, live on `device`.
+  StageState(const run::OptimizerConfig& optimizer, const models::GptConfig& model, const models::StageCut& cut, int stage,
+             const LayerGroups& groups = {}, c10::Device device = c10::kCPU);
   void set_lr(double lr);
   // Parameters and optimizer state, serialized (a checkpoint shard), and back. A shard holds whole tensors under
   // their global names whatever the tensor parallelism: save gathers the group's slices (collective over it; every

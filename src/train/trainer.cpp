@@ -68,20 +68,16 @@ RankFigures span_and_busy(const runtime::Executor& executor, size_t from) {
 
 class Trainer {
  public:
-  // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `experts`: the EP group of
-  // the MoE layers (null: every expert here), whose exchanges `timeline` is told of; `tp` and `cp`: the tensor-
-  // and context-parallel groups of every stage (null: none).
-  Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks,
-          std::shared_ptr<comm::Communicator> communicator, parallel::DataParallel dp,
-          models::ExpertGroup experts = nullptr,
-          std::shared_ptr<ExpertTimeline> timeline = nullptr, models::TensorGroup tp = nullptr,
-          models::ContextGroup cp = nullptr)
+  // `communicator`: this replica's pipeline; `dp`: the data-parallel replicas of it; `layers`: the groups every
+  // stage's layers run their collectives on (job_groups.h).
+  Trainer(const TrainConfig& c, RunPlan plan, const TrainHooks& hooks, std::shared_ptr<comm::Communicator> communicator,
+          parallel::DataParallel dp, const LayerGroups& layers)
       : c_(c), hooks_(hooks), device_(stage_device(choose_device(c))), plan_(std::move(plan)),
         data_(load_training_data(c)),
         comm_(std::move(communicator)),
-        dp_(std::move(dp)), timeline_(std::move(timeline)), tp_(std::move(tp)), cp_(std::move(cp)),
-        timeout_(c.timeout()) {
-    DUALPIPE_REQUIRE(comm_->size() == c.ranks, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.ranks,
+        dp_(std::move(dp)), timeline_(layers.timeline), tp_(layers.tp), cp_(layers.cp),
+        timeout_(c.device.timeout()) {
+    DUALPIPE_REQUIRE(comm_->size() == c.parallel.pp, "WORLD_SIZE is ", comm_->size(), " but --ranks is ", c.parallel.pp,
                      ": start one process per pipeline rank");
     rank_ = comm_->rank();
     const Schedule& s = plan_.schedule;
@@ -89,7 +85,7 @@ class Trainer {
     for (int m = 0; m < s.num_microbatches; ++m)
       for (int st = 0; st < s.num_stages; ++st)
         if (s.placement.rank(st, m) == rank_ && !stages_.count(st)) {
-          stages_.emplace(st, StageState(c, plan_.model, plan_.cut, st, experts, device_, tp_, cp_));
+          stages_.emplace(st, StageState(c.optimizer, plan_.model, plan_.cut, st, layers, device_));
           std::shared_ptr<runtime::Stage> stage = runtime::make_list_stage(stages_.at(st).module);
           // Overlapping only pays where a half waits on its own communication: the expert all-to-alls.
           if (split_overlaps() && !halves_on_threads()) stage = models::make_phased_stage(stages_.at(st).module);
@@ -97,14 +93,14 @@ class Trainer {
             auto timeline = timeline_;
             stage = std::make_shared<runtime::ConcurrentOverlapStage>(
                 std::move(stage), [timeline](const runtime::OverlapHalves& h) { timeline->halves(h); },
-                overlap_mode(c) == "threads" ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
+                overlap_mode(c) == run::OverlapMode::Threads ? runtime::OverlapMode::Concurrent : runtime::OverlapMode::TakeTurns);
           }
           stages.emplace(st, std::move(stage));
         }
     view_ = parallel_view(stages_);
     runtime::ExecutorOptions options;
     options.timeout = timeout_;
-    options.recompute = c.recompute;
+    options.recompute = c.pipeline.recompute;
     options.pair_weights_last = halves_on_threads();  // the phases run W their own way
     options.record_trace = true;
     options.measure_memory = true;
@@ -114,17 +110,18 @@ class Trainer {
     runtime::ExecutorOptions forward_only = options;
     forward_only.record_trace = false;
     forward_only.measure_memory = false;
-    const int64_t b = c.batch, T = c.seq_len / c.cp;  // context parallelism: this rank's tokens of a sequence
+    const int64_t b = c.data.batch, T = c.model.seq_len / c.parallel.cp;  // context parallelism: this rank's tokens of a sequence
     options.boundaries.push_back({{{b, T}, torch::kLong, device_, false}});
-    const int64_t tokens_between_stages = c.sp ? T / c.tp : T;  // sequence parallelism: this rank's tokens
+    const int64_t tokens_between_stages = c.parallel.sp ? T / c.parallel.tp : T;  // sequence parallelism: this rank's tokens
     for (int st = 1; st < s.num_stages; ++st)
-      options.boundaries.push_back({{{b, tokens_between_stages, c.hidden}, torch::kFloat, device_}});
-    options.boundaries.push_back({{{b, T, plan_.model.vocab / c.tp}, torch::kFloat, device_}});  // its vocab slice
+      options.boundaries.push_back({{{b, tokens_between_stages, c.model.hidden}, torch::kFloat, device_}});
+    options.boundaries.push_back({{{b, T, plan_.model.vocab / c.parallel.tp}, torch::kFloat, device_}});  // its vocab slice
     // Training runs its data-parallel collectives as actions of its schedule, doing what train_step's args say.
     executor_ = std::make_unique<runtime::Executor>(
-        add_data_parallel_actions(s, c.dp, zero_stage(c.zero), c.dp_overlap), stages, comm_, options);
+        add_data_parallel_actions(s, c.parallel.dp, c.parallel.zero, c.parallel.dp_overlap), stages, comm_,
+        options);
     forward_only_ = std::make_unique<runtime::Executor>(s, stages, comm_, forward_only);
-    replicas_ = parallel::ReplicatedStep(dp_, view_, zero_stage(c.zero));
+    replicas_ = parallel::ReplicatedStep(dp_, view_, c.parallel.zero);
     traffic_ = StageTraffic(c, plan_, rank_, tp_, cp_, stages_, dp_.traffic(), replicas_.joins_copies());
     clock_ = runtime::synchronize_clocks(*comm_, 8, timeout_);
     stall_watch_ = watch_for_stalls(c, options.flight_recorder, world());
@@ -137,20 +134,20 @@ class Trainer {
 
   void run() {
     int step = 0;
-    if (!c_.checkpoint_dir.empty()) start_checkpoints();
-    if (c_.resume) step = resume();
+    if (!c_.checkpoint.dir.empty()) start_checkpoints();
+    if (c_.checkpoint.resume) step = resume();
     replicas_.release_parameters();  // ZeRO-3: from here each replica keeps the tensors it owns
     first_trained_step_ = step + 1;
     kineto_ = KinetoProfile(c_, plan_.schedule, world().rank(), world().size(), step + 1);
     evaluate(step);
-    for (++step; step <= c_.steps; ++step) {
+    for (++step; step <= c_.optimizer.steps; ++step) {
       train_step(step);
       if (hooks_.after_step) hooks_.after_step(rank_, step);
-      const bool replan = step < c_.steps && c_.on_straggler == "replan" &&
+      const bool replan = step < c_.optimizer.steps && c_.stragglers.action == run::StragglerAction::Replan &&
                           agree_on_replan(world(), stragglers_.get(), kReplanTag, timeout_);
-      if (c_.eval_every > 0 && step % c_.eval_every == 0 && step < c_.steps && !replan) evaluate(step);
-      const bool save = replan || step == c_.steps || (c_.save_every > 0 && step % c_.save_every == 0);
-      if (!c_.checkpoint_dir.empty() && save) {
+      if (c_.outputs.eval_every > 0 && step % c_.outputs.eval_every == 0 && step < c_.optimizer.steps && !replan) evaluate(step);
+      const bool save = replan || step == c_.optimizer.steps || (c_.checkpoint.save_every > 0 && step % c_.checkpoint.save_every == 0);
+      if (!c_.checkpoint.dir.empty() && save) {
         replicas_.gather_all();  // checkpoints hold the whole state, sharded or not
         const std::string dir =
             save_checkpoint(c_, plan_, step, data_.reader.position(), stages_, shard_role(), owner_, world(), timeout_);
@@ -162,7 +159,7 @@ class Trainer {
         return;
       }
     }
-    evaluate(c_.steps);
+    evaluate(c_.optimizer.steps);
     finish();
   }
 
@@ -171,11 +168,11 @@ class Trainer {
   // second job cannot save into the same directory, and draws this run's id (kept from the checkpoint when
   // resuming).
   void start_checkpoints() {
-    prepare_checkpoint_dir(c_.checkpoint_dir);
+    prepare_checkpoint_dir(c_.checkpoint.dir);
     owner_.identity = checkpoint_identity(c_, plan_, data_.corpus);
     owner_.run = new_run_id();
     if (world().rank() != 0) return;
-    lock_ = std::make_unique<DirectoryLock>(c_.checkpoint_dir, "--checkpoint-dir", "dualpipe train (world rank 0)");
+    lock_ = std::make_unique<DirectoryLock>(c_.checkpoint.dir, "--checkpoint-dir", "dualpipe train (world rank 0)");
     check_fresh_start(c_);
   }
 
@@ -199,7 +196,7 @@ class Trainer {
       args.microbatch_inputs.push_back({parallel::context_slice(inputs[m], cp_).to(device_)});
     for (int m : executor_->loss_microbatches())
       args.microbatch_labels.push_back({parallel::context_slice(targets[m], cp_).to(device_)});
-    const int M = c_.microbatches, C = c_.cp;
+    const int M = c_.pipeline.microbatches, C = c_.parallel.cp;
     // With context parallelism each rank's loss is its tokens' share: the group's losses sum to the sequence's.
     args.criterion = [M, C, tp = tp_](const runtime::Tensors& logits, const runtime::Tensors& labels) {
       return models::next_token_loss(logits.at(0), labels.at(0), M, tp) / C;
@@ -210,7 +207,7 @@ class Trainer {
 
   // The tensor and context ranks other than 0 hold the same tensors: (c, t) = (0, 0) writes them.
   ShardRole shard_role() const {
-    return {rank_, dp_.replica(), c_.ep, (cp_ ? cp_->rank() : 0) * c_.tp + (tp_ ? tp_->rank() : 0)};
+    return {rank_, dp_.replica(), c_.parallel.ep, (cp_ ? cp_->rank() : 0) * c_.parallel.tp + (tp_ ? tp_->rank() : 0)};
   }
 
   // `result` with each loss this rank computed summed over the context-parallel group: the whole sequence's.
@@ -224,8 +221,8 @@ class Trainer {
   comm::Communicator& world() const { return dp_.has_world() ? dp_.world() : *comm_; }
 
   // Whether overlapped pairs run split (as phases, or their halves on two threads: ConcurrentOverlapStage).
-  bool split_overlaps() const { return c_.fb_overlap && timeline_ != nullptr; }
-  bool halves_on_threads() const { return split_overlaps() && overlap_mode(c_) != "phases"; }
+  bool split_overlaps() const { return c_.pipeline.fb_overlap && timeline_ != nullptr; }
+  bool halves_on_threads() const { return split_overlaps() && overlap_mode(c_) != run::OverlapMode::Phases; }
 
   // The step's compute actions (from records[first..]) that the executor's thread ran whole: with halves on two
   // threads, the overlapped ones are the halves ExpertTimeline heard of instead.
@@ -243,11 +240,11 @@ class Trainer {
 
   // This replica's micro-batches of the step's global batch (replica d takes rows d*M*b to (d+1)*M*b - 1).
   std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> next_training_microbatches() {
-    const int64_t rows = static_cast<int64_t>(c_.microbatches) * c_.batch;
+    const int64_t rows = static_cast<int64_t>(c_.pipeline.microbatches) * c_.data.batch;
     auto [inputs, targets] = to_tensors(data_.reader.next(rows * dp_.replicas()));
     inputs = inputs.narrow(0, rows * dp_.replica(), rows);
     targets = targets.narrow(0, rows * dp_.replica(), rows);
-    return split_microbatches(inputs, targets, c_.microbatches);
+    return split_microbatches(inputs, targets, c_.pipeline.microbatches);
   }
 
   void train_step(int step) {
@@ -277,15 +274,15 @@ class Trainer {
     ReferenceCheck check;
     if (step == 1) {
       check = check_against_reference(plan_, inputs, targets, *executor_, result, stages_, dp_,
-                                      replicas_.gradient_owners(), /*experts_sharded=*/c_.ep > 1, tp_,
-                                      /*context_parallel=*/c_.cp > 1);
+                                      replicas_.gradient_owners(), /*experts_sharded=*/c_.parallel.ep > 1, tp_,
+                                      /*context_parallel=*/c_.parallel.cp > 1);
       if (!check.problems.empty())
         throw Error("step 1 differs from the single-process reference:\n" + problems_text(check.problems));
     }
     const auto update_start = Clock::now();
     const parallel::StateBytes gradients = parallel::held_state_bytes(view_);  // before ZeRO-1 drops some
     const double grad_norm = parallel::clip_to_global_norm(view_, plan_.schedule.placement, rank_, dp_,
-                                                           replicas_.gradient_owners(), tp_, *comm_, timeout_, c_.clip);
+                                                           replicas_.gradient_owners(), tp_, *comm_, timeout_, c_.optimizer.clip);
     const double lr = plan_.lr.at(step);
     replicas_.update([&] {
       for (auto& [s, state] : stages_) {
@@ -327,7 +324,7 @@ class Trainer {
     StepReport r = combine_step_stats(step, ranks);
     r.lr = lr;
     r.grad_norm = grad_norm;
-    r.tokens_per_s = double(dp_.replicas()) * c_.microbatches * c_.batch * c_.seq_len / (r.step_ms / 1000);
+    r.tokens_per_s = double(dp_.replicas()) * c_.pipeline.microbatches * c_.data.batch * c_.model.seq_len / (r.step_ms / 1000);
     report_->step(r);
     stragglers_->observe(step, ranks, *report_);
     if (step == 1) {
@@ -354,8 +351,8 @@ class Trainer {
   // Mean loss over one step's worth of validation sequences, through the forward-only mode.
   void evaluate(int step) {
     const auto [all_inputs, all_targets] =
-        to_tensors(data_.reader.validation(static_cast<int64_t>(c_.microbatches) * c_.batch));
-    const auto [inputs, targets] = split_microbatches(all_inputs, all_targets, c_.microbatches);
+        to_tensors(data_.reader.validation(static_cast<int64_t>(c_.pipeline.microbatches) * c_.data.batch));
+    const auto [inputs, targets] = split_microbatches(all_inputs, all_targets, c_.pipeline.microbatches);
     torch::NoGradGuard no_grad;
     replicas_.gather_parameters();
     const runtime::StepResult result = sum_over_context(forward_only_->step(step_args(inputs, targets)));
@@ -373,7 +370,7 @@ class Trainer {
     replicas_.gather_parameters();  // to compare the replicas and sample
     const ReplicaCheck replicas = compare_replicas(plan_.schedule.placement, rank_, stages_, *comm_, timeout_);
     if (!replicas.problems.empty())
-      throw Error("replicas differ after " + std::to_string(c_.steps) + " steps:\n" + problems_text(replicas.problems));
+      throw Error("replicas differ after " + std::to_string(c_.optimizer.steps) + " steps:\n" + problems_text(replicas.problems));
     // Reaching this gather means this rank's replicas matched; rank 0 counts the comparisons.
     const auto counts = runtime::gather_to_root(
         *comm_, torch::full({1}, double(replicas.tensors_compared), torch::kDouble), kReplicaStatsTag, timeout_);
@@ -395,8 +392,8 @@ class Trainer {
     for (TraceEvent& e : trace.events) e.step += first_trained_step_;
     for (TraceSpan& s : trace.spans) s.step += first_trained_step_;
     std::string trace_path;
-    if (world().rank() == 0 && !c_.trace.empty()) {
-      trace_path = std::filesystem::absolute(c_.trace).lexically_normal().string();
+    if (world().rank() == 0 && !c_.outputs.trace.empty()) {
+      trace_path = std::filesystem::absolute(c_.outputs.trace).lexically_normal().string();
       write_trace_file(trace_path, trace);
     }
     // Each pair was compared twice, once from each side.
@@ -437,9 +434,7 @@ class Trainer {
 void run_training_loop(const TrainConfig& config, RunPlan plan, const TrainHooks& hooks,
                        std::shared_ptr<comm::Communicator> pipeline, parallel::DataParallel dp, LayerGroups layers) {
   at::set_num_threads(1);
-  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), std::move(layers.experts),
-          std::move(layers.timeline), std::move(layers.tp), std::move(layers.cp))
-      .run();
+  Trainer(config, std::move(plan), hooks, std::move(pipeline), std::move(dp), layers).run();
 }
 
 }  // namespace dualpipe::train

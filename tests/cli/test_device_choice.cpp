@@ -30,8 +30,8 @@ TEST_F(Train, CudaWithoutAGpuIsRefusedBeforeAnyRankStarts) {
 }
 
 TEST_F(Train, UnknownDevicesAndBackendsAreNamed) {
-  expect_refused(dualpipe_cmd(kDeviceJob + "--device tpu"), "--device 'tpu' is not one of cpu, cuda");
-  expect_refused(dualpipe_cmd(kDeviceJob + "--backend mpi"), "--backend 'mpi' is not one of gloo, nccl");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--device tpu"), "--device must be cpu or cuda, got 'tpu'");
+  expect_refused(dualpipe_cmd(kDeviceJob + "--backend mpi"), "--backend must be auto, gloo or nccl, got 'mpi'");
 }
 
 TEST_F(Train, GlooOnCpuStagesIsTheDefaultAndTrains) {

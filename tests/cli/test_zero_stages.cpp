@@ -154,7 +154,7 @@ TEST_F(Train, DataParallelTrafficOfEachZeroStageIsThePapersVolume) {
 TEST_F(Train, ZeroStagesBreakingTheRulesAreRefused) {
   expect_each_refused_before_any_rank_starts(kZeroJob + "--pp 2 ", {
       {"--zero 3", "--zero 3 needs --dp above 1, got --dp 1"},
-      {"--dp 2 --zero 4", "--zero must be 0, 1, 2 or 3, got 4"},
+      {"--dp 2 --zero 4", "--zero must be 0, 1, 2 or 3, got '4'"},
       {"--zero 2", "--zero 2 needs --dp above 1, got --dp 1"},
       // Once accepted silently, running ZeRO-2. --zero1 is --zero 1's old spelling: two answers to one question.
       {"--dp 2 --zero1 --zero 2", "--zero excludes --zero1"},

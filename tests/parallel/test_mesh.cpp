@@ -30,7 +30,7 @@ TEST(ProcessMesh, TheLayoutOfTheHeadersPicture) {
   EXPECT_EQ(c.pipeline_rank, 1);
   EXPECT_EQ(c.replica, 2);
   EXPECT_EQ(c.expert_rank, 0);
-  EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=4 (EP=2)");
+  EXPECT_EQ(mesh.dims().to_string(), "PP=2 x DP=4 (EP=2)");
 }
 
 // DualPipe on PP 4 x DP 2 with EP 2: stage 1 sits on pipeline ranks 1 and 2 (its mirrored copy), so its
@@ -57,7 +57,7 @@ TEST(ProcessMesh, TheHoldersOfAStagesCopiesInEveryReplica) {
 TEST(ProcessMesh, TensorParallelRanksAreConsecutiveAndEveryOtherGroupKeepsItsTensorRank) {
   const ProcessMesh mesh({2, 2, 1, 2});
   EXPECT_EQ(mesh.world_size(), 8);
-  EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=2 x TP=2");
+  EXPECT_EQ(mesh.dims().to_string(), "PP=2 x DP=2 x TP=2");
   EXPECT_EQ(mesh.tensor_group(0), (Ranks{0, 1}));
   EXPECT_EQ(mesh.tensor_group(5), (Ranks{4, 5}));
   EXPECT_EQ(mesh.pipeline_group(0, 0), (Ranks{0, 2}));
@@ -80,7 +80,7 @@ TEST(ProcessMesh, TensorParallelRanksAreConsecutiveAndEveryOtherGroupKeepsItsTen
 TEST(ProcessMesh, ContextParallelRanksSitBetweenTensorAndPipelineRanks) {
   const ProcessMesh mesh({2, 1, 1, 2, 2});
   EXPECT_EQ(mesh.world_size(), 8);
-  EXPECT_EQ(mesh.shape().to_string(), "PP=2 x DP=1 x CP=2 x TP=2");
+  EXPECT_EQ(mesh.dims().to_string(), "PP=2 x DP=1 x CP=2 x TP=2");
   EXPECT_EQ(mesh.tensor_group(2), (Ranks{2, 3}));
   EXPECT_EQ(mesh.tensor_group(7), (Ranks{6, 7}));
   EXPECT_EQ(mesh.context_group(0), (Ranks{0, 2}));
@@ -153,7 +153,7 @@ TEST(ProcessMesh, EveryRankIsInOneGroupOfEachKindThatAgreesWithItsCoordinates) {
 }
 
 TEST(ProcessMesh, ShapesBreakingTheRulesAreRefusedNamingTheValue) {
-  auto message = [](MeshShape shape) {
+  auto message = [](ParallelDims shape) {
     try {
       ProcessMesh mesh(shape);
     } catch (const dualpipe::InvalidArgument& e) {
@@ -162,13 +162,41 @@ TEST(ProcessMesh, ShapesBreakingTheRulesAreRefusedNamingTheValue) {
     return std::string("(accepted)");
   };
   EXPECT_EQ(message({2, 4, 3}), "--ep 3 must divide --dp 4: expert parallelism runs across the data-parallel replicas "
-                                "of one stage");
+                                "of a stage");
   EXPECT_EQ(message({0, 1, 1}), "--pp must be at least 1, got 0");
   EXPECT_EQ(message({1, 0, 1}), "--dp must be at least 1, got 0");
   EXPECT_EQ(message({1, 1, 0}), "--ep must be at least 1, got 0");
   EXPECT_EQ(message({1000, 1000, 1}), "--pp 1000 x --dp 1000 is 1000000 ranks, above the limit of 65536");
   EXPECT_EQ(message({1, 1, 1, 0}), "--tp must be at least 1, got 0");
   EXPECT_EQ(message({100, 100, 1, 8}), "--pp 100 x --dp 100 x --tp 8 is 80000 ranks, above the limit of 65536");
+}
+
+// The sizes' rules, one home for the trainer and the planner: the same rule in each one's spelling.
+TEST(ParallelDims, EachRuleIsNamedInTheTrainersAndThePlannersWords) {
+  ParallelDims d;
+  d.pp = 2, d.dp = 4, d.ep = 8;
+  EXPECT_EQ(broken_rule(d, DimsSpelling::Options),
+            "--ep 8 must divide --dp 4: expert parallelism runs across the data-parallel replicas of a stage");
+  EXPECT_EQ(broken_rule(d, DimsSpelling::Fix),
+            "ep=8 must divide dp=4: expert parallelism runs across the data-parallel replicas of a stage");
+  d.ep = 4;
+  EXPECT_EQ(broken_rule(d, DimsSpelling::Options), "");
+  EXPECT_EQ(d.expert_replicas(), 1);
+  EXPECT_EQ(broken_rule(d, 0, DimsSpelling::Options), "--ep 4 needs an MoE model: give --experts N");
+  EXPECT_EQ(broken_rule(d, 0, DimsSpelling::Fix), "ep=4: the model has no experts");
+  EXPECT_EQ(broken_rule(d, 6, DimsSpelling::Fix),
+            "ep=4 must divide the model's 6 experts: each rank of an expert-parallel group holds the same number of "
+            "experts");
+  EXPECT_EQ(broken_rule(d, 8, DimsSpelling::Options), "");
+  d.tp = 0;
+  EXPECT_EQ(broken_rule(d, DimsSpelling::Fix), "tp must be at least 1, got 0");
+  d.tp = 8, d.cp = 2;
+  EXPECT_EQ(d.world_size(), 2 * 4 * 2 * 8);
+  EXPECT_EQ(world_product(d, DimsSpelling::Fix), "pp=2 x dp=4 x cp=2 x tp=8");
+  // The planner weighs clusters larger than one job's mesh: only a mesh holds the world to its limit.
+  d.pp = 1000, d.dp = 1000, d.ep = 1, d.tp = 1, d.cp = 1;
+  EXPECT_EQ(broken_rule(d, DimsSpelling::Fix), "");
+  EXPECT_THROW(ProcessMesh{d}, dualpipe::InvalidArgument);
 }
 
 }  // namespace
