@@ -20,8 +20,9 @@ is started asynchronously (equal chunks of the first dimension over its group) a
 first used, in the forward and in the backward (the gradient goes back by the same exchange). In an overlapped pair
 the backward's phases and the forward's interleave on the calling thread in DeepSeek's order: the backward first,
 each half computing until it has started an exchange, then the other half computes while that exchange is under
-way. Outside a pair (a lone forward or backward) the phases run one after the other, the same maths in the same
-order, so a pair leaves what the forward followed by the backward leaves.
+way; the order is the C++ runtime's and the simulator's own rule (`dualpipe._core.interleaved_phase_order`). Outside
+a pair (a lone forward or backward) the phases run one after the other, the same maths in the same order, so a pair
+leaves what the forward followed by the backward leaves.
 
 A compute phase takes the tensors the previous phase left (the module's inputs for the first) and returns a tensor
 or a tuple of them; an all-to-all exchanges the last one and passes the others on. Parameter gradients are computed
@@ -35,6 +36,8 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
+
+from . import _core
 
 __all__ = ["AllToAll", "Compute", "Phases"]
 
@@ -136,8 +139,8 @@ def _leaf(t, requires_grad):
 
 
 def _forward_steps(record: _Record):
-    """The forward, a generator that yields after starting each exchange; the exchange is waited for at the next
-    phase."""
+    """The forward, a generator that yields after each phase (after starting an exchange, for an all-to-all); the
+    exchange is waited for at the next phase."""
     x = record.inputs
     needs = [isinstance(t, torch.Tensor) and t.requires_grad for t in x]
     pending = None  # (work, its phase)
@@ -158,14 +161,15 @@ def _forward_steps(record: _Record):
         record.steps.append((phase, x_in, y))
         x = y
         needs = [isinstance(t, torch.Tensor) and t.requires_grad for t in y]
+        yield
     if pending is not None:
         _wait(*pending)
     record.outputs = x
 
 
 def _backward_steps(record: _Record, output_grads: Sequence[Optional[torch.Tensor]], result: list):
-    """The backward, a generator that yields after starting each exchange of gradients; leaves the gradients of
-    the forward's inputs in `result`."""
+    """The backward, a generator that yields after each phase (after starting an exchange of gradients, for an
+    all-to-all); leaves the gradients of the forward's inputs in `result`."""
     grads = list(output_grads)
     pending = None  # (received, work, its phase)
     for phase, x_in, y in reversed(record.steps):
@@ -187,22 +191,34 @@ def _backward_steps(record: _Record, output_grads: Sequence[Optional[torch.Tenso
         if roots:
             torch.autograd.backward([t for t, _ in roots], [g for _, g in roots])
         grads = [t.grad if isinstance(t, torch.Tensor) and t.requires_grad else None for t in x_in]
+        yield
     if pending is not None:
         _wait(*pending[1:])
         grads[-1] = pending[0]
     result[:] = grads
 
 
-def _run(*chains):
-    """Runs generators one turn each, in order, until all have ended: DeepSeek's interleave for two chains, the
-    backward's first."""
-    live = list(chains)
-    while live:
-        for chain in list(live):
-            try:
-                next(chain)
-            except StopIteration:
-                live.remove(chain)
+def _run(chain):
+    """Runs a lone forward's or backward's phases one after the other."""
+    for _ in chain:
+        pass
+
+
+def _exchanges(phases) -> List[Tuple[bool, bool]]:
+    """Each phase as the C++ order rule describes it: (starts an exchange, weight gradients only). Compute phases
+    compute their parameter gradients with their input gradients, so none is a weight phase."""
+    return [(isinstance(phase, AllToAll), False) for phase in phases]
+
+
+def _interleave(backward, backward_phases, forward, forward_phases):
+    """Runs an overlapped pair's two chains (generators yielding after each phase) in the order the runtime and the
+    simulator use, taken from the C++ rule (schedule/phase_order.h): the backward's first, a chain keeping the turn
+    until it has started an exchange."""
+    chains = {"B": backward, "F": forward}
+    for chain, _ in _core.interleaved_phase_order(_exchanges(backward_phases), _exchanges(forward_phases)):
+        next(chains[chain])
+    for chain in (backward, forward):  # what follows each chain's last phase: its last exchange's wait
+        _run(chain)
 
 
 class _Phased(torch.autograd.Function):
@@ -289,7 +305,8 @@ class Phases:
                 grads1 = _as_tuple(output_grads1)
             record0 = _Record(phases.phases, module0, tuple(inputs0))
             input_grads1: list = []
-            _run(_backward_steps(record1, grads1, input_grads1), _forward_steps(record0))
+            _interleave(_backward_steps(record1, grads1, input_grads1), [p for p, _, _ in reversed(record1.steps)],
+                        _forward_steps(record0), phases.phases)
             for t, g in zip(record1.inputs, input_grads1):  # where the caller reads them, as after loss.backward()
                 if isinstance(t, torch.Tensor) and t.requires_grad and g is not None:
                     t.grad = g if t.grad is None else t.grad + g

@@ -12,6 +12,7 @@
 
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/lower.h"
+#include "dualpipe/schedule/phase_order.h"
 #include "dualpipe/schedule/pytorch_csv.h"
 #include "dualpipe/schedule/schedule_file.h"
 #include "dualpipe/schedule/text_format.h"
@@ -303,4 +304,21 @@ PYBIND11_MODULE(_core, m) {
           return out;
         },
         "Every schedule kind as (name, placement, summary), in the order `dualpipe schedule --help` lists them.");
+  m.def("interleaved_phase_order",
+        [](const std::vector<std::pair<bool, bool>>& backward, const std::vector<std::pair<bool, bool>>& forward) {
+          const auto steps = [](const std::vector<std::pair<bool, bool>>& chain) {
+            std::vector<PhaseStep> out;
+            for (const auto& [starts_exchange, weight] : chain) out.push_back({starts_exchange, weight});
+            return out;
+          };
+          std::vector<std::pair<std::string, size_t>> order;
+          for (const PhaseTurn& turn : interleaved_phase_order(steps(backward), steps(forward)))
+            order.emplace_back(std::string(1, turn.chain), turn.index);
+          return order;
+        },
+        py::arg("backward"), py::arg("forward"),
+        "The order an overlapped pair runs its halves' phases (schedule/phase_order.h, as the runtime and the "
+        "simulator run it): each chain a list of (starts_exchange, weight) per phase; returns ('B' or 'F', index) "
+        "turns. DeepSeek's interleave: the backward first, a chain keeping the turn until it has started an exchange "
+        "(and run the weight phases after it).");
 }

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 torch = pytest.importorskip("torch")
-from dualpipe.phases import AllToAll, Compute, Phases, _backward_steps, _forward_steps, _Record, _run  # noqa: E402
+from dualpipe.phases import (AllToAll, Compute, Phases, _backward_steps, _forward_steps, _interleave,  # noqa: E402
+                             _Record, _run)
 
 PROGRAM = os.path.join(os.path.dirname(__file__), "phased_moe.py")
 
@@ -55,12 +56,24 @@ def test_a_pair_interleaves_its_halves_and_waits_for_each_exchange_at_first_use(
     _run(_forward_steps(earlier))
     log.clear()
     later, grads = _Record(phases, layer, (torch.randn(2, 4),)), []
-    _run(_backward_steps(earlier, [torch.ones(2, 4)], grads), _forward_steps(later))
+    _interleave(_backward_steps(earlier, [torch.ones(2, 4)], grads), [p for p, _, _ in reversed(earlier.steps)],
+                _forward_steps(later), phases)
     # The backward's first: its combine's gradient goes out, the forward's attention runs while it is under way,
-    # and so on; each exchange is waited for by the phase that uses it (DeepSeek's order).
+    # and so on; each exchange is waited for by the phase that uses it (DeepSeek's order, as the C++ rule gives it:
+    # schedule/phase_order.h, worked by hand here).
     assert log == ["start combine", "attn", "start dispatch", "wait combine", "start dispatch", "wait dispatch",
                    "experts", "start combine", "wait dispatch", "wait combine", "combine"]
     assert grads[0] is not None and grads[0].shape == (2, 4)
+
+
+def test_the_order_is_the_runtimes_and_the_simulators_rule():
+    """dualpipe._core.interleaved_phase_order is the rule the C++ runtime runs and the simulator times; its header's
+    example, worked by hand: combine(B) attn(F) mlp(B) mlp(W) mlp(F) attn(B) attn(W) combine(F)."""
+    from dualpipe import _core
+    backward = [(True, False), (True, False), (False, True), (False, False), (False, True)]  # combine mlp mlpW attn attnW
+    forward = [(True, False), (True, False), (False, False)]  # attn mlp combine
+    order = [f"{chain}{index}" for chain, index in _core.interleaved_phase_order(backward, forward)]
+    assert order == ["B0", "F0", "B1", "B2", "F1", "B3", "B4", "F2"]
 
 
 def test_bad_phase_lists_are_named():
