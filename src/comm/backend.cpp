@@ -16,11 +16,6 @@
 
 namespace dualpipe::comm {
 
-BackendKind parse_backend(const std::string& name) {
-  DUALPIPE_REQUIRE(name == "gloo" || name == "nccl", "--backend '", name, "' is not one of gloo, nccl");
-  return name == "nccl" ? BackendKind::nccl : BackendKind::gloo;
-}
-
 bool nccl_compiled_in() {
 #ifdef USE_C10D_NCCL
   return true;

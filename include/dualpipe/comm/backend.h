@@ -12,8 +12,6 @@ namespace dualpipe::comm {
 
 enum class BackendKind { gloo, nccl };
 
-// Reads a --backend value, "gloo" or "nccl"; anything else throws InvalidArgument naming the value.
-BackendKind parse_backend(const std::string& name);
 // Whether this LibTorch was built with NCCL (the PyPI wheels for CUDA are).
 bool nccl_compiled_in();
 
