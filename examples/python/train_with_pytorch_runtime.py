@@ -96,7 +96,7 @@ def run_rank(rank, args, port, text):
     device = torch.device(args.device if args.device == "cpu" else f"cuda:{rank}")
     dist.init_process_group(args.backend, rank=rank, world_size=args.ranks)
     schedule = pick_schedule(args)
-    owner = schedule.placement["rank_of_stage"][0]
+    owner = schedule.placement.rank_of_stage[0]
     stages = make_stages(schedule.stages, args)
     mine = [s for s in range(schedule.stages) if owner[s] == rank]
     rows = args.microbatches * args.sequences

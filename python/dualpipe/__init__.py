@@ -10,15 +10,16 @@ planner, and their export to PyTorch's own pipelining runtime. docs/python.md.
 DeepSeek's API on our runtime (docs/python.md): dualpipe.DualPipe((stage_r, stage_mirror)).step(x, num_chunks=20, ...);
 dualpipe.overlap_moe(stage) gives a stage with MoE layers DeepSeek's forward-backward overlap, no phase list needed.
 
-Schedule, Simulation and Plan have the fields of `dualpipe schedule|simulate|plan --format json` as attributes
-(`to_dict()` gives them all). Bad input raises ValueError naming the value and the rule.
+Schedule, Simulation and Plan are bound from the library's structs (actions as dualpipe.Action, figures as
+dualpipe.Metrics, the timeline as numpy arrays); `to_dict()` gives the json of `dualpipe schedule|simulate|plan
+--format json`. Bad input raises ValueError naming the value and the rule.
 """
-from ._core import (Costs, Metrics, Plan, RankMetrics, Schedule, Simulation, __version__, kinds, plan, read_schedule,
-                    schedule, simulate)
+from ._core import (Action, Costs, Metrics, Placement, Plan, PlanCandidate, RankMetrics, Schedule, Simulation,
+                    __version__, kinds, plan, read_schedule, schedule, simulate)
 
-__all__ = ["Costs", "DualPipe", "DualPipeV", "Metrics", "Plan", "RankMetrics", "Schedule", "Simulation", "kinds",
-           "overlap_moe", "plan", "read_schedule", "schedule", "set_p2p_tensor_dtype", "set_p2p_tensor_shapes",
-           "simulate"]
+__all__ = ["Action", "Costs", "DualPipe", "DualPipeV", "Metrics", "Placement", "Plan", "PlanCandidate", "RankMetrics",
+           "Schedule", "Simulation", "kinds", "overlap_moe", "plan", "read_schedule", "schedule", "set_p2p_tensor_dtype",
+           "set_p2p_tensor_shapes", "simulate"]
 
 
 def __getattr__(name):

@@ -33,4 +33,10 @@ std::string exact_text(double value) {
   return text;
 }
 
+std::string short_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
 }  // namespace dualpipe::python

@@ -87,7 +87,7 @@ void bind_costs(py::module_& m) {
       "stage's data-parallel gather and gradient reduction [0], scale per-stage multipliers, act_bytes bytes of one "
       "stage activation, act_scale per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B "
       "and W take one number per stage for uneven stages. Fields as the json's costs.");
-  add_json_fields(costs, [](const CostModel& c, bool) { return costs_json(c); }, "Costs");
+  add_json_fields(costs, [](const CostModel& c) { return costs_json(c); }, "Costs");
   costs.def(py::init(&from_keywords))
       .def_static("parse", [](const std::string& text) {
         CostModel parsed = CostModel::parse(text);

@@ -3,6 +3,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "json_to_python.h"
+
 namespace py = pybind11;
 
 namespace dualpipe::python {
@@ -19,8 +21,8 @@ void bind_metrics(py::module_& m) {
       .def_readonly("stages_held", &RankMetrics::stages_held)
       .def_readonly("parameter_copies", &RankMetrics::parameter_copies)
       .def("__repr__", [](const RankMetrics& r) {
-        return "<dualpipe.RankMetrics rank " + std::to_string(r.rank) + ": busy " + std::to_string(r.busy) +
-               ", span " + std::to_string(r.span) + ">";
+        return "<dualpipe.RankMetrics rank " + std::to_string(r.rank) + ": busy " + short_text(r.busy) + ", span " +
+               short_text(r.span) + ">";
       });
   py::class_<Metrics>(m, "Metrics", "A simulated step's figures (times in cost units).")
       .def_readonly("makespan", &Metrics::makespan, "last end - first start over all ranks")
@@ -30,8 +32,7 @@ void bind_metrics(py::module_& m) {
       .def_readonly("per_rank", &Metrics::per_rank)
       .def_property_readonly("peak_activations", &Metrics::peak_activations, "the worst rank's")
       .def("__repr__", [](const Metrics& r) {
-        return "<dualpipe.Metrics makespan " + std::to_string(r.makespan) + ", bubble " + std::to_string(r.bubble) +
-               ">";
+        return "<dualpipe.Metrics makespan " + short_text(r.makespan) + ", bubble " + short_text(r.bubble) + ">";
       });
 }
 

@@ -16,6 +16,35 @@ def command_json(cli, *args):
     return json.loads(out)
 
 
+def as_json(name, value):
+    """A typed attribute in the json's spelling: actions by their text, placements and metrics field by field, costs
+    by their own json, the layer cut as the command writes it. peak_activation_bytes is null in the json where the
+    costs have no act_bytes; the struct holds 0 there."""
+    if isinstance(value, list):
+        return [as_json(name, item) for item in value] if name != "layers_per_stage" else ",".join(map(str, value))
+    kind = type(value).__name__
+    if kind == "Action":
+        return str(value)
+    if kind == "Placement":
+        fields = {"replicas": value.replicas, "rank_of_stage": value.rank_of_stage}
+        return fields if value.replica_of_microbatch is None else {**fields,
+                                                                   "replica_of_microbatch": value.replica_of_microbatch}
+    if kind == "RankMetrics":
+        fields = ["rank", "busy", "idle", "span", "peak_activations", "peak_activation_fraction",
+                  "peak_activation_bytes", "stages_held", "parameter_copies"]
+        row = {field: getattr(value, field) for field in fields}
+        return {**row, "peak_activation_bytes": row["peak_activation_bytes"] or None}
+    if kind == "Costs":
+        return value.to_dict()
+    return value
+
+
+def assert_typed_fields_are_the_json(value, expected):
+    """Every field of the command's json, read through the object's typed attribute of that name."""
+    for name, field in expected.items():
+        assert as_json(name, getattr(value, name)) == field, name
+
+
 def command_text(cli, *args):
     # bytes decoded as they are: the CSV's "\r\n" line ends stay
     return subprocess.run([cli, *args], capture_output=True, check=True).stdout.decode()
@@ -49,12 +78,13 @@ def test_plan_has_the_fields_of_plan_json(dualpipe, package, sizes, keywords, fl
     expected = command_json(dualpipe, "plan", "-r", str(sizes[0]), "-m", str(sizes[1]), "--cost", costs, *flags)
     plan = package.plan(*sizes, package.Costs.parse(costs), **keywords)
     assert plan.to_dict() == expected
-    assert (plan.makespan, plan.per_rank, plan.actions) == (expected["makespan"], expected["per_rank"],
-                                                           expected["actions"])
+    assert_typed_fields_are_the_json(plan, expected)
     text_args = ["plan", "-r", str(sizes[0]), "-m", str(sizes[1]), "--cost", costs, *flags]
     assert plan.to_text() == command_text(dualpipe, *text_args, "--format", "text")
     assert plan.to_csv() == command_text(dualpipe, *text_args, "--format", "csv")
-    assert plan.candidates[0]["name"] == plan.kind and plan.candidates[0]["makespan"] == plan.makespan
+    best = plan.candidates[0]
+    assert isinstance(best, package.PlanCandidate) and (best.name, best.makespan) == (plan.kind, plan.makespan)
+    assert best.schedule.to_text() == plan.schedule.to_text() and best.per_rank[0].busy == plan.per_rank[0].busy
 
 
 # An uneven model: an embedding layer that keeps more activations, eight blocks, a heavier head.
@@ -73,7 +103,8 @@ def test_plan_with_layer_costs_is_the_commands(dualpipe, package, tmp_path, flag
         plan = package.plan(4, 8, package.Costs(comm=0.1), memory_limit=limit if "MB" in limit else float(limit),
                             layer_costs=layers, **keywords)
         assert plan.to_dict() == expected
-        assert plan.layers_per_stage == expected["layers_per_stage"]
+        assert_typed_fields_are_the_json(plan, expected)
+        assert sum(plan.layers_per_stage) == len(LAYERS) and len(plan.layers_per_stage) == plan.stages
 
 
 def kinds_at(package, ranks, microbatches):
@@ -87,7 +118,9 @@ def test_every_kind_has_the_fields_and_forms_of_the_command(dualpipe, package, r
     sizes = ["-r", str(ranks), "-m", str(microbatches)]
     for kind in kinds_at(package, ranks, microbatches):
         schedule = package.schedule(kind, ranks, microbatches)
-        assert schedule.to_dict() == command_json(dualpipe, "schedule", "--kind", kind, *sizes), kind
+        expected = command_json(dualpipe, "schedule", "--kind", kind, *sizes)
+        assert schedule.to_dict() == expected, kind
+        assert_typed_fields_are_the_json(schedule, expected)
         assert (schedule.kind, schedule.ranks, schedule.microbatches) == (kind, ranks, microbatches)
         assert schedule.to_text() == command_text(dualpipe, "schedule", "--kind", kind, *sizes), kind
         assert schedule.to_csv() == command_text(dualpipe, "schedule", "--kind", kind, *sizes, "--format", "csv")
@@ -105,7 +138,7 @@ def test_simulation_has_the_fields_of_simulate_json(dualpipe, package, costs):
         expected = command_json(dualpipe, "simulate", "--kind", kind, "-r", "4", "-m", "8", "--cost", costs)
         got = package.simulate(package.schedule(kind, 4, 8), package.Costs.parse(costs))
         assert got.to_dict() == expected, kind
-        assert got.bubble_rate == expected["bubble_rate"] and got.per_rank == expected["per_rank"]
+        assert_typed_fields_are_the_json(got, expected)
 
 
 def test_costs_from_keywords_are_the_costs_of_the_text(package):
@@ -198,9 +231,34 @@ def test_a_string_cost_is_a_type_error(package):
 
 
 def test_a_missing_field_names_itself(package):
-    with pytest.raises(AttributeError, match="a schedule has no field 'makespan'"):
+    with pytest.raises(AttributeError, match="makespan"):
         package.schedule("1f1b", 4, 8).makespan
     assert "makespan" in dir(package.plan(4, 8))
+
+
+def test_actions_and_placement_are_dualpipes_as_the_paper_places_them(package):
+    """DualPipe (arXiv:2412.19437, fig. 5): R ranks, stage s on rank s for the first half of the micro-batches and on
+    rank R-1-s for the second; a rank's overlapped pair runs one direction's forward with the other's backward."""
+    ranks, microbatches = 4, 8
+    s = package.schedule("dualpipe", ranks, microbatches)
+    assert s.placement.replicas == 2
+    assert s.placement.rank_of_stage == [[0, 1, 2, 3], [3, 2, 1, 0]]
+    assert s.placement.replica_of_microbatch == [0] * 4 + [1] * 4
+    assert [s.placement.rank(1, m) for m in (0, 7)] == [1, 2]
+    pair = next(a for a in s.actions[0] if a.type == "OVERLAP_F_B")
+    assert (str(pair), pair.stage, pair.microbatch, pair.backward_stage, pair.backward_microbatch, pair.peer) == (
+        "(0F3;3B5)", 0, 3, 3, 5, None)
+    assert s.placement.rank(pair.backward_stage, pair.backward_microbatch) == 0  # both halves on rank 0
+    # The lowering's sends go to the rank of the next stage in the micro-batch's direction.
+    for rank, actions in enumerate(s.lower().actions):
+        for a in actions:
+            if a.type == "SEND_F":
+                assert a.peer == s.placement.rank(a.stage + 1, a.microbatch) != rank, str(a)
+    assert package.schedule("1f1b", 2, 2).placement.replica_of_microbatch is None
+    with pytest.raises(ValueError, match="stage 4 is not one of the 4 stages"):
+        s.placement.rank(4, 0)
+    with pytest.raises(ValueError, match="micro-batch 8"):
+        s.placement.rank(0, 8)
 
 
 def stub_names():
@@ -233,9 +291,12 @@ def test_the_type_stubs_name_every_function_method_and_field(package):
         "Simulation": package.simulate(package.schedule("zbv", 4, 8)),
         "Plan": package.plan(4, 8, memory_limit=4, placements=["linear"], layer_costs=[(1, 2, 1, 1e6)] * 8),
     }
+    examples["PlanCandidate"] = examples["Plan"].candidates[0]
+    examples["Action"] = examples["Schedule"].actions[0][0]
+    examples["Placement"] = examples["Schedule"].placement
     for name, value in examples.items():
         methods = {m for m in dir(type(value)) if not m.startswith("_")}
-        fields = set(value.to_dict())
+        fields = set(value.to_dict()) if name == "Costs" else set()
         assert methods | fields | {"__init__", "__len__"} >= members[name] - {"__init__", "__len__"}, name
         assert members[name] >= methods | fields, f"{name}: not in the stubs: {(methods | fields) - members[name]}"
 
