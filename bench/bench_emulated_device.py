@@ -11,7 +11,7 @@ same costs go to `dualpipe simulate`, whose makespan is the predicted step.
 
 The model is the trainer's MoE transformer (4 experts, top-2) with P=4 pipeline ranks x 2 data-parallel replicas
 forming expert-parallel groups of 2, so every all-to-all crosses two links. Costs are those of one rank's slice
-of the model (1/P): a schedule with 2P stages (DualPipeV, ZBV) runs each at half of them. Two regimes: a2a equal
+of the model (1/P): a schedule with 2P stages (DualPipeV, ZBV, combined 1F1B) runs each at half of them. Two regimes: a2a equal
 to F (DeepSeek-V3's 1:1 of communication to computation) and a2a = F/4.
 
 Every job runs --steps steps; the median of steps 3.. is its figure. The jobs run --reps times, interleaved (the
@@ -53,8 +53,10 @@ JOBS = [
     ("1f1b", "1f1b", None),
     ("zb-h1", "zb-h1", None),
     ("zbv", "zbv", None),
+    ("combined-1f1b", "combined-1f1b", None),
+    ("combined-1f1b off", "combined-1f1b", "--no-fb-overlap"),
 ]
-V_SHAPED = {"dualpipev", "zbv"}
+TWO_STAGES_PER_RANK = {"dualpipev", "zbv", "combined-1f1b"}  # combined 1F1B: its default 2 virtual stages
 LAYERS = 8  # MODEL's
 
 
@@ -66,13 +68,13 @@ def parse_costs(text):
 def stage_costs(slice_costs, a2a, kind):
     """The cost string of one stage of `kind`: the slice's costs, halved where the schedule has two stages per
     slice."""
-    share = 0.5 if kind in V_SHAPED else 1.0
+    share = 0.5 if kind in TWO_STAGES_PER_RANK else 1.0
     c = {k: v * share for k, v in slice_costs.items()}
     return f"F={c['F']:g},B={c['B']:g},W={c['W']:g},a2a={a2a * share:g}"
 
 
 def layers_per_stage(kind):
-    return LAYERS // (2 * PP if kind in V_SHAPED else PP)
+    return LAYERS // (2 * PP if kind in TWO_STAGES_PER_RANK else PP)
 
 
 def predicted_ms(binary, job, microbatches, costs, trace):
@@ -214,6 +216,9 @@ def report(slice_costs, ratios, measured, jobs, a_m):
         ratio_row("dualpipe / 1f1b, step", "dualpipe", "1f1b", 0, 1 / 1.2 if one_to_one else 1.0)
         ratio_row("dualpipe / zb-h1, step", "dualpipe", "zb-h1", 0)
         ratio_row("dualpipev / zbv, step", "dualpipev", "zbv", 0)
+        ratio_row("combined-1f1b / off, exposed a2a", "combined-1f1b", "combined-1f1b off", 1)
+        ratio_row("dualpipev / combined-1f1b, step", "dualpipev", "combined-1f1b", 0)
+        ratio_row("dualpipev / combined-1f1b, exposed a2a", "dualpipev", "combined-1f1b", 1)
     rows.summary()
 
 

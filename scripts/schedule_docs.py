@@ -42,6 +42,12 @@ SCHEDULES = [
     ("interleaved-1f1b", "Interleaved 1F1B", "Megatron-LM's interleaved schedule: v = 2 stages per rank "
      "(stage s on rank s mod R), micro-batch groups of R; M must be a multiple of R.",
      "(R-1)(F+B) for per-stage costs", lambda S, c: (R - 1) * (c["F"] + c["B"]), "any costs", "", None),
+    ("combined-1f1b", "Combined 1F1B", "Megatron-Core's MoE all-to-all overlap (`--overlap-moe-expert-parallel-comm`): "
+     "interleaved 1F1B's walk with one more warm-up forward, each steady forward and backward run as one overlapped "
+     "F&B pair (layer by layer on two streams in Megatron, phase by phase here), then the remaining backwards. v = 2 "
+     "stages per rank (Megatron requires virtual stages for PP > 1; one rank runs its no-pipelining path, F0, "
+     "(F i;B i-1), B M-1); M must be a multiple of R.",
+     "", None, "", "as interleaved 1F1B (the extra warm-up forward takes the place of its steady one)", None),
     ("zb-h1", "ZB-H1", "Zero Bubble (Qi et al. 2024): backward split into I and W; stage i emits "
      "F_x, I_{x-(S-1-i)}, W_{x-(S-1)} for x = 0, 1, ...; 1F1B's memory.",
      "(S-1)(F+B-2W)", lambda S, c: (S - 1) * (c["F"] + c["B"] - 2 * c["W"]), "exact when W <= F and W <= I",
@@ -96,7 +102,7 @@ def main():
         "",
         "Every schedule `dualpipe` generates, with the per-rank order of a small case and its simulated figures "
         "next to the published ones. Regenerate this part with `python3 scripts/schedule_docs.py` (it runs the "
-        "real command). Definitions (see "Metrics" below): *bubble* = the largest idle time of any rank, "
+        "real command). Definitions (see \"Metrics\" below): *bubble* = the largest idle time of any rank, "
         "*bubble rate* = (max span - max busy) / max span, *peak activations* in stage activations on the worst "
         "rank. Costs are per stage: F forward, B full backward, W its weight part (I = B - W), FB an overlapped "
         "F&B pair.",

@@ -48,6 +48,13 @@ std::vector<std::pair<std::string, int>> pipeline_schedules(const LayoutFix& fix
   return schedules;
 }
 
+// Megatron-Core runs combined 1F1B only where it has an all-to-all to hide and layers to interleave: its
+// TransformerConfig asserts expert_model_parallel_size > 1 and refuses full recomputation with
+// overlap_moe_expert_parallel_comm.
+bool combined_1f1b_serves(const Layout& l) {
+  return l.schedule != "combined-1f1b" || (l.ep > 1 && l.recompute != Recompute::Full);
+}
+
 }  // namespace
 
 void check_divides(const ModelSpec& model, const ClusterSpec& cluster, int global_batch, const Layout& l) {
@@ -117,6 +124,7 @@ std::vector<Layout> candidate_layouts(const LayoutRequest& request) {
                 if (l.flash_attention && recompute == Recompute::Selective && !fix.recompute) continue;
                 // pp=1 ("none", vpp 1) against a fixed schedule or vpp; an uneven cut under even_stages
                 if (!fix.holds(l) || !fix.cuts_as_required(model, l)) continue;
+                if (!combined_1f1b_serves(l)) continue;
                 try {
                   check_divides(model, cluster, request.global_batch, l);
                 } catch (const InvalidArgument&) {

@@ -5,6 +5,7 @@
 
 #include "dualpipe/run/train_options.h"
 #include "dualpipe/run/train_rules.h"
+#include "dualpipe/schedule/generators.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/shell_words.h"
 
@@ -32,7 +33,8 @@ std::string options_for(const ModelSpec& model, const LayoutResult& row, run::Tr
   c.pipeline.recompute = l.recompute == Recompute::Full;
   // A one-rank pipeline runs each micro-batch's forward then its backward: the order 1F1B names for one rank.
   c.pipeline.schedule = l.pp == 1 ? "1f1b" : l.schedule;
-  c.pipeline.stages_per_rank = l.schedule == "interleaved-1f1b" ? l.vpp : 0;
+  const GeneratorInfo* generator = find_generator(l.schedule);
+  c.pipeline.stages_per_rank = generator && generator->stages_per_rank == 0 ? l.vpp : 0;  // the looped kinds' v
   c.pipeline.microbatches = l.microbatches, c.data.batch = l.micro_batch_size;
   c.model.layers = model.layers, c.model.hidden = model.hidden, c.model.heads = model.heads;
   c.model.seq_len = model.seq_len;

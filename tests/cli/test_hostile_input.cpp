@@ -153,7 +153,7 @@ TEST_F(HostileInput, SimulateKindAllNamesEachKindsMemoryReasonAndMaxMemoryRaises
     EXPECT_REFUSED(refused, "\n  " + kind + ": " + kind + " with R=32 ranks and M=960 micro-batches needs about 12 "
                             "MiB of memory, above the limit of 4.0 MiB (raise it with --max-memory)");
   }
-  for (const std::string kind : {"interleaved-1f1b", "zbv", "dualpipev"}) {
+  for (const std::string kind : {"interleaved-1f1b", "combined-1f1b", "zbv", "dualpipev"}) {
     EXPECT_REFUSED(refused, "\n  " + kind + ": " + kind + " with R=32 ranks and M=960 micro-batches needs about 23 "
                             "MiB of memory, above the limit of 4.0 MiB");
   }
@@ -161,8 +161,8 @@ TEST_F(HostileInput, SimulateKindAllNamesEachKindsMemoryReasonAndMaxMemoryRaises
   const CommandResult passed = dualpipe("simulate --kind all -r 32 -m 960 --max-memory 64M");
   EXPECT_EQ(passed.status, 0) << passed.out;
   EXPECT_EQ(passed.out.find("skipped"), std::string::npos) << passed.out;
-  for (const std::string kind : {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera",
-                                 "dualpipe", "dualpipev"}) {
+  for (const std::string kind : {"gpipe", "1f1b", "interleaved-1f1b", "combined-1f1b", "zb-h1", "zb-h2", "zbv",
+                                 "chimera", "dualpipe", "dualpipev"}) {
     EXPECT_NE(passed.out.find("\n" + kind + " "), std::string::npos) << kind << " missing in:\n" << passed.out;
   }
   // Between the two estimates: the kinds of R stages run, the others are listed as skipped with the reason.

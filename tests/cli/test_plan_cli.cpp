@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,7 @@ TEST(SimulateCli, AllIsSortedByStepTime) {
   const CommandResult run = dualpipe("simulate --kind all --ranks 8 --microbatches 16 --cost FB=2.5 --format json");
   ASSERT_EQ(run.status, 0) << run.out;
   const nlohmann::json j = json_of(run);
-  ASSERT_EQ(j.size(), 9u);
+  ASSERT_EQ(j.size(), 10u);
   for (std::size_t i = 1; i < j.size(); ++i) EXPECT_LE(j[i - 1]["makespan"], j[i]["makespan"]) << i;
   std::size_t dualpipe_row = 0, zbv_row = 0;
   for (std::size_t i = 0; i < j.size(); ++i) {
@@ -138,9 +140,14 @@ TEST(PlanCli, APlanFileCarriesItsCostsSoSimulateReproducesTheMakespanOfEveryPlac
     EXPECT_EQ(s["kind"], j["kind"]) << "the plan's name comes back too";
     // --cost still wins over the file's header: twice every cost, twice the makespan.
     const dualpipe::CostModel header = dualpipe::CostModel::parse(j["costs_text"].get<std::string>());
-    const std::string doubled = "F=" + std::to_string(2 * header.forward) + ",B=" + std::to_string(2 * header.backward) +
-                                ",W=" + std::to_string(2 * header.weight) + ",FB=" +
-                                std::to_string(2 * *header.overlapped) + ",comm=" + std::to_string(2 * header.comm);
+    // Written in full: a looped plan of 3 stages per rank has costs in thirds, which 6 digits would round.
+    const auto twice = [](double cost) {
+      std::ostringstream out;
+      out << std::setprecision(17) << 2 * cost;
+      return out.str();
+    };
+    const std::string doubled = "F=" + twice(header.forward) + ",B=" + twice(header.backward) + ",W=" +
+                                twice(header.weight) + ",FB=" + twice(*header.overlapped) + ",comm=" + twice(header.comm);
     const CommandResult given = dualpipe("simulate --from " + path + " --cost " + doubled + " --format json");
     ASSERT_EQ(given.status, 0) << given.out;
     EXPECT_NEAR(nlohmann::json::parse(given.out)["makespan"].get<double>(), 2 * j["makespan"].get<double>(), 1e-6);

@@ -124,7 +124,8 @@ TEST(Vocabulary, ParameterCopiesAreToldApartFromChunksAndPlanWarnsOfTwo) {
   for (const auto& k : nlohmann::json::parse(all.out.substr(0, all.out.rfind(']') + 1))) {
     const std::string kind = k["kind"];
     const bool two_copies = kind == "dualpipe" || kind == "chimera";
-    const bool chunked = two_copies || kind == "zbv" || kind == "dualpipev" || kind == "interleaved-1f1b";
+    const bool chunked = two_copies || kind == "zbv" || kind == "dualpipev" || kind == "interleaved-1f1b" ||
+                         kind == "combined-1f1b";
     EXPECT_EQ(k["per_rank"][0]["parameter_copies"], two_copies ? 2 : 1) << kind;
     EXPECT_EQ(k["per_rank"][0]["stages_held"], chunked ? 2 : 1) << kind;
   }

@@ -41,8 +41,8 @@ def test_one_f_one_b_on_two_ranks_as_worked_by_hand(model, dualpipe):
     assert model.run(ops, "channels") == "ok"
 
 
-@pytest.mark.parametrize("kind", ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera",
-                                  "dualpipe", "dualpipev"])
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b", "interleaved-1f1b", "combined-1f1b", "zb-h1", "zb-h2", "zbv",
+                                  "chimera", "dualpipe", "dualpipev"])
 def test_every_kind_completes_on_the_two_channels(model, dualpipe, kind):
     for ranks, microbatches in [(2, 4), (4, 8), (4, 20), (8, 16)]:
         if model.lowered(dualpipe, kind, ranks, microbatches) is None:

@@ -30,6 +30,10 @@ Family family_of(std::string_view kind, int R, int stages_per_rank) {
   if (kind == "dualpipe" || kind == "chimera") return {R, 2, 2};           // two directions, S = R
   if (kind == "dualpipev" || kind == "zbv") return {2 * R, 2, 1};          // V: stages r and 2R-1-r
   if (kind == "interleaved-1f1b") return {stages_per_rank * R, stages_per_rank, 1};  // looped
+  if (kind == "combined-1f1b") {  // looped; one rank runs Megatron's no-pipelining path, one stage
+    const int v = R == 1 ? 1 : stages_per_rank;
+    return {v * R, v, 1};
+  }
   return {R, 1, 1};                                                         // gpipe, 1f1b, zb-h1, zb-h2
 }
 
@@ -173,8 +177,8 @@ INSTANTIATE_TEST_SUITE_P(AllGenerators, GeneratorGrid, ::testing::ValuesIn(gener
                          });
 
 TEST(Generators, RegistryListsEverySpecFamily) {
-  const std::vector<std::string> expected = {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2",
-                                             "zbv",   "chimera", "dualpipe", "dualpipev"};
+  const std::vector<std::string> expected = {"gpipe", "1f1b",    "interleaved-1f1b", "combined-1f1b", "zb-h1",
+                                             "zb-h2", "zbv",     "chimera",          "dualpipe",      "dualpipev"};
   EXPECT_EQ(generator_names(), expected);
   for (const GeneratorInfo& g : generators()) EXPECT_FALSE(g.summary.empty()) << g.name;
 }

@@ -33,7 +33,7 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
   command.add_option("-r,--ranks", o.ranks, "Pipeline ranks (devices), R")->capture_default_str();
   command.add_option("-m,--microbatches", o.microbatches, "Micro-batches per step, M")->capture_default_str();
   command.add_option("-v,--stages-per-rank", o.stages_per_rank,
-                     "Stages per rank for interleaved-1f1b (0: the schedule's default)");
+                     "Stages per rank for interleaved-1f1b and combined-1f1b (0: the schedule's default)");
   command.add_option("--max-memory", o.max_memory,
                      std::string("Refuse schedules whose estimated memory is above SIZE [1GiB]; units: ") +
                          kByteUnitsHelp + "; see docs/limits.md");

@@ -52,6 +52,7 @@ double estimate_schedule_bytes(std::string_view kind, const ScheduleOptions& opt
 Schedule make_gpipe(const ScheduleOptions& options);
 Schedule make_1f1b(const ScheduleOptions& options);
 Schedule make_interleaved_1f1b(const ScheduleOptions& options);
+Schedule make_combined_1f1b(const ScheduleOptions& options);
 Schedule make_zb_h1(const ScheduleOptions& options);
 Schedule make_zb_h2(const ScheduleOptions& options);
 Schedule make_zbv(const ScheduleOptions& options);

@@ -1,15 +1,6 @@
 // Interleaved 1F1B (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
 // Using Megatron-LM"), in the order of Megatron-LM's forward_backward_pipelining_with_interleaving
-// (megatron/core/pipeline_parallel/schedules.py).
-//
-// Every rank holds v model chunks; chunk c of rank r is stage c*R + r, so stage s runs on rank s mod R
-// (Placement::looped). A rank walks M*v "virtual micro-batches" k = 0 .. M*v-1. Megatron's get_model_chunk_id
-// cuts k into groups of R*v: within a group the first R virtual indices run chunk 0, the next R chunk 1, and
-// so on, so a group of R micro-batches travels through all of the rank's chunks before the next group starts.
-//   forward  k: chunk (k mod R*v) / R,             micro-batch (k / (R*v))*R + k mod R
-//   backward k: chunk v-1 - (k mod R*v) / R,       same micro-batch (backwards start from the last chunk)
-// Megatron keeps one FIFO per chunk; because groups are whole, the micro-batch formula above is exactly what
-// those FIFOs hand out.
+// (megatron/core/pipeline_parallel/schedules.py). The walk over virtual micro-batches is virtual_microbatches.h.
 //
 // Warm-up forwards on rank r: (R-r-1)*2 + (v-1)*R, capped at M*v; when M == R Megatron runs every forward
 // first (its all_warmup_microbatches rule). Then forward w+k and backward k alternate, then the remaining
@@ -20,6 +11,7 @@
 #include <algorithm>
 
 #include "generator_util.h"
+#include "virtual_microbatches.h"
 
 namespace dualpipe {
 namespace {
@@ -41,14 +33,8 @@ Schedule make_interleaved_1f1b(const ScheduleOptions& o) {
                    " for R=", R);
 
   Schedule s = gen::empty_schedule("interleaved-1f1b", R, v * R, M, Placement::looped(R, v));
-  const int total = M * v;  // virtual micro-batches per rank
-  const int group = R * v;
-  auto chunk_of = [&](int k, bool forward) {
-    const int c = (k % group) / R;
-    return forward ? c : v - 1 - c;
-  };
-  auto microbatch_of = [&](int k) { return (k / group) * R + k % R; };
-
+  const gen::VirtualMicrobatches walk{R, v};
+  const int total = walk.total(M);
   for (int r = 0; r < R; ++r) {
     auto& out = s.actions[r];
     int warmup;
@@ -59,16 +45,12 @@ Schedule make_interleaved_1f1b(const ScheduleOptions& o) {
     } else {
       warmup = std::min((R - r - 1) * 2 + (v - 1) * R, total);
     }
-    auto forward = [&](int k) { out.push_back(Action::forward(chunk_of(k, true) * R + r, microbatch_of(k))); };
-    auto backward = [&](int k) { out.push_back(Action::backward(chunk_of(k, false) * R + r, microbatch_of(k))); };
-
-    for (int k = 0; k < warmup; ++k) forward(k);
-    const int steady = total - warmup;
-    for (int k = 0; k < steady; ++k) {  // one forward, one backward
-      forward(warmup + k);
-      backward(k);
+    for (int k = 0; k < warmup; ++k) out.push_back(walk.forward(r, k));
+    for (int k = 0; k < total - warmup; ++k) {  // one forward, one backward
+      out.push_back(walk.forward(r, warmup + k));
+      out.push_back(walk.backward(r, k));
     }
-    for (int k = steady; k < total; ++k) backward(k);  // drain
+    for (int k = total - warmup; k < total; ++k) out.push_back(walk.backward(r, k));  // drain
   }
   return s;
 }

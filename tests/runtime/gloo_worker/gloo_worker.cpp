@@ -70,12 +70,17 @@ std::vector<std::string> check_subgroups() {
   return problems;
 }
 
+std::vector<std::string> all_kinds() {
+  std::vector<std::string> kinds;
+  for (const GeneratorInfo& g : generators()) kinds.emplace_back(g.name);
+  return kinds;
+}
+
 // Repeated reference-checked steps of every kind; rank 0 reports each kind's count of steps and mismatches.
 std::vector<std::string> soak(int steps) {
   auto communicator = comm::GlooCommunicator::from_environment(std::chrono::seconds(60));
   std::vector<std::string> problems;
-  for (const char* kind :
-       {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera", "dualpipe", "dualpipev"}) {
+  for (const std::string& kind : all_kinds()) {
     const auto start = std::chrono::steady_clock::now();
     ScheduleOptions options;
     options.num_ranks = communicator->size();
@@ -87,12 +92,12 @@ std::vector<std::string> soak(int steps) {
     for (int step = 0; step < steps; ++step) {
       auto found = testing::run_and_check_rank(setup, reference, schedule, communicator, true);
       mismatched_steps += found.empty() ? 0 : 1;
-      for (auto& p : found) problems.push_back(std::string(kind) + " step " + std::to_string(step) + ": " + p);
+      for (auto& p : found) problems.push_back(kind + " step " + std::to_string(step) + ": " + p);
     }
     communicator->barrier();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (communicator->rank() == 0)
-      std::printf("soak: %-16s R=%d M=%d  %d steps  %d with a mismatch on rank 0  %.1f s\n", kind,
+      std::printf("soak: %-16s R=%d M=%d  %d steps  %d with a mismatch on rank 0  %.1f s\n", kind.c_str(),
                   schedule.num_ranks, schedule.num_microbatches, steps, mismatched_steps, seconds);
     std::fflush(stdout);
   }
@@ -124,9 +129,7 @@ int main(int argc, char** argv) {
       options.single_tag = single_tag;
       auto communicator = std::make_shared<comm::GlooCommunicator>(options);
       const std::vector<std::string> kinds =
-          what == "all" ? std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv",
-                                                   "chimera", "dualpipe", "dualpipev"}
-                        : std::vector<std::string>{what};
+          what == "all" ? all_kinds() : std::vector<std::string>{what};
       for (const auto& kind : kinds) {
         auto found = check_kind(kind, communicator, training);
         problems.insert(problems.end(), found.begin(), found.end());

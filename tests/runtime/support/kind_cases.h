@@ -28,12 +28,11 @@ inline std::string case_name(const ::testing::TestParamInfo<KindCase>& info) {
   return name;
 }
 
-// The nine kinds at R in {2, 4}.
+// Every generator's kind at R in {2, 4}.
 inline std::vector<KindCase> all_kind_cases() {
   std::vector<KindCase> cases;
-  for (const char* kind :
-       {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "chimera", "dualpipe", "dualpipev"})
-    for (int r : {2, 4}) cases.push_back({kind, r});
+  for (const GeneratorInfo& g : generators())
+    for (int r : {2, 4}) cases.push_back({std::string(g.name), r});
   return cases;
 }
 
