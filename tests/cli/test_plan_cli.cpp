@@ -336,4 +336,42 @@ TEST(PlanCli, LayerCostsGiveTheCutForTrain) {
   EXPECT_NE(both.out.find("leave F, B, W, scale and act_scale out of --cost"), std::string::npos) << both.out;
 }
 
+// Issue 74: plan weighs Megatron's combined 1F1B at each virtual-stage count against DualPipe, DualPipeV and ZBV with
+// the all-to-all in the costs (docs/choosing.md, section 4). Each choice is checked against the families simulated
+// one by one, at the costs of their own stages (a slice's over the stages per rank).
+TEST(PlanCli, WeighsCombined1F1BWithVirtualStagesAgainstDualPipeWithTheAllToAllInTheCosts) {
+  const auto makespan = [](const std::string& args) {
+    const CommandResult run = dualpipe(args + " -r 8 -m 16 --format json");
+    EXPECT_EQ(run.status, 0) << args << "\n" << run.out;
+    return json_object_of(run)["makespan"].get<double>();
+  };
+  const CommandResult free_messages = dualpipe("plan -r 8 -m 16 --cost F=1,B=2,W=1,a2a=0.5,layers=4 --format json");
+  ASSERT_EQ(free_messages.status, 0) << free_messages.out;
+  const nlohmann::json best = json_object_of(free_messages);
+  EXPECT_EQ(best["kind"], "combined-1f1b v=4");
+  EXPECT_EQ(best["stages"], 32);
+  EXPECT_DOUBLE_EQ(best["makespan"].get<double>(),
+                   makespan("simulate -k combined-1f1b -v 4 --cost F=0.25,B=0.5,W=0.25,a2a=0.125,layers=1"));
+  EXPECT_LT(best["makespan"].get<double>(), makespan("simulate -k dualpipe --cost F=1,B=2,W=1,a2a=0.5,layers=4"));
+  EXPECT_LT(best["makespan"].get<double>(), makespan("simulate -k dualpipev --cost F=0.5,B=1,W=0.5,a2a=0.25,layers=2"));
+  EXPECT_LT(best["makespan"].get<double>(),
+            makespan("simulate -k combined-1f1b -v 2 --cost F=0.5,B=1,W=0.5,a2a=0.25,layers=2"));
+
+  // Messages that cost a tenth of a forward: four stages per rank send four times as many, and DualPipe wins.
+  const CommandResult paid = dualpipe("plan -r 8 -m 16 --cost F=1,B=2,W=1,a2a=0.5,layers=4,comm=0.1 --format json");
+  ASSERT_EQ(paid.status, 0) << paid.out;
+  EXPECT_EQ(json_object_of(paid)["kind"], "dualpipe");
+  EXPECT_DOUBLE_EQ(json_object_of(paid)["makespan"].get<double>(),
+                   makespan("simulate -k dualpipe --cost F=1,B=2,W=1,a2a=0.5,layers=4,comm=0.1"));
+  EXPECT_GT(makespan("simulate -k combined-1f1b -v 4 --cost F=0.25,B=0.5,W=0.25,a2a=0.125,layers=1,comm=0.1"),
+            json_object_of(paid)["makespan"].get<double>());
+
+  // One parameter copy within 9 activations of a slice: combined 1F1B holds more at every v, DualPipeV is the best.
+  const CommandResult held = dualpipe("plan -r 8 -m 16 --cost F=1,B=2,W=1,a2a=0.5,layers=4 --memory-limit 9 "
+                                      "--placements linear,v,looped --format json");
+  ASSERT_EQ(held.status, 0) << held.out;
+  EXPECT_EQ(json_object_of(held)["kind"], "dualpipev");
+  EXPECT_LE(json_object_of(held)["peak_activations_per_slice"].get<double>(), 9);
+}
+
 }  // namespace
