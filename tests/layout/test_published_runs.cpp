@@ -147,6 +147,53 @@ TEST(PublishedRuns, TheFittedEfficienciesAreTheTablesFitAndPlausible) {
   }
 }
 
+// Another generation, without refitting: Megatron-LM's H100 weak-scaling table (its README) against the two
+// efficiencies fitted on 2021's A100 table. The published TP and PP are fixed with what Megatron-Core offers; the
+// search picks what the table leaves out (micro-batch size, virtual stages, recomputation). Issue 74 asks for the
+// count of rows whose (TP, PP) is among the first three and whose throughput is within 10%, per generation: this
+// prints it. The model over-predicts the small models (their GEMMs run below the 70% that large ones reach, as the
+// README's "MFU increases ... with model size" says) because its efficiency is one constant, not the hardware's.
+TEST(PublishedRuns, MegatronsH100TableAgainstTheA100Fit) {
+  const nlohmann::json table = published_figures("megatron_h100");
+  const double seq = table.at("seq_len"), vocab = table.at("vocab");
+  const LayoutFix software = LayoutFix::parse(table.at("software").get<std::string>());
+  int both = 0, within = 0, ranked = 0;
+  std::printf("  params  published  rank  TFLOP/s published  predicted  error\n");
+  for (const auto& r : table.at("rows")) {
+    ModelSpec model;
+    model.name = "gpt-h100", model.layers = r.at("layers"), model.hidden = r.at("hidden"), model.heads = r.at("heads");
+    model.ffn_hidden = 4 * model.hidden, model.vocab = vocab, model.seq_len = seq, model.tied_embeddings = false;
+    const int tp = r.at("tp"), pp = r.at("pp"), gpus = r.at("gpus"), batch = r.at("batch");
+    const std::string cluster = table.at("cluster").get<std::string>() + "x" + std::to_string(gpus);
+
+    LayoutRequest request = test::search_request(model, cluster, batch, "", 10000);
+    request.fix = software;
+    std::vector<std::pair<int, int>> seen;
+    for (const LayoutResult& row : search_layouts(request).ranked)
+      if (std::find(seen.begin(), seen.end(), std::pair{row.layout.tp, row.layout.pp}) == seen.end())
+        seen.emplace_back(row.layout.tp, row.layout.pp);
+    const auto at = std::find(seen.begin(), seen.end(), std::pair{tp, pp});
+    const int rank = at == seen.end() ? 0 : int(at - seen.begin()) + 1;
+
+    request.fix.tp = tp, request.fix.pp = pp;
+    const LayoutSearch best = search_layouts(request);
+    ASSERT_FALSE(best.ranked.empty()) << r.dump();
+    const double h = model.hidden, l = model.layers;
+    const double flops = 12 * batch * seq * l * h * h * (6 + seq / h + vocab / (2 * l * h));
+    const double tflops = flops / (best.ranked.front().time.step * gpus) / 1e12;
+    const double error = tflops / r.at("tflops_per_gpu").get<double>() - 1;
+    ranked += rank >= 1 && rank <= 3, within += std::abs(error) <= 0.10;
+    both += rank >= 1 && rank <= 3 && std::abs(error) <= 0.10;
+    std::printf("%7.1fB tp%d pp%-3d %5d %18.1f %10.1f %+6.1f%%\n", r.at("parameters_b").get<double>(), tp, pp, rank,
+                r.at("tflops_per_gpu").get<double>(), tflops, 100 * error);
+  }
+  std::printf("H100 (Megatron-LM's table): %d of 9 rows with (TP, PP) in the first three and the throughput within 10%% "
+              "(%d ranked, %d within)\n", both, ranked, within);
+  // The state measured when the rows came in (2026-12-06), not a target: a change to the time model that loses one
+  // of them should say so.
+  EXPECT_GE(both, 4);
+}
+
 // Korthikanti et al.: selective recomputation with sequence parallelism runs the 530B model at 54.2% MFU where
 // full recomputation ran at 42.1%: 1.29 times as fast. The model's two steps for the same layout, within 10%.
 TEST(PublishedRuns, SelectiveRecomputationGainsWhatKorthikantiMeasured) {
