@@ -14,21 +14,15 @@
 #include "virtual_microbatches.h"
 
 namespace dualpipe {
-namespace {
-
-constexpr int kDefaultStagesPerRank = 2;
-constexpr int kMaxStagesPerRank = 1024;
-
-}  // namespace
 
 Schedule make_combined_1f1b(const ScheduleOptions& o) {
   gen::require_basic("combined 1F1B", o);
   const int R = o.num_ranks, M = o.num_microbatches;
-  const int v = o.stages_per_rank != 0 ? o.stages_per_rank : R == 1 ? 1 : kDefaultStagesPerRank;
+  const int v = o.stages_per_rank != 0 ? o.stages_per_rank : R == 1 ? 1 : gen::kDefaultChunksPerRank;
   DUALPIPE_REQUIRE(R > 1 || v == 1, "combined 1F1B on 1 rank has no virtual stages (Megatron's no-pipelining "
                    "path); --stages-per-rank ", o.stages_per_rank, " does not apply");
-  DUALPIPE_REQUIRE(R == 1 || (v >= 2 && v <= kMaxStagesPerRank), "combined 1F1B on ", R,
-                   " ranks needs 2..", kMaxStagesPerRank,
+  DUALPIPE_REQUIRE(R == 1 || (v >= 2 && v <= gen::kMaxChunksPerRank), "combined 1F1B on ", R,
+                   " ranks needs 2..", gen::kMaxChunksPerRank,
                    " stages per rank (Megatron requires virtual stages for PP > 1), got ", o.stages_per_rank);
   DUALPIPE_REQUIRE(M % R == 0, "combined 1F1B needs M to be a multiple of R (micro-batch groups of R), got M=", M,
                    " for R=", R);

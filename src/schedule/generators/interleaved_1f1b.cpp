@@ -14,18 +14,12 @@
 #include "virtual_microbatches.h"
 
 namespace dualpipe {
-namespace {
-
-constexpr int kDefaultStagesPerRank = 2;
-constexpr int kMaxStagesPerRank = 1024;
-
-}  // namespace
 
 Schedule make_interleaved_1f1b(const ScheduleOptions& o) {
   gen::require_basic("interleaved 1F1B", o);
   const int R = o.num_ranks, M = o.num_microbatches;
-  const int v = o.stages_per_rank == 0 ? kDefaultStagesPerRank : o.stages_per_rank;
-  DUALPIPE_REQUIRE(v >= 1 && v <= kMaxStagesPerRank, "interleaved 1F1B needs 1..", kMaxStagesPerRank,
+  const int v = o.stages_per_rank == 0 ? gen::kDefaultChunksPerRank : o.stages_per_rank;
+  DUALPIPE_REQUIRE(v >= 1 && v <= gen::kMaxChunksPerRank, "interleaved 1F1B needs 1..", gen::kMaxChunksPerRank,
                    " stages per rank, got ", o.stages_per_rank);
   // Groups of R micro-batches walk the chunks together, so M must split into whole groups.
   DUALPIPE_REQUIRE(v == 1 || M % R == 0,

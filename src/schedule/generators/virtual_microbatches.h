@@ -14,6 +14,10 @@
 
 namespace dualpipe::gen {
 
+// Chunks per rank (--stages-per-rank) when none is asked for, and the most a looped schedule takes.
+constexpr int kDefaultChunksPerRank = 2;
+constexpr int kMaxChunksPerRank = 1024;
+
 struct VirtualMicrobatches {
   int ranks = 1;            // R
   int chunks_per_rank = 1;  // v
