@@ -18,6 +18,7 @@ class Costs:
         W: float | Sequence[float] | None = ...,
         FB: float | None = ...,
         comm: float | None = ...,
+        gap: float | None = ...,
         a2a: float | None = ...,
         a2a_latency: float | None = ...,
         layers: int | None = ...,
@@ -41,13 +42,14 @@ class Costs:
                     comm: str = r"^p2p$", update: str = r"^update$", ranks: int = 0,
                     with_sources: bool = False) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
-    # json fields: F, B, W (a number, or one per stage), FB, comm, a2a, a2a_latency, layers, pair, unshard, reduce,
-    # scale, act_bytes, act_scale, w_mem, recompute, input_mem
+    # json fields: F, B, W (a number, or one per stage), FB, comm, gap, a2a, a2a_latency, layers, pair, unshard,
+    # reduce, scale, act_bytes, act_scale, w_mem, recompute, input_mem
     F: float | list[float]
     B: float | list[float]
     W: float | list[float]
     FB: float
     comm: float
+    gap: float
     a2a: float
     a2a_latency: float
     layers: int

@@ -147,7 +147,7 @@ class DataParallelLink {
 
 DependencyWalk walk_dependencies(const Schedule& schedule,
                                  const std::function<double(int rank, const Action&)>& duration,
-                                 double latency) {
+                                 double latency, double gap) {
   const int R = static_cast<int>(schedule.actions.size());
   const int S = schedule.num_stages;
   for (int r = 0; r < R; ++r) {
@@ -200,7 +200,7 @@ DependencyWalk walk_dependencies(const Schedule& schedule,
       if (a.is_compute()) start = link.ready(r, a, start);
       const double end = start + (a.is_compute() ? duration(r, a) : 0.0);
       walk.times[r][cursor[r]] = {start, end};
-      clock[r] = end;
+      clock[r] = end + (a.is_compute() ? gap : 0.0);
       for (int i = 0; i < e.num_makes; ++i) {
         const int slot = e.makes[i];
         if (table.done(slot)) continue;  // a duplicate: the validator reports it

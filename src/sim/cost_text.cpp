@@ -16,8 +16,8 @@ namespace dualpipe {
 namespace {
 
 constexpr const char* kKnownKeys =
-    "F, B, W, FB, comm, a2a, a2a_latency, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, input_mem, "
-    "scale, act_scale";
+    "F, B, W, FB, comm, gap, a2a, a2a_latency, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, "
+    "input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
   const std::string s(text);
@@ -122,6 +122,7 @@ CostModel CostModel::parse(std::string_view spec) {
     else if (key == "act_scale") costs.stage_activation = parse_list("act_scale", value);
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
+    else if (key == "gap") costs.gap = parse_number("gap", value);
     else if (key == "a2a") costs.all_to_all = parse_number("a2a", value);
     else if (key == "a2a_latency") costs.all_to_all_latency = parse_number("a2a_latency", value);
     else if (key == "layers") costs.layers = parse_layers(value);
@@ -151,7 +152,7 @@ CostModel CostModel::parse(std::string_view spec) {
 
 void CostModel::check() const {
   // parse() only reads finite numbers, but a CostModel built in code (or fitted from a trace) could hold inf.
-  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, all_to_all,
+  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, gap, all_to_all,
                              all_to_all_latency.value_or(0), unshard, reduce, activation_bytes, w_mem, input_mem})
     DUALPIPE_REQUIRE(std::isfinite(value), "costs must be finite numbers, got ", to_string());
   for (const double value : stage_scale)
@@ -162,6 +163,7 @@ void CostModel::check() const {
                    " with B=", backward);
   DUALPIPE_REQUIRE(!overlapped || *overlapped > 0, "cost FB must be positive, got FB=", overlapped.value_or(0));
   DUALPIPE_REQUIRE(comm >= 0, "cost comm must not be negative, got comm=", comm);
+  DUALPIPE_REQUIRE(gap >= 0, "cost gap must not be negative, got gap=", gap);
   DUALPIPE_REQUIRE(all_to_all >= 0, "cost a2a must not be negative, got a2a=", all_to_all);
   DUALPIPE_REQUIRE(layers >= 1 && layers <= 4096, "cost layers (MoE layers of a slice) must be between 1 and 4096, "
                    "got layers=", layers);
@@ -261,6 +263,7 @@ std::string CostModel::to_string() const {
                     ",W=" + list_or(stage_weight, weight) +
                     ",FB=" + number(overlapped_pair()) +
                     ",comm=" + number(comm);
+  if (gap > 0) out += ",gap=" + number(gap);
   if (all_to_all > 0) out += ",a2a=" + number(all_to_all);
   if (all_to_all_latency) out += ",a2a_latency=" + number(*all_to_all_latency);
   if (layers != 1) out += ",layers=" + std::to_string(layers);

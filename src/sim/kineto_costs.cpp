@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "action_gaps.h"
 #include "dualpipe/trace/name_pattern.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/median.h"
@@ -152,6 +153,17 @@ class Reader {
       c.comm = *comm;
       note("comm", *comm, "median duration", {Message});
     }
+    // Whole actions only: between the phases of a chunk (several names) there is no host's work to read.
+    const auto is_action = [&](const std::string& name) {
+      const int k = kind_of(name);
+      const bool compute = k == Pair || k == Input || k == Weight || k == Backward || k == Forward;
+      return compute && !group(static_cast<Kind>(k), split_stage(name).second).phases();
+    };
+    if (const std::optional<double> gap = host_gap_between_actions(ranks_, is_action)) {
+      c.gap = *gap;
+      note("gap", *gap, "lower quartile of a rank's gaps between its actions, median of the ranks",
+           {Forward, Backward, Input, Weight, Pair});
+    }
     if (!rank_updates_.empty()) {
       out_.update = *std::min_element(rank_updates_.begin(), rank_updates_.end());
       note("update", out_.update, "least median of a rank", {Update});
@@ -225,15 +237,18 @@ class Reader {
     return median(std::move(durations));
   }
 
-  // The kind the region is read as (kKinds: none).
-  int classify(const KinetoRegion& region) {
-    auto [base, stage] = split_stage(region.name);
+  // The kind a region of this name is read as (kKinds: none).
+  int kind_of(const std::string& name) const {
+    const std::string base = split_stage(name).first;
     for (int k = 0; k < kKinds; ++k)
-      if (regex_[k] && std::regex_search(base, *regex_[k])) {
-        groups_[k][stage].add(region);
-        return k;
-      }
+      if (regex_[k] && std::regex_search(base, *regex_[k])) return k;
     return kKinds;
+  }
+  // The same, and the region added to its kind's group.
+  int classify(const KinetoRegion& region) {
+    const int k = kind_of(region.name);
+    if (k < kKinds) groups_[k][split_stage(region.name).second].add(region);
+    return k;
   }
 
   const Group& group(Kind k, int stage) const {

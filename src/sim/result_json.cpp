@@ -46,6 +46,7 @@ Json costs_json(const CostModel& c) {
           {"W", list_or(c.stage_weight, c.weight)},
           {"FB", c.overlapped_pair()},
           {"comm", c.comm},
+          {"gap", c.gap},
           {"a2a", c.all_to_all},
           {"a2a_latency", c.all_to_all_latency.value_or(0)},
           {"layers", c.layers},

@@ -33,7 +33,7 @@ Simulation simulate(const Schedule& schedule, const CostModel& costs) {
   costs.check();
   costs.check_ranks(schedule.num_ranks);
   DependencyWalk walk = walk_dependencies(
-      schedule, [&](int rank, const Action& a) { return costs.duration_on(rank, a); }, costs.comm);
+      schedule, [&](int rank, const Action& a) { return costs.duration_on(rank, a); }, costs.comm, costs.gap);
   if (!walk.blocked.empty()) {
     const BlockedRank& b = walk.blocked.front();
     throw InvalidSchedule(detail::concat("cannot simulate: deadlock, rank ", b.rank, " is stuck at ",

@@ -209,10 +209,11 @@ struct Owned {
 // Accumulates one region name's occurrences, in order of first appearance.
 class RegionTable {
  public:
-  void add(const std::string& raw_name, double duration, const Owned& owned) {
+  void add(const std::string& raw_name, double start, double duration, const Owned& owned) {
     const std::string name = region_name(raw_name);
     auto [it, inserted] = occurrences_.try_emplace(name);
     if (inserted) order_.push_back(name);
+    it->second.starts.push_back(start);
     it->second.durations.push_back(duration);
     it->second.owned.compute += owned.compute;
     it->second.owned.communication += owned.communication;
@@ -225,6 +226,7 @@ class RegionTable {
       KinetoRegion region;
       region.name = name;
       region.durations = o.durations;
+      region.starts = o.starts;
       std::sort(o.durations.begin(), o.durations.end());  // the mean summed in this order, as it always was
       const size_t n = o.durations.size();
       region.count = int(n);
@@ -239,7 +241,7 @@ class RegionTable {
 
  private:
   struct Occurrences {
-    std::vector<double> durations;
+    std::vector<double> starts, durations;
     Owned owned;
   };
   std::map<std::string, Occurrences> occurrences_;
@@ -264,7 +266,7 @@ void regions_by_gpu_ranges(const KinetoTrace& trace, const std::map<long long, T
         inside = {t->second.computing.inside(r.start, end), t->second.communicating.inside(r.start, end),
                   t->second.overlap.inside(r.start, end)};
       }
-      table.add(r.name, r.duration, inside);
+      table.add(r.name, r.start, r.duration, inside);
     }
   }
 }
@@ -343,15 +345,16 @@ void regions_by_ownership(const KinetoTrace& trace, const std::vector<const Kine
   }
   // A region's GPU range (gpu_user_annotation, with its CPU record's External id), where the trace has one, is its
   // duration on the GPU: what a GPU's regions are timed by.
-  std::unordered_map<long long, double> gpu_duration;
+  std::unordered_map<long long, std::pair<double, double>> gpu_range;  // external id -> start, duration
   std::map<long long, std::vector<const KinetoEvent*>> ranges;
   for (const KinetoEvent& e : trace.events)
     if (e.gpu && e.kind == KinetoKind::Region && e.external_id != 0) ranges[e.pid].push_back(&e);
   for (const auto& [pid, list] : ranges)
-    for (const KinetoEvent& joined : joined_gpu_ranges(list)) gpu_duration[joined.external_id] = joined.duration;
-  const auto duration_of = [&](const KinetoEvent& annotation) {
-    const auto it = annotation.external_id != 0 ? gpu_duration.find(annotation.external_id) : gpu_duration.end();
-    return it != gpu_duration.end() ? it->second : annotation.duration;
+    for (const KinetoEvent& joined : joined_gpu_ranges(list))
+      gpu_range[joined.external_id] = {joined.start, joined.duration};
+  const auto timed = [&](const KinetoEvent& annotation) {
+    const auto it = annotation.external_id != 0 ? gpu_range.find(annotation.external_id) : gpu_range.end();
+    return it != gpu_range.end() ? it->second : std::pair{annotation.start, annotation.duration};
   };
   for (const auto& process : processes) {  // not a structured binding: the lambda below captures it (C++17)
     const kineto_detail::ProcessAnnotations& annotations = process.second;
@@ -359,9 +362,10 @@ void regions_by_ownership(const KinetoTrace& trace, const std::vector<const Kine
     std::iota(in_time.begin(), in_time.end(), 0);
     std::stable_sort(in_time.begin(), in_time.end(),
                      [&](int a, int b) { return annotations.at(a).start < annotations.at(b).start; });
-    for (int i : in_time)
-      table.add(annotations.at(i).name, duration_of(annotations.at(i)),
-                owned[process.first][static_cast<std::size_t>(i)]);
+    for (int i : in_time) {
+      const auto [start, duration] = timed(annotations.at(i));
+      table.add(annotations.at(i).name, start, duration, owned[process.first][static_cast<std::size_t>(i)]);
+    }
   }
 }
 

@@ -154,6 +154,32 @@ TEST(KinetoCosts, RanksAreReadTogether) {
   EXPECT_EQ(source_of(costs, "F").occurrences, 3);
 }
 
+// gap: on each rank the gaps from one action's end to the next one's start inside a ProfilerStep (not across two,
+// where the update runs), their lower quartile (nearest rank), and the median of the ranks'.
+TEST(KinetoCosts, TheHostsGapIsTheLowerQuartileOfARanksGapsWithinItsSteps) {
+  // Rank a, steps [0,100) and [100,200): gaps 2, 8, 4, 16, then 95 -> 100 crosses steps, then 1.
+  // Sorted 1 2 4 8 16: the lower quartile is the second, 2.
+  const KinetoSummary a = summary_of({{"user_annotation", "ProfilerStep#1", 0, 100},
+                                      {"user_annotation", "ProfilerStep#2", 100, 100},
+                                      {"user_annotation", "forward stage 0", 0, 10},
+                                      {"user_annotation", "forward stage 0", 12, 10},
+                                      {"user_annotation", "backward stage 0", 30, 20},
+                                      {"user_annotation", "backward stage 0", 54, 20},
+                                      {"user_annotation", "backward stage 0", 90, 5},
+                                      {"user_annotation", "forward stage 0", 100, 10},
+                                      {"user_annotation", "forward stage 0", 111, 10}});
+  // Rank b, one step: gaps 5, 7, 3: the lower quartile of 3 5 7 is 3.
+  const KinetoSummary b = summary_of({{"user_annotation", "ProfilerStep#1", 0, 100},
+                                      {"user_annotation", "forward stage 1", 0, 10},
+                                      {"user_annotation", "backward stage 1", 15, 20},
+                                      {"user_annotation", "forward stage 1", 42, 10},
+                                      {"user_annotation", "backward stage 1", 55, 20}});
+  const KinetoCosts costs = costs_from_kineto({&a, &b}, KinetoCostNames{});
+  EXPECT_DOUBLE_EQ(costs.costs.gap, 2.5);
+  EXPECT_EQ(source_of(costs, "gap").measure, "lower quartile of a rank's gaps between its actions, median of the ranks");
+  EXPECT_DOUBLE_EQ(costs_from_kineto(a, KinetoCostNames{}).costs.gap, 2);
+}
+
 // 1F1B over R = 2 ranks and M = 4 micro-batches at F = 10, B = 20 per stage takes (M + R - 1)(F + B) = 150.
 TEST(KinetoRun, TheTracedScheduleIsSimulatedBesideTheMeasuredStep) {
   const Schedule ran = make_1f1b({2, 4});

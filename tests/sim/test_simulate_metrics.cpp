@@ -76,6 +76,35 @@ TEST(SimulateMetrics, HandComputedTimeline) {
   EXPECT_EQ(m.per_rank[1].rank, 1);
 }
 
+// The host's time between a rank's actions (gap) delays its next action and overlaps its waits for messages.
+TEST(SimulateMetrics, HostGapBetweenActionsOverlapsTheWaits) {
+  // kTiny with F=1 B=3 W=1 FB=3.5, comm=0.5, gap=0.25, stage scale 1 and 2 (durations as above):
+  //  rank 0: 0F0 [0,1]  0F1 [1.25,2.25]
+  //  rank 1: 1F0 waits for 0F0 + comm = 1.5: [1.5,3.5]; the pair: 0F1 + comm = 2.75, 3.5 + gap = 3.75 -> [3.75,10.75]
+  //          1I1 [11,15]  1W1 [15.25,17.25]
+  //  rank 0: 0I0: 0F1 + gap = 2.5, 1B0 + comm = 11.25 -> [11.25,13.25]  0W0 [13.5,14.5]
+  //          0B1: 14.75 and 1I1 + comm = 15.5 -> [15.5,18.5]
+  CostModel c = costs(1, 3, 1, 3.5, 0.5);
+  c.stage_scale = {1, 2};
+  c.gap = 0.25;
+  const Simulation sim = simulate(parse_text(kTiny), c);
+  const std::vector<std::vector<ActionTime>> expected = {
+      {{0, 1}, {1.25, 2.25}, {11.25, 13.25}, {13.5, 14.5}, {15.5, 18.5}},
+      {{1.5, 3.5}, {3.75, 10.75}, {11, 15}, {15.25, 17.25}},
+  };
+  for (int r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < expected[r].size(); ++i) {
+      EXPECT_DOUBLE_EQ(sim.timeline[r][i].start, expected[r][i].start) << "rank " << r << " action " << i;
+      EXPECT_DOUBLE_EQ(sim.timeline[r][i].end, expected[r][i].end) << "rank " << r << " action " << i;
+    }
+  EXPECT_DOUBLE_EQ(sim.metrics.makespan, 18.5);
+  // The gap is not busy time: rank 0 computes 8 of its 18.5.
+  test::expect_busy_idle_span(sim.metrics.per_rank[0], 8, 10.5, 18.5);
+  EXPECT_EQ(CostModel::parse("F=1,gap=0.25").gap, 0.25);
+  EXPECT_TRUE(contains(CostModel::parse("gap=0.25").to_string(), ",gap=0.25"));
+  EXPECT_TRUE(contains(test::error_message([] { CostModel::parse("gap=-1"); }), "cost gap must not be negative"));
+}
+
 TEST(SimulateMetrics, OverlappedPairDefaultsToFPlusB) {
   // Same schedule, FB unset: the pair costs 1*2 + 3*2 = 8, so rank 1: 1F0 [1.5,3.5], pair [3.5,11.5],
   // 1I1 [11.5,15.5], 1W1 [15.5,17.5]; rank 0: 0I0 [12,14], 0W0 [14,15], 0B1 [16,19]. Makespan 19.

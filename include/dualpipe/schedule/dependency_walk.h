@@ -34,9 +34,10 @@ struct DependencyWalk {
 };
 
 // duration(rank, action) gives each compute action's length; latency is added to every dependency whose
-// producer runs on another rank than its consumer.
+// producer runs on another rank than its consumer; a rank's next action starts no earlier than gap after its
+// previous compute action ends (the host's work between them).
 DependencyWalk walk_dependencies(const Schedule& schedule,
                                  const std::function<double(int rank, const Action&)>& duration,
-                                 double latency = 0.0);
+                                 double latency = 0.0, double gap = 0.0);
 
 }  // namespace dualpipe

@@ -37,7 +37,7 @@ struct KinetoCostNames {
 
 // One cost and the events that made it.
 struct KinetoCostSource {
-  std::string cost;   // F, B, W, FB, comm, a2a or update
+  std::string cost;   // F, B, W, FB, comm, gap, a2a or update
   double value = 0;   // microseconds; the mean over stages for per-stage costs
   // How it was measured: "median duration" (one region name: an action's occurrences), "compute per chunk" and
   // "communication per chunk" (several names: the phases of a chunk, their GPU work, or CPU operators' on a CPU

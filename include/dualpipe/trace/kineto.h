@@ -93,6 +93,7 @@ struct KinetoRegion {
   std::string name;
   int count = 0;
   std::vector<double> durations;  // microseconds, each occurrence's, process by process in time order
+  std::vector<double> starts;     // each occurrence's start, in the same order (on the GPU where timed there)
   double median_duration = 0;
   double mean_duration = 0;
   // Means per occurrence of the time of its work: summed over its kernels (or operators), so work on two streams
