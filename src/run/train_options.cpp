@@ -199,8 +199,8 @@ const std::vector<TrainOption>& train_options() {
        "threads taking turns at each all-to-all (CPU stages; CUDA stages run it as threads)",
        "Pipeline", F(pipeline.fb_overlap_mode), false},
       {"-m,--microbatches", "Micro-batches per step (the schedule's rules apply)", "Pipeline", F(pipeline.microbatches)},
-      {"-v,--stages-per-rank", "Stages per rank for interleaved-1f1b and combined-1f1b (0: default)", "Pipeline", F(pipeline.stages_per_rank),
-       false},
+      {"-v,--stages-per-rank", "Stages per rank for interleaved-1f1b and combined-1f1b (0: default)", "Pipeline",
+       F(pipeline.stages_per_rank), false},
       {"--schedule-file",
        "Run the schedule in FILE (text form, or PyTorch's CSV for *.csv; e.g. from dualpipe plan -f text) instead "
        "of --schedule; --ranks and --microbatches follow from it",

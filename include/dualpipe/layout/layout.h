@@ -100,8 +100,9 @@ struct LayoutFix {
 };
 
 // A search may generate schedules of this many times its memory limit in all (LayoutRequest::max_memory_bytes).
-// Its time grows with their sum, about 0.3 s per GiB of it on this project's 2-core machine (DeepSeek-V3 on 2048
-// GPUs, 12 GiB with combined 1F1B: 2.1 s), so 12 GiB keeps the default search within its 5-second goal (docs/limits.md).
+// Its time grows with their sum, about 0.2 s per GiB of it on this project's 2-core machine (DeepSeek-V3 on 2048
+// GPUs, 12 GiB with combined 1F1B: 2.1 s), so 12 GiB keeps the default search within its 5-second goal
+// (docs/limits.md).
 constexpr double kSearchBytesPerLimit = 12;
 
 struct LayoutRequest {

@@ -7,6 +7,8 @@
 // chunks before the next group starts.
 //   forward  k: chunk (k mod R*v) / R,        micro-batch (k / (R*v))*R + k mod R
 //   backward k: chunk v-1 - (k mod R*v) / R,  the same micro-batch (backwards start from the last chunk)
+// Megatron keeps one FIFO per chunk; because groups are whole (M a multiple of R), the micro-batch formula above is
+// exactly what those FIFOs hand out.
 // Chunk c of rank r is stage c*R + r (Placement::looped).
 #pragma once
 
