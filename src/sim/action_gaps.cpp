@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "dualpipe/util/median.h"
@@ -9,60 +10,74 @@
 namespace dualpipe {
 namespace {
 
-struct Span {
-  double start, end;
-};
-
 // The value below which a quarter of the sorted values lie (nearest rank).
 double lower_quartile(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[static_cast<std::size_t>(std::floor(0.25 * static_cast<double>(values.size() - 1)))];
 }
 
-std::vector<double> gaps_of(const KinetoSummary& summary, const std::function<bool(const std::string&)>& is_action) {
-  if (summary.processes > 1) return {};  // their occurrences are not one timeline
-  std::vector<Span> actions, steps;
+void add_gaps(std::vector<ActionSpan> actions, std::vector<double>& gaps) {
+  std::sort(actions.begin(), actions.end(), [](const ActionSpan& a, const ActionSpan& b) { return a.start < b.start; });
+  for (std::size_t i = 1, last = 0; i < actions.size(); ++i) {
+    if (actions[i].start < actions[last].end) {  // inside the previous one: not an action of its own
+      if (actions[i].end > actions[last].end) last = i;
+      continue;
+    }
+    gaps.push_back(actions[i].start - actions[last].end);
+    last = i;
+  }
+}
+
+// A profiler trace's actions, cut by its ProfilerStep regions (one step without any; none for a trace of several
+// processes, whose occurrences are not one timeline).
+std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
+                                              const std::function<bool(const std::string&)>& is_action) {
+  if (summary.processes > 1) return {};
+  std::vector<ActionSpan> actions, steps;
   for (const KinetoRegion& region : summary.regions) {
     const bool step = region.name == "ProfilerStep";
     if (!step && !is_action(region.name)) continue;
     for (std::size_t i = 0; i < region.starts.size(); ++i)
       (step ? steps : actions).push_back({region.starts[i], region.starts[i] + region.durations[i]});
   }
-  const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
-  std::sort(actions.begin(), actions.end(), by_start);
-  std::sort(steps.begin(), steps.end(), by_start);
-  // The step an action starts in (-1: outside every one), so that a gap never spans the work between steps.
-  const auto step_of = [&](double t) {
+  if (steps.empty()) return {actions};
+  std::vector<std::vector<ActionSpan>> out(steps.size());
+  for (const ActionSpan& a : actions)
     for (std::size_t s = 0; s < steps.size(); ++s)
-      if (t >= steps[s].start && t < steps[s].end) return static_cast<int>(s);
-    return -1;
-  };
-  std::vector<double> gaps;
-  double end = -1;
-  int step = -2;
-  for (const Span& a : actions) {
-    if (a.start < end) {  // inside the previous one (a phase within its pair): not an action of its own
-      end = std::max(end, a.end);
-      continue;
-    }
-    const int here = steps.empty() ? 0 : step_of(a.start);
-    if (here >= 0 && here == step) gaps.push_back(a.start - end);
-    end = a.end, step = here;
-  }
-  return gaps;
+      if (a.start >= steps[s].start && a.start < steps[s].end) out[s].push_back(a);
+  return out;
 }
 
 }  // namespace
 
-std::optional<double> host_gap_between_actions(const std::vector<const KinetoSummary*>& ranks,
-                                               const std::function<bool(const std::string&)>& is_action) {
+std::optional<double> host_gap_between_actions(const StepActions& actions) {
   std::vector<double> per_rank;
-  for (const KinetoSummary* summary : ranks) {
-    const std::vector<double> gaps = gaps_of(*summary, is_action);
-    if (!gaps.empty()) per_rank.push_back(lower_quartile(gaps));
+  for (const auto& steps : actions) {
+    std::vector<double> gaps;
+    for (const std::vector<ActionSpan>& step : steps) add_gaps(step, gaps);
+    if (!gaps.empty()) per_rank.push_back(lower_quartile(std::move(gaps)));
   }
   if (per_rank.empty()) return std::nullopt;
   return median(std::move(per_rank));
+}
+
+std::optional<double> host_gap_between_actions(const std::vector<const KinetoSummary*>& ranks,
+                                               const std::function<bool(const std::string&)>& is_action) {
+  StepActions actions;
+  for (const KinetoSummary* summary : ranks) actions.push_back(steps_of(*summary, is_action));
+  return host_gap_between_actions(actions);
+}
+
+std::optional<double> host_gap_between_actions(const Trace& trace) {
+  std::map<int, std::map<int, std::vector<ActionSpan>>> by_rank;  // rank -> step -> actions
+  for (const TraceEvent& e : trace.events)
+    if (e.action.is_compute()) by_rank[e.rank][e.step].push_back({e.start, e.start + e.duration});
+  StepActions actions;
+  for (auto& [rank, steps] : by_rank) {
+    actions.emplace_back();
+    for (auto& [step, list] : steps) actions.back().push_back(std::move(list));
+  }
+  return host_gap_between_actions(actions);
 }
 
 }  // namespace dualpipe

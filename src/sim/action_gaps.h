@@ -1,5 +1,5 @@
-// The host's time between a rank's compute actions, read from its profiler trace: CostModel::gap (internal to
-// kineto_costs.cpp).
+// The host's time between a rank's compute actions, read from a measured run: CostModel::gap (internal to the
+// readers of profiler traces and of dualpipe traces).
 #pragma once
 
 #include <functional>
@@ -8,16 +8,29 @@
 #include <vector>
 
 #include "dualpipe/trace/kineto.h"
+#include "dualpipe/trace/trace.h"
 
 namespace dualpipe {
 
-// Each rank's compute regions (those `is_action` names, outermost only) in time order, and the gaps from one's end
-// to the next one's start within a ProfilerStep. A gap is the host's work between two actions (posting the
-// messages' sends and receives, the runtime's bookkeeping) and, where the next action's input had not arrived,
+struct ActionSpan {
+  double start = 0, end = 0;
+};
+// Per rank, per step, its compute actions (in any order).
+using StepActions = std::vector<std::vector<std::vector<ActionSpan>>>;
+
+// On each rank, the gaps from one action's end to the next one's start within a step (an action that starts inside
+// the previous one, a phase of it, is not one of its own). A gap is the host's work between two actions (posting
+// the messages' sends and receives, the runtime's bookkeeping) and, where the next action's input had not arrived,
 // a wait, which the simulator times itself from the dependencies. So the host's part is read where no wait is
 // likely: the lower quartile of a rank's gaps, and the median of that over the ranks. None without two actions in
 // a step on any rank.
+std::optional<double> host_gap_between_actions(const StepActions& actions);
+
+// The same over profiler traces: the regions `is_action` names, within each ProfilerStep (one step without any).
 std::optional<double> host_gap_between_actions(const std::vector<const KinetoSummary*>& ranks,
                                                const std::function<bool(const std::string&)>& is_action);
+
+// The same over a dualpipe trace: its compute actions, by rank and step (microseconds).
+std::optional<double> host_gap_between_actions(const Trace& trace);
 
 }  // namespace dualpipe

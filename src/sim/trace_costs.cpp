@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "action_gaps.h"
 #include "dualpipe/schedule/lower.h"
 #include "dualpipe/trace/trace_plan.h"
 #include "dualpipe/util/error.h"
@@ -196,6 +197,11 @@ void take_exchanges_from_trace(CostModel& costs, const Trace& trace, const std::
     costs.all_to_all_latency = std::max(0.0, exchange - costs.all_to_all / (2 * costs.layers));
   costs.all_to_all = 2 * costs.layers * exchange;
   costs.check();
+}
+
+void take_host_gap_from_trace(CostModel& costs, const Trace& trace) {
+  if (costs.gap > 0) return;
+  if (const std::optional<double> gap = host_gap_between_actions(trace)) costs.gap = *gap / 1000;
 }
 
 }  // namespace dualpipe

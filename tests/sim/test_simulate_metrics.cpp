@@ -12,6 +12,8 @@
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/sim/cost_model.h"
 #include "dualpipe/sim/simulate.h"
+#include "dualpipe/sim/trace_costs.h"
+#include "dualpipe/trace/trace.h"
 #include "test_helpers.h"
 
 namespace dualpipe {
@@ -103,6 +105,29 @@ TEST(SimulateMetrics, HostGapBetweenActionsOverlapsTheWaits) {
   EXPECT_EQ(CostModel::parse("F=1,gap=0.25").gap, 0.25);
   EXPECT_TRUE(contains(CostModel::parse("gap=0.25").to_string(), ",gap=0.25"));
   EXPECT_TRUE(contains(test::error_message([] { CostModel::parse("gap=-1"); }), "cost gap must not be negative"));
+}
+
+// simulate --from-trace takes gap from a dualpipe trace as plan --from-kineto does from profiler traces: each rank's
+// gaps between its compute actions within a step (messages are not actions), their lower quartile, the ranks' median.
+TEST(SimulateMetrics, TheHostGapOfADualpipeTrace) {
+  Trace trace;
+  const auto add = [&](int rank, int step, const char* action, double start, double end) {
+    TraceEvent e;
+    e.action = parse_action(action), e.rank = rank, e.step = step, e.start = start, e.duration = end - start;
+    trace.events.push_back(e);
+  };
+  // Rank 0: step 1 gaps 2 and 5 (a SEND in the second), step 2 gap 1: sorted 1 2 5, lower quartile 1.
+  add(0, 1, "0F0", 0, 10), add(0, 1, "0F1", 12, 20), add(0, 1, "0SEND_F1", 20, 21), add(0, 1, "0B0", 25, 30);
+  add(0, 2, "0F0", 100, 110), add(0, 2, "0F1", 111, 115);
+  // Rank 1: gaps 4, 8, 3, 6: sorted 3 4 6 8, lower quartile 3. The median of 1 and 3: 2 us.
+  add(1, 1, "1F0", 0, 5), add(1, 1, "1B0", 9, 12), add(1, 1, "1F1", 20, 22), add(1, 1, "1B1", 25, 30);
+  add(1, 1, "1F2", 36, 40);
+  CostModel c;
+  take_host_gap_from_trace(c, trace);
+  EXPECT_DOUBLE_EQ(c.gap, 0.002);  // milliseconds, as the other costs of simulate --from-trace
+  c.gap = 0.5;  // given: kept
+  take_host_gap_from_trace(c, trace);
+  EXPECT_DOUBLE_EQ(c.gap, 0.5);
 }
 
 TEST(SimulateMetrics, OverlappedPairDefaultsToFPlusB) {

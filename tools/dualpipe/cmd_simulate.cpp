@@ -44,7 +44,11 @@ std::string comparison_header(const PlanOptions& plan, const CostModel& costs) {
 void run(const SimulateCommand& c) {
   check_output(c.output, {{"--from", c.plan.from_file}, {"--from-trace", c.from_trace}});
   CostModel costs = build_cost_model(c.plan);
-  if (!c.from_trace.empty()) take_exchanges_from_trace(costs, read_trace(c.from_trace), c.from_trace);
+  if (!c.from_trace.empty()) {
+    const Trace trace = read_trace(c.from_trace);
+    take_exchanges_from_trace(costs, trace, c.from_trace);
+    take_host_gap_from_trace(costs, trace);
+  }
   std::vector<SimulatedSchedule> results;
   std::vector<SkippedKind> skipped;
   const bool all = c.plan.from_file.empty() && c.plan.kind == "all";
@@ -102,7 +106,9 @@ void add_simulate_command(CLI::App& app) {
                   "Take a2a from a dualpipe train --trace of an MoE run: 2 x layers (the cost key) x the median "
                   "all-to-all the ranks waited for whole, in milliseconds (give the other costs in milliseconds). "
                   "An a2a in --cost is then the exchanges' bytes at the link's rate, and what the measured exchange "
-                  "takes beyond its share is its latency (a2a_latency, unless given)")
+                  "takes beyond its share is its latency (a2a_latency, unless given); and gap, the host's time between "
+                  "a rank's actions (the lower quartile of each rank's gaps within a step, the median of the ranks), "
+                  "unless given")
       ->check(CLI::ExistingFile);
   add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(Examples:
