@@ -11,8 +11,8 @@ same costs go to `dualpipe simulate`, whose makespan is the predicted step.
 
 The model is the trainer's MoE transformer (4 experts, top-2) with P=4 pipeline ranks x 2 data-parallel replicas
 forming expert-parallel groups of 2, so every all-to-all crosses two links. Costs are those of one rank's slice
-of the model (1/P): a schedule with 2P stages (DualPipeV, ZBV, combined 1F1B) runs each at half of them. Two regimes: a2a equal
-to F (DeepSeek-V3's 1:1 of communication to computation) and a2a = F/4.
+of the model (1/P): a schedule with 2P stages (DualPipeV, ZBV, combined 1F1B) runs each at half of them. Two
+regimes: a2a equal to F (DeepSeek-V3's 1:1 of communication to computation) and a2a = F/4.
 
 Every job runs --steps steps; the median of steps 3.. is its figure. The jobs run --reps times, interleaved (the
 whole list once, then again), and each figure is the median over the repetitions, with their range (min-max).

@@ -44,7 +44,10 @@ std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
   std::vector<std::vector<ActionSpan>> out(steps.size());
   for (const ActionSpan& a : actions)
     for (std::size_t s = 0; s < steps.size(); ++s)
-      if (a.start >= steps[s].start && a.start < steps[s].end) out[s].push_back(a);
+      if (a.start >= steps[s].start && a.start < steps[s].end) {
+        out[s].push_back(a);
+        break;
+      }
   return out;
 }
 

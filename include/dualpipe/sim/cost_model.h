@@ -22,7 +22,8 @@ struct CostModel {
   double comm = 0;      // latency added to every cross-rank dependency
   // gap: the host's time between two of a rank's compute actions (posting its messages' sends and receives, the
   // runtime's bookkeeping), after the first ends and before the second can start; not scaled per stage (an
-  // action's overhead). What a measured run adds to the compute and the waits (plan --from-kineto fits it).
+  // action's overhead). What a measured run adds to the compute and the waits (plan --from-kineto fits it). The
+  // planner's list scheduler and exact search order actions without it; every candidate is then simulated with it.
   double gap = 0;
   // a2a: the expert all-to-all time of one stage's forward (the sum of its MoE layers' dispatches and combines;
   // its backward exchanges as much again), scaled per stage like F. A forward or I takes that much longer (it
