@@ -8,7 +8,7 @@
 #include "dualpipe/sim/trace_costs.h"
 #include "dualpipe/util/error.h"
 #include "layout/pipeline_costs.h"
-#include "layout/shared_cores.h"
+#include "dualpipe/sim/shared_cores.h"
 
 namespace dualpipe::layout {
 

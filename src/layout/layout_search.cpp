@@ -11,7 +11,7 @@
 #include "layout/layout_candidates.h"
 #include "layout/outside_pipeline.h"
 #include "layout/pipeline_costs.h"
-#include "layout/shared_cores.h"
+#include "dualpipe/sim/shared_cores.h"
 
 namespace dualpipe::layout {
 

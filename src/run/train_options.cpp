@@ -9,6 +9,7 @@
 
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/schedule/schedule_file.h"
+#include "dualpipe/util/error.h"
 
 namespace dualpipe::run {
 namespace {

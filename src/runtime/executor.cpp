@@ -24,14 +24,6 @@ using detail::MessageKey;
 
 namespace {
 
-// A compute action's region in a PyTorch profiler trace, named as `dualpipe profile` reads costs from them
-// (docs/profile.md): its kind and its stage (a pair's: its forward's).
-std::string profiler_region(const Action& a) {
-  static constexpr std::array<const char*, 5> kinds = {"forward", "backward", "backward_input", "weight",
-                                                       "forward_backward"};
-  return std::string(kinds[static_cast<size_t>(a.type)]) + " stage " + std::to_string(a.stage);
-}
-
 // Whether a forward-only step runs the action: backwards, their messages and the gradient reduction return at once
 // (their handlers), so they are not recorded as if they ran. An overlapped pair runs its forward half.
 bool runs_forward_only(ActionType type) {

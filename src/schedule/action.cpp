@@ -68,6 +68,13 @@ Action parse_simple(std::string_view text, std::string_view pair = {}) {
 
 std::string_view type_name(ActionType type) { return kTypeNames[static_cast<std::size_t>(type)]; }
 
+std::string profiler_region(const Action& action) {
+  static constexpr std::array<const char*, 5> kinds = {"forward", "backward", "backward_input", "weight",
+                                                       "forward_backward"};
+  DUALPIPE_REQUIRE(action.is_compute(), "profiler_region: ", to_string(action), " is not a compute action");
+  return std::string(kinds[static_cast<std::size_t>(action.type)]) + " stage " + std::to_string(action.stage);
+}
+
 std::string to_string(const Action& action) {
   if (action.type == ActionType::Overlapped) {
     return detail::concat('(', action.stage, 'F', action.microbatch, ';', action.bwd_stage, 'B',

@@ -28,8 +28,8 @@ void add_gaps(std::vector<ActionSpan> actions, std::vector<double>& gaps) {
   }
 }
 
-// A profiler trace's actions, cut by its ProfilerStep regions (one step without any; none for a trace of several
-// processes, whose occurrences are not one timeline).
+}  // namespace
+
 std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
                                               const std::function<bool(const std::string&)>& is_action) {
   if (summary.processes > 1) return {};
@@ -38,7 +38,7 @@ std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
     const bool step = region.name == "ProfilerStep";
     if (!step && !is_action(region.name)) continue;
     for (std::size_t i = 0; i < region.starts.size(); ++i)
-      (step ? steps : actions).push_back({region.starts[i], region.starts[i] + region.durations[i]});
+      (step ? steps : actions).push_back({region.starts[i], region.starts[i] + region.durations[i], region.name});
   }
   if (steps.empty()) return {actions};
   std::vector<std::vector<ActionSpan>> out(steps.size());
@@ -50,8 +50,6 @@ std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
       }
   return out;
 }
-
-}  // namespace
 
 std::optional<double> host_gap_between_actions(const StepActions& actions) {
   std::vector<double> per_rank;

@@ -14,6 +14,7 @@ namespace dualpipe {
 
 struct ActionSpan {
   double start = 0, end = 0;
+  std::string name;  // the region's, where read from a profiler trace
 };
 // Per rank, per step, its compute actions (in any order).
 using StepActions = std::vector<std::vector<std::vector<ActionSpan>>>;
@@ -25,6 +26,11 @@ using StepActions = std::vector<std::vector<std::vector<ActionSpan>>>;
 // likely: the lower quartile of a rank's gaps, and the median of that over the ranks. None without two actions in
 // a step on any rank.
 std::optional<double> host_gap_between_actions(const StepActions& actions);
+
+// A profiler trace's actions, the regions `is_action` names, cut by its ProfilerStep regions (one step without
+// any; none for a trace of several processes, whose occurrences are not one timeline).
+std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
+                                              const std::function<bool(const std::string&)>& is_action);
 
 // The same over profiler traces: the regions `is_action` names, within each ProfilerStep (one step without any).
 std::optional<double> host_gap_between_actions(const std::vector<const KinetoSummary*>& ranks,

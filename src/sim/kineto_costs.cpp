@@ -45,6 +45,10 @@ std::optional<std::regex> compile(const std::string& pattern, const char* option
   return compile_name_pattern(pattern, option);
 }
 
+double mean_of(const std::vector<double>& values) {
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
 // One region name's occurrences over every rank read.
 struct Occurrences {
   std::string name;
@@ -71,10 +75,11 @@ struct Group {
     it->compute += region.mean_compute * region.count;
     it->communication += region.mean_communication * region.count;
   }
-  // One action's time: the median occurrence of its one name; or, for the phases of a chunk (several names),
-  // their work summed and divided by the chunks.
+  // One action's time: the mean occurrence of its one name (a step adds the actions' times up, slow ones
+  // included, which a median would leave out); or, for the phases of a chunk (several names), their work summed and
+  // divided by the chunks.
   double time(int chunks) const {
-    if (!phases()) return median(names[0].durations);
+    if (!phases()) return mean_of(names[0].durations);
     double compute = 0;
     for (const Occurrences& o : names) compute += o.compute;
     return compute / chunks;
@@ -84,7 +89,7 @@ struct Group {
     for (const Occurrences& o : names) total += o.communication;
     return total / chunks;
   }
-  const char* measure() const { return phases() ? "compute per chunk" : "median duration"; }
+  const char* measure() const { return phases() ? "compute per chunk" : "mean duration"; }
 };
 
 using Groups = std::map<int, Group>;  // by stage; -1: the regions without a stage
@@ -109,11 +114,28 @@ std::array<std::string, kKinds> patterns_of(const KinetoCostNames& names) {
           names.forward,    names.comm,           names.update};
 }
 
+using Patterns = std::array<std::optional<std::regex>, kKinds>;
+
+Patterns compile_all(const KinetoCostNames& names) {
+  const std::array<std::string, kKinds> patterns = patterns_of(names);
+  Patterns compiled;
+  for (int k = 0; k < kKinds; ++k) compiled[k] = compile(patterns[k], kOption[k]);
+  return compiled;
+}
+
+// The kind a region of this name is read as (kKinds: none).
+int kind_of(const Patterns& patterns, const std::string& name) {
+  const std::string base = split_stage(name).first;
+  for (int k = 0; k < kKinds; ++k)
+    if (patterns[k] && std::regex_search(base, *patterns[k])) return k;
+  return kKinds;
+}
+
 class Reader {
  public:
-  Reader(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names)
-      : ranks_(ranks), patterns_(patterns_of(names)) {
-    for (int k = 0; k < kKinds; ++k) regex_[k] = compile(patterns_[k], kOption[k]);
+  Reader(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names,
+         const std::vector<const KinetoSummary*>& timeline)
+      : ranks_(ranks), timeline_(timeline), patterns_(patterns_of(names)), regex_(compile_all(names)) {
     for (const KinetoSummary* summary : ranks) {
       // Each rank's update apart: the least of their medians is the update of the rank that waited for no one.
       std::vector<double> update;
@@ -133,25 +155,25 @@ class Reader {
     for (int s : stages) read_stage(s, per);
     say_assumed_weights(per.assumed_w, stages.size());
     CostModel& c = out_.costs;
-    c.forward = mean(per.f);
-    c.backward = mean(per.b);
-    c.weight = mean(per.w);
+    c.forward = mean_of(per.f);
+    c.backward = mean_of(per.b);
+    c.weight = mean_of(per.w);
     if (stages.size() > 1) c.stage_forward = per.f, c.stage_backward = per.b, c.stage_weight = per.w;
     out_.stages = stages.front() < 0 ? 0 : static_cast<int>(stages.size());
     note("F", c.forward, per_stage(per.f_measure, stages), {Forward}, &stages);
     note("B", c.backward, per_stage(per.b_measure, stages), {Backward, Input, Weight}, &stages);
     note("W", c.weight, per_stage(per.w_measure, stages), {Weight}, &stages);
-    if (mean(per.a2a) > 0) {
-      c.all_to_all = mean(per.a2a);
+    if (mean_of(per.a2a) > 0) {
+      c.all_to_all = mean_of(per.a2a);
       note("a2a", c.all_to_all, "communication per chunk", {Forward}, &stages);
     }
-    if (const std::optional<double> fb = median_of_every_stage(Pair)) {
+    if (const std::optional<double> fb = mean_of_every_stage(Pair)) {
       c.overlapped = *fb;
-      note("FB", *fb, "median duration", {Pair});
+      note("FB", *fb, "mean duration", {Pair});
     }
-    if (const std::optional<double> comm = median_of_every_stage(Message)) {
+    if (const std::optional<double> comm = mean_of_every_stage(Message)) {
       c.comm = *comm;
-      note("comm", *comm, "median duration", {Message});
+      note("comm", *comm, "mean duration", {Message});
     }
     // Whole actions only: between the phases of a chunk (several names) there is no host's work to read.
     const auto is_action = [&](const std::string& name) {
@@ -159,7 +181,7 @@ class Reader {
       const bool compute = k == Pair || k == Input || k == Weight || k == Backward || k == Forward;
       return compute && !group(static_cast<Kind>(k), split_stage(name).second).phases();
     };
-    if (const std::optional<double> gap = host_gap_between_actions(ranks_, is_action)) {
+    if (const std::optional<double> gap = host_gap_between_actions(timeline_, is_action)) {
       c.gap = *gap;
       note("gap", *gap, "lower quartile of a rank's gaps between its actions, median of the ranks",
            {Forward, Backward, Input, Weight, Pair});
@@ -228,22 +250,16 @@ class Reader {
                                            one ? "it ran" : "they ran", " whole backwards): W taken as half of B"));
   }
 
-  // The median of every occurrence of a kind's regions, whatever their stage; none without any.
-  std::optional<double> median_of_every_stage(Kind k) const {
+  // The mean of every occurrence of a kind's regions, whatever their stage; none without any.
+  std::optional<double> mean_of_every_stage(Kind k) const {
     std::vector<double> durations;
     for (const auto& [stage, g] : groups_[k])
       for (const Occurrences& o : g.names) durations.insert(durations.end(), o.durations.begin(), o.durations.end());
     if (durations.empty()) return std::nullopt;
-    return median(std::move(durations));
+    return mean_of(durations);
   }
 
-  // The kind a region of this name is read as (kKinds: none).
-  int kind_of(const std::string& name) const {
-    const std::string base = split_stage(name).first;
-    for (int k = 0; k < kKinds; ++k)
-      if (regex_[k] && std::regex_search(base, *regex_[k])) return k;
-    return kKinds;
-  }
+  int kind_of(const std::string& name) const { return dualpipe::kind_of(regex_, name); }
   // The same, and the region added to its kind's group.
   int classify(const KinetoRegion& region) {
     const int k = kind_of(region.name);
@@ -310,7 +326,7 @@ class Reader {
     out_.sources.push_back(std::move(source));
   }
 
-  // One measure, or each stage's where they differ ("stage 0: I + W; stage 1: median duration").
+  // One measure, or each stage's where they differ ("stage 0: I + W; stage 1: mean duration").
   static std::string per_stage(const std::vector<std::string>& measures, const std::vector<int>& stages) {
     if (std::all_of(measures.begin(), measures.end(), [&](const std::string& m) { return m == measures[0]; }))
       return measures[0];
@@ -320,11 +336,11 @@ class Reader {
     return text;
   }
 
-  static double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); }
 
   const std::vector<const KinetoSummary*>& ranks_;
+  const std::vector<const KinetoSummary*>& timeline_;  // for the gaps between actions
   std::array<std::string, kKinds> patterns_;
-  std::array<std::optional<std::regex>, kKinds> regex_;
+  Patterns regex_;
   std::array<Groups, kKinds> groups_;
   std::vector<double> rank_updates_;  // each rank's median update
   KinetoCosts out_;
@@ -332,13 +348,18 @@ class Reader {
 
 }  // namespace
 
-void KinetoCostNames::check() const {
-  const std::array<std::string, kKinds> patterns = patterns_of(*this);
-  for (int k = 0; k < kKinds; ++k) compile(patterns[k], kOption[k]);
+void KinetoCostNames::check() const { compile_all(*this); }
+
+std::function<bool(const std::string&)> work_regions(const KinetoCostNames& names) {
+  return [patterns = compile_all(names)](const std::string& name) {
+    const int k = kind_of(patterns, name);
+    return k != Message && k != kKinds;
+  };
 }
 
-KinetoCosts costs_from_kineto(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names) {
-  return Reader(ranks, names).read();
+KinetoCosts costs_from_kineto(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names,
+                              const std::vector<const KinetoSummary*>* as_measured) {
+  return Reader(ranks, names, as_measured ? *as_measured : ranks).read();
 }
 
 KinetoCosts costs_from_kineto(const KinetoSummary& summary, const KinetoCostNames& names) {

@@ -1,9 +1,15 @@
 #include "dualpipe/sim/kineto_plan.h"
 
+#include <algorithm>
+
+#include "kineto_shared_cores.h"
+#include "message_latency.h"
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/schedule/validate.h"
+#include "dualpipe/sim/shared_cores.h"
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
+#include "dualpipe/util/number_format.h"
 
 namespace dualpipe {
 
@@ -33,13 +39,54 @@ std::optional<Schedule> schedule_of(const KinetoRanks& ranks) {
   }
 }
 
+// Without message regions (the runtime's direct links send outside any operator), a message's time is read from the
+// waits for one (on the traces' timeline as measured): comm.
+void read_message_latency(KinetoCosts& costs, const Schedule& schedule, const KinetoRanks& ranks) {
+  const bool read = std::any_of(costs.sources.begin(), costs.sources.end(),
+                                [](const KinetoCostSource& s) { return s.cost == "comm"; });
+  if (read) return;
+  std::vector<const KinetoSummary*> traces;
+  std::vector<double> offsets;
+  for (const KinetoRankSummary& r : ranks.ranks) traces.push_back(&r.summary), offsets.push_back(r.clock_offset);
+  const std::optional<MessageLatency> latency = message_latency(schedule, traces, offsets);
+  if (!latency) return;
+  costs.costs.comm = latency->value;
+  costs.sources.push_back(
+      {"comm", latency->value,
+       detail::concat("median wait from an input's producer's end to its consumer's start on another rank, where "
+                      "the consumer was idle (", latency->waits, " waits in ", latency->steps, " steps)"),
+       {}, latency->waits});
+}
+
 }  // namespace
 
+KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& names,
+                             std::optional<SharedCores>* shared_cores) {
+  bool several_hosts = false;
+  const std::optional<SharedHost> shared = shared_host(ranks, work_regions(names), &several_hosts);
+  std::vector<const KinetoSummary*> measured, summaries;
+  for (std::size_t i = 0; i < ranks.ranks.size(); ++i) {
+    measured.push_back(&ranks.ranks[i].summary);
+    summaries.push_back(shared ? &shared->alone[i] : measured.back());
+  }
+  KinetoCosts costs = costs_from_kineto(summaries, names, &measured);
+  if (shared) {
+    if (shared_cores) *shared_cores = SharedCores{shared->host, shared->cores, shared->ranks, shared->mean_slowdown};
+    costs.warnings.push_back(detail::concat(
+        shared->ranks, " ranks shared the ", shared->cores, " cores of host ", shared->host, ": each action's time "
+        "is read as if it ran alone, its duration over how much the others computing at once slowed it (x",
+        formatted("%.2f", shared->mean_slowdown), " on the whole)"));
+  }
+  if (several_hosts)
+    costs.warnings.push_back("the ranks ran on several hosts: any slowdown from sharing their cores is in the "
+                             "costs, not modelled");
+  if (const std::optional<Schedule> schedule = schedule_of(ranks)) read_message_latency(costs, *schedule, ranks);
+  return costs;
+}
+
 KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names, int ranks_given) {
-  std::vector<const KinetoSummary*> summaries;
-  for (const KinetoRankSummary& r : ranks.ranks) summaries.push_back(&r.summary);
   KinetoRun run;
-  run.costs = costs_from_kineto(summaries, names);
+  run.costs = kineto_run_costs(ranks, names, &run.shared_cores);
   run.slowest_rank = ranks.ranks[ranks.slowest].rank;
   run.measured_step = ranks.ranks[ranks.slowest].step;
   run.schedule = schedule_of(ranks);
@@ -61,8 +108,15 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",
                    stages - 1, " but the schedule they ran (dualpipe.schedule) has ", s.num_stages);
   const CostModel& per_stage = run.costs.costs;
-  run.simulated_pipeline = simulate(s, per_stage).metrics.makespan;
-  run.simulated_step = run.simulated_pipeline + run.costs.update;
+  if (run.shared_cores) {
+    const SharedCoresStep step = simulate_on_shared_cores(s, per_stage, 1, run.shared_cores->cores, run.costs.update);
+    run.simulated_pipeline = step.makespan;
+    run.simulated_step = step.step;
+    run.shared_cores->simulated_slowdown = step.mean_slowdown;
+  } else {
+    run.simulated_pipeline = simulate(s, per_stage).metrics.makespan;
+    run.simulated_step = run.simulated_pipeline + run.costs.update;
+  }
   run.costs.costs = costs_per_slice(per_stage, s.num_ranks, s.num_stages);
   return run;
 }

@@ -99,6 +99,8 @@ KinetoRanks read_kineto_ranks(const std::vector<std::string>& paths, const Kinet
     rank.rank = trace.rank;
     rank.schedule = trace.schedule;
     rank.schedule_kind = trace.schedule_kind;
+    rank.host = trace.host;
+    rank.host_cores = trace.host_cores;
     rank.summary = summarize_kineto(trace);
     rank.step = step_of(trace, rank.summary);
     every_rank_named = every_rank_named && trace.rank >= 0;

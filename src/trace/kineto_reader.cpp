@@ -241,14 +241,25 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& source,
       if (!it->is_string()) fail(source, detail::concat("dualpipe.", name), "expected a string");
       return it->get<std::string>();
     };
+    // A name printed back in the plan's report: a line of printable text.
+    const auto name_field = [&](const char* name) {
+      std::string text = text_field(name);
+      if (text.size() > kMaxKinetoKindLength || first_unprintable(text) != std::string::npos)
+        fail(source, detail::concat("dualpipe.", name), detail::concat("must be at most ", kMaxKinetoKindLength,
+                                                                       " printable characters on one line, got ",
+                                                                       text.substr(0, 80)));
+      return text;
+    };
     reader.trace.schedule = text_field("schedule");
-    reader.trace.schedule_kind = text_field("kind");
-    // A name printed back in the plan's header: a line of printable text.
-    if (reader.trace.schedule_kind.size() > kMaxKinetoKindLength ||
-        first_unprintable(reader.trace.schedule_kind) != std::string::npos)
-      fail(source, "dualpipe.kind", detail::concat("must be at most ", kMaxKinetoKindLength,
-                                                   " printable characters on one line, got ",
-                                                   reader.trace.schedule_kind.substr(0, 80)));
+    reader.trace.schedule_kind = name_field("kind");
+    reader.trace.host = name_field("host");
+    const auto cores = run->find("host_cores");
+    if (cores != run->end()) {
+      if (!cores->is_number_integer() || cores->get<long long>() < 1 || cores->get<long long>() > kMaxKinetoHostCores)
+        fail(source, "dualpipe.host_cores", detail::concat("must be an integer from 1 to ", kMaxKinetoHostCores,
+                                                           ", got ", cores->dump()));
+      reader.trace.host_cores = cores->get<int>();
+    }
   }
   return std::move(reader.trace);
 }

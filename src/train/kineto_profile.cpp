@@ -4,10 +4,15 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/util/atomic_file.h"
@@ -33,6 +38,22 @@ void check_kineto_trace_dir(const std::string& dir, int steps, int profiled_step
                      "runs as one)");
 }
 
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+// The cores this process may run on (its affinity, as taskset or a container's cpuset limits it).
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
 struct KinetoProfile::State {
   std::string path;
   // Top-level keys added to the trace: the run, as `plan --from-kineto` reads it, and torch.profiler's own record
@@ -50,8 +71,13 @@ KinetoProfile::KinetoProfile(const TrainConfig& c, const Schedule& schedule, int
   state_->first = std::max(first, 2);
   state_->last = state_->first + c.outputs.kineto_steps - 1;
   state_->path = (fs::path(c.outputs.kineto_trace) / ("rank" + std::to_string(world_rank) + ".pt.trace.json")).string();
+  nlohmann::json the_run = {{"kind", schedule.kind}, {"schedule", format_text(schedule)}};
+  // Ranks computing on the CPU (not an emulated device, which sleeps) share its cores with the other ranks of their
+  // host: the plan reads how many there were, to take each action's time as it would have run alone.
+  if (c.device.kind == run::DeviceKind::Cpu && c.device.emulate.empty())
+    the_run["host"] = host_name(), the_run["host_cores"] = usable_cores();
   const nlohmann::json keys = {
-      {"dualpipe", {{"kind", schedule.kind}, {"schedule", format_text(schedule)}}},
+      {"dualpipe", the_run},
       {"distributedInfo", {{"backend", "gloo"}, {"rank", world_rank}, {"world_size", world_size}}}};
   const std::string text = keys.dump();
   state_->metadata = text.substr(1, text.size() - 2);  // the keys without their braces

@@ -48,7 +48,7 @@ std::string error_of(const std::vector<const KinetoSummary*>& ranks, const Kinet
   return test::error_text([&] { costs_from_kineto(ranks, names); });
 }
 
-TEST(KinetoCosts, MediansOfTheNamedRegionsWithBAsIPlusW) {
+TEST(KinetoCosts, MeansOfTheNamedRegionsWithBAsIPlusW) {
   const KinetoSummary s = summary_of({{"user_annotation", "forward", 0, 10}, {"user_annotation", "forward", 100, 14},
                                       {"user_annotation", "forward", 200, 12}, {"user_annotation", "backward", 20, 16},
                                       {"user_annotation", "weight", 40, 8}, {"user_annotation", "p2p", 50, 1}});
@@ -59,10 +59,10 @@ TEST(KinetoCosts, MediansOfTheNamedRegionsWithBAsIPlusW) {
   EXPECT_DOUBLE_EQ(costs.costs.comm, 1);
   EXPECT_FALSE(costs.costs.overlapped.has_value());
   EXPECT_TRUE(costs.warnings.empty());
-  EXPECT_EQ(source_of(costs, "F").measure, "median duration");
+  EXPECT_EQ(source_of(costs, "F").measure, "mean duration");
   EXPECT_EQ(source_of(costs, "F").occurrences, 3);
   EXPECT_EQ(source_of(costs, "B").measure, "B + W");
-  EXPECT_EQ(cost_source_text(source_of(costs, "F")), "F = 12.000 us: median duration (3 regions: forward)");
+  EXPECT_EQ(cost_source_text(source_of(costs, "F")), "F = 12.000 us: mean duration (3 regions: forward)");
 
   KinetoCostNames no_split;
   no_split.weight = "";
@@ -149,7 +149,7 @@ TEST(KinetoCosts, RanksAreReadTogether) {
   const KinetoSummary a = summary_of(regions_in_turn({{"forward", "", 10}, {"forward", "", 30}, {"backward", "", 40}}));
   const KinetoSummary b = summary_of(regions_in_turn({{"forward", "", 20}, {"backward", "", 60}}));
   const KinetoCosts costs = costs_from_kineto({&a, &b}, KinetoCostNames{});
-  EXPECT_DOUBLE_EQ(costs.costs.forward, 20);  // the median of 10, 30 and 20
+  EXPECT_DOUBLE_EQ(costs.costs.forward, 20);  // the mean of 10, 30 and 20
   EXPECT_DOUBLE_EQ(costs.costs.backward, 50);
   EXPECT_EQ(source_of(costs, "F").occurrences, 3);
 }

@@ -82,6 +82,11 @@ nlohmann::ordered_json traced_run_json(const KinetoRun& run) {
     out["simulated_error"] = run.measured_step > 0 ? nlohmann::ordered_json(run.simulated_step / run.measured_step - 1)
                                                    : nlohmann::ordered_json();
   }
+  if (run.shared_cores) {
+    const SharedCores& s = *run.shared_cores;
+    out["shared_cores"] = {{"host", s.host}, {"cores", s.cores}, {"ranks", s.ranks},
+                           {"measured_slowdown", s.measured_slowdown}, {"simulated_slowdown", s.simulated_slowdown}};
+  }
   return out;
 }
 
@@ -98,9 +103,12 @@ std::string traced_run_text(const KinetoRun& run) {
                       100 * (run.simulated_step / run.measured_step - 1))
           : formatted("no step measured (the traces' steps last 0 ms); predicted at these costs %.3f ms",
                       run.simulated_step / 1e3);
-  return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms, update %.3f ms\n",
+  const std::string shared = run.shared_cores ? formatted(" on %d shared cores (x%.2f slower than alone)",
+                                                           run.shared_cores->cores, run.shared_cores->simulated_slowdown)
+                                              : "";
+  return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms%s, update %.3f ms\n",
                           run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
-                          measured.c_str(), run.simulated_pipeline / 1e3, run.costs.update / 1e3);
+                          measured.c_str(), run.simulated_pipeline / 1e3, shared.c_str(), run.costs.update / 1e3);
 }
 
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {

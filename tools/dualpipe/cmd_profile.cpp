@@ -1,12 +1,14 @@
 // `dualpipe profile --kineto TRACE.json`: what a PyTorch profiler trace spent computing and communicating, region
 // by region, and the --cost string its regions make (docs/profile.md).
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "dualpipe/sim/kineto_plan.h"
 #include "dualpipe/sim/kineto_report.h"
 #include "dualpipe/util/printable.h"
 #include "dualpipe/util/error.h"
@@ -24,10 +26,9 @@ struct ProfileCommand {
 };
 
 // Costs need the forward and backward regions; a trace without them still gets its table, and says so.
-std::optional<KinetoCosts> costs_or_reason(const std::vector<const KinetoSummary*>& summaries,
-                                           const KinetoCostNames& names, std::string& reason) {
+std::optional<KinetoCosts> costs_or_reason(const std::function<KinetoCosts()>& read, std::string& reason) {
   try {
-    return costs_from_kineto(summaries, names);
+    return read();
   } catch (const InvalidArgument& e) {
     reason = e.what();
     return std::nullopt;
@@ -42,10 +43,8 @@ void say_missing(const std::string& reason) {
 // Several ranks' traces side by side (several files, or a directory of them).
 void run_ranks(const ProfileCommand& c) {
   const KinetoRanks ranks = read_kineto_ranks(c.kineto, c.read);
-  std::vector<const KinetoSummary*> summaries;
-  for (const KinetoRankSummary& r : ranks.ranks) summaries.push_back(&r.summary);
   std::string missing;
-  const std::optional<KinetoCosts> costs = costs_or_reason(summaries, c.names, missing);
+  const std::optional<KinetoCosts> costs = costs_or_reason([&] { return kineto_run_costs(ranks, c.names); }, missing);
   const KinetoCosts* read = costs ? &*costs : nullptr;
   write_output(c.output, c.format == "json" ? kineto_ranks_json(ranks, read) : kineto_ranks_table(ranks, read));
   say_missing(missing);
@@ -62,7 +61,8 @@ void run(const ProfileCommand& c) {
   const KinetoTrace trace = read_kineto_trace(path, c.read);
   const KinetoSummary summary = summarize_kineto(trace);
   std::string missing;
-  const std::optional<KinetoCosts> costs = costs_or_reason({&summary}, c.names, missing);
+  const std::optional<KinetoCosts> costs =
+      costs_or_reason([&] { return costs_from_kineto(summary, c.names); }, missing);
   write_output(c.output, c.format == "json" ? kineto_json(path, trace, summary, costs ? &*costs : nullptr)
                                             : kineto_table(path, trace, summary, costs ? &*costs : nullptr));
   say_missing(missing);

@@ -75,6 +75,11 @@ struct Action {
 // "0F1", "(0F3;3B5)", "1SEND_F0", "2UNSHARD". The peer of a communication action is not part of the text.
 std::string to_string(const Action& action);
 
+// A compute action's record_function region in a PyTorch profiler trace, as the runtime names it and `dualpipe
+// plan --from-kineto` reads it (docs/profile.md): its kind and its stage, a pair's its forward's ("forward stage 3",
+// "backward_input stage 0", "forward_backward stage 5").
+std::string profiler_region(const Action& action);
+
 // Parses the forms above; throws InvalidArgument naming the text and what was expected.
 // A parsed communication action has peer = -1 (it is derived from the placement).
 Action parse_action(std::string_view text);

@@ -3,6 +3,7 @@
 // `Costs.from_kineto`; docs/profile.md, "Costs for the planner").
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ struct KinetoCostNames {
 struct KinetoCostSource {
   std::string cost;   // F, B, W, FB, comm, gap, a2a or update
   double value = 0;   // microseconds; the mean over stages for per-stage costs
-  // How it was measured: "median duration" (one region name: an action's occurrences), "compute per chunk" and
+  // How it was measured: "mean duration" (one region name: an action's occurrences), "compute per chunk" and
   // "communication per chunk" (several names: the phases of a chunk, their GPU work, or CPU operators' on a CPU
   // trace, summed over the phases and divided by the chunks), "I + W", "B + W", "B/2 (assumed)", or for update
   // "least median of a rank" (a rank that finished its pipeline early waits in the update for the others).
@@ -59,10 +60,17 @@ struct KinetoCosts {
 // Several summaries are one job's ranks: their regions of one name are read together. Throws InvalidArgument
 // naming the option, its pattern and the regions the trace has when no region makes F or B, or naming the pattern
 // when it is not a valid regular expression.
-KinetoCosts costs_from_kineto(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names);
+// `as_measured`, where given, are the same traces as they ran, from which the gaps between actions are read
+// (`ranks` then holding the actions' durations as each would have run alone: kineto_plan.h).
+KinetoCosts costs_from_kineto(const std::vector<const KinetoSummary*>& ranks, const KinetoCostNames& names,
+                              const std::vector<const KinetoSummary*>* as_measured = nullptr);
 KinetoCosts costs_from_kineto(const KinetoSummary& summary, const KinetoCostNames& names);
 
-// "F = 1234.500 us: median duration (48 regions: forward stage 0, forward stage 1)".
+// Whether a region of this name is work the costs read: a compute action (F, B, I, W, FB, or a phase of one) or
+// the update; not a message. Throws as KinetoCostNames::check.
+std::function<bool(const std::string&)> work_regions(const KinetoCostNames& names);
+
+// "F = 1234.500 us: mean duration (48 regions: forward stage 0, forward stage 1)".
 std::string cost_source_text(const KinetoCostSource& source);
 
 }  // namespace dualpipe

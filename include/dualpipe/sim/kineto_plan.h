@@ -4,12 +4,22 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "dualpipe/schedule/schedule.h"
 #include "dualpipe/sim/kineto_costs.h"
 #include "dualpipe/trace/kineto_ranks.h"
 
 namespace dualpipe {
+
+// The ranks shared one host's cores (dualpipe.host_cores, fewer than the ranks): the costs are each action's time
+// alone, its measured time over its measured slowdown, and the run is simulated with the cores shared.
+struct SharedCores {
+  std::string host;
+  int cores = 0, ranks = 0;
+  double measured_slowdown = 1;   // the work's time in the traces over its time alone
+  double simulated_slowdown = 1;  // the same in the simulated step
+};
 
 struct KinetoRun {
   KinetoCosts costs;                 // of a 1/R slice, microseconds
@@ -20,7 +30,14 @@ struct KinetoRun {
   int slowest_rank = 0;
   double simulated_pipeline = 0;
   double simulated_step = 0;
+  std::optional<SharedCores> shared_cores;
 };
+
+// One job's costs per stage, as read_kineto_run reads them before cutting them into slices: where its ranks shared
+// a host's cores, each action's time alone (then `shared_cores`, where given, says how), and where the traces name
+// their schedule and mark no messages, a message's time read from the waits for one (comm).
+KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& names,
+                             std::optional<SharedCores>* shared_cores = nullptr);
 
 // Traces that name no schedule (a user's own, dualpipe.DualPipe's) but name stages give costs per slice of
 // `ranks_given` ranks (the plan's --ranks); 0 leaves them per stage. Throws InvalidArgument when the ranks name

@@ -15,7 +15,8 @@ constexpr int kMaxKinetoDepth = 32;
 constexpr int kMaxKinetoRanks = 4096;  // traces read side by side (one per rank)
 constexpr double kMaxKinetoDurationUs = 86400e6;  // an event's dur: a day
 constexpr double kMaxKinetoTimeUs = 1e17;         // |ts|: about 3,000 years of microseconds from the clock's zero
-constexpr std::size_t kMaxKinetoKindLength = 64;  // dualpipe.kind, the schedule's name
+constexpr std::size_t kMaxKinetoKindLength = 64;  // dualpipe.kind, the schedule's name, and dualpipe.host
+constexpr int kMaxKinetoHostCores = 1 << 16;
 
 enum class KinetoKind {
   Region,         // a user annotation (record_function), on the CPU or its GPU range (gpu_user_annotation)
@@ -45,6 +46,10 @@ struct KinetoTrace {
   int rank = -1;                    // distributedInfo.rank, which torch.profiler writes in a distributed job
   std::string schedule;             // dualpipe.schedule: the text form of the schedule `dualpipe train` ran
   std::string schedule_kind;        // dualpipe.kind: its name
+  // dualpipe.host and .host_cores: where a rank computed on the CPU, its machine and the cores it could run on,
+  // which the ranks of one machine shared (empty and 0: not recorded, or each rank had a device of its own).
+  std::string host;
+  int host_cores = 0;
 };
 
 // What the reader counts as communication besides the built-in names: the user's patterns (ECMAScript regular

@@ -14,6 +14,8 @@ struct KinetoRankSummary {
   std::string source;
   int rank = 0;  // distributedInfo.rank, or the file's position among files that have none
   std::string schedule, schedule_kind;  // dualpipe.schedule and .kind, where `dualpipe train --kineto-trace` wrote it
+  std::string host;                     // dualpipe.host and .host_cores (KinetoTrace)
+  int host_cores = 0;
   KinetoSummary summary;
   // Microseconds to add to this rank's times to put them on the first rank's clock: the median, over the
   // collectives both ran (the k-th communication of one matched with the k-th of the other), of the difference of

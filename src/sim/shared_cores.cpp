@@ -1,4 +1,4 @@
-#include "layout/shared_cores.h"
+#include "dualpipe/sim/shared_cores.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,11 +7,8 @@
 
 #include "dualpipe/schedule/dependency_walk.h"
 
-namespace dualpipe::layout {
+namespace dualpipe {
 
-namespace {
-
-// The number of pipeline ranks computing, as a step function: (time, count from then on).
 std::map<double, int> concurrency(const std::vector<std::vector<ActionTime>>& compute) {
   std::map<double, int> change;
   for (const auto& rank : compute)
@@ -23,43 +20,51 @@ std::map<double, int> concurrency(const std::vector<std::vector<ActionTime>>& co
   return level;
 }
 
-// The mean of max(1, replicas x running / cores) over [start, end).
 double mean_slowdown(const std::map<double, int>& level, double start, double end, int replicas, int cores) {
   if (end <= start) return 1;
   auto it = level.upper_bound(start);
   int running = it == level.begin() ? 0 : std::prev(it)->second;
-  double t = start, weighted = 0;
+  // Work done: each moment at the rate min(1, cores / wanting); the slowdown is the time over the work.
+  double t = start, work = 0;
   while (t < end) {
     const double next = it == level.end() ? end : std::min(end, it->first);
-    weighted += (next - t) * std::max(1.0, double(replicas) * running / cores);
+    work += (next - t) * std::min(1.0, double(cores) / std::max(1, replicas * running));
     t = next;
     if (it != level.end() && it->first <= t) running = (it++)->second;
   }
-  return weighted / (end - start);
+  return (end - start) / work;
 }
 
-}  // namespace
-
-SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores) {
+SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores,
+                                         double update) {
   const int R = int(schedule.actions.size());
-  // slowdown[r][k]: of rank r's k-th compute action, in the walk's order (each rank's actions in order).
+  // slowdown[r][k]: of rank r's k-th compute action, in the walk's order (each rank's actions in order); the last
+  // one of each rank is its update's.
   std::vector<std::vector<double>> slowdown(R);
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r) {
     for (const Action& a : schedule.actions[r])
       if (a.is_compute()) slowdown[r].push_back(1.0);
+    slowdown[r].push_back(1.0);
+  }
   SharedCoresStep step;
   for (int iteration = 0; iteration < 50; ++iteration) {
     std::vector<size_t> next(R, 0);
     const DependencyWalk walk = walk_dependencies(
-        schedule, [&](int r, const Action& a) { return costs.duration(a) * slowdown[r][next[r]++]; }, costs.comm);
+        schedule, [&](int r, const Action& a) { return costs.duration_on(r, a) * slowdown[r][next[r]++]; },
+        costs.comm, costs.gap);
     std::vector<std::vector<ActionTime>> compute(R);
-    double makespan = 0;
-    for (int r = 0; r < R; ++r)
+    double makespan = 0, end = 0;
+    for (int r = 0; r < R; ++r) {
+      double last = 0;
       for (size_t i = 0; i < schedule.actions[r].size(); ++i)
         if (schedule.actions[r][i].is_compute()) {
           compute[r].push_back(walk.times[r][i]);
-          makespan = std::max(makespan, walk.times[r][i].end);
+          last = std::max(last, walk.times[r][i].end);
         }
+      compute[r].push_back({last, last + update * slowdown[r].back()});
+      makespan = std::max(makespan, last);
+      end = std::max(end, compute[r].back().end);
+    }
     const std::map<double, int> level = concurrency(compute);
     double busiest = 0, slowed = 0, plain = 0;
     for (int r = 0; r < R; ++r) {
@@ -74,11 +79,11 @@ SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostMod
       busiest = std::max(busiest, busy);
       slowed += busy;
     }
-    const bool settled = std::abs(makespan - step.makespan) <= 1e-4 * makespan;
-    step = {makespan, busiest, plain > 0 ? slowed / plain : 1.0};
+    const bool settled = std::abs(end - step.step) <= 1e-4 * end;
+    step = {makespan, end, busiest, plain > 0 ? slowed / plain : 1.0};
     if (settled) break;
   }
   return step;
 }
 
-}  // namespace dualpipe::layout
+}  // namespace dualpipe

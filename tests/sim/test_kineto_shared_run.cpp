@@ -1,0 +1,118 @@
+// What `plan --from-kineto` reads beyond the actions' durations, from traces laid out by hand: a message's time
+// from the waits for one, and ranks that shared a host's cores read as each action alone on a core, then simulated
+// with the cores shared. The answers follow from the layouts.
+#include <gtest/gtest.h>
+
+#include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/text_format.h"
+#include "dualpipe/sim/kineto_plan.h"
+#include "dualpipe/sim/shared_cores.h"
+#include "sim/kineto_trace_text.h"
+
+namespace dualpipe {
+namespace {
+
+struct Region {
+  std::string name;
+  double start, duration;
+};
+
+KinetoSummary summary_of(const std::vector<Region>& regions) {
+  std::vector<std::string> texts;
+  for (const Region& r : regions)
+    texts.push_back(test::kineto_event("user_annotation", r.name, 1, 1, r.start, r.duration));
+  return summarize_kineto(parse_kineto_trace(test::kineto_trace(texts), "laid.json"));
+}
+
+KinetoRanks ranks_of(const std::vector<std::vector<Region>>& per_rank, const std::string& schedule,
+                     int host_cores = 0) {
+  KinetoRanks ranks;
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    KinetoRankSummary rank;
+    rank.source = "rank" + std::to_string(r) + ".json";
+    rank.rank = static_cast<int>(r);
+    rank.schedule = schedule;
+    if (host_cores > 0) rank.host = "box", rank.host_cores = host_cores;
+    rank.summary = summary_of(per_rank[r]);
+    rank.step = 100;
+    ranks.ranks.push_back(std::move(rank));
+  }
+  return ranks;
+}
+
+const KinetoCostSource* source_of(const KinetoCosts& costs, const std::string& cost) {
+  for (const KinetoCostSource& s : costs.sources)
+    if (s.cost == cost) return &s;
+  return nullptr;
+}
+
+// 1F1B, R = 2, M = 2 (rank 0: F0 F1 B0 B1; rank 1: F0 B0 F1 B1), F = 10 and B = 20 on both stages.
+//   rank 1's F0 starts 2 after rank 0's F0 ended (it was idle): a wait of 2;
+//   rank 1's F1 starts at 42, long after rank 0's F1 ended at 20, but rank 1 was busy with B0 until 42: no wait;
+//   rank 0's B0 starts 3 after rank 1's B0 ended at 42 (idle since 20), and B1 4 after rank 1's B1 (idle since 65).
+// The median of 2, 3 and 4 is 3; simulated with comm = 3 (and no gap: every rank's lower quartile gap is 0), 1F1B
+// runs F0 0-10, F1 10-20 | 13-23, B0 23-43, F1 43-53, B1 53-73 | B0 46-66, B1 76-96: 96.
+TEST(KinetoRun, AMessagesTimeIsTheWaitFromItsProducersEndToTheIdleConsumersStart) {
+  const KinetoRanks ranks = ranks_of({{{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
+                                       {"backward stage 0", 45, 20}, {"backward stage 0", 76, 20}},
+                                      {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
+                                       {"forward stage 1", 42, 10}, {"backward stage 1", 52, 20}}},
+                                     format_text(make_1f1b({2, 2})));
+  const KinetoRun run = read_kineto_run(ranks, KinetoCostNames{});
+  EXPECT_DOUBLE_EQ(run.costs.costs.comm, 3);
+  ASSERT_NE(source_of(run.costs, "comm"), nullptr);
+  EXPECT_EQ(source_of(run.costs, "comm")->occurrences, 3);
+  EXPECT_NE(source_of(run.costs, "comm")->measure.find("(3 waits in 1 steps)"), std::string::npos);
+  EXPECT_DOUBLE_EQ(run.costs.costs.gap, 0);
+  EXPECT_DOUBLE_EQ(run.simulated_step, 96);
+
+  // Regions that are not the schedule's actions in its order say nothing about its messages.
+  const KinetoRanks other = ranks_of({{{"forward stage 0", 0, 10}, {"backward stage 0", 45, 20}},
+                                      {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20}}},
+                                     format_text(make_1f1b({2, 2})));
+  EXPECT_EQ(source_of(read_kineto_run(other, KinetoCostNames{}).costs, "comm"), nullptr);
+}
+
+// Two ranks on one core: forwards [0,20) and [10,30) overlap in [10,20), where each ran at half speed, so each did
+// 10 + 5 = 15 of work (20 and 20 measured, x4/3); the backwards ran alone (20 each). Costs per stage: F 15, B 20.
+TEST(KinetoRun, RanksThatSharedCoresAreReadAsEachActionAlone) {
+  const std::vector<std::vector<Region>> laid = {{{"forward stage 0", 0, 20}, {"backward stage 0", 60, 20}},
+                                                 {{"forward stage 1", 10, 20}, {"backward stage 1", 35, 20}}};
+  const KinetoRun shared = read_kineto_run(ranks_of(laid, "", 1), KinetoCostNames{});
+  ASSERT_TRUE(shared.shared_cores.has_value());
+  EXPECT_EQ(shared.shared_cores->cores, 1);
+  EXPECT_EQ(shared.shared_cores->ranks, 2);
+  EXPECT_EQ(shared.shared_cores->host, "box");
+  EXPECT_DOUBLE_EQ(shared.shared_cores->measured_slowdown, 80.0 / 70.0);
+  EXPECT_EQ(shared.costs.costs.stage_forward, (std::vector<double>{15, 15}));
+  EXPECT_EQ(shared.costs.costs.stage_backward, (std::vector<double>{20, 20}));
+  // The gap is the host's time between a rank's actions as they ran: 40 and 5, not stretched back.
+  EXPECT_DOUBLE_EQ(shared.costs.costs.gap, 22.5);
+
+  // As many cores as ranks, or no record of them: the durations as measured.
+  for (int cores : {0, 2}) {
+    const KinetoRun own = read_kineto_run(ranks_of(laid, "", cores), KinetoCostNames{});
+    EXPECT_FALSE(own.shared_cores.has_value()) << cores;
+    EXPECT_EQ(own.costs.costs.stage_forward, (std::vector<double>{20, 20})) << cores;
+  }
+}
+
+// 1F1B, R = 2, M = 1, F = 10 and B = 20 a stage, an update of 10, one core: F0 0-10 and 10-20, rank 1's B 20-40
+// alone; then rank 0's B and rank 1's update share the core from 40, each at half speed: the update's 10 is done at
+// 60 and B's 20 at 70 (10 at half speed, 10 alone), and rank 0's update runs alone 70-80.
+TEST(SharedCores, EachRanksUpdateSharesTheCoresAfterItsLastAction) {
+  CostModel costs;
+  costs.forward = 10, costs.backward = 20;
+  const SharedCoresStep step = simulate_on_shared_cores(make_1f1b({2, 1}), costs, 1, 1, 10);
+  EXPECT_NEAR(step.makespan, 70, 0.01);
+  EXPECT_NEAR(step.step, 80, 0.01);
+  // Compute: 10 + 10 + 20 + 30 + 20 + 10 = 100 slowed, 80 of work.
+  EXPECT_NEAR(step.mean_slowdown, 100.0 / 80.0, 1e-3);
+  // Two cores for two ranks: nothing shared, the update after the pipeline's 60.
+  const SharedCoresStep own = simulate_on_shared_cores(make_1f1b({2, 1}), costs, 1, 2, 10);
+  EXPECT_DOUBLE_EQ(own.makespan, 60);
+  EXPECT_DOUBLE_EQ(own.step, 70);
+}
+
+}  // namespace
+}  // namespace dualpipe
