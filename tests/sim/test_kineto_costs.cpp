@@ -145,6 +145,16 @@ TEST(KinetoCosts, StagesNamedInRegionsGiveCostsPerStage) {
                                                     "do (\" stage N\"): name the stages of both or of neither");
 }
 
+// A step adds its actions' times up, the slow occurrences too: the mean, 20 here, where the median would say 10.
+TEST(KinetoCosts, AnActionsSlowOccurrencesCountInItsCost) {
+  const KinetoSummary s = summary_of(regions_in_turn({{"forward", "", 10}, {"forward", "", 10}, {"forward", "", 40},
+                                                      {"backward", "", 20}, {"forward_backward", "", 30},
+                                                      {"forward_backward", "", 90}}));
+  const KinetoCosts costs = costs_from_kineto(s, KinetoCostNames{});
+  EXPECT_DOUBLE_EQ(costs.costs.forward, 20);
+  EXPECT_DOUBLE_EQ(*costs.costs.overlapped, 60);
+}
+
 TEST(KinetoCosts, RanksAreReadTogether) {
   const KinetoSummary a = summary_of(regions_in_turn({{"forward", "", 10}, {"forward", "", 30}, {"backward", "", 40}}));
   const KinetoSummary b = summary_of(regions_in_turn({{"forward", "", 20}, {"backward", "", 60}}));
