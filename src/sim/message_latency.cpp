@@ -90,7 +90,8 @@ std::optional<MessageLatency> message_latency(const Schedule& schedule, const st
     for (int r = 0; r < R && matches; ++r) {
       timed[r] = top_level(steps[r][k]);
       matches = timed[r].size() == compute[r].size();
-      for (std::size_t i = 0; matches && i < compute[r].size(); ++i) matches = timed[r][i].name == profiler_region(compute[r][i]);
+      for (std::size_t i = 0; matches && i < compute[r].size(); ++i)
+        matches = timed[r][i].name == profiler_region(compute[r][i]);
     }
     if (!matches) continue;
     ++out.steps;

@@ -103,9 +103,9 @@ std::string traced_run_text(const KinetoRun& run) {
                       100 * (run.simulated_step / run.measured_step - 1))
           : formatted("no step measured (the traces' steps last 0 ms); predicted at these costs %.3f ms",
                       run.simulated_step / 1e3);
-  const std::string shared = run.shared_cores ? formatted(" on %d shared cores (x%.2f slower than alone)",
-                                                           run.shared_cores->cores, run.shared_cores->simulated_slowdown)
-                                              : "";
+  const std::optional<SharedCores>& cores = run.shared_cores;
+  const std::string shared =
+      cores ? formatted(" on %d shared cores (x%.2f slower than alone)", cores->cores, cores->simulated_slowdown) : "";
   return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms%s, update %.3f ms\n",
                           run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
                           measured.c_str(), run.simulated_pipeline / 1e3, shared.c_str(), run.costs.update / 1e3);
