@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "kineto_shared_cores.h"
-#include "message_latency.h"
+#include "schedule_waits.h"
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/schedule/validate.h"
 #include "dualpipe/sim/shared_cores.h"
@@ -39,23 +39,37 @@ std::optional<Schedule> schedule_of(const KinetoRanks& ranks) {
   }
 }
 
-// Without message regions (the runtime's direct links send outside any operator), a message's time is read from the
-// waits for one (on the traces' timeline as measured): comm.
-void read_message_latency(KinetoCosts& costs, const Schedule& schedule, const KinetoRanks& ranks) {
-  const bool read = std::any_of(costs.sources.begin(), costs.sources.end(),
-                                [](const KinetoCostSource& s) { return s.cost == "comm"; });
-  if (read) return;
+// Where the traces name the schedule that ran, the host's time between actions is read where no input was awaited,
+// and, without message regions (the runtime's direct links send outside any operator), a message's time from the
+// waits for one: gap and comm.
+void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const KinetoRanks& ranks) {
   std::vector<const KinetoSummary*> traces;
   std::vector<double> offsets;
   for (const KinetoRankSummary& r : ranks.ranks) traces.push_back(&r.summary), offsets.push_back(r.clock_offset);
-  const std::optional<MessageLatency> latency = message_latency(schedule, traces, offsets);
-  if (!latency) return;
-  costs.costs.comm = latency->value;
-  costs.sources.push_back(
-      {"comm", latency->value,
-       detail::concat("median wait from an input's producer's end to its consumer's start on another rank, where "
-                      "the consumer was idle (", latency->waits, " waits in ", latency->steps, " steps)"),
-       {}, latency->waits});
+  const ScheduleWaits waits = schedule_waits(schedule, traces, offsets);
+  const auto source = [&](const char* cost) {
+    auto it = std::find_if(costs.sources.begin(), costs.sources.end(),
+                           [&](const KinetoCostSource& s) { return s.cost == cost; });
+    return it == costs.sources.end() ? nullptr : &*it;
+  };
+  const std::string steps = detail::concat(" in ", waits.steps, waits.steps == 1 ? " step" : " steps", ")");
+  if (waits.gap) {
+    costs.costs.gap = waits.gap->value;
+    KinetoCostSource read{"gap", waits.gap->value,
+                          detail::concat("mean time from a rank's action's end to its next one's start where that "
+                                         "one's inputs were there (", waits.gap->count, " gaps", steps),
+                          {}, waits.gap->count};
+    if (KinetoCostSource* lower_quartile = source("gap")) *lower_quartile = read;
+    else costs.sources.push_back(read);
+  }
+  if (waits.message && !source("comm")) {
+    costs.costs.comm = waits.message->value;
+    costs.sources.push_back({"comm", waits.message->value,
+                             detail::concat("mean wait from an input's producer's end to its consumer's start on "
+                                            "another rank, where the consumer was idle (", waits.message->count,
+                                            " waits", steps),
+                             {}, waits.message->count});
+  }
 }
 
 }  // namespace
@@ -80,7 +94,7 @@ KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& na
   if (several_hosts)
     costs.warnings.push_back("the ranks ran on several hosts: any slowdown from sharing their cores is in the "
                              "costs, not modelled");
-  if (const std::optional<Schedule> schedule = schedule_of(ranks)) read_message_latency(costs, *schedule, ranks);
+  if (const std::optional<Schedule> schedule = schedule_of(ranks)) read_schedule_waits(costs, *schedule, ranks);
   return costs;
 }
 

@@ -47,30 +47,35 @@ const KinetoCostSource* source_of(const KinetoCosts& costs, const std::string& c
 }
 
 // 1F1B, R = 2, M = 2 (rank 0: F0 F1 B0 B1; rank 1: F0 B0 F1 B1), F = 10 and B = 20 on both stages.
-//   rank 1's F0 starts 2 after rank 0's F0 ended (it was idle): a wait of 2;
-//   rank 1's F1 starts at 42, long after rank 0's F1 ended at 20, but rank 1 was busy with B0 until 42: no wait;
-//   rank 0's B0 starts 3 after rank 1's B0 ended at 42 (idle since 20), and B1 4 after rank 1's B1 (idle since 65).
-// The median of 2, 3 and 4 is 3; simulated with comm = 3 (and no gap: every rank's lower quartile gap is 0), 1F1B
-// runs F0 0-10, F1 10-20 | 13-23, B0 23-43, F1 43-53, B1 53-73 | B0 46-66, B1 76-96: 96.
-TEST(KinetoRun, AMessagesTimeIsTheWaitFromItsProducersEndToTheIdleConsumersStart) {
+//   Waits for a message, the consumer's rank idle: rank 1's F0 starts 2 after rank 0's F0 ended; rank 0's B0 3
+//   after rank 1's B0 (rank 0 idle since 20), and its B1 7 after rank 1's B1 (idle since 65): comm = mean 4.
+//   Gaps, every input there when the previous action ended: rank 0's F1 0; rank 1's B0 0, F1 1 (its input was
+//   there at 20, long before rank 1's B0 ended at 42: no wait) and B1 0: gap = 0.25.
+// Simulated at comm = 4, gap = 0.25: F0 0-10, F1 10.25-20.25 | F0 14-24, B0 24.25-44.25, F1 44.5-54.5,
+// B1 54.75-74.75 | B0 48.25-68.25, B1 78.75-98.75.
+TEST(KinetoRun, AMessagesTimeAndTheHostsGapAreReadFromTheWaitsOfTheScheduleThatRan) {
   const KinetoRanks ranks = ranks_of({{{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
-                                       {"backward stage 0", 45, 20}, {"backward stage 0", 76, 20}},
+                                       {"backward stage 0", 45, 20}, {"backward stage 0", 80, 20}},
                                       {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
-                                       {"forward stage 1", 42, 10}, {"backward stage 1", 52, 20}}},
+                                       {"forward stage 1", 43, 10}, {"backward stage 1", 53, 20}}},
                                      format_text(make_1f1b({2, 2})));
   const KinetoRun run = read_kineto_run(ranks, KinetoCostNames{});
-  EXPECT_DOUBLE_EQ(run.costs.costs.comm, 3);
+  EXPECT_DOUBLE_EQ(run.costs.costs.comm, 4);
   ASSERT_NE(source_of(run.costs, "comm"), nullptr);
   EXPECT_EQ(source_of(run.costs, "comm")->occurrences, 3);
-  EXPECT_NE(source_of(run.costs, "comm")->measure.find("(3 waits in 1 steps)"), std::string::npos);
-  EXPECT_DOUBLE_EQ(run.costs.costs.gap, 0);
-  EXPECT_DOUBLE_EQ(run.simulated_step, 96);
+  EXPECT_NE(source_of(run.costs, "comm")->measure.find("(3 waits in 1 step)"), std::string::npos);
+  EXPECT_DOUBLE_EQ(run.costs.costs.gap, 0.25);
+  EXPECT_NE(source_of(run.costs, "gap")->measure.find("(4 gaps in 1 step)"), std::string::npos);
+  EXPECT_DOUBLE_EQ(run.simulated_step, 98.75);
 
-  // Regions that are not the schedule's actions in its order say nothing about its messages.
+  // Regions that are not the schedule's actions in its order say nothing about its messages, and the gap is the
+  // lower quartile of the gaps (rank 0's 35, rank 1's 0: their median 17.5).
   const KinetoRanks other = ranks_of({{{"forward stage 0", 0, 10}, {"backward stage 0", 45, 20}},
                                       {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20}}},
                                      format_text(make_1f1b({2, 2})));
-  EXPECT_EQ(source_of(read_kineto_run(other, KinetoCostNames{}).costs, "comm"), nullptr);
+  const KinetoRun unmatched = read_kineto_run(other, KinetoCostNames{});
+  EXPECT_EQ(source_of(unmatched.costs, "comm"), nullptr);
+  EXPECT_DOUBLE_EQ(unmatched.costs.costs.gap, 17.5);
 }
 
 // Two ranks on one core: forwards [0,20) and [10,30) overlap in [10,20), where each ran at half speed, so each did

@@ -1,12 +1,12 @@
-#include "message_latency.h"
+#include "schedule_waits.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "action_gaps.h"
-#include "dualpipe/util/median.h"
 
 namespace dualpipe {
 
@@ -65,12 +65,19 @@ std::vector<ActionSpan> top_level(std::vector<ActionSpan> spans) {
   return top;
 }
 
+std::optional<MeanWait> mean_of(const std::vector<double>& waits) {
+  if (waits.empty()) return std::nullopt;
+  return MeanWait{std::accumulate(waits.begin(), waits.end(), 0.0) / static_cast<double>(waits.size()),
+                  static_cast<int>(waits.size())};
+}
+
 }  // namespace
 
-std::optional<MessageLatency> message_latency(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
-                                              const std::vector<double>& clock_offsets) {
+ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
+                             const std::vector<double>& clock_offsets) {
+  ScheduleWaits out;
   const int R = schedule.num_ranks;
-  if (static_cast<int>(ranks.size()) != R) return std::nullopt;
+  if (static_cast<int>(ranks.size()) != R) return out;
   std::vector<std::vector<Action>> compute(R);
   for (int r = 0; r < R; ++r)
     for (const Action& a : schedule.actions[r])
@@ -82,8 +89,7 @@ std::optional<MessageLatency> message_latency(const Schedule& schedule, const st
     steps[r] = steps_of(*ranks[r], is_action);
     common = std::min(common, steps[r].size());
   }
-  MessageLatency out;
-  std::vector<double> waits;
+  std::vector<double> gaps, messages;
   for (std::size_t k = 0; k < common; ++k) {
     std::vector<std::vector<ActionSpan>> timed(R);
     bool matches = true;
@@ -92,13 +98,13 @@ std::optional<MessageLatency> message_latency(const Schedule& schedule, const st
       matches = timed[r].size() == compute[r].size();
       for (std::size_t i = 0; matches && i < compute[r].size(); ++i)
         matches = timed[r][i].name == profiler_region(compute[r][i]);
+      for (ActionSpan& span : timed[r]) span.start += clock_offsets[r], span.end += clock_offsets[r];
     }
     if (!matches) continue;
     ++out.steps;
     std::map<Product, Produced> made;
     for (int r = 0; r < R; ++r)
-      for (std::size_t i = 0; i < compute[r].size(); ++i)
-        add_products(compute[r][i], r, timed[r][i].end + clock_offsets[r], made);
+      for (std::size_t i = 0; i < compute[r].size(); ++i) add_products(compute[r][i], r, timed[r][i].end, made);
     for (int r = 0; r < R; ++r)
       for (std::size_t i = 0; i < compute[r].size(); ++i) {
         const Produced* latest = nullptr;
@@ -106,16 +112,18 @@ std::optional<MessageLatency> message_latency(const Schedule& schedule, const st
           const auto it = made.find(p);
           if (it != made.end() && (!latest || it->second.end > latest->end)) latest = &it->second;
         }
-        if (!latest || latest->rank == r) continue;
-        const double start = timed[r][i].start + clock_offsets[r];
-        const double previous_end = i == 0 ? -std::numeric_limits<double>::infinity()
-                                           : timed[r][i - 1].end + clock_offsets[r];
-        if (previous_end <= latest->end) waits.push_back(start - latest->end);
+        const double start = timed[r][i].start;
+        const double previous_end = i == 0 ? -std::numeric_limits<double>::infinity() : timed[r][i - 1].end;
+        if (latest && latest->end > previous_end) {
+          // Idle since its previous action: waiting for this input, which a local one cannot be.
+          if (latest->rank != r) messages.push_back(start - latest->end);
+        } else if (i > 0) {
+          gaps.push_back(start - previous_end);
+        }
       }
   }
-  if (waits.empty()) return std::nullopt;
-  out.waits = static_cast<int>(waits.size());
-  out.value = median(std::move(waits));
+  out.gap = mean_of(gaps);
+  out.message = mean_of(messages);
   return out;
 }
 

@@ -1,0 +1,36 @@
+// The host's time between a rank's actions and a pipeline message's time, read from a traced run of a known
+// schedule (no send or receive events needed): CostModel::gap and ::comm for `plan --from-kineto`
+// (kineto_plan.cpp).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "dualpipe/schedule/schedule.h"
+#include "dualpipe/trace/kineto.h"
+
+namespace dualpipe {
+
+struct MeanWait {
+  double value = 0;  // microseconds
+  int count = 0;     // the waits it is the mean of
+};
+
+struct ScheduleWaits {
+  // From an action's end to its rank's next action's start, where that one's inputs were all there by then: the
+  // host's work between the two (and, on shared cores, the wait for one).
+  std::optional<MeanWait> gap;
+  // From an input's producer's end to its consumer's start on another rank, where the consumer's rank was idle
+  // waiting for it: the message, and the host's time to take it in and start.
+  std::optional<MeanWait> message;
+  int steps = 0;  // the steps whose actions matched the schedule on every rank
+};
+
+// `ranks[r]` is rank r's trace of `schedule`, with `clock_offsets[r]` added to its times to put them on one clock.
+// Each step (ProfilerStep, the k-th of every rank together) whose compute regions are, rank by rank and in time
+// order, the schedule's actions as the runtime names them (profiler_region) is read. Means, not medians: a step
+// adds these times up, the long ones too.
+ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
+                             const std::vector<double>& clock_offsets);
+
+}  // namespace dualpipe
