@@ -69,16 +69,4 @@ std::optional<double> host_gap_between_actions(const std::vector<const KinetoSum
   return host_gap_between_actions(actions);
 }
 
-std::optional<double> host_gap_between_actions(const Trace& trace) {
-  std::map<int, std::map<int, std::vector<ActionSpan>>> by_rank;  // rank -> step -> actions
-  for (const TraceEvent& e : trace.events)
-    if (e.action.is_compute()) by_rank[e.rank][e.step].push_back({e.start, e.start + e.duration});
-  StepActions actions;
-  for (auto& [rank, steps] : by_rank) {
-    actions.emplace_back();
-    for (auto& [step, list] : steps) actions.back().push_back(std::move(list));
-  }
-  return host_gap_between_actions(actions);
-}
-
 }  // namespace dualpipe

@@ -1,5 +1,5 @@
 // The host's time between a rank's compute actions, read from a measured run: CostModel::gap (internal to the
-// readers of profiler traces and of dualpipe traces).
+// reader of profiler traces, where they name no schedule: schedule_waits.h reads it where they do).
 #pragma once
 
 #include <functional>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "dualpipe/trace/kineto.h"
-#include "dualpipe/trace/trace.h"
 
 namespace dualpipe {
 
@@ -35,8 +34,5 @@ std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
 // The same over profiler traces: the regions `is_action` names, within each ProfilerStep (one step without any).
 std::optional<double> host_gap_between_actions(const std::vector<const KinetoSummary*>& ranks,
                                                const std::function<bool(const std::string&)>& is_action);
-
-// The same over a dualpipe trace: its compute actions, by rank and step (microseconds).
-std::optional<double> host_gap_between_actions(const Trace& trace);
 
 }  // namespace dualpipe

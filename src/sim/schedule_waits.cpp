@@ -73,58 +73,83 @@ std::optional<MeanWait> mean_of(const std::vector<double>& waits) {
 
 }  // namespace
 
-ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
-                             const std::vector<double>& clock_offsets) {
+ScheduleWaits schedule_waits(const TimedSteps& steps, int stages) {
   ScheduleWaits out;
-  const int R = schedule.num_ranks;
-  if (static_cast<int>(ranks.size()) != R) return out;
-  std::vector<std::vector<Action>> compute(R);
-  for (int r = 0; r < R; ++r)
-    for (const Action& a : schedule.actions[r])
-      if (a.is_compute()) compute[r].push_back(a);
-  const auto is_action = [](const std::string& name) { return name.find(" stage ") != std::string::npos; };
-  std::vector<std::vector<std::vector<ActionSpan>>> steps(R);  // [rank][step]
-  std::size_t common = std::numeric_limits<std::size_t>::max();
-  for (int r = 0; r < R; ++r) {
-    steps[r] = steps_of(*ranks[r], is_action);
-    common = std::min(common, steps[r].size());
-  }
   std::vector<double> gaps, messages;
-  for (std::size_t k = 0; k < common; ++k) {
-    std::vector<std::vector<ActionSpan>> timed(R);
-    bool matches = true;
-    for (int r = 0; r < R && matches; ++r) {
-      timed[r] = top_level(steps[r][k]);
-      matches = timed[r].size() == compute[r].size();
-      for (std::size_t i = 0; matches && i < compute[r].size(); ++i)
-        matches = timed[r][i].name == profiler_region(compute[r][i]);
-      for (ActionSpan& span : timed[r]) span.start += clock_offsets[r], span.end += clock_offsets[r];
-    }
-    if (!matches) continue;
+  for (const std::vector<std::vector<TimedAction>>& step : steps) {
     ++out.steps;
     std::map<Product, Produced> made;
-    for (int r = 0; r < R; ++r)
-      for (std::size_t i = 0; i < compute[r].size(); ++i) add_products(compute[r][i], r, timed[r][i].end, made);
-    for (int r = 0; r < R; ++r)
-      for (std::size_t i = 0; i < compute[r].size(); ++i) {
+    for (int r = 0; r < static_cast<int>(step.size()); ++r)
+      for (const TimedAction& t : step[r]) add_products(t.action, r, t.end, made);
+    for (int r = 0; r < static_cast<int>(step.size()); ++r)
+      for (std::size_t i = 0; i < step[r].size(); ++i) {
         const Produced* latest = nullptr;
-        for (const Product& p : inputs_of(compute[r][i], schedule.num_stages)) {
+        for (const Product& p : inputs_of(step[r][i].action, stages)) {
           const auto it = made.find(p);
           if (it != made.end() && (!latest || it->second.end > latest->end)) latest = &it->second;
         }
-        const double start = timed[r][i].start;
-        const double previous_end = i == 0 ? -std::numeric_limits<double>::infinity() : timed[r][i - 1].end;
+        const double previous_end = i == 0 ? -std::numeric_limits<double>::infinity() : step[r][i - 1].end;
         if (latest && latest->end > previous_end) {
           // Idle since its previous action: waiting for this input, which a local one cannot be.
-          if (latest->rank != r) messages.push_back(start - latest->end);
+          if (latest->rank != r) messages.push_back(step[r][i].start - latest->end);
         } else if (i > 0) {
-          gaps.push_back(start - previous_end);
+          gaps.push_back(step[r][i].start - previous_end);
         }
       }
   }
   out.gap = mean_of(gaps);
   out.message = mean_of(messages);
   return out;
+}
+
+ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
+                             const std::vector<double>& clock_offsets) {
+  const int R = schedule.num_ranks;
+  if (static_cast<int>(ranks.size()) != R) return {};
+  std::vector<std::vector<Action>> compute(R);
+  for (int r = 0; r < R; ++r)
+    for (const Action& a : schedule.actions[r])
+      if (a.is_compute()) compute[r].push_back(a);
+  const auto is_action = [](const std::string& name) { return name.find(" stage ") != std::string::npos; };
+  std::vector<std::vector<std::vector<ActionSpan>>> regions(R);  // [rank][step]
+  std::size_t common = std::numeric_limits<std::size_t>::max();
+  for (int r = 0; r < R; ++r) {
+    regions[r] = steps_of(*ranks[r], is_action);
+    common = std::min(common, regions[r].size());
+  }
+  TimedSteps steps;
+  for (std::size_t k = 0; k < common; ++k) {
+    std::vector<std::vector<TimedAction>> step(R);
+    bool matches = true;
+    for (int r = 0; r < R && matches; ++r) {
+      const std::vector<ActionSpan> top = top_level(regions[r][k]);
+      matches = top.size() == compute[r].size();
+      for (std::size_t i = 0; matches && i < top.size(); ++i) {
+        matches = top[i].name == profiler_region(compute[r][i]);
+        step[r].push_back({compute[r][i], top[i].start + clock_offsets[r], top[i].end + clock_offsets[r]});
+      }
+    }
+    if (matches) steps.push_back(std::move(step));
+  }
+  return schedule_waits(steps, schedule.num_stages);
+}
+
+ScheduleWaits schedule_waits(const Trace& trace) {
+  std::map<int, std::map<int, std::vector<TimedAction>>> by_step;  // step -> rank -> its compute actions
+  for (const TraceEvent& e : trace.events)
+    if (e.action.is_compute()) by_step[e.step][e.rank].push_back({e.action, e.start, e.start + e.duration});
+  TimedSteps steps;
+  for (auto& [number, ranks] : by_step) {
+    std::vector<std::vector<TimedAction>> step(trace.num_ranks);
+    for (auto& [rank, actions] : ranks) {
+      if (rank < 0 || rank >= trace.num_ranks) continue;
+      std::sort(actions.begin(), actions.end(),
+                [](const TimedAction& a, const TimedAction& b) { return a.start < b.start; });
+      step[rank] = std::move(actions);
+    }
+    steps.push_back(std::move(step));
+  }
+  return schedule_waits(steps, trace.num_stages);
 }
 
 }  // namespace dualpipe

@@ -8,6 +8,7 @@
 
 #include "dualpipe/schedule/schedule.h"
 #include "dualpipe/trace/kineto.h"
+#include "dualpipe/trace/trace.h"
 
 namespace dualpipe {
 
@@ -26,11 +27,25 @@ struct ScheduleWaits {
   int steps = 0;  // the steps whose actions matched the schedule on every rank
 };
 
+struct TimedAction {
+  Action action;
+  double start = 0, end = 0;  // microseconds, on one clock for every rank
+};
+// [step][rank]: each rank's compute actions of the step, in the order it ran them.
+using TimedSteps = std::vector<std::vector<std::vector<TimedAction>>>;
+
+// The waits over every step: for each action whose latest input (spec section 2) came from another rank after its
+// own rank had finished its previous action, a message's; for each other action but a rank's first, a gap.
+ScheduleWaits schedule_waits(const TimedSteps& steps, int stages);
+
 // `ranks[r]` is rank r's trace of `schedule`, with `clock_offsets[r]` added to its times to put them on one clock.
 // Each step (ProfilerStep, the k-th of every rank together) whose compute regions are, rank by rank and in time
 // order, the schedule's actions as the runtime names them (profiler_region) is read. Means, not medians: a step
 // adds these times up, the long ones too.
 ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
                              const std::vector<double>& clock_offsets);
+
+// The same over a dualpipe trace: its compute actions by step and rank, in the order they started.
+ScheduleWaits schedule_waits(const Trace& trace);
 
 }  // namespace dualpipe

@@ -7,7 +7,7 @@
 #include <map>
 #include <optional>
 
-#include "action_gaps.h"
+#include "schedule_waits.h"
 #include "dualpipe/schedule/lower.h"
 #include "dualpipe/trace/trace_plan.h"
 #include "dualpipe/util/error.h"
@@ -199,9 +199,10 @@ void take_exchanges_from_trace(CostModel& costs, const Trace& trace, const std::
   costs.check();
 }
 
-void take_host_gap_from_trace(CostModel& costs, const Trace& trace) {
-  if (costs.gap > 0) return;
-  if (const std::optional<double> gap = host_gap_between_actions(trace)) costs.gap = *gap / 1000;
+void take_waits_from_trace(CostModel& costs, const Trace& trace) {
+  const ScheduleWaits waits = schedule_waits(trace);
+  if (costs.gap == 0 && waits.gap) costs.gap = waits.gap->value / 1000;
+  if (costs.comm == 0 && waits.message) costs.comm = waits.message->value / 1000;
 }
 
 }  // namespace dualpipe

@@ -107,27 +107,35 @@ TEST(SimulateMetrics, HostGapBetweenActionsOverlapsTheWaits) {
   EXPECT_TRUE(contains(test::error_message([] { CostModel::parse("gap=-1"); }), "cost gap must not be negative"));
 }
 
-// simulate --from-trace takes gap from a dualpipe trace as plan --from-kineto does from profiler traces: each rank's
-// gaps between its compute actions within a step (messages are not actions), their lower quartile, the ranks' median.
-TEST(SimulateMetrics, TheHostGapOfADualpipeTrace) {
+// simulate --from-trace reads gap and comm from a dualpipe trace as plan --from-kineto does from profiler traces of
+// the schedule that ran. 1F1B, R = 2, M = 2 (rank 0: F0 F1 B0 B1; rank 1: F0 B0 F1 B1), times in microseconds:
+//   waits for a message, the consumer's rank idle: rank 1's F0 2 after rank 0's F0; rank 0's B0 3 after rank 1's
+//   B0 and its B1 7 after rank 1's B1: comm = mean 4 us;
+//   gaps, every input there when the previous action ended: rank 0's F1 0 (a SEND between is no action of its
+//   own); rank 1's B0 0, F1 1 and B1 0: gap = 0.25 us. A second step's gaps of 1 and 1 make it 3/6 = 0.5 us.
+TEST(SimulateMetrics, TheGapAndTheMessagesOfADualpipeTrace) {
   Trace trace;
+  trace.num_ranks = 2, trace.num_stages = 2, trace.num_microbatches = 2;
   const auto add = [&](int rank, int step, const char* action, double start, double end) {
     TraceEvent e;
     e.action = parse_action(action), e.rank = rank, e.step = step, e.start = start, e.duration = end - start;
     trace.events.push_back(e);
   };
-  // Rank 0: step 1 gaps 2 and 5 (a SEND in the second), step 2 gap 1: sorted 1 2 5, lower quartile 1.
-  add(0, 1, "0F0", 0, 10), add(0, 1, "0F1", 12, 20), add(0, 1, "0SEND_F1", 20, 21), add(0, 1, "0B0", 25, 30);
-  add(0, 2, "0F0", 100, 110), add(0, 2, "0F1", 111, 115);
-  // Rank 1: gaps 4, 8, 3, 6: sorted 3 4 6 8, lower quartile 3. The median of 1 and 3: 2 us.
-  add(1, 1, "1F0", 0, 5), add(1, 1, "1B0", 9, 12), add(1, 1, "1F1", 20, 22), add(1, 1, "1B1", 25, 30);
-  add(1, 1, "1F2", 36, 40);
+  add(0, 1, "0F0", 0, 10), add(0, 1, "0F1", 10, 20), add(0, 1, "0SEND_F1", 20, 21), add(0, 1, "0B0", 45, 65);
+  add(0, 1, "0B1", 80, 100);
+  add(1, 1, "1F0", 12, 22), add(1, 1, "1B0", 22, 42), add(1, 1, "1F1", 43, 53), add(1, 1, "1B1", 53, 73);
   CostModel c;
-  take_host_gap_from_trace(c, trace);
-  EXPECT_DOUBLE_EQ(c.gap, 0.002);  // milliseconds, as the other costs of simulate --from-trace
-  c.gap = 0.5;  // given: kept
-  take_host_gap_from_trace(c, trace);
+  take_waits_from_trace(c, trace);
+  EXPECT_DOUBLE_EQ(c.gap, 0.00025);  // milliseconds, as the other costs of simulate --from-trace
+  EXPECT_DOUBLE_EQ(c.comm, 0.004);
+  add(0, 2, "0F0", 200, 210), add(0, 2, "0F1", 211, 220), add(0, 2, "0B0", 221, 230);
+  c = CostModel{};
+  take_waits_from_trace(c, trace);
+  EXPECT_DOUBLE_EQ(c.gap, 0.0005);
+  c.gap = 0.5, c.comm = 0.25;  // given: kept
+  take_waits_from_trace(c, trace);
   EXPECT_DOUBLE_EQ(c.gap, 0.5);
+  EXPECT_DOUBLE_EQ(c.comm, 0.25);
 }
 
 TEST(SimulateMetrics, OverlappedPairDefaultsToFPlusB) {

@@ -47,7 +47,7 @@ void run(const SimulateCommand& c) {
   if (!c.from_trace.empty()) {
     const Trace trace = read_trace(c.from_trace);
     take_exchanges_from_trace(costs, trace, c.from_trace);
-    take_host_gap_from_trace(costs, trace);
+    take_waits_from_trace(costs, trace);
   }
   std::vector<SimulatedSchedule> results;
   std::vector<SkippedKind> skipped;

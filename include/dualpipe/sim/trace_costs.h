@@ -33,9 +33,11 @@ double exchange_us_from_trace(const Trace& trace, const std::string& path);
 // exchanges' bytes at the link's rate: what the measured exchange takes beyond its share becomes a2a_latency,
 // unless that is given too.
 void take_exchanges_from_trace(CostModel& costs, const Trace& trace, const std::string& path);
-// `costs` (in milliseconds) with the host's time between a rank's actions as the trace measured it (gap: the lower
-// quartile of each rank's gaps within a step, the median of the ranks), unless a gap is given.
-void take_host_gap_from_trace(CostModel& costs, const Trace& trace);
+// `costs` (in milliseconds) with the host's time between a rank's actions and a message's time as the trace
+// measured them (gap and comm, where not given): the mean time from a rank's action's end to its next one's start
+// where that one's inputs were there, and the mean wait from an input's producer's end to its consumer's start on
+// another rank where the consumer's rank was idle (docs/profile.md, "Costs for the planner").
+void take_waits_from_trace(CostModel& costs, const Trace& trace);
 
 // The costs of a 1/R slice of the model fitted to the last step of a dualpipe trace (`plan --from-trace`): the
 // trace's per-stage costs times S/R when the run cut the model into S > R stages, and one multiplier per slice
