@@ -141,7 +141,8 @@ class Reader {
       std::vector<double> update;
       for (const KinetoRegion& region : summary->regions)
         if (classify(region) == Update) update.insert(update.end(), region.durations.begin(), region.durations.end());
-      if (!update.empty()) rank_updates_.push_back(median(update));
+      rank_updates_.push_back(update.empty() ? 0 : median(update));
+      if (!update.empty()) least_update_ = std::min(least_update_.value_or(rank_updates_.back()), rank_updates_.back());
     }
   }
 
@@ -186,8 +187,9 @@ class Reader {
       note("gap", *gap, "lower quartile of a rank's gaps between its actions, median of the ranks",
            {Forward, Backward, Input, Weight, Pair});
     }
-    if (!rank_updates_.empty()) {
-      out_.update = *std::min_element(rank_updates_.begin(), rank_updates_.end());
+    if (least_update_) {
+      out_.rank_updates = rank_updates_;
+      out_.update = *least_update_;
       note("update", out_.update, "least median of a rank", {Update});
     }
     c.check();
@@ -342,7 +344,8 @@ class Reader {
   std::array<std::string, kKinds> patterns_;
   Patterns regex_;
   std::array<Groups, kKinds> groups_;
-  std::vector<double> rank_updates_;  // each rank's median update
+  std::vector<double> rank_updates_;  // each rank's median update (0 without any)
+  std::optional<double> least_update_;  // the least of those of the ranks with any
   KinetoCosts out_;
 };
 

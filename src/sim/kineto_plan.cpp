@@ -122,14 +122,24 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",
                    stages - 1, " but the schedule they ran (dualpipe.schedule) has ", s.num_stages);
   const CostModel& per_stage = run.costs.costs;
+  // Each rank's own update after its last action where there is a trace per rank; with data-parallel replicas
+  // (several traces a rank) the least, that of a rank that waited in it for no one.
+  std::vector<double> updates(s.num_ranks, run.costs.update);
+  if (static_cast<int>(run.costs.rank_updates.size()) == s.num_ranks) updates = run.costs.rank_updates;
   if (run.shared_cores) {
-    const SharedCoresStep step = simulate_on_shared_cores(s, per_stage, 1, run.shared_cores->cores, run.costs.update);
+    const SharedCoresStep step = simulate_on_shared_cores(s, per_stage, 1, run.shared_cores->cores, updates);
     run.simulated_pipeline = step.makespan;
     run.simulated_step = step.step;
     run.shared_cores->simulated_slowdown = step.mean_slowdown;
   } else {
-    run.simulated_pipeline = simulate(s, per_stage).metrics.makespan;
-    run.simulated_step = run.simulated_pipeline + run.costs.update;
+    const Simulation sim = simulate(s, per_stage);
+    run.simulated_pipeline = sim.metrics.makespan;
+    for (int r = 0; r < s.num_ranks; ++r) {
+      double last = 0;
+      for (std::size_t i = 0; i < s.actions[r].size(); ++i)
+        if (s.actions[r][i].is_compute()) last = std::max(last, sim.timeline[r][i].end);
+      run.simulated_step = std::max(run.simulated_step, last + updates[r]);
+    }
   }
   run.costs.costs = costs_per_slice(per_stage, s.num_ranks, s.num_stages);
   return run;

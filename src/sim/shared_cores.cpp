@@ -36,7 +36,7 @@ double mean_slowdown(const std::map<double, int>& level, double start, double en
 }
 
 SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores,
-                                         double update) {
+                                         const std::vector<double>& updates) {
   const int R = int(schedule.actions.size());
   // slowdown[r][k]: of rank r's k-th compute action, in the walk's order (each rank's actions in order); the last
   // one of each rank is its update's.
@@ -61,6 +61,7 @@ SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostMod
           compute[r].push_back(walk.times[r][i]);
           last = std::max(last, walk.times[r][i].end);
         }
+      const double update = r < static_cast<int>(updates.size()) ? updates[r] : 0.0;
       compute[r].push_back({last, last + update * slowdown[r].back()});
       makespan = std::max(makespan, last);
       end = std::max(end, compute[r].back().end);

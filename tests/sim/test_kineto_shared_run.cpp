@@ -54,12 +54,12 @@ const KinetoCostSource* source_of(const KinetoCosts& costs, const std::string& c
 // Simulated at comm = 4, gap = 0.25: F0 0-10, F1 10.25-20.25 | F0 14-24, B0 24.25-44.25, F1 44.5-54.5,
 // B1 54.75-74.75 | B0 48.25-68.25, B1 78.75-98.75.
 TEST(KinetoRun, AMessagesTimeAndTheHostsGapAreReadFromTheWaitsOfTheScheduleThatRan) {
-  const KinetoRanks ranks = ranks_of({{{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
-                                       {"backward stage 0", 45, 20}, {"backward stage 0", 80, 20}},
-                                      {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
-                                       {"forward stage 1", 43, 10}, {"backward stage 1", 53, 20}}},
-                                     format_text(make_1f1b({2, 2})));
-  const KinetoRun run = read_kineto_run(ranks, KinetoCostNames{});
+  std::vector<std::vector<Region>> laid = {{{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
+                                            {"backward stage 0", 45, 20}, {"backward stage 0", 80, 20}},
+                                           {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
+                                            {"forward stage 1", 43, 10}, {"backward stage 1", 53, 20}}};
+  const std::string schedule = format_text(make_1f1b({2, 2}));
+  const KinetoRun run = read_kineto_run(ranks_of(laid, schedule), KinetoCostNames{});
   EXPECT_DOUBLE_EQ(run.costs.costs.comm, 4);
   ASSERT_NE(source_of(run.costs, "comm"), nullptr);
   EXPECT_EQ(source_of(run.costs, "comm")->occurrences, 3);
@@ -67,6 +67,14 @@ TEST(KinetoRun, AMessagesTimeAndTheHostsGapAreReadFromTheWaitsOfTheScheduleThatR
   EXPECT_DOUBLE_EQ(run.costs.costs.gap, 0.25);
   EXPECT_NE(source_of(run.costs, "gap")->measure.find("(4 gaps in 1 step)"), std::string::npos);
   EXPECT_DOUBLE_EQ(run.simulated_step, 98.75);
+
+  // Each rank's update after its own last action: rank 0's 5 after 98.75, rank 1's 30 after 74.75.
+  laid[0].push_back({"update", 100, 5});
+  laid[1].push_back({"update", 73, 30});
+  const KinetoRun updated = read_kineto_run(ranks_of(laid, schedule), KinetoCostNames{});
+  EXPECT_EQ(updated.costs.rank_updates, (std::vector<double>{5, 30}));
+  EXPECT_DOUBLE_EQ(updated.costs.update, 5);
+  EXPECT_DOUBLE_EQ(updated.simulated_step, 104.75);
 
   // Regions that are not the schedule's actions in its order say nothing about its messages, and the gap is the
   // lower quartile of the gaps (rank 0's 35, rank 1's 0: their median 17.5).
@@ -108,13 +116,13 @@ TEST(KinetoRun, RanksThatSharedCoresAreReadAsEachActionAlone) {
 TEST(SharedCores, EachRanksUpdateSharesTheCoresAfterItsLastAction) {
   CostModel costs;
   costs.forward = 10, costs.backward = 20;
-  const SharedCoresStep step = simulate_on_shared_cores(make_1f1b({2, 1}), costs, 1, 1, 10);
+  const SharedCoresStep step = simulate_on_shared_cores(make_1f1b({2, 1}), costs, 1, 1, {10, 10});
   EXPECT_NEAR(step.makespan, 70, 0.01);
   EXPECT_NEAR(step.step, 80, 0.01);
   // Compute: 10 + 10 + 20 + 30 + 20 + 10 = 100 slowed, 80 of work.
   EXPECT_NEAR(step.mean_slowdown, 100.0 / 80.0, 1e-3);
   // Two cores for two ranks: nothing shared, the update after the pipeline's 60.
-  const SharedCoresStep own = simulate_on_shared_cores(make_1f1b({2, 1}), costs, 1, 2, 10);
+  const SharedCoresStep own = simulate_on_shared_cores(make_1f1b({2, 1}), costs, 1, 2, {10, 10});
   EXPECT_DOUBLE_EQ(own.makespan, 60);
   EXPECT_DOUBLE_EQ(own.step, 70);
 }

@@ -77,6 +77,7 @@ nlohmann::ordered_json traced_run_json(const KinetoRun& run) {
     out["schedule"] = run.schedule->kind;
     out["simulated_pipeline"] = run.simulated_pipeline;
     out["update"] = run.costs.update;
+    out["rank_updates"] = run.costs.rank_updates;
     out["simulated_step"] = run.simulated_step;
     // null where the traces measured no step (no ProfilerStep, and work of no duration)
     out["simulated_error"] = run.measured_step > 0 ? nlohmann::ordered_json(run.simulated_step / run.measured_step - 1)
@@ -106,9 +107,10 @@ std::string traced_run_text(const KinetoRun& run) {
   const std::optional<SharedCores>& cores = run.shared_cores;
   const std::string shared =
       cores ? formatted(" on %d shared cores (x%.2f slower than alone)", cores->cores, cores->simulated_slowdown) : "";
-  return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms%s, update %.3f ms\n",
+  return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms%s, then each rank's "
+                          "update\n",
                           run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
-                          measured.c_str(), run.simulated_pipeline / 1e3, shared.c_str(), run.costs.update / 1e3);
+                          measured.c_str(), run.simulated_pipeline / 1e3, shared.c_str());
 }
 
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {

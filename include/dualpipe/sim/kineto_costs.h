@@ -55,6 +55,7 @@ struct KinetoCosts {
   std::vector<std::string> warnings;      // what had to be assumed
   int stages = 0;                         // stages named by " stage N" suffixes; 0 when the regions name none
   double update = 0;                      // microseconds per step outside the pipeline; 0 without update regions
+  std::vector<double> rank_updates;       // each trace's median update, in the order read (empty without any)
 };
 
 // Several summaries are one job's ranks: their regions of one name are read together. Throws InvalidArgument
