@@ -106,9 +106,9 @@ void add_simulate_command(CLI::App& app) {
                   "Take a2a from a dualpipe train --trace of an MoE run: 2 x layers (the cost key) x the median "
                   "all-to-all the ranks waited for whole, in milliseconds (give the other costs in milliseconds). "
                   "An a2a in --cost is then the exchanges' bytes at the link's rate, and what the measured exchange "
-                  "takes beyond its share is its latency (a2a_latency, unless given); and gap, the host's time between "
-                  "a rank's actions (the lower quartile of each rank's gaps within a step, the median of the ranks), "
-                  "unless given")
+                  "takes beyond its share is its latency (a2a_latency, unless given); and, unless given, gap and "
+                  "comm: the mean time from a rank's action's end to its next one's start where that one's inputs "
+                  "were there, and the mean wait for an input from another rank where the consumer's rank was idle")
       ->check(CLI::ExistingFile);
   add_format_and_output(*sub, command->format, command->output);
   sub->footer(R"(Examples:
