@@ -49,8 +49,9 @@ StepTimes step_times(const Trace& trace, const std::vector<int>& steps) {
   return {median(gaps), median(periods)};
 }
 
-// The matmul efficiency at which the model gives the measured time. Only the products scale with it (memory-bound
-// work and communication do not), so modelled(e) is about A / e + B: the step e' = e x modelled(e) / measured
+// The matmul efficiency at which the model gives the measured time (FlashAttention's scaled with it, in proportion,
+// at most 1). Only the products scale with it (memory-bound work and communication do not), so modelled(e) is
+// about A / e + B: the step e' = e x modelled(e) / measured
 // converges to A / (measured - B) where B < measured, in one step where B = 0 (a cluster without GPU figures).
 // modelled_at(cluster) is the model's time for the run at the cluster's efficiency.
 template <typename Modelled>
@@ -65,6 +66,7 @@ void fit_rate(Calibration& c, ClusterSpec& cluster, const Modelled& modelled_at)
       efficiency = next;
       break;
     }
+    trial.attention_efficiency = std::min(1.0, cluster.attention_efficiency * next / c.stated_efficiency);
     efficiency = trial.matmul_efficiency = next;
     modelled = modelled_at(trial);
   }
@@ -72,6 +74,7 @@ void fit_rate(Calibration& c, ClusterSpec& cluster, const Modelled& modelled_at)
   DUALPIPE_REQUIRE(c.matmul_efficiency <= 1, "--calibrate '", c.source, "': the run computed at ",
                    100 * c.matmul_efficiency, "% of the cluster's peak_tflops=", cluster.peak_tflops,
                    "; a rate above peak means peak_tflops is too low for this machine");
+  cluster.attention_efficiency = std::min(1.0, cluster.attention_efficiency * c.matmul_efficiency / c.stated_efficiency);
   cluster.matmul_efficiency = c.matmul_efficiency;
 }
 

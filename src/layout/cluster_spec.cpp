@@ -11,6 +11,9 @@ namespace dualpipe::layout {
 
 namespace {
 
+// FlashAttention-2's share of an H100's peak (FlashAttention-3's paper, Shah et al. 2024: "only 35% utilization").
+constexpr double kFlashAttention2OnHopper = 0.35;
+
 // Vendors' datasheet figures (docs/layout.md): dense 16-bit TFLOP/s, HBM bandwidth, SMs, NVLink and one 200/400
 // Gb/s NIC per GPU, one direction each.
 bool preset(const std::string& name, ClusterSpec& c) {
@@ -19,8 +22,10 @@ bool preset(const std::string& name, ClusterSpec& c) {
     c.peak_tflops = 312, c.hbm_gbps = 2039, c.sm_count = 108, c.intra_node_gbps = 300, c.inter_node_gbps = 25;
   } else if (name == "h100-sxm") {
     c.peak_tflops = 989, c.hbm_gbps = 3350, c.sm_count = 132, c.intra_node_gbps = 450, c.inter_node_gbps = 50;
+    c.attention_efficiency = kFlashAttention2OnHopper;
   } else if (name == "h800") {  // NVLink cut to 400 GB/s both ways; DeepSeek-V3's cluster, 400 Gb/s IB per GPU
     c.peak_tflops = 989, c.hbm_gbps = 3350, c.sm_count = 132, c.intra_node_gbps = 200, c.inter_node_gbps = 50;
+    c.attention_efficiency = kFlashAttention2OnHopper;
   } else {
     return false;
   }
@@ -58,6 +63,7 @@ void ClusterSpec::check() const {
   within("sm_count", sm_count, 0, 1 << 20, " (0: not modelled)");
   for (const auto& [field, share] : {std::pair{"matmul_efficiency", matmul_efficiency},
                                      std::pair{"memory_efficiency", memory_efficiency},
+                                     std::pair{"attention_efficiency", attention_efficiency},
                                      std::pair{"link_efficiency", link_efficiency}})
     DUALPIPE_REQUIRE(share > 0 && share <= 1, what, field, "=", share, " must be above 0 and at most 1");
   within("intra_node_latency_us", intra_node_latency_us, 0.0, 1e6);
@@ -77,7 +83,7 @@ ClusterSpec parse_cluster_spec(const std::string& json_text, const std::string& 
   object.read("intra_node_gbps", c.intra_node_gbps), object.read("inter_node_gbps", c.inter_node_gbps);
   object.read("hbm_gbps", c.hbm_gbps), object.read("sm_count", c.sm_count);
   object.read("matmul_efficiency", c.matmul_efficiency), object.read("memory_efficiency", c.memory_efficiency);
-  object.read("link_efficiency", c.link_efficiency);
+  object.read("link_efficiency", c.link_efficiency), object.read("attention_efficiency", c.attention_efficiency);
   object.read("intra_node_latency_us", c.intra_node_latency_us);
   object.read("inter_node_latency_us", c.inter_node_latency_us), object.read("tp_overlap", c.tp_overlap);
   object.read("reserved_gib", c.reserved_gib), object.read("host_cores", c.host_cores);

@@ -83,7 +83,7 @@ LayerTime layer_time(const ModelSpec& model, const ClusterSpec& cluster, const L
   // without it they are two batched products and the softmax and dropout stream the scores through memory.
   p.attention_flops = 4 * b * heads * queries * keys * head_dim;
   if (l.flash_attention) {
-    p.attention = p.attention_flops / (cluster.peak_tflops * 1e12 * cluster.matmul_efficiency);
+    p.attention = p.attention_flops / (cluster.peak_tflops * 1e12 * cluster.attention_efficiency);
   } else {
     p.attention = matmul_seconds(cluster, queries, keys, head_dim, b * heads) +
                   matmul_seconds(cluster, queries, head_dim, keys, b * heads) +

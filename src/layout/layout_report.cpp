@@ -62,7 +62,8 @@ std::string layout_header(const LayoutRequest& request, const Calibration* calib
           formatted(" in a node and %g GB/s between nodes\n", c.inter_node_gbps);
   if (c.host_cores > 0) text += "ranks share " + std::to_string(c.host_cores) + " host cores\n";
   if (calibration) text += calibration_line(*calibration);
-  text += formatted("assumed: matrix products at %.3g%% of peak, ", 100 * c.matmul_efficiency);
+  text += formatted("assumed: matrix products at %.3g%% of peak, FlashAttention at %.3g%%, ", 100 * c.matmul_efficiency,
+                    100 * c.attention_efficiency);
   if (c.hbm_gbps > 0)
     text += formatted("memory-bound work at %.3g%% of %g GB/s HBM, ", 100 * c.memory_efficiency, c.hbm_gbps);
   text += formatted("collectives at %.0f%% of link bandwidth; ", 100 * c.link_efficiency);
@@ -174,6 +175,7 @@ nlohmann::ordered_json layout_request_json(const LayoutRequest& request, const C
                     {"intra_node_gbps", c.intra_node_gbps}, {"inter_node_gbps", c.inter_node_gbps},
                     {"hbm_gbps", c.hbm_gbps}, {"sm_count", c.sm_count},
                     {"matmul_efficiency", c.matmul_efficiency}, {"memory_efficiency", c.memory_efficiency},
+                    {"attention_efficiency", c.attention_efficiency},
                     {"link_efficiency", c.link_efficiency}, {"intra_node_latency_us", c.intra_node_latency_us},
                     {"inter_node_latency_us", c.inter_node_latency_us}, {"tp_overlap", c.tp_overlap},
                     {"host_cores", c.host_cores}, {"update_ns_per_parameter", c.update_ns_per_parameter},

@@ -89,7 +89,7 @@ Trace one_f_one_b_trace(double f, double period, int steps) {
 TEST(Calibrate, TheRateFollowsTheMeasuredTime) {
   const ModelSpec model = trainer_model();
   ClusterSpec a = cpu_cluster(2, 2), b = cpu_cluster(2, 2), c = cpu_cluster(2, 2);
-  c.matmul_efficiency = 0.3;  // another stated efficiency: the same measured rate
+  c.matmul_efficiency = c.attention_efficiency = 0.3;  // another stated rate: the same measured rate
   const Calibration fast = calibrate(model, a, one_f_one_b_trace(20000, 200000, 4), 2, "fast.json");
   const Calibration slow = calibrate(model, b, one_f_one_b_trace(40000, 400000, 4), 2, "slow.json");
   const Calibration stated = calibrate(model, c, one_f_one_b_trace(20000, 200000, 4), 2, "fast.json");

@@ -67,6 +67,22 @@ TEST(LayerTime, TensorParallelTrafficHidesBehindTheProductsOnlyAsFarAsAsked) {
   EXPECT_DOUBLE_EQ(all.tp_hidden, std::min(all.tp, all.weight));  // at most the products' time
 }
 
+// FlashAttention's scores and values, 4 b (heads / t) s^2 d FLOPs forward (Dao's count), run at the GPU's attention
+// efficiency: FlashAttention-2's 35% on the H100 preset (Shah et al. 2024), where the products run at 70%.
+TEST(LayerTime, FlashAttentionRunsAtItsOwnShareOfPeak) {
+  ClusterSpec c = cluster_spec("h100-sxmx64");
+  EXPECT_EQ(c.attention_efficiency, 0.35);
+  EXPECT_EQ(a100().attention_efficiency, 0.70);
+  const ModelSpec model = model_spec("gpt3-175b");  // 96 heads of 128, 2048 tokens
+  Layout l;
+  l.tp = 8, l.pp = 8, l.dp = 1, l.micro_batch_size = 1;
+  const double at35 = layer_time(model, c, l, false).forward;
+  c.attention_efficiency = 0.70;
+  const double at70 = layer_time(model, c, l, false).forward;
+  const double flops = 4.0 * 1 * (96 / 8) * 2048.0 * 2048.0 * 128;
+  EXPECT_NEAR(at35 - at70, flops / 989e12 * (1 / 0.35 - 1 / 0.70), 1e-12);
+}
+
 // Without sequence parallelism the norms and dropouts run on every tensor rank whole: a tensor-parallel layer is
 // slower without it, by the memory-bound work 1/t of which sequence parallelism leaves.
 TEST(LayerTime, SequenceParallelismSplitsTheNormsAndDropouts) {

@@ -78,6 +78,10 @@ TEST(ClusterSpec, PresetsTakeTheirGpuCountAfterX) {
                                   "inter_node_gbps": 10, "matmul_efficiency": 1.5})")
                 .find("matmul_efficiency=1.5 must be above 0 and at most 1"),
             std::string::npos);
+  EXPECT_NE(cluster_file_error(R"({"gpus": 8, "memory_gib": 80, "peak_tflops": 100, "intra_node_gbps": 100,
+                                  "inter_node_gbps": 10, "attention_efficiency": 0})")
+                .find("attention_efficiency=0 must be above 0 and at most 1"),
+            std::string::npos);
 }
 
 // Every field within its documented range (docs/layout.md): the issue's reproducers and variants.

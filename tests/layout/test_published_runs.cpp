@@ -151,8 +151,10 @@ TEST(PublishedRuns, TheFittedEfficienciesAreTheTablesFitAndPlausible) {
 // efficiencies fitted on 2021's A100 table. The published TP and PP are fixed with what Megatron-Core offers; the
 // search picks what the table leaves out (micro-batch size, virtual stages, recomputation). Issue 74 asks for the
 // count of rows whose (TP, PP) is among the first three and whose throughput is within 10%, per generation: this
-// prints it. The model over-predicts the small models (their GEMMs run below the 70% that large ones reach, as the
-// README's "MFU increases ... with model size" says) because its efficiency is one constant, not the hardware's.
+// prints it. FlashAttention runs at the H100's own share of peak (attention_efficiency: FlashAttention-2's 35% there,
+// its authors' figure, against 72% on an A100), which weighs most on the small models, whose attention is the
+// largest share of their work (4096 tokens against hidden sizes from 2304): at the products' 70% they were
+// over-predicted by 35%, 20% and 10%, and 4 of the 9 rows met both.
 TEST(PublishedRuns, MegatronsH100TableAgainstTheA100Fit) {
   const nlohmann::json table = published_figures("megatron_h100");
   const double seq = table.at("seq_len"), vocab = table.at("vocab");
@@ -189,9 +191,9 @@ TEST(PublishedRuns, MegatronsH100TableAgainstTheA100Fit) {
   }
   std::printf("H100 (Megatron-LM's table): %d of 9 rows with (TP, PP) in the first three and the throughput within 10%% "
               "(%d ranked, %d within)\n", both, ranked, within);
-  // The state measured when the rows came in (2026-12-06), not a target: a change to the time model that loses one
-  // of them should say so.
-  EXPECT_GE(both, 4);
+  // The state measured (2026-12-06, with attention_efficiency), not a target: a change to the time model that loses
+  // one of them should say so.
+  EXPECT_GE(both, 6);
 }
 
 // Korthikanti et al.: selective recomputation with sequence parallelism runs the 530B model at 54.2% MFU where

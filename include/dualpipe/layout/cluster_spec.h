@@ -34,6 +34,12 @@ struct ClusterSpec {
   // that element-wise kernels reach, and of the link bandwidths that collectives reach.
   double matmul_efficiency = kFittedMatmulEfficiency;
   double memory_efficiency = kFittedMemoryEfficiency;
+  // The share of peak that FlashAttention's kernels reach on this GPU (its core of scores and values, forward and
+  // backward), as their authors measured it: FlashAttention-2 reached 72% of an A100 (Dao 2023) but 35% of an H100
+  // (Shah et al. 2024, who reached 75% there with FlashAttention-3's Hopper kernels). The presets take
+  // FlashAttention-2's; a cluster file states its own where its runs use another kernel. --calibrate scales it with
+  // matmul_efficiency.
+  double attention_efficiency = kFittedMatmulEfficiency;
   double link_efficiency = 0.8;
   // Per-step latencies of a ring collective in microseconds (NCCL's tuning model, src/graph/tuning.cc, ring
   // with the Simple protocol: 3.4 per NVLink hop, 9.6 per network hop); a collective also pays NCCL's base
