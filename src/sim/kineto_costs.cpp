@@ -190,7 +190,9 @@ class Reader {
     if (least_update_) {
       out_.rank_updates = rank_updates_;
       out_.update = *least_update_;
-      note("update", out_.update, "least median of a rank", {Update});
+      note("update", out_.update,
+           "the least of the ranks' medians (in a traced run's step, each rank's own after its last action)",
+           {Update});
     }
     c.check();
     std::vector<std::string> unique;  // a per-stage assumption is said once
