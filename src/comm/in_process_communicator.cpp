@@ -131,6 +131,7 @@ InProcessCommunicator::InProcessCommunicator(std::shared_ptr<InProcessHub> hub, 
 
 int InProcessCommunicator::size() const { return hub_->size(); }
 std::chrono::milliseconds InProcessCommunicator::timeout() const { return hub_->timeout(); }
+bool InProcessCommunicator::matches_by_tag() const { return !hub_->state().single_tag; }
 
 std::shared_ptr<Work> InProcessCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
   DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank_, "rank ", rank_, " cannot send to rank ", dst);

@@ -211,6 +211,10 @@ ProcessGroupCommunicator::~ProcessGroupCommunicator() {
 int ProcessGroupCommunicator::rank() const { return impl_->group->getRank(); }
 int ProcessGroupCommunicator::size() const { return impl_->group->getSize(); }
 std::chrono::milliseconds ProcessGroupCommunicator::timeout() const { return impl_->options.timeout; }
+// A group of one backend, Gloo: a group of several ("cpu:gloo,cuda:nccl") may carry a message over NCCL.
+bool ProcessGroupCommunicator::matches_by_tag() const {
+  return !impl_->options.single_tag && impl_->group->getBackendName() == "gloo";
+}
 const c10::intrusive_ptr<c10d::ProcessGroup>& ProcessGroupCommunicator::group() const { return impl_->group; }
 PeerMonitor* ProcessGroupCommunicator::peer_monitor() const { return impl_->monitor.get(); }
 int ProcessGroupCommunicator::wire_tag(int tag) const { return impl_->wire_tag(tag); }

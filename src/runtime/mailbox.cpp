@@ -70,6 +70,7 @@ struct Mailbox::Incoming {
 struct Mailbox::Peer {
   int rank = -1;
   std::vector<Incoming> queue;
+  size_t next_header = 0;  // with receives ahead: the headers are posted up to here
   size_t next_to_post = 0, next_to_complete = 0;
 };
 
@@ -80,7 +81,12 @@ struct Mailbox::Sent {
   std::vector<std::shared_ptr<comm::Work>> works;
 };
 
-Mailbox::Mailbox(MailboxSetup setup) : setup_(std::move(setup)), tag_(comm::tag(comm::Channel::Pipeline)) {
+Mailbox::Mailbox(MailboxSetup setup)
+    : setup_(std::move(setup)),
+      ahead_(setup_.communicator->matches_by_tag()),
+      tag_(comm::tag(comm::Channel::Pipeline)),
+      tensor_tag_(ahead_ ? comm::tag(comm::Channel::PipelineTensors) : tag_),
+      resent_tag_(ahead_ ? comm::tag(comm::Channel::PipelineResent) : tag_) {
   for (const auto& [src, keys] : setup_.incoming) {
     Peer& peer = peers_[src];
     peer.rank = src;
@@ -90,7 +96,8 @@ Mailbox::Mailbox(MailboxSetup setup) : setup_(std::move(setup)), tag_(comm::tag(
       peer.queue.back().key = key;
     }
   }
-  // Declared messages are posted now, each peer's up to its first message whose shapes travel.
+  // Declared messages are posted now, each peer's up to its first message whose shapes travel (with receives
+  // ahead: every header, and the tensors as far as their shapes are known).
   for (auto& [src, peer] : peers_) post(peer);
 }
 
@@ -127,63 +134,39 @@ void Mailbox::wait_for(comm::Work& work, const MessageKey& key, bool receive, in
   }
 }
 
-// Posts the peer's receives in its sending order, as far as their shapes are known: a message whose shapes
-// travel gets its header posted, and stops the walk until the header arrived (complete() resumes it).
+// Posts the peer's receives in its sending order, as far as their shapes are known. In order alone (a
+// communicator that does not match by tag): a message whose shapes travel gets its header posted, with its
+// tensors at the learned shapes if any, and stops the walk until the header arrived (complete() resumes it).
+// Ahead (one that matches by tag): every header at once on its own tag, and the tensors, on theirs, in order as
+// far as learned shapes or arrived headers give them; a wrong guess is mended in complete().
 void Mailbox::post(Peer& peer) {
-  auto& comm = *setup_.communicator;
+  if (ahead_) post_headers(peer);
   while (peer.next_to_post < peer.queue.size()) {
     Incoming& in = peer.queue[peer.next_to_post];
-    const int consumer = in.key.direction == Direction::Forward ? in.key.producer + 1 : in.key.producer - 1;
-    const auto options = [&](at::ScalarType dtype) {
-      return torch::TensorOptions().dtype(dtype).device(setup_.stage_devices.at(static_cast<size_t>(consumer)));
-    };
-    std::vector<std::vector<int64_t>> shapes;
-    std::vector<at::ScalarType> dtypes;
     try {
-      if (shapes_travel(in.key)) {
-        if (!in.header.defined()) {
-          in.header = torch::empty({kHeaderWords}, torch::kLong);
-          in.header_work = comm.irecv(in.header, peer.rank, tag_);
-          if (const MessageShape* g = guess(in.key, peer.rank)) {
-            for (size_t i = 0; i < g->shapes.size(); ++i) {
-              in.message.tensors.push_back(torch::empty(g->shapes[i], options(g->dtypes[i])));
-              if (in.message.tensors.back().numel() > 0)
-                in.works.push_back(comm.irecv(in.message.tensors.back(), peer.rank, tag_));
-            }
-            in.message.requires_grad = g->requires_grad;
-            in.guessed = true;
-          }
-          return;
+      if (!shapes_travel(in.key)) {
+        post_tensors(peer, in, declared_shape(in.key), tensor_tag_);
+      } else if (ahead_) {
+        if (const MessageShape* g = guess(in.key, peer.rank)) {
+          post_tensors(peer, in, *g, tensor_tag_);
+          in.guessed = true;
+        } else if (in.header_arrived) {
+          post_tensors(peer, in, header_shape(in.header), tensor_tag_);
+        } else {
+          return;  // complete() waits for the header and resumes
         }
-        if (!in.header_arrived) return;  // complete() waits for it and resumes
-        const MessageShape sent = header_shape(in.header);
-        if (in.guessed && sent == *guess(in.key, peer.rank)) {
-          in.posted = true;
-          ++peer.next_to_post;
-          continue;
+      } else if (!in.header.defined()) {
+        post_header(peer, in);
+        if (const MessageShape* g = guess(in.key, peer.rank)) {
+          post_tensors(peer, in, *g, tag_);
+          in.guessed = true;
         }
-        if (in.guessed) {  // the sender's zeros arrive in the buffers posted at the guess, its tensors after them
-          in.guessed_buffers = std::move(in.message.tensors);
-          in.dummies = std::move(in.works);
-          in.message = Message{};
-          in.works.clear();
-        }
-        dtypes = sent.dtypes;
-        shapes = sent.shapes;
-        in.message.requires_grad = sent.requires_grad;
-      } else {
-        const BoundarySpec specs =
-            in.key.direction == Direction::Forward ? *declared(in.key) : gradient_specs(*declared(in.key));
-        for (const TensorSpec& s : specs) {
-          dtypes.push_back(s.dtype);
-          shapes.push_back(s.shape);
-          in.message.requires_grad.push_back(s.requires_grad && is_floating(s.dtype));
-        }
-      }
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        in.message.tensors.push_back(torch::empty(shapes[i], options(dtypes[i])));
-        if (in.message.tensors.back().numel() > 0)
-          in.works.push_back(comm.irecv(in.message.tensors.back(), peer.rank, tag_));
+        return;
+      } else if (!in.header_arrived) {
+        return;  // complete() waits for it and resumes
+      } else if (!in.guessed || !(header_shape(in.header) == *guess(in.key, peer.rank))) {
+        if (in.guessed) set_aside_guess(in);  // the sender's zeros arrive in the buffers posted at the guess
+        post_tensors(peer, in, header_shape(in.header), tag_);
       }
     } catch (const comm::CommError& e) {
       fail(e, in.key, true, peer.rank);
@@ -191,6 +174,55 @@ void Mailbox::post(Peer& peer) {
     in.posted = true;
     ++peer.next_to_post;
   }
+}
+
+void Mailbox::post_headers(Peer& peer) {
+  for (; peer.next_header < peer.queue.size(); ++peer.next_header) {
+    Incoming& in = peer.queue[peer.next_header];
+    if (!shapes_travel(in.key)) continue;
+    try {
+      post_header(peer, in);
+    } catch (const comm::CommError& e) {
+      fail(e, in.key, true, peer.rank);
+    }
+  }
+}
+
+void Mailbox::post_header(Peer& peer, Incoming& in) {
+  in.header = torch::empty({kHeaderWords}, torch::kLong);
+  in.header_work = setup_.communicator->irecv(in.header, peer.rank, tag_);
+}
+
+void Mailbox::post_tensors(Peer& peer, Incoming& in, const MessageShape& shape, int tag) {
+  const int consumer = in.key.direction == Direction::Forward ? in.key.producer + 1 : in.key.producer - 1;
+  const c10::Device device = setup_.stage_devices.at(static_cast<size_t>(consumer));
+  for (size_t i = 0; i < shape.shapes.size(); ++i) {
+    in.message.tensors.push_back(torch::empty(shape.shapes[i], torch::TensorOptions().dtype(shape.dtypes[i]).device(device)));
+    if (in.message.tensors.back().numel() > 0)
+      in.works.push_back(setup_.communicator->irecv(in.message.tensors.back(), peer.rank, tag));
+  }
+  in.message.requires_grad = shape.requires_grad;
+}
+
+// The buffers posted at a guess the message did not match: the sender's zeros land there, its tensors after.
+void Mailbox::set_aside_guess(Incoming& in) {
+  in.guessed_buffers = std::move(in.message.tensors);
+  in.dummies = std::move(in.works);
+  in.message = Message{};
+  in.works.clear();
+}
+
+// A declared message's tensors: a forward one's the boundary's, a backward one's the gradients of those that carry
+// one.
+MessageShape Mailbox::declared_shape(const MessageKey& key) const {
+  const BoundarySpec specs = key.direction == Direction::Forward ? *declared(key) : gradient_specs(*declared(key));
+  MessageShape shape;
+  for (const TensorSpec& t : specs) {
+    shape.dtypes.push_back(t.dtype);
+    shape.shapes.push_back(t.shape);
+    shape.requires_grad.push_back(t.requires_grad && is_floating(t.dtype));
+  }
+  return shape;
 }
 
 void Mailbox::record_wait(const MessageKey& key, int peer, bool receive, int position) {
@@ -202,6 +234,14 @@ void Mailbox::complete(Peer& peer, Incoming& in) {
   if (in.header_work && !in.header_arrived) {
     wait_for(*in.header_work, in.key, true, peer.rank);
     in.header_arrived = true;
+    if (ahead_ && in.guessed && !(header_shape(in.header) == *guess(in.key, peer.rank))) {
+      set_aside_guess(in);  // its tensors come again, at their own shapes, on their own tag
+      try {
+        post_tensors(peer, in, header_shape(in.header), resent_tag_);
+      } catch (const comm::CommError& e) {
+        fail(e, in.key, true, peer.rank);
+      }
+    }
     post(peer);
   }
   DUALPIPE_CHECK(in.posted, "message ", key_text(in.key), " could not be posted");
@@ -236,6 +276,7 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
   Sent sent;
   sent.key = key;
   sent.dst = dst;
+  int tag = tensor_tag_;  // the tensors' own, unless they follow the zeros of a wrong guess
   try {
     if (shapes_travel(key)) {
       torch::Tensor header = torch::zeros({kHeaderWords}, torch::kLong);
@@ -261,15 +302,17 @@ void Mailbox::send(const MessageKey& key, int dst, const Tensors& tensors) {
         for (size_t i = 0; i < g->shapes.size(); ++i) {
           const auto options = torch::TensorOptions().dtype(g->dtypes[i]).device(device);
           sent.buffers.push_back(torch::zeros(g->shapes[i], options));
-          if (sent.buffers.back().numel() > 0) sent.works.push_back(comm.isend(sent.buffers.back(), dst, tag_));
+          if (sent.buffers.back().numel() > 0)
+            sent.works.push_back(comm.isend(sent.buffers.back(), dst, tensor_tag_));
         }
+        tag = resent_tag_;
       }
       learn(key, dst, shape);
     }
     for (const auto& t : tensors) {
       if (t.numel() == 0) continue;
       sent.buffers.push_back(t.detach().contiguous());
-      sent.works.push_back(comm.isend(sent.buffers.back(), dst, tag_));
+      sent.works.push_back(comm.isend(sent.buffers.back(), dst, tag));
     }
   } catch (const comm::CommError& e) {
     fail(e, key, false, dst);

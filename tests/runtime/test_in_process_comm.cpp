@@ -21,6 +21,21 @@ TEST(InProcessCommunicator, MatchesByTagWhateverTheOrder) {
   wx->wait(std::chrono::seconds(1));
   EXPECT_TRUE(torch::equal(x, torch::full({2}, 1.0)));
   EXPECT_TRUE(torch::equal(y, torch::full({2}, 2.0)));
+  EXPECT_TRUE(a.matches_by_tag());  // so the pipeline posts its receives ahead on it
+}
+
+// In the single-tag mode, which stands for NCCL, messages match by order alone, and it says so.
+TEST(InProcessCommunicator, OneTagMatchesByOrderAlone) {
+  auto hub = std::make_shared<InProcessHub>(2, std::chrono::seconds(5), /*single_tag=*/true);
+  InProcessCommunicator a(hub, 0), b(hub, 1);
+  EXPECT_FALSE(a.matches_by_tag());
+  a.isend(torch::full({2}, 1.0), 1, 7);
+  a.isend(torch::full({2}, 2.0), 1, 3);
+  torch::Tensor first = torch::empty({2}), second = torch::empty({2});
+  b.irecv(first, 0, 3)->wait(std::chrono::seconds(1));
+  b.irecv(second, 0, 7)->wait(std::chrono::seconds(1));
+  EXPECT_TRUE(torch::equal(first, torch::full({2}, 1.0)));  // the first sent, whatever its tag
+  EXPECT_TRUE(torch::equal(second, torch::full({2}, 2.0)));
 }
 
 TEST(InProcessCommunicator, TimeoutNamesThePeer) {

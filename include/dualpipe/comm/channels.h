@@ -3,14 +3,18 @@
 // Correctness never depends on tags: between two ranks, the messages of one channel travel in one order that
 // both sides derive from the same data (the lowered schedule, the parameter list, the rank order), so a
 // backend that ignores tags (NCCL) delivers the same bytes. Tags only keep channels apart on backends that
-// honour them, which turns a protocol bug into an error instead of silently wrong data. The communicator's
+// honour them, which turns a protocol bug into an error instead of silently wrong data. One exception, taken
+// only where the communicator says it matches by tag (Communicator::matches_by_tag): the pipeline then posts a
+// step's receives ahead, its headers, tensors and re-sent tensors on three tags (runtime/mailbox.h). The communicator's
 // single-tag test mode (ProcessGroupCommunicatorOptions::single_tag) sends everything with tag 0 to prove it.
 #pragma once
 
 namespace dualpipe::comm {
 
 enum class Channel : int {
-  Pipeline = 1,      // activations and gradients between stages, in the lowered schedule's order
+  Pipeline = 1,      // activations and gradients between stages, in the lowered schedule's order: their headers
+  PipelineTensors = 6,  // where the communicator matches by tag: their tensors (runtime/mailbox.h)
+  PipelineResent = 7,   // and a message's tensors sent again at their own shapes after the zeros of a wrong guess
   Replica = 2,       // gradient reduction between the two replicas of a stage (DualPipe, Chimera)
   ClockPing = 3,     // clock alignment with rank 0 (clock_sync.h)
   ClockPong = 4,

@@ -64,6 +64,12 @@ class Communicator {
 
   // The timeout used for waits when the caller does not give one.
   virtual std::chrono::milliseconds timeout() const = 0;
+
+  // Whether a receive matches only the sends of its own tag (Gloo, the in-process hub), so that receives of
+  // several tags may be posted in any order between them; false where every message of a pair matches by issue
+  // order alone (NCCL, and the single-tag test mode that stands for it). The pipeline then posts a step's
+  // receives ahead (runtime/mailbox.h).
+  virtual bool matches_by_tag() const { return false; }
 };
 
 }  // namespace dualpipe::comm

@@ -42,6 +42,7 @@ class InProcessCommunicator : public Communicator {
   int size() const override;
   std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, int tag) override;
   std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
+  bool matches_by_tag() const override;  // outside the single-tag mode
   void barrier() override;
   std::chrono::milliseconds timeout() const override;
 

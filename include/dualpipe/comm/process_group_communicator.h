@@ -53,6 +53,7 @@ class ProcessGroupCommunicator : public Communicator {
   std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
   void barrier() override;
   std::chrono::milliseconds timeout() const override;
+  bool matches_by_tag() const override;  // Gloo's, outside the single-tag test mode
 
   // With a peer monitor over the group's ranks (peer_monitor.h), which names lost and stuck ranks and ends the
   // waits in flight when one is lost (GlooCommunicator's, and Python's DualPipe's).
