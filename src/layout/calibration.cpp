@@ -74,7 +74,8 @@ void fit_rate(Calibration& c, ClusterSpec& cluster, const Modelled& modelled_at)
   DUALPIPE_REQUIRE(c.matmul_efficiency <= 1, "--calibrate '", c.source, "': the run computed at ",
                    100 * c.matmul_efficiency, "% of the cluster's peak_tflops=", cluster.peak_tflops,
                    "; a rate above peak means peak_tflops is too low for this machine");
-  cluster.attention_efficiency = std::min(1.0, cluster.attention_efficiency * c.matmul_efficiency / c.stated_efficiency);
+  const double scale = c.matmul_efficiency / c.stated_efficiency;
+  cluster.attention_efficiency = std::min(1.0, cluster.attention_efficiency * scale);
   cluster.matmul_efficiency = c.matmul_efficiency;
 }
 

@@ -197,7 +197,8 @@ void Mailbox::post_tensors(Peer& peer, Incoming& in, const MessageShape& shape, 
   const int consumer = in.key.direction == Direction::Forward ? in.key.producer + 1 : in.key.producer - 1;
   const c10::Device device = setup_.stage_devices.at(static_cast<size_t>(consumer));
   for (size_t i = 0; i < shape.shapes.size(); ++i) {
-    in.message.tensors.push_back(torch::empty(shape.shapes[i], torch::TensorOptions().dtype(shape.dtypes[i]).device(device)));
+    const auto options = torch::TensorOptions().dtype(shape.dtypes[i]).device(device);
+    in.message.tensors.push_back(torch::empty(shape.shapes[i], options));
     if (in.message.tensors.back().numel() > 0)
       in.works.push_back(setup_.communicator->irecv(in.message.tensors.back(), peer.rank, tag));
   }

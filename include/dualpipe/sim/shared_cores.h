@@ -30,9 +30,9 @@ struct SharedCoresStep {
 // The schedule simulated under processor sharing: `replicas` copies of the pipeline run in step (data-parallel
 // replicas), so at any moment replicas x (the pipeline's ranks computing) processes want `cores` cores, and each
 // runs at min(1, cores / wanting) of its speed. `updates[r]` is rank r's work after its last action (the
-// optimizer; none where not given), which shares the cores as well. Solved as a fixed point: each action's duration is its cost
-// (duration_on, with the costs' comm and gap as in `simulate`) times the mean slowdown over its interval in the
-// previous timeline, damped, until the step settles.
+// optimizer; none where not given), which shares the cores as well. Solved as a fixed point: each action's
+// duration is its cost (duration_on, with the costs' comm and gap as in `simulate`) times its slowdown over its
+// interval in the previous timeline, damped, until the step settles.
 SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores,
                                          const std::vector<double>& updates = {});
 
