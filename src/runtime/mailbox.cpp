@@ -164,9 +164,9 @@ void Mailbox::post(Peer& peer) {
         return;
       } else if (!in.header_arrived) {
         return;  // complete() waits for it and resumes
-      } else if (!in.guessed || !(header_shape(in.header) == *guess(in.key, peer.rank))) {
+      } else if (const MessageShape sent = header_shape(in.header); !in.guessed || !matches_guess(in, peer, sent)) {
         if (in.guessed) set_aside_guess(in);  // the sender's zeros arrive in the buffers posted at the guess
-        post_tensors(peer, in, header_shape(in.header), tag_);
+        post_tensors(peer, in, sent, tag_);
       }
     } catch (const comm::CommError& e) {
       fail(e, in.key, true, peer.rank);
@@ -205,6 +205,10 @@ void Mailbox::post_tensors(Peer& peer, Incoming& in, const MessageShape& shape, 
   in.message.requires_grad = shape.requires_grad;
 }
 
+bool Mailbox::matches_guess(const Incoming& in, const Peer& peer, const MessageShape& sent) const {
+  return sent == *guess(in.key, peer.rank);
+}
+
 // The buffers posted at a guess the message did not match: the sender's zeros land there, its tensors after.
 void Mailbox::set_aside_guess(Incoming& in) {
   in.guessed_buffers = std::move(in.message.tensors);
@@ -235,10 +239,10 @@ void Mailbox::complete(Peer& peer, Incoming& in) {
   if (in.header_work && !in.header_arrived) {
     wait_for(*in.header_work, in.key, true, peer.rank);
     in.header_arrived = true;
-    if (ahead_ && in.guessed && !(header_shape(in.header) == *guess(in.key, peer.rank))) {
+    if (const MessageShape sent = header_shape(in.header); ahead_ && in.guessed && !matches_guess(in, peer, sent)) {
       set_aside_guess(in);  // its tensors come again, at their own shapes, on their own tag
       try {
-        post_tensors(peer, in, header_shape(in.header), resent_tag_);
+        post_tensors(peer, in, sent, resent_tag_);
       } catch (const comm::CommError& e) {
         fail(e, in.key, true, peer.rank);
       }

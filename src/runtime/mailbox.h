@@ -104,6 +104,7 @@ class Mailbox {
   void post_header(Peer& peer, Incoming& in);
   void post_tensors(Peer& peer, Incoming& in, const MessageShape& shape, int tag);
   static void set_aside_guess(Incoming& in);
+  bool matches_guess(const Incoming& in, const Peer& peer, const MessageShape& sent) const;
   MessageShape declared_shape(const MessageKey& key) const;
   const MessageShape* guess(const MessageKey& key, int peer) const;
   void learn(const MessageKey& key, int peer, const MessageShape& shape);

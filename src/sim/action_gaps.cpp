@@ -17,18 +17,21 @@ double lower_quartile(std::vector<double> values) {
 }
 
 void add_gaps(std::vector<ActionSpan> actions, std::vector<double>& gaps) {
-  std::sort(actions.begin(), actions.end(), [](const ActionSpan& a, const ActionSpan& b) { return a.start < b.start; });
-  for (std::size_t i = 1, last = 0; i < actions.size(); ++i) {
-    if (actions[i].start < actions[last].end) {  // inside the previous one: not an action of its own
-      if (actions[i].end > actions[last].end) last = i;
-      continue;
-    }
-    gaps.push_back(actions[i].start - actions[last].end);
-    last = i;
-  }
+  const std::vector<ActionSpan> top = top_level(std::move(actions));
+  for (std::size_t i = 1; i < top.size(); ++i) gaps.push_back(top[i].start - top[i - 1].end);
 }
 
 }  // namespace
+
+std::vector<ActionSpan> top_level(std::vector<ActionSpan> spans) {
+  std::sort(spans.begin(), spans.end(), [](const ActionSpan& a, const ActionSpan& b) { return a.start < b.start; });
+  std::vector<ActionSpan> top;
+  for (ActionSpan& s : spans) {
+    if (top.empty() || s.start >= top.back().end) top.push_back(std::move(s));
+    else top.back().end = std::max(top.back().end, s.end);  // inside it: not an action of its own
+  }
+  return top;
+}
 
 std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,
                                               const std::function<bool(const std::string&)>& is_action) {

@@ -26,6 +26,10 @@ using StepActions = std::vector<std::vector<std::vector<ActionSpan>>>;
 // a step on any rank.
 std::optional<double> host_gap_between_actions(const StepActions& actions);
 
+// The actions among `spans`, in time order: a span that starts inside an earlier one is a part of it (a phase),
+// which then lasts until the later of their ends.
+std::vector<ActionSpan> top_level(std::vector<ActionSpan> spans);
+
 // A profiler trace's actions, the regions `is_action` names, cut by its ProfilerStep regions (one step without
 // any; none for a trace of several processes, whose occurrences are not one timeline).
 std::vector<std::vector<ActionSpan>> steps_of(const KinetoSummary& summary,

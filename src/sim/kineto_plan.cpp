@@ -72,10 +72,9 @@ void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const Kin
   }
 }
 
-}  // namespace
-
-KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& names,
-                             std::optional<SharedCores>* shared_cores) {
+// kineto_run_costs, which also gives the schedule the traces name (read once: a large one takes a while).
+KinetoCosts run_costs(const KinetoRanks& ranks, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
+                      std::optional<Schedule>& schedule) {
   bool several_hosts = false;
   const std::optional<SharedHost> shared = shared_host(ranks, work_regions(names), &several_hosts);
   std::vector<const KinetoSummary*> measured, summaries;
@@ -94,16 +93,24 @@ KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& na
   if (several_hosts)
     costs.warnings.push_back("the ranks ran on several hosts: any slowdown from sharing their cores is in the "
                              "costs, not modelled");
-  if (const std::optional<Schedule> schedule = schedule_of(ranks)) read_schedule_waits(costs, *schedule, ranks);
+  schedule = schedule_of(ranks);
+  if (schedule) read_schedule_waits(costs, *schedule, ranks);
   return costs;
+}
+
+}  // namespace
+
+KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& names,
+                             std::optional<SharedCores>* shared_cores) {
+  std::optional<Schedule> schedule;
+  return run_costs(ranks, names, shared_cores, schedule);
 }
 
 KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names, int ranks_given) {
   KinetoRun run;
-  run.costs = kineto_run_costs(ranks, names, &run.shared_cores);
+  run.costs = run_costs(ranks, names, &run.shared_cores, run.schedule);
   run.slowest_rank = ranks.ranks[ranks.slowest].rank;
   run.measured_step = ranks.ranks[ranks.slowest].step;
-  run.schedule = schedule_of(ranks);
   if (!run.schedule) {
     if (ranks_given > 0 && run.costs.stages > 0) {
       DUALPIPE_REQUIRE(run.costs.stages >= ranks_given, "the profiler traces' regions name ", run.costs.stages,

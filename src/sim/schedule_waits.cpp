@@ -56,15 +56,6 @@ std::vector<Product> inputs_of(const Action& a, int stages) {
   return needs;
 }
 
-// Each rank's top-level actions of one step in time order (a region starting inside another is a part of it).
-std::vector<ActionSpan> top_level(std::vector<ActionSpan> spans) {
-  std::sort(spans.begin(), spans.end(), [](const ActionSpan& a, const ActionSpan& b) { return a.start < b.start; });
-  std::vector<ActionSpan> top;
-  for (ActionSpan& s : spans)
-    if (top.empty() || s.start >= top.back().end) top.push_back(std::move(s));
-  return top;
-}
-
 std::optional<MeanWait> mean_of(const std::vector<double>& waits) {
   if (waits.empty()) return std::nullopt;
   return MeanWait{std::accumulate(waits.begin(), waits.end(), 0.0) / static_cast<double>(waits.size()),
