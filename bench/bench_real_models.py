@@ -6,7 +6,9 @@ Ours and PyTorch's run in the same processes, on copies of the same stages, one 
 see the same machine; every step is timed between barriers. The reference (its package is also named dualpipe) runs
 in processes of its own, right after ours alone in the same way, and is compared with that. Prints per case the
 median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
-activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each.
+activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each, and
+the busiest rank's time in compute actions under ours (record_actions): with the same arithmetic, no runtime's step
+is much below it.
 
     python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
                                       [--microbatches 8] [--sequences 2] [--seq-len 64] [--dim 256]
@@ -91,7 +93,7 @@ def our_step(modules, rank, x, y, microbatches, reference, width):
         torch.cuda.current_device = lambda: "cpu"
         dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], width)])
         dualpipe.set_p2p_tensor_dtype(torch.float32)
-    pipe = dualpipe.DualPipeV(tuple(modules))
+    pipe = dualpipe.DualPipeV(tuple(modules), **({} if reference else {"record_actions": True}))
 
     def step():
         if rank == 0:
@@ -99,7 +101,13 @@ def our_step(modules, rank, x, y, microbatches, reference, width):
             return loss.detach()
         pipe.step(num_chunks=microbatches)
         return None
+    step.pipe = pipe
     return step
+
+
+def computing_seconds(actions):
+    """Of a step's recorded actions, the time in compute (forwards, backwards, their pairs; not the messages)."""
+    return sum(end - start for name, start, end in actions if "SEND" not in name and "RECV" not in name)
 
 
 def torch_step(modules, indices, rank, ranks, x, y, microbatches):
@@ -143,6 +151,7 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
             steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches, runtime == "reference",
                                       config.dim)
     times = {r: [] for r in runtimes}
+    computing = []  # ours: this rank's time in compute actions, per timed step
     first_loss, peak = {}, {}
     for i in range(args.steps + 2):
         for runtime in runtimes:
@@ -164,12 +173,15 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
                 peak[runtime] = meter.peak
             else:
                 times[runtime].append(elapsed)
+                if runtime == "ours":
+                    computing.append(computing_seconds(steps[runtime].pipe.last_step_actions()))
             for m in copies[runtime]:
                 m.zero_grad(set_to_none=True)
-    peaks = [None] * ranks
+    peaks, computings = [None] * ranks, [None] * ranks
     dist.all_gather_object(peaks, peak)
+    dist.all_gather_object(computings, computing)
     if rank == 0:
-        torch.save({"times": times, "loss": first_loss, "peaks": peaks}, out)
+        torch.save({"times": times, "loss": first_loss, "peaks": peaks, "computing": computings}, out)
     dist.destroy_process_group()
 
 
@@ -208,6 +220,12 @@ def report(case, result, runtimes, args):
         print(f"  {NAMES[r]:<26}{medians[r] * 1e3:>10.1f}{min(t) * 1e3:>9.1f}-{max(t) * 1e3:<8.1f}"
               f"{tokens / medians[r]:>10.0f}{diff:>11.3g}  {mib}")
     print(f"  ours / {NAMES['torch']}: {medians['ours'] / medians['torch']:.3f}")
+    # Both runtimes do the same arithmetic: with a core per rank, the busiest rank's compute is a floor under any of
+    # their steps (with fewer cores, the compute actions' times include waits for a core).
+    busiest = max(statistics.median(c) for c in result["computing"])
+    floor = (f"at best {busiest / medians['torch']:.3f} of {NAMES['torch']}'s step without less arithmetic"
+             if ranks <= (os.cpu_count() or 1) else "not a floor: more ranks than cores")
+    print(f"  our busiest rank computed {busiest * 1e3:.1f} ms a step (median): {floor}")
     if "reference" in medians:
         print(f"  ours alone / {NAMES['reference']}: {medians['ours alone'] / medians['reference']:.3f}")
     return medians
