@@ -1,5 +1,6 @@
 """The two chains of an overlapped pair (`dualpipe.overlap_moe`): threads that take turns, and where a chain gives
 the turn. The rules are in moe_overlap's docstring; this module holds their mechanics."""
+import atexit
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
@@ -11,6 +12,7 @@ from . import phases
 
 _local = threading.local()  # .chain: the chain this thread runs, if any
 _groups: Dict[Tuple[object, str], dist.ProcessGroup] = {}  # (a layer's group, a chain's role): the chain's own
+atexit.register(_groups.clear)  # let go of them at the program's end (deepseek.py, _close_pipelines, says why)
 _last_runs: Dict[Tuple[int, str], "Timeline"] = {}  # (id of the stage, a chain's role): that chain's last run
 # How long an all-to-all takes from its issue to its arrival, from the last ones a chain found not arrived.
 _exchange_times: List[float] = []

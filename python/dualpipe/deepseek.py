@@ -19,11 +19,13 @@ boundary).
 """
 from __future__ import annotations
 
+import atexit
 import math
 import operator
 import os
 import signal
 import threading
+import weakref
 from collections.abc import Sequence as _Sequence
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
@@ -95,6 +97,20 @@ _MAX_TIMEOUT = 86400
 
 # Held by the step running in this process.
 _stepping = threading.Lock()
+
+# Every DualPipe and DualPipeV alive, closed at the program's end before the interpreter begins to end: a process
+# group's backend thread that still holds the program's last collective needs the interpreter's lock to drop it, and
+# once the interpreter is ending it exits instead, ending the process with std::terminate (1 run in 4 of
+# bench_real_models did). Closing, without the lock, ends the pipelines' threads, lets go of their groups and gives
+# those threads the lock to finish (runtime_module.cpp, Pipeline::close).
+_alive: "weakref.WeakSet" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_pipelines() -> None:
+    for pipe in list(_alive):
+        pipe._let_go()
+
 
 # Pipelines built on each group so far in this process (every rank builds them in the same order).
 _pipelines_built = {}
@@ -260,6 +276,7 @@ class DualPipe(nn.Module):
         self._weights = utils._WeightBatches()  # the executor's hands on dualpipe.utils.WeightGradStore
         self._last = None  # the pipeline of the last step
         self._held = None  # _placement()
+        _alive.add(self)
 
     @property
     def record_actions(self) -> bool:
@@ -301,6 +318,14 @@ class DualPipe(nn.Module):
                 self._weights if self.defer_weight_grads else None, self.record_actions,
                 self.stall_report_after, self.stall_report_dir)
         return self._pipelines[num_chunks]
+
+    def _let_go(self) -> None:
+        """At the program's end: ends the pipelines' threads and lets go of the process groups."""
+        for pipeline in self._pipelines.values():
+            pipeline.close()
+        self._pipelines.clear()
+        self._last = None
+        self.group = self.dp_group = None
 
     def _check_same_num_chunks(self, num_chunks: int) -> None:
         """Every rank of the group builds its pipeline for a num_chunks at the same step, in the same order, with

@@ -119,6 +119,19 @@ class Pipeline {
     stall_watch_ = std::make_unique<runtime::StallWatch>(executor_->flight_recorder(), monitor_.get(), watch);
   }
 
+  // A thread of the process group's backend needs the interpreter's lock to drop a tensor of Python's (the last
+  // collective's); once the interpreter has begun to end, such a thread exits instead, and the process ends with
+  // std::terminate. So a pipeline closes before that (deepseek.py's exit handler), and whenever it is collected,
+  // without the lock: its own threads end, it lets go of the group, and the backend's threads get the lock to finish.
+  ~Pipeline() { close(); }
+  void close() {
+    if (!executor_ && !stall_watch_ && !monitor_) return;
+    py::gil_scoped_release release;
+    stall_watch_.reset();
+    executor_.reset();
+    monitor_.reset();
+  }
+
   // Returns (losses, outputs) of the micro-batches whose loss this rank computes, in order. `interruptible`: Python's
   // default SIGINT handler is installed, and Ctrl-C ends the step's waits (interrupt_watch.h).
   py::tuple step(std::vector<Tensors> inputs, std::vector<Tensors> labels, py::object criterion, bool return_outputs,
@@ -128,7 +141,7 @@ class Pipeline {
     args.microbatch_labels = std::move(labels);
     step_callables_->criterion = criterion.is_none() ? nullptr : share(std::move(criterion));
     if (step_callables_->criterion) args.criterion = python_criterion(step_callables_->criterion);
-    args.num_microbatches = executor_->lowered_schedule().num_microbatches;
+    args.num_microbatches = executor().lowered_schedule().num_microbatches;
     args.return_outputs = return_outputs;
     runtime::StepResult result;
     try {
@@ -138,7 +151,7 @@ class Pipeline {
         interrupts.emplace([monitor = monitor_, rank = rank_] {
           monitor->announce({rank, concat("rank ", rank, " was interrupted (KeyboardInterrupt)")});
         });
-      result = executor_->step(args);
+      result = executor().step(args);
     } catch (const comm::CommError&) {
       step_callables_->criterion = nullptr;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Ctrl-C ended the waits: KeyboardInterrupt
@@ -156,7 +169,7 @@ class Pipeline {
     step_callables_->criterion = nullptr;
     Tensors losses;
     std::vector<Tensors> outputs;
-    for (int m : executor_->loss_microbatches()) {
+    for (int m : executor().loss_microbatches()) {
       if (result.losses[m].defined()) losses.push_back(result.losses[m]);
       if (return_outputs) outputs.push_back(result.outputs[m]);
     }
@@ -170,9 +183,9 @@ class Pipeline {
     const auto seconds = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double>(t.time_since_epoch()).count();
     };
-    const auto& actions = executor_->lowered_schedule().actions[executor_->pipeline_rank()];
-    for (const runtime::ActionRecord& r : executor_->recorded_actions())
-      if (r.step == executor_->steps_run() - 1)
+    const auto& actions = executor().lowered_schedule().actions[executor().pipeline_rank()];
+    for (const runtime::ActionRecord& r : executor().recorded_actions())
+      if (r.step == executor().steps_run() - 1)
         out.emplace_back(to_string(actions[r.index]), seconds(r.start), seconds(r.end));
     return out;
   }
@@ -182,12 +195,17 @@ class Pipeline {
   void refuse(const std::string& why) { fail(why, /*invalid_input=*/true); }
 
   // DualPipe.record_actions changed after this pipeline was built: from the next step.
-  void set_recording(bool on) { executor_->set_recording(on); }
+  void set_recording(bool on) { executor().set_recording(on); }
 
-  const std::vector<int>& entering() const { return executor_->entering_microbatches(); }
-  const std::vector<int>& loss_owned() const { return executor_->loss_microbatches(); }
+  const std::vector<int>& entering() const { return executor().entering_microbatches(); }
+  const std::vector<int>& loss_owned() const { return executor().loss_microbatches(); }
 
  private:
+  runtime::Executor& executor() const {
+    DUALPIPE_REQUIRE(executor_, "this pipeline was closed (its process group let go) and cannot run again");
+    return *executor_;
+  }
+
   // An exception as the peers read it. A Python exception raised in a backward comes through autograd as torch's
   // python_error, whose text is the exception's alone (pybind11's, from a forward, starts with the type already):
   // its type's name goes in front, as Python prints it.
@@ -204,7 +222,7 @@ class Pipeline {
     step_callables_->criterion = nullptr;
     const std::string prefix = concat("rank ", rank_, ":");
     const bool named = what.rfind(prefix, 0) == 0 || what.rfind(concat("rank ", rank_, " "), 0) == 0;
-    monitor_->announce({rank_, named ? what : concat(prefix, " ", what), invalid_input});
+    if (monitor_) monitor_->announce({rank_, named ? what : concat(prefix, " ", what), invalid_input});
   }
 
   static std::shared_ptr<comm::PeerMonitor> make_monitor(const c10d::ProcessGroup& group, const MonitorSpec& spec,
@@ -324,6 +342,7 @@ PYBIND11_MODULE(_runtime, m) {
       .def("last_step_actions", &Pipeline::last_step_actions)
       .def("set_recording", &Pipeline::set_recording, py::arg("on"))
       .def("refuse", &Pipeline::refuse, py::arg("why"))
+      .def("close", &Pipeline::close)
       .def_property_readonly("entering_microbatches", &Pipeline::entering)
       .def_property_readonly("loss_microbatches", &Pipeline::loss_owned);
 }

@@ -5,7 +5,8 @@ every weight gradient that the reference's LinearFunc put aside in WeightGradSto
 Gloo and under NCCL's rules on Gloo (DUALPIPE_NCCL_RULES=1: directional channels, messages matched by order alone),
 at 2, 4 and 8 processes; and the errors of bad input (issue 52's among them: losses outside the autograd graph,
 concurrent steps, num_chunks differing between ranks, timeouts and memory sizes that are not numbers); and a failure
-or Ctrl-C on one of two ranks as the other sees it (deepseek_failures.py)."""
+or Ctrl-C on one of two ranks as the other sees it (deepseek_failures.py); and a program's end with its pipeline
+alive (exit_checks.py)."""
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("torch")
 EXAMPLES = os.path.join(os.path.dirname(__file__), "deepseek_examples.py")
 FAILURES = os.path.join(os.path.dirname(__file__), "deepseek_failures.py")
+EXIT_CHECKS = os.path.join(os.path.dirname(__file__), "exit_checks.py")
 # The reference's sizes at 4 ranks; 2 and 8 ranks narrower, so that 8 processes fit 2 cores.
 SMALL = ("--hidden", "64", "--seq-len", "16")
 
@@ -71,6 +73,15 @@ def test_failures_on_one_rank_are_named_on_the_other():
     done = subprocess.run([sys.executable, FAILURES], capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failure: every check passed" in done.stdout, done.stdout
+
+
+def test_a_program_ends_with_its_pipeline_closed_and_status_0():
+    done = subprocess.run([sys.executable, EXIT_CHECKS, "--runs", "3"], capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "exit checks: 3 of 3 runs ended well" in done.stdout, done.stdout
+    for rank in (0, 1):
+        assert f"rank {rank}: at exit the pipeline let go of its group and refused to run: this pipeline was closed" \
+            in done.stdout, done.stdout
 
 
 def test_the_runtime_places_the_stages_as_the_reference_documents():
