@@ -220,14 +220,16 @@ def report(case, result, runtimes, args):
         print(f"  {NAMES[r]:<26}{medians[r] * 1e3:>10.1f}{min(t) * 1e3:>9.1f}-{max(t) * 1e3:<8.1f}"
               f"{tokens / medians[r]:>10.0f}{diff:>11.3g}  {mib}")
     print(f"  ours / {NAMES['torch']}: {medians['ours'] / medians['torch']:.3f}")
-    # Both runtimes do the same arithmetic: with a core per rank, the busiest rank's compute is a floor under any of
-    # their steps (with fewer cores, the compute actions' times include waits for a core).
+    # All the runtimes do the same arithmetic: with a core per rank, the busiest rank's compute is a floor under any
+    # of their steps (with fewer cores, the compute actions' times include waits for a core).
     busiest = max(statistics.median(c) for c in result["computing"])
+    a_floor = ranks <= (os.cpu_count() or 1)
     floor = (f"at best {busiest / medians['torch']:.3f} of {NAMES['torch']}'s step without less arithmetic"
-             if ranks <= (os.cpu_count() or 1) else "not a floor: more ranks than cores")
+             if a_floor else "not a floor: more ranks than cores")
     print(f"  our busiest rank computed {busiest * 1e3:.1f} ms a step (median): {floor}")
     if "reference" in medians:
-        print(f"  ours alone / {NAMES['reference']}: {medians['ours alone'] / medians['reference']:.3f}")
+        print(f"  ours alone / {NAMES['reference']}: {medians['ours alone'] / medians['reference']:.3f}"
+              + (f" (compute alone: {busiest / medians['reference']:.3f})" if a_floor else ""))
     return medians
 
 
