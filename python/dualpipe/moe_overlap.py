@@ -22,7 +22,9 @@ arrived), and the same chain's last run computed at least as long from this poin
 last ones a chain had to wait for. Computing time is what the ranks of an expert group share, so they mostly give
 the turn at the same points; where they do not, the order in which a rank issues the two chains' exchanges differs
 from its peers', so each chain issues them on a group of its own (the same ranks as the MoE layer's group, made on
-the first pair's exchange), where every rank issues them in the chain's program order.
+the first pair's exchange), where every rank issues them in the chain's program order. Where waiting for an exchange
+never holds the host up (NCCL on a GPU, whose wait orders the streams), no exchange's time is known and the chains
+give the turn at exchanges only.
 
 Parameter gradients of an overlapped pair are computed with its backward (not deferred to a W action), as with
 `dualpipe.phases`. Outside a pair (a lone forward or backward) the module runs as written. To see the exchanges,
