@@ -8,23 +8,10 @@ them, with no phase list (docs/python.md, "MoE overlap without phases").
 In an overlapped pair the forward of one micro-batch and the backward of another run as two chains, each on a thread
 of its own but one at a time, in DeepSeek's order (DeepSeek-V3, section 3.2.1): the backward first; each chain runs
 until it issues an all-to-all, which then travels while the other chain computes, and waits for it only when its turn
-comes back. The all-to-alls are the `torch.distributed.all_to_all_single` calls of floating-point tensors that the
-MoE layers' dispatch and combine make, and, in the backward, those that their autograd Functions make to send the
-gradients back (exchanges of integers, such as the tokens' counts per expert, run at once). The maths and its order
-within each chain are the module's own, so the results equal a forward followed by a backward, to the bit.
-
-A chain that ran long stretches without an exchange (a dense layer, a chain's last layers) to their end would leave
-the other's exchanges bare, so the computing chain also gives the turn at the boundaries of the stages' submodules
-(before each one's forward, and in the backward before its gradient flows through it) where two things hold by
-computing time: this turn has computed for half an all-to-all's time (the other chain's exchange has mostly
-arrived), and the same chain's last run computed at least as long from this point to its next exchange or its end
-(what is left can hide the other's next one). An all-to-all's time is the median, from issue to arrival, of the
-last ones a chain had to wait for. Computing time is what the ranks of an expert group share, so they mostly give
-the turn at the same points; where they do not, the order in which a rank issues the two chains' exchanges differs
-from its peers', so each chain issues them on a group of its own (the same ranks as the MoE layer's group, made on
-the first pair's exchange), where every rank issues them in the chain's program order. Where waiting for an exchange
-never holds the host up (NCCL on a GPU, whose wait orders the streams), no exchange's time is known and the chains
-give the turn at exchanges only.
+comes back. The all-to-alls are the `torch.distributed.all_to_all_single` calls of floating-point tensors that the MoE
+layers' dispatch and combine make, and, in the backward, those that their autograd Functions make to send the
+gradients back (exchanges of integers, such as the tokens' counts per expert, run at once). The maths and
+its order within each chain are the module's own, so the results equal a forward followed by a backward, to the bit.
 
 Parameter gradients of an overlapped pair are computed with its backward (not deferred to a W action), as with
 `dualpipe.phases`. Outside a pair (a lone forward or backward) the module runs as written. To see the exchanges,
@@ -32,56 +19,68 @@ Parameter gradients of an overlapped pair are computed with its backward (not de
 original at once. Code that imported the function by name, or uses functional collectives, is not seen: its
 exchanges run where they stand, correct but not overlapped.
 """
+import threading
 from typing import Callable, List, Optional
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from . import _overlap_chains as chains
+from . import phases
 
 __all__ = ["overlap_moe"]
 
+_local = threading.local()  # .chain: the chain this thread runs, if any
 _issue_all_to_all: Optional[Callable] = None  # torch.distributed.all_to_all_single as it was before we wrapped it
 
 
+class _Chain:
+    """Runs `fn` on a thread of its own, a turn at a time: a turn ends where `fn` issues an exchange, or returns."""
+
+    def __init__(self, fn: Callable, every_exchange: bool):
+        self.fn, self.every_exchange = fn, every_exchange
+        self.inside_exchange_part = 0  # > 0 while a forward runs a MoE layer's dispatch or combine
+        self.result = self.error = None
+        self.done = False
+        self._go, self._back = threading.Semaphore(0), threading.Semaphore(0)
+        self._thread = threading.Thread(target=self._main, daemon=True, name="dualpipe-overlap")
+        self._thread.start()
+
+    def _main(self):
+        _local.chain = self
+        self._go.acquire()
+        try:
+            self.result = self.fn()
+        except BaseException as error:  # noqa: BLE001 - raised again on the calling thread
+            self.error = error
+        finally:
+            self.done = True
+            self._back.release()
+
+    def turn(self):
+        """From the driving thread: runs the chain until its next exchange is under way, or its end."""
+        self._go.release()
+        self._back.acquire()
+
+    def pause(self):
+        """From the chain's thread: gives the turn back."""
+        self._back.release()
+        self._go.acquire()
+
+    def yields_at_exchanges(self) -> bool:
+        return self.every_exchange or self.inside_exchange_part > 0
+
+
 def _all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
-    chain = chains.current()
-    if chain is None or async_op:
+    chain = getattr(_local, "chain", None)
+    # Integer exchanges (a dispatch's counts per expert) are metadata the next exchange's sizes wait for: they run
+    # at once, so that the turn is given where tokens or their gradients travel.
+    if chain is None or async_op or not chain.yields_at_exchanges() or not input.is_floating_point():
         return _issue_all_to_all(output, input, output_split_sizes, input_split_sizes, group=group, async_op=async_op)
-    group = chain.group_of(group)
-    if not chain.yields_at_exchanges() or not input.is_floating_point():
-        # Integer exchanges (a dispatch's counts per expert) are metadata the next exchange's sizes wait for: they
-        # run at once, so that the turn is given where tokens or their gradients travel.
-        chain.at_once(lambda: _issue_all_to_all(output, input, output_split_sizes, input_split_sizes, group=group))
-        return None
-    chain.give_turn_during(_issue_all_to_all(output, input, output_split_sizes, input_split_sizes, group=group,
-                                             async_op=True))
+    work = _issue_all_to_all(output, input, output_split_sizes, input_split_sizes, group=group, async_op=True)
+    chain.pause()  # the other chain computes while the exchange travels
+    phases.wait_within_step(work, "an all-to-all of the overlapped MoE block")
     return None
-
-
-def _yield_point(*_) -> None:
-    """At a submodule's boundary: gives the turn to the other chain where that is worth it."""
-    chain = chains.current()
-    if chain is not None and chain.worth_giving_turn():
-        chain.pause()
-
-
-def _yield_points_in_backward(_module, _inputs, outputs) -> None:
-    """A forward hook: the gradients of the module's outputs reach _yield_point before its backward runs."""
-    for t in outputs if isinstance(outputs, (tuple, list)) else (outputs,):
-        if isinstance(t, torch.Tensor) and t.requires_grad:
-            t.register_hook(_yield_point)
-
-
-def _add_yield_points(stage: nn.Module) -> None:
-    if getattr(stage, "_dualpipe_yield_points", False):
-        return
-    for module in stage.modules():
-        if module is not stage:
-            module.register_forward_pre_hook(_yield_point)
-            module.register_forward_hook(_yield_points_in_backward)
-    stage._dualpipe_yield_points = True
 
 
 def _in_threads_state(fn: Callable) -> Callable:
@@ -103,6 +102,18 @@ def _in_threads_state(fn: Callable) -> Callable:
     return run
 
 
+def _run(chains: List[_Chain]) -> None:
+    live = list(chains)
+    while live:
+        for chain in list(live):
+            chain.turn()
+            if chain.done:
+                live.remove(chain)
+    for chain in chains:
+        if chain.error is not None:
+            raise chain.error
+
+
 def _overlapped_forward_backward(cls, module0, inputs0, criterion0, labels0, module1, loss1, outputs1,
                                  output_grads1):
     def backward():
@@ -121,16 +132,16 @@ def _overlapped_forward_backward(cls, module0, inputs0, criterion0, labels0, mod
             loss = criterion0(*outs, *labels0) if criterion0 is not None else None
         return outputs, loss
 
-    b = chains.Chain(_in_threads_state(backward), "backward", every_exchange=True, stage=module1)
-    f = chains.Chain(_in_threads_state(forward), "forward", every_exchange=False, stage=module0)
-    chains.run(b, f)
+    b = _Chain(_in_threads_state(backward), every_exchange=True)
+    f = _Chain(_in_threads_state(forward), every_exchange=False)
+    _run([b, f])  # DeepSeek's order: the backward's turn first
     return f.result
 
 
 def _exchange_part(method: Callable) -> Callable:
     """A MoE layer's dispatch or combine: the all-to-alls it issues in a forward chain end the chain's turn."""
     def part(*args, **kwargs):
-        chain = chains.current()
+        chain = getattr(_local, "chain", None)
         if chain is None:
             return method(*args, **kwargs)
         chain.inside_exchange_part += 1
@@ -177,8 +188,6 @@ def overlap_moe(*stages: nn.Module, dispatch: str = "dispatch", combine: str = "
     if _issue_all_to_all is None:
         _issue_all_to_all = dist.all_to_all_single
         dist.all_to_all_single = _all_to_all_single
-    for stage in stages:
-        _add_yield_points(stage)
     for kind in {type(s) for s in stages}:
         kind.overlapped_forward_backward = classmethod(_overlapped_forward_backward)
     return layers

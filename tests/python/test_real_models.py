@@ -3,7 +3,6 @@ DualPipeV against one process, the same with the sequence length changing betwee
 dualpipe.pytorch.ScheduleDualPipeV against PyTorch's own ScheduleDualPipeV on the same PipelineStages, and stages
 wrapped in FSDP2 at PP 2 x DP 2 (real_model_checks.py)."""
 import os
-import re
 import subprocess
 import sys
 
@@ -59,19 +58,6 @@ def test_overlap_moe_is_bit_identical_to_no_overlap_and_interleaves():
     assert "moe overlap: every check passed" in done.stdout
     for rank in range(4):
         assert f"rank {rank}: overlap bit-identical to no overlap" in done.stdout, done.stdout
-
-
-def test_overlap_moe_gives_the_turn_within_layers_and_stays_bit_identical():
-    """On the emulated device the first and last stages' dense layer is a long stretch without exchanges, where the
-    chains give the turn at submodule boundaries: the exchanges of the two chains then leave in another order than
-    without those turns, and the results must still equal the run without overlap."""
-    done = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "moe_overlap_checks.py"),
-                           "--emulate", "4", "--steps", "3", "--layers", "8"],
-                          capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stdout + done.stderr
-    for rank in (0, 2):  # the first and last stages' ranks
-        given = re.search(rf"rank {rank}: overlap bit-identical .*?, (\d+) at submodule boundaries", done.stdout)
-        assert given and int(given.group(1)) > 0, done.stdout
 
 
 def test_overlap_moe_names_what_it_did_not_find():
