@@ -9,8 +9,9 @@ first (deepseek.py, _close_pipelines), without the lock.
 
 Runs the two-rank program N times (default 3), each rank a fresh interpreter as torchrun starts them (multiprocessing's
 forked children skip the interpreter's end), and exits 0 when every run ended with status 0. The first run checks,
-from an exit handler that runs before dualpipe's, that after it the pipeline let go of its group and refuses to run,
-naming why. --keep-open unregisters dualpipe's handler (the behaviour before)."""
+from an exit handler registered before dualpipe is imported (so that it runs after dualpipe's), that the pipeline
+let go of its group and refuses to run, naming why. --keep-open unregisters dualpipe's handler (the behaviour
+before), and that check fails."""
 import argparse
 import atexit
 import os
