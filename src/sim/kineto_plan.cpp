@@ -134,7 +134,9 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   std::vector<double> updates(s.num_ranks, run.costs.update);
   if (static_cast<int>(run.costs.rank_updates.size()) == s.num_ranks) updates = run.costs.rank_updates;
   if (run.shared_cores) {
-    const SharedCoresStep step = simulate_on_shared_cores(s, per_stage, 1, run.shared_cores->cores, updates);
+    // Data-parallel replicas run the same schedule in step, on the same cores.
+    const int replicas = traces / s.num_ranks;
+    const SharedCoresStep step = simulate_on_shared_cores(s, per_stage, replicas, run.shared_cores->cores, updates);
     run.simulated_pipeline = step.makespan;
     run.simulated_step = step.step;
     run.shared_cores->simulated_slowdown = step.mean_slowdown;

@@ -93,14 +93,12 @@ ScheduleWaits schedule_waits(const TimedSteps& steps, int stages) {
   return out;
 }
 
-ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
-                             const std::vector<double>& clock_offsets) {
-  const int R = schedule.num_ranks;
-  if (static_cast<int>(ranks.size()) != R) return {};
-  std::vector<std::vector<Action>> compute(R);
-  for (int r = 0; r < R; ++r)
-    for (const Action& a : schedule.actions[r])
-      if (a.is_compute()) compute[r].push_back(a);
+namespace {
+
+// The steps of one pipeline's traces (`ranks[r]` its rank r's) whose compute regions match the schedule's actions.
+void add_matching_steps(const std::vector<std::vector<Action>>& compute, const KinetoSummary* const* ranks,
+                        const double* clock_offsets, TimedSteps& steps) {
+  const int R = static_cast<int>(compute.size());
   const auto is_action = [](const std::string& name) { return name.find(" stage ") != std::string::npos; };
   std::vector<std::vector<std::vector<ActionSpan>>> regions(R);  // [rank][step]
   std::size_t common = std::numeric_limits<std::size_t>::max();
@@ -108,7 +106,6 @@ ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const K
     regions[r] = steps_of(*ranks[r], is_action);
     common = std::min(common, regions[r].size());
   }
-  TimedSteps steps;
   for (std::size_t k = 0; k < common; ++k) {
     std::vector<std::vector<TimedAction>> step(R);
     bool matches = true;
@@ -122,6 +119,21 @@ ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const K
     }
     if (matches) steps.push_back(std::move(step));
   }
+}
+
+}  // namespace
+
+ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
+                             const std::vector<double>& clock_offsets) {
+  const int R = schedule.num_ranks;
+  if (ranks.empty() || ranks.size() % static_cast<std::size_t>(R) != 0) return {};
+  std::vector<std::vector<Action>> compute(R);
+  for (int r = 0; r < R; ++r)
+    for (const Action& a : schedule.actions[r])
+      if (a.is_compute()) compute[r].push_back(a);
+  TimedSteps steps;
+  for (std::size_t first = 0; first < ranks.size(); first += static_cast<std::size_t>(R))
+    add_matching_steps(compute, &ranks[first], &clock_offsets[first], steps);
   return schedule_waits(steps, schedule.num_stages);
 }
 

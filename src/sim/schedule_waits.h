@@ -38,10 +38,11 @@ using TimedSteps = std::vector<std::vector<std::vector<TimedAction>>>;
 // own rank had finished its previous action, a message's; for each other action but a rank's first, a gap.
 ScheduleWaits schedule_waits(const TimedSteps& steps, int stages);
 
-// `ranks[r]` is rank r's trace of `schedule`, with `clock_offsets[r]` added to its times to put them on one clock.
-// Each step (ProfilerStep, the k-th of every rank together) whose compute regions are, rank by rank and in time
-// order, the schedule's actions as the runtime names them (profiler_region) is read. Means, not medians: a step
-// adds these times up, the long ones too.
+// `ranks[r]` is rank r's trace of `schedule`, with `clock_offsets[r]` added to its times to put them on one clock;
+// with data-parallel replicas, the traces of replica d are ranks[d * R] to ranks[d * R + R - 1] (the trainer's
+// numbering without tensor or context parallelism). Each step (ProfilerStep, the k-th of every rank together) of a
+// replica whose compute regions are, rank by rank and in time order, the schedule's actions as the runtime names
+// them (profiler_region) is read. Means, not medians: a step adds these times up, the long ones too.
 ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
                              const std::vector<double>& clock_offsets);
 

@@ -1,5 +1,6 @@
 // Several ranks' profiler traces side by side (issue 49, item 4): each rank's clock put on the first rank's by the
-// collectives they share, and the slowest rank named, on traces written by hand with a known clock difference.
+// collectives they share (unless all ran on one host), and the slowest rank named, on traces written by hand with a
+// known clock difference.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A rank's trace: three gloo all-reduces ending at `ends` (its own clock) and a ProfilerStep of `step` us.
-std::string rank_trace(int rank, std::vector<double> ends, double step) {
+std::string rank_trace(int rank, std::vector<double> ends, double step, const std::string& host = "") {
   std::string events = "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#1\", \"pid\": 1, "
                        "\"tid\": 1, \"ts\": " + std::to_string(ends[0] - 50) + ", \"dur\": " + std::to_string(step) + "}";
   for (double end : ends)
@@ -24,7 +25,8 @@ std::string rank_trace(int rank, std::vector<double> ends, double step) {
               "\"ts\": " + std::to_string(end - 10) + ", \"dur\": 10}";
   const std::string info = rank < 0 ? "" : ", \"distributedInfo\": {\"backend\": \"gloo\", \"rank\": " +
                                                std::to_string(rank) + ", \"world_size\": 2}";
-  return "{\"traceEvents\": [" + events + "]" + info + "}";
+  const std::string run = host.empty() ? "" : ", \"dualpipe\": {\"host\": \"" + host + "\", \"host_cores\": 2}";
+  return "{\"traceEvents\": [" + events + "]" + info + run + "}";
 }
 
 class KinetoRankFiles : public ::testing::Test {
@@ -55,6 +57,20 @@ TEST_F(KinetoRankFiles, ClocksAreAlignedOnSharedCollectivesAndTheSlowestRankIsNa
   EXPECT_DOUBLE_EQ(ranks.ranks[1].step, 150);
   EXPECT_EQ(ranks.ranks[ranks.slowest].rank, 1);
   EXPECT_DOUBLE_EQ(ranks.median_step, 125);
+}
+
+// Two ranks that recorded one host read its clock: their collectives' ends differ by 2 ms (two pipeline ranks'
+// reductions, each over its own replicas), which is not a clock difference.
+TEST_F(KinetoRankFiles, RanksOfOneHostKeepTheirClock) {
+  write("r0.json", rank_trace(0, {100, 200, 300}, 100, "box"));
+  write("r1.json", rank_trace(1, {2100, 2200, 2300}, 100, "box"));
+  const dualpipe::KinetoRanks ranks = read_kineto_ranks({dir_.string()});
+  ASSERT_EQ(ranks.ranks.size(), 2u);
+  EXPECT_DOUBLE_EQ(ranks.ranks[1].clock_offset, 0);
+  EXPECT_EQ(ranks.ranks[1].collectives_matched, 0);
+  // On two hosts the collectives align them.
+  write("r1.json", rank_trace(1, {2100, 2200, 2300}, 100, "other"));
+  EXPECT_DOUBLE_EQ(read_kineto_ranks({dir_.string()}).ranks[1].clock_offset, -2000);
 }
 
 TEST_F(KinetoRankFiles, TracesWithoutRanksAreTakenInOrderAndTwoOfOneRankAreRefused) {

@@ -110,6 +110,26 @@ TEST(KinetoRun, RanksThatSharedCoresAreReadAsEachActionAlone) {
   }
 }
 
+// Data-parallel replicas share the cores too: PP2 x DP2, four processes on one core, 1F1B with one micro-batch, F
+// = 10 and B = 20 of work a stage. Both replicas of a pipeline rank run each action at once, at half speed: F [0,20)
+// on rank 0's replicas, [20,40) on rank 1's, then their B [40,80) and rank 0's B [80,120). Read as each action
+// alone (x2) and simulated with the two replicas sharing the core, the step is the run's again; one pipeline alone
+// on the core would take 60.
+TEST(KinetoRun, DataParallelReplicasShareTheCoresInTheSimulation) {
+  const std::vector<Region> rank0 = {{"forward stage 0", 0, 20}, {"backward stage 0", 80, 40}};
+  const std::vector<Region> rank1 = {{"forward stage 1", 20, 20}, {"backward stage 1", 40, 40}};
+  const KinetoRun run =
+      read_kineto_run(ranks_of({rank0, rank1, rank0, rank1}, format_text(make_1f1b({2, 1})), 1), KinetoCostNames{});
+  ASSERT_TRUE(run.shared_cores.has_value());
+  EXPECT_EQ(run.shared_cores->ranks, 4);
+  EXPECT_DOUBLE_EQ(run.shared_cores->measured_slowdown, 2);
+  EXPECT_EQ(run.costs.costs.stage_forward, (std::vector<double>{10, 10}));
+  EXPECT_EQ(run.costs.costs.stage_backward, (std::vector<double>{20, 20}));
+  EXPECT_DOUBLE_EQ(run.costs.costs.gap, 0);
+  EXPECT_NEAR(run.shared_cores->simulated_slowdown, 2, 1e-3);
+  EXPECT_NEAR(run.simulated_step, 120, 0.01);
+}
+
 // 1F1B, R = 2, M = 1, F = 10 and B = 20 a stage, an update of 10, one core: F0 0-10 and 10-20, rank 1's B 20-40
 // alone; then rank 0's B and rank 1's update share the core from 40, each at half speed: the update's 10 is done at
 // 60 and B's 20 at 70 (10 at half speed, 10 alone), and rank 0's update runs alone 70-80.

@@ -19,7 +19,8 @@ struct KinetoRankSummary {
   KinetoSummary summary;
   // Microseconds to add to this rank's times to put them on the first rank's clock: the median, over the
   // collectives both ran (the k-th communication of one matched with the k-th of the other), of the difference of
-  // their ends, which a collective reaches on every rank at about the same moment. 0 for the first rank.
+  // their ends, which a collective reaches on every rank at about the same moment. 0 for the first rank, and for
+  // every rank where all recorded the same host (one clock).
   double clock_offset = 0;
   int collectives_matched = 0;
   // Microseconds: the median ProfilerStep region's duration, or (without one) the span of the rank's work.
