@@ -2,10 +2,10 @@
 --kineto-trace` profiles a few steps with PyTorch's profiler, and the plan simulates the schedule that ran at the
 costs the traces measured (plus the update outside the pipeline). Prints measured and predicted side by side.
 
-    python bench/bench_plan_from_kineto.py [--dualpipe build/dualpipe] [--ranks 2] [--repeats 3]
+    python bench/bench_plan_from_kineto.py [--dualpipe build/dualpipe] [--ranks 2] [--repeats 3] [--dp 1 --zero 0]
 
-Ranks are processes on this machine: with more ranks than cores they share them, which the simulator (one device
-per rank) does not model; docs/profile.md records both.
+Ranks are processes on this machine: with more processes (ranks x data-parallel replicas) than cores they share
+them, which the plan reads and simulates (docs/profile.md).
 """
 import argparse
 import json
@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 
 
-def one_run(dualpipe, schedule, ranks, out):
+def one_run(dualpipe, schedule, ranks, out, data_parallel):
     subprocess.run([dualpipe, "train", "-r", str(ranks), "--schedule", schedule, "--steps", "6", "--kineto-steps",
-                    "4", "--kineto-trace", str(out), "--trace", "", "--eval-every", "0", "--sample-tokens", "0"],
-                   check=True, capture_output=True, text=True, timeout=900)
+                    "4", "--kineto-trace", str(out), "--trace", "", "--eval-every", "0", "--sample-tokens", "0",
+                    *data_parallel], check=True, capture_output=True, text=True, timeout=900)
     done = subprocess.run([dualpipe, "plan", "--from-kineto", str(out), "--format", "json"], check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout)["from_kineto"]
@@ -30,13 +30,17 @@ def main():
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--schedules", default="1f1b,zb-h1,dualpipe,dualpipev")
+    parser.add_argument("--dp", type=int, default=1, help="data-parallel replicas of the pipeline")
+    parser.add_argument("--zero", type=int, default=0, help="ZeRO stage of the replicas (with --dp above 1)")
     args = parser.parse_args()
-    print(f"R={args.ranks}, M=8, the default model; per schedule {args.repeats} runs, each profiling steps 2-5; "
-          f"median [range] of the runs")
+    data_parallel = ["--dp", str(args.dp), "--zero", str(args.zero)] if args.dp > 1 else []
+    replicas = f" x DP{args.dp} ZeRO-{args.zero}" if args.dp > 1 else ""
+    print(f"R={args.ranks}{replicas}, M=8, the default model; per schedule {args.repeats} runs, each profiling steps "
+          f"2-5; median [range] of the runs")
     print(f"{'schedule':<10} {'measured ms':>22} {'predicted ms':>22} {'error':>22}")
     with tempfile.TemporaryDirectory() as tmp:
         for schedule in args.schedules.split(","):
-            runs = [one_run(args.dualpipe, schedule, args.ranks, Path(tmp) / f"{schedule}-{i}")
+            runs = [one_run(args.dualpipe, schedule, args.ranks, Path(tmp) / f"{schedule}-{i}", data_parallel)
                     for i in range(args.repeats)]
             measured = [r["measured_step"] / 1e3 for r in runs]
             predicted = [r["simulated_step"] / 1e3 for r in runs]
