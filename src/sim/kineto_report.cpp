@@ -135,9 +135,10 @@ std::string kineto_json(const std::string& source, const KinetoTrace& trace, con
 }
 
 std::string kineto_ranks_table(const KinetoRanks& ranks, const KinetoCosts* costs) {
-  std::string text = formatted("profiler traces of %zu ranks: clocks aligned on the collectives they share, step is "
-                               "the median ProfilerStep (or the span of the work)\n\n",
-                               ranks.ranks.size());
+  const std::string clocks = ranks.host.empty() ? std::string("clocks aligned on the collectives they share")
+                                                : "one clock, host " + printable_line(ranks.host);
+  std::string text = formatted("profiler traces of %zu ranks: %s, step is the median ProfilerStep (or the span of "
+                               "the work)\n\n", ranks.ranks.size(), clocks.c_str());
   text += "rank  trace                                  offset ms  matched    step ms  compute ms  comm ms  "
           "exposed ms\n";
   for (const KinetoRankSummary& r : ranks.ranks) {
@@ -162,6 +163,7 @@ std::string kineto_ranks_json(const KinetoRanks& ranks, const KinetoCosts* costs
   out["time_unit"] = "us";
   out["median_step"] = ranks.median_step;
   out["slowest_rank"] = ranks.ranks.empty() ? -1 : ranks.ranks[ranks.slowest].rank;
+  out["one_host"] = ranks.host.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(ranks.host);
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const KinetoRankSummary& r : ranks.ranks) {
     nlohmann::ordered_json rank;

@@ -124,12 +124,12 @@ KinetoRanks read_kineto_ranks(const std::vector<std::string>& paths, const Kinet
   out.ranks = std::move(sorted);
   // Ranks that recorded one host (dualpipe.host) read one clock: nothing to align, and the k-th collectives of two
   // ranks in different groups (two pipeline ranks' data-parallel reductions) do not end together.
-  const bool one_host = !out.ranks[0].host.empty() &&
-                        std::all_of(out.ranks.begin(), out.ranks.end(),
-                                    [&](const KinetoRankSummary& r) { return r.host == out.ranks[0].host; });
+  if (std::all_of(out.ranks.begin(), out.ranks.end(),
+                  [&](const KinetoRankSummary& r) { return r.host == out.ranks[0].host; }))
+    out.host = out.ranks[0].host;
   std::vector<double> steps;
   for (std::size_t i = 0; i < out.ranks.size(); ++i) {
-    const std::size_t matched = one_host ? 0 : std::min(sorted_ends[0].size(), sorted_ends[i].size());
+    const std::size_t matched = out.host.empty() ? std::min(sorted_ends[0].size(), sorted_ends[i].size()) : 0;
     std::vector<double> differences;
     for (std::size_t k = 0; k < matched; ++k) differences.push_back(sorted_ends[0][k] - sorted_ends[i][k]);
     out.ranks[i].clock_offset = median(differences);

@@ -66,11 +66,14 @@ TEST_F(KinetoRankFiles, RanksOfOneHostKeepTheirClock) {
   write("r1.json", rank_trace(1, {2100, 2200, 2300}, 100, "box"));
   const dualpipe::KinetoRanks ranks = read_kineto_ranks({dir_.string()});
   ASSERT_EQ(ranks.ranks.size(), 2u);
+  EXPECT_EQ(ranks.host, "box");
   EXPECT_DOUBLE_EQ(ranks.ranks[1].clock_offset, 0);
   EXPECT_EQ(ranks.ranks[1].collectives_matched, 0);
   // On two hosts the collectives align them.
   write("r1.json", rank_trace(1, {2100, 2200, 2300}, 100, "other"));
-  EXPECT_DOUBLE_EQ(read_kineto_ranks({dir_.string()}).ranks[1].clock_offset, -2000);
+  const dualpipe::KinetoRanks two = read_kineto_ranks({dir_.string()});
+  EXPECT_EQ(two.host, "");
+  EXPECT_DOUBLE_EQ(two.ranks[1].clock_offset, -2000);
 }
 
 TEST_F(KinetoRankFiles, TracesWithoutRanksAreTakenInOrderAndTwoOfOneRankAreRefused) {

@@ -29,6 +29,7 @@ struct KinetoRankSummary {
 
 struct KinetoRanks {
   std::vector<KinetoRankSummary> ranks;  // by rank
+  std::string host;  // the host every rank recorded, where all recorded the same one (one clock); else empty
   std::size_t slowest = 0;               // index of the rank with the longest step
   double median_step = 0;
 };
