@@ -52,7 +52,10 @@ void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const Kin
                            [&](const KinetoCostSource& s) { return s.cost == cost; });
     return it == costs.sources.end() ? nullptr : &*it;
   };
-  const std::string steps = detail::concat(" in ", waits.steps, waits.steps == 1 ? " step" : " steps", ")");
+  const std::size_t replicas = ranks.ranks.size() / static_cast<std::size_t>(schedule.num_ranks);
+  const std::string steps =
+      detail::concat(" in ", waits.steps, waits.steps == 1 ? " step" : " steps",
+                     replicas > 1 ? detail::concat(" of ", replicas, " replicas' pipelines") : std::string(), ")");
   if (waits.gap) {
     costs.costs.gap = waits.gap->value;
     KinetoCostSource read{"gap", waits.gap->value,

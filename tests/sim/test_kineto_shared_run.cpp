@@ -125,7 +125,10 @@ TEST(KinetoRun, DataParallelReplicasShareTheCoresInTheSimulation) {
   EXPECT_DOUBLE_EQ(run.shared_cores->measured_slowdown, 2);
   EXPECT_EQ(run.costs.costs.stage_forward, (std::vector<double>{10, 10}));
   EXPECT_EQ(run.costs.costs.stage_backward, (std::vector<double>{20, 20}));
+  // The gaps and waits read on each replica's pipeline apart: rank 1's B followed its F at once.
   EXPECT_DOUBLE_EQ(run.costs.costs.gap, 0);
+  EXPECT_NE(source_of(run.costs, "gap")->measure.find("(2 gaps in 2 steps of 2 replicas' pipelines)"),
+            std::string::npos) << source_of(run.costs, "gap")->measure;
   EXPECT_NEAR(run.shared_cores->simulated_slowdown, 2, 1e-3);
   EXPECT_NEAR(run.simulated_step, 120, 0.01);
 }
