@@ -10,6 +10,7 @@
 #include "dualpipe/sim/simulate.h"
 #include "dualpipe/util/error.h"
 #include "dualpipe/util/number_format.h"
+#include "dualpipe/util/printable.h"
 
 namespace dualpipe {
 
@@ -75,6 +76,41 @@ void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const Kin
   }
 }
 
+// With data-parallel replicas, the traced schedule (dualpipe.schedule) holds the pipeline's actions only: the
+// replicas' collectives that ran while none of a rank's work regions was open are not in the plan. The most of them
+// a step on any rank, and which they were; nothing where there were none.
+std::optional<std::string> collectives_left_out(const KinetoRanks& ranks,
+                                                const std::function<bool(const std::string&)>& is_work) {
+  double most = 0;
+  int on_rank = 0;
+  std::vector<std::string> which;
+  for (const KinetoRankSummary& r : ranks.ranks) {
+    std::vector<ActionTime> work;
+    int steps = 0;
+    for (const KinetoRegion& region : r.summary.regions) {
+      if (region.name == "ProfilerStep") steps = region.count;
+      if (!is_work(region.name)) continue;
+      for (std::size_t i = 0; i < region.starts.size(); ++i)
+        work.push_back({region.starts[i], region.starts[i] + region.durations[i]});
+    }
+    double outside = 0;
+    for (const CollectiveSpan& c : r.collectives) {
+      const auto overlaps = [&](const ActionTime& w) { return c.start < w.end && w.start < c.end; };
+      if (std::any_of(work.begin(), work.end(), overlaps)) continue;
+      outside += c.end - c.start;
+      if (std::find(which.begin(), which.end(), c.name) == which.end()) which.push_back(c.name);
+    }
+    const double per_step = outside / std::max(1, steps);
+    if (per_step > most) most = per_step, on_rank = r.rank;
+  }
+  if (most <= 0) return std::nullopt;
+  std::string names;
+  for (const std::string& n : which) names += (names.empty() ? "" : ", ") + printable_line(n);
+  return detail::concat("data-parallel collectives ran outside the traced actions and update (", names, "): up to ",
+                        formatted("%.3f", most / 1e3), " ms a step, on rank ", on_rank, "; the traced schedule holds "
+                        "the pipeline's actions only, so the plan leaves them out");
+}
+
 // kineto_run_costs, which also gives the schedule the traces name (read once: a large one takes a while).
 KinetoCosts run_costs(const KinetoRanks& ranks, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
                       std::optional<Schedule>& schedule) {
@@ -131,6 +167,9 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   const int stages = run.costs.stages;
   DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",
                    stages - 1, " but the schedule they ran (dualpipe.schedule) has ", s.num_stages);
+  if (traces > s.num_ranks)
+    if (std::optional<std::string> left_out = collectives_left_out(ranks, work_regions(names)))
+      run.costs.warnings.push_back(*left_out);
   const CostModel& per_stage = run.costs.costs;
   // Each rank's own update after its last action where there is a trace per rank; with data-parallel replicas
   // (several traces a rank) the least, that of a rank that waited in it for no one.

@@ -55,6 +55,23 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
 
 // The ends of the trace's communication in order of start: its collectives, to match with another rank's. On the
 // CPU, Gloo's runs of them where its worker thread is in the trace, else the operators that issued them.
+// The process groups' collectives of the trace, where it times them: "gloo:" and "nccl:" operations but the
+// point-to-point ones.
+std::vector<CollectiveSpan> group_collectives(const KinetoTrace& trace) {
+  std::vector<CollectiveSpan> spans;
+  for (const KinetoEvent& e : trace.events) {
+    if (e.kind != KinetoKind::Communication || e.gpu != trace.has_gpu_kernels) continue;
+    const std::size_t colon = e.name.find(':');
+    if (colon == std::string::npos || (e.name.compare(0, colon, "gloo") != 0 && e.name.compare(0, colon, "nccl") != 0))
+      continue;
+    if (e.name.find("send", colon) != std::string::npos || e.name.find("recv", colon) != std::string::npos) continue;
+    spans.push_back({e.name, e.start, e.start + e.duration});
+  }
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const CollectiveSpan& a, const CollectiveSpan& b) { return a.start < b.start; });
+  return spans;
+}
+
 std::vector<double> collective_ends(const KinetoTrace& trace) {
   std::vector<const KinetoEvent*> comm, gloo;
   for (const KinetoEvent& e : trace.events) {
@@ -103,6 +120,7 @@ KinetoRanks read_kineto_ranks(const std::vector<std::string>& paths, const Kinet
     rank.host_cores = trace.host_cores;
     rank.summary = summarize_kineto(trace);
     rank.step = step_of(trace, rank.summary);
+    rank.collectives = group_collectives(trace);
     every_rank_named = every_rank_named && trace.rank >= 0;
     out.ranks.push_back(std::move(rank));
     ends.push_back(collective_ends(trace));

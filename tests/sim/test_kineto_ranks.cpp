@@ -67,6 +67,10 @@ TEST_F(KinetoRankFiles, RanksOfOneHostKeepTheirClock) {
   const dualpipe::KinetoRanks ranks = read_kineto_ranks({dir_.string()});
   ASSERT_EQ(ranks.ranks.size(), 2u);
   EXPECT_EQ(ranks.host, "box");
+  ASSERT_EQ(ranks.ranks[1].collectives.size(), 3u);  // the process group's collectives, for plan --from-kineto
+  EXPECT_EQ(ranks.ranks[1].collectives[0].name, "gloo:all_reduce");
+  EXPECT_DOUBLE_EQ(ranks.ranks[1].collectives[0].start, 2090);
+  EXPECT_DOUBLE_EQ(ranks.ranks[1].collectives[0].end, 2100);
   EXPECT_DOUBLE_EQ(ranks.ranks[1].clock_offset, 0);
   EXPECT_EQ(ranks.ranks[1].collectives_matched, 0);
   // On two hosts the collectives align them.

@@ -131,6 +131,19 @@ TEST(KinetoRun, DataParallelReplicasShareTheCoresInTheSimulation) {
             std::string::npos) << source_of(run.costs, "gap")->measure;
   EXPECT_NEAR(run.shared_cores->simulated_slowdown, 2, 1e-3);
   EXPECT_NEAR(run.simulated_step, 120, 0.01);
+  const auto says_left_out = [](const KinetoRun& r) {
+    for (const std::string& w : r.costs.warnings)
+      if (w.find("data-parallel collectives ran outside") != std::string::npos) return w;
+    return std::string();
+  };
+  EXPECT_EQ(says_left_out(run), "");
+
+  // A reduction of rank 2 (replica 1's rank 0) after its last action is not in the plan, and the plan says so; one
+  // inside an action is.
+  KinetoRanks reducing = ranks_of({rank0, rank1, rank0, rank1}, format_text(make_1f1b({2, 1})), 1);
+  reducing.ranks[2].collectives = {{"gloo:all_reduce", 85, 90}, {"gloo:reduce", 120, 126}};
+  const std::string note = says_left_out(read_kineto_run(reducing, KinetoCostNames{}));
+  EXPECT_NE(note.find("(gloo:reduce): up to 0.006 ms a step, on rank 2"), std::string::npos) << note;
 }
 
 // 1F1B, R = 2, M = 1, F = 10 and B = 20 a stage, an update of 10, one core: F0 0-10 and 10-20, rank 1's B 20-40

@@ -10,6 +10,13 @@
 
 namespace dualpipe {
 
+// One collective of a process group ("gloo:all_reduce", "nccl:reduce_scatter"; not a point-to-point message), on
+// the rank's own clock, where the trace times it (the GPU's where it has kernels).
+struct CollectiveSpan {
+  std::string name;
+  double start = 0, end = 0;  // microseconds
+};
+
 struct KinetoRankSummary {
   std::string source;
   int rank = 0;  // distributedInfo.rank, or the file's position among files that have none
@@ -17,6 +24,7 @@ struct KinetoRankSummary {
   std::string host;                     // dualpipe.host and .host_cores (KinetoTrace)
   int host_cores = 0;
   KinetoSummary summary;
+  std::vector<CollectiveSpan> collectives;  // in time order
   // Microseconds to add to this rank's times to put them on the first rank's clock: the median, over the
   // collectives both ran (the k-th communication of one matched with the k-th of the other), of the difference of
   // their ends, which a collective reaches on every rank at about the same moment. 0 for the first rank, and for
