@@ -53,8 +53,6 @@ std::vector<std::string> trace_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-// The ends of the trace's communication in order of start: its collectives, to match with another rank's. On the
-// CPU, Gloo's runs of them where its worker thread is in the trace, else the operators that issued them.
 // The process groups' collectives of the trace, where it times them: "gloo:" and "nccl:" operations but the
 // point-to-point ones.
 std::vector<CollectiveSpan> group_collectives(const KinetoTrace& trace) {
@@ -72,6 +70,8 @@ std::vector<CollectiveSpan> group_collectives(const KinetoTrace& trace) {
   return spans;
 }
 
+// The ends of the trace's communication in order of start: its collectives, to match with another rank's. On the
+// CPU, Gloo's runs of them where its worker thread is in the trace, else the operators that issued them.
 std::vector<double> collective_ends(const KinetoTrace& trace) {
   std::vector<const KinetoEvent*> comm, gloo;
   for (const KinetoEvent& e : trace.events) {
