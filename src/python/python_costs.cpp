@@ -80,14 +80,15 @@ void bind_costs(py::module_& m) {
   py::class_<CostModel> costs(
       m, "Costs",
       "Per-action costs and the memory model, as the command line's --cost: F forward [1], B full backward [2], W its "
-      "weight part [1], FB an overlapped F&B pair [F+B], comm cross-rank latency [0], gap a rank's host time between "
+      "weight part [1], I the input-gradient half of a split backward [B-W], FB an overlapped F&B pair [F+B], "
+      "comm cross-rank latency [0], gap a rank's host time between "
       "its compute actions [0], a2a expert all-to-all of a stage's forward [0], a2a_latency the part of each exchange "
       "that exchanges under way at once do not share [0], "
       "layers MoE layers of a slice, over whose exchanges a2a spreads [1], pair 'phases' or "
       "'threads', how an overlapped pair runs its halves ['phases'], unshard and reduce a "
       "stage's data-parallel gather and gradient reduction [0], scale per-stage multipliers, act_bytes bytes of one "
-      "stage activation, act_scale per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B "
-      "and W take one number per stage for uneven stages. Fields as the json's costs.");
+      "stage activation, act_scale per-stage activation sizes, w_mem [1], recompute [False], input_mem [0.05]. F, B, "
+      "W and I take one number per stage for uneven stages. Fields as the json's costs.");
   add_json_fields(costs, [](const CostModel& c) { return costs_json(c); }, "Costs");
   costs.def(py::init(&from_keywords))
       .def_static("parse", [](const std::string& text) {

@@ -24,6 +24,10 @@ double at(const std::vector<double>& list, int stage, double otherwise) {
 double CostModel::forward_of(int stage) const { return at(stage_forward, stage, forward) * scale(stage); }
 double CostModel::backward_of(int stage) const { return at(stage_backward, stage, backward) * scale(stage); }
 double CostModel::weight_of(int stage) const { return at(stage_weight, stage, weight) * scale(stage); }
+double CostModel::input_of(int stage) const {
+  if (!input) return backward_of(stage) - weight_of(stage);
+  return at(stage_input, stage, *input) * scale(stage);
+}
 double CostModel::all_to_all_of(int stage) const { return all_to_all * scale(stage); }
 namespace {
 
@@ -60,7 +64,7 @@ double CostModel::duration(const Action& a) const {
       return lone_backward_time(*this, backward_of(a.stage), weight_of(a.stage), all_to_all_of(a.stage)) +
              recompute_time(a.stage);
     case ActionType::BackwardInput:
-      return backward_of(a.stage) - weight_of(a.stage) + all_to_all_of(a.stage) + recompute_time(a.stage);
+      return input_of(a.stage) + all_to_all_of(a.stage) + recompute_time(a.stage);
     case ActionType::BackwardWeight: return weight_of(a.stage);
     case ActionType::Overlapped: {
       const double compute = forward_of(a.stage) + backward_of(a.bwd_stage);
@@ -101,18 +105,20 @@ void scale_model_share(CostModel& costs, double k) {
   costs.forward *= k;
   costs.backward *= k;
   costs.weight *= k;
+  if (costs.input) *costs.input *= k;
   if (costs.overlapped) *costs.overlapped *= k;
   costs.activation_bytes *= k;
 }
 
-// Calls fn(list, name, factor) on the five per-stage lists, with what a change of stage size does to each: F, B
-// and W scale with the share of the model a stage holds; the multipliers and activation shapes do not.
+// Calls fn(list, name, factor) on the six per-stage lists, with what a change of stage size does to each: F, B,
+// W and I scale with the share of the model a stage holds; the multipliers and activation shapes do not.
 template <typename Fn>
 void for_each_stage_list(CostModel& costs, double share, Fn&& fn) {
   fn(costs.stage_scale, "scale", 1.0);
   fn(costs.stage_forward, "F", share);
   fn(costs.stage_backward, "B", share);
   fn(costs.stage_weight, "W", share);
+  fn(costs.stage_input, "I", share);
   fn(costs.stage_activation, "act_scale", 1.0);
 }
 

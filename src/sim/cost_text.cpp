@@ -16,7 +16,7 @@ namespace dualpipe {
 namespace {
 
 constexpr const char* kKnownKeys =
-    "F, B, W, FB, comm, gap, a2a, a2a_latency, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, "
+    "F, B, W, I, FB, comm, gap, a2a, a2a_latency, layers, pair, unshard, reduce, act_bytes, w_mem, recompute, "
     "input_mem, scale, act_scale";
 
 double parse_number(std::string_view key, std::string_view text) {
@@ -119,6 +119,7 @@ CostModel CostModel::parse(std::string_view spec) {
     if (key == "f") parse_cost("F", value, costs.forward, costs.stage_forward);
     else if (key == "b") parse_cost("B", value, costs.backward, costs.stage_backward);
     else if (key == "w") parse_cost("W", value, costs.weight, costs.stage_weight);
+    else if (key == "i") parse_cost("I", value, costs.input.emplace(), costs.stage_input);
     else if (key == "act_scale") costs.stage_activation = parse_list("act_scale", value);
     else if (key == "fb") costs.overlapped = parse_number("FB", value);
     else if (key == "comm") costs.comm = parse_number("comm", value);
@@ -152,8 +153,9 @@ CostModel CostModel::parse(std::string_view spec) {
 
 void CostModel::check() const {
   // parse() only reads finite numbers, but a CostModel built in code (or fitted from a trace) could hold inf.
-  for (const double value : {forward, backward, weight, overlapped.value_or(1.0), comm, gap, all_to_all,
-                             all_to_all_latency.value_or(0), unshard, reduce, activation_bytes, w_mem, input_mem})
+  for (const double value : {forward, backward, weight, input.value_or(0), overlapped.value_or(1.0), comm, gap,
+                             all_to_all, all_to_all_latency.value_or(0), unshard, reduce, activation_bytes, w_mem,
+                             input_mem})
     DUALPIPE_REQUIRE(std::isfinite(value), "costs must be finite numbers, got ", to_string());
   for (const double value : stage_scale)
     DUALPIPE_REQUIRE(std::isfinite(value), "stage scales must be finite numbers, got ", to_string());
@@ -161,6 +163,8 @@ void CostModel::check() const {
   DUALPIPE_REQUIRE(backward > 0, "cost B must be positive, got B=", backward);
   DUALPIPE_REQUIRE(weight >= 0 && weight <= backward, "cost W is part of B, so 0 <= W <= B, got W=", weight,
                    " with B=", backward);
+  DUALPIPE_REQUIRE(input.value_or(0) >= 0, "cost I must not be negative, got I=", input.value_or(0));
+  DUALPIPE_REQUIRE(input || stage_input.empty(), "cost I per stage needs the uniform I beside it (CostModel::input)");
   DUALPIPE_REQUIRE(!overlapped || *overlapped > 0, "cost FB must be positive, got FB=", overlapped.value_or(0));
   DUALPIPE_REQUIRE(comm >= 0, "cost comm must not be negative, got comm=", comm);
   DUALPIPE_REQUIRE(gap >= 0, "cost gap must not be negative, got gap=", gap);
@@ -191,7 +195,7 @@ void CostModel::check() const {
   std::size_t n = 0;
   const std::pair<const char*, const std::vector<double>*> lists[] = {
       {"scale", &stage_scale}, {"F", &stage_forward}, {"B", &stage_backward}, {"W", &stage_weight},
-      {"act_scale", &stage_activation}};
+      {"I", &stage_input}, {"act_scale", &stage_activation}};
   for (const auto& [name, list] : lists) {
     if (list->empty()) continue;
     DUALPIPE_REQUIRE(n == 0 || list->size() == n, "per-stage lists must have the same length, got ", list->size(),
@@ -199,7 +203,8 @@ void CostModel::check() const {
     n = list->size();
     for (std::size_t s = 0; s < list->size(); ++s) {
       const double v = (*list)[s];
-      DUALPIPE_REQUIRE(std::isfinite(v) && (v > 0 || (v == 0 && std::string(name) == "W")), "cost ", name,
+      const bool may_be_zero = std::string(name) == "W" || std::string(name) == "I";
+      DUALPIPE_REQUIRE(std::isfinite(v) && (v > 0 || (v == 0 && may_be_zero)), "cost ", name,
                        " for stage ", s, " must be a positive finite number, got ", v);
     }
   }
@@ -221,7 +226,7 @@ void CostModel::check_stages(int num_stages) const {
   check();
   for (const auto& [name, list] : {std::pair<const char*, const std::vector<double>*>{"scale", &stage_scale},
                                    {"F", &stage_forward}, {"B", &stage_backward}, {"W", &stage_weight},
-                                   {"act_scale", &stage_activation}}) {
+                                   {"I", &stage_input}, {"act_scale", &stage_activation}}) {
     DUALPIPE_REQUIRE(list->empty() || static_cast<int>(list->size()) == num_stages, "cost ", name, " has ",
                      list->size(), " values for a schedule with ", num_stages, " stages; give one per stage");
   }
@@ -260,7 +265,7 @@ std::string CostModel::to_string() const {
     return out;
   };
   std::string out = "F=" + list_or(stage_forward, forward) + ",B=" + list_or(stage_backward, backward) +
-                    ",W=" + list_or(stage_weight, weight) +
+                    ",W=" + list_or(stage_weight, weight) + (input ? ",I=" + list_or(stage_input, *input) : "") +
                     ",FB=" + number(overlapped_pair()) +
                     ",comm=" + number(comm);
   if (gap > 0) out += ",gap=" + number(gap);

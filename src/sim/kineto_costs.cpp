@@ -164,6 +164,11 @@ class Reader {
     note("F", c.forward, per_stage(per.f_measure, stages), {Forward}, &stages);
     note("B", c.backward, per_stage(per.b_measure, stages), {Backward, Input, Weight}, &stages);
     note("W", c.weight, per_stage(per.w_measure, stages), {Weight}, &stages);
+    if (per.input_apart) {
+      c.input = mean_of(per.i);
+      if (stages.size() > 1) c.stage_input = per.i;
+      note("I", *c.input, per_stage(per.i_measure, stages), {Input}, &stages);
+    }
     if (mean_of(per.a2a) > 0) {
       c.all_to_all = mean_of(per.a2a);
       note("a2a", c.all_to_all, "communication per chunk", {Forward}, &stages);
@@ -205,8 +210,9 @@ class Reader {
  private:
   // F, B, W and a2a of each stage read, and how each was measured.
   struct StageCosts {
-    std::vector<double> f, b, w, a2a;
-    std::vector<std::string> f_measure, b_measure, w_measure;
+    std::vector<double> f, b, w, i, a2a;
+    std::vector<std::string> f_measure, b_measure, w_measure, i_measure;
+    bool input_apart = false;  // a stage ran both whole backwards and split ones: its I read apart from B - W
     std::vector<int> assumed_w;  // stages without weight regions
   };
 
@@ -233,6 +239,12 @@ class Reader {
       out_.warnings.push_back(detail::concat("stage ", s, "'s W (", w, " us) above its B (", b, " us): W taken as B"));
       w = b;
     }
+    // A split backward costs more than a whole one (its input half walks the graph and keeps the weight nodes'
+    // gradients): beside whole backwards, I is its own regions' time, not B - W.
+    const bool input_apart = has_w && !group(Backward, s).empty() && !group(Input, s).empty();
+    per.i.push_back(input_apart ? group(Input, s).time(chunks) : b - w);
+    per.i_measure.push_back(input_apart ? group(Input, s).measure() : "B - W");
+    per.input_apart = per.input_apart || input_apart;
     per.b.push_back(b);
     per.w.push_back(w);
     per.b_measure.push_back(b_measure);
@@ -359,6 +371,13 @@ std::function<bool(const std::string&)> work_regions(const KinetoCostNames& name
   return [patterns = compile_all(names)](const std::string& name) {
     const int k = kind_of(patterns, name);
     return k != Message && k != kKinds;
+  };
+}
+
+std::function<bool(const std::string&)> compute_regions(const KinetoCostNames& names) {
+  return [patterns = compile_all(names)](const std::string& name) {
+    const int k = kind_of(patterns, name);
+    return k != Message && k != Update && k != kKinds;
   };
 }
 

@@ -44,6 +44,7 @@ Json costs_json(const CostModel& c) {
   return {{"F", list_or(c.stage_forward, c.forward)},
           {"B", list_or(c.stage_backward, c.backward)},
           {"W", list_or(c.stage_weight, c.weight)},
+          {"I", c.input ? list_or(c.stage_input, *c.input) : Json(nullptr)},  // null: B - W
           {"FB", c.overlapped_pair()},
           {"comm", c.comm},
           {"gap", c.gap},

@@ -36,7 +36,8 @@ double mean_slowdown(const std::map<double, int>& level, double start, double en
 }
 
 SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores,
-                                         const std::vector<double>& updates) {
+                                         const std::vector<double>& updates,
+                                         const std::vector<std::vector<double>>& scales) {
   const int R = int(schedule.actions.size());
   // slowdown[r][k]: of rank r's k-th compute action, in the walk's order (each rank's actions in order); the last
   // one of each rank is its update's.
@@ -49,9 +50,12 @@ SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostMod
   SharedCoresStep step;
   for (int iteration = 0; iteration < 50; ++iteration) {
     std::vector<size_t> next(R, 0);
-    const DependencyWalk walk = walk_dependencies(
-        schedule, [&](int r, const Action& a) { return costs.duration_on(r, a) * slowdown[r][next[r]++]; },
-        costs.comm, costs.gap);
+    const auto duration = [&](int r, const Action& a) {
+      const std::size_t k = next[r]++;
+      const double scale = r < static_cast<int>(scales.size()) && k < scales[r].size() ? scales[r][k] : 1.0;
+      return costs.duration_on(r, a) * scale * slowdown[r][k];
+    };
+    const DependencyWalk walk = walk_dependencies(schedule, duration, costs.comm, costs.gap);
     std::vector<std::vector<ActionTime>> compute(R);
     double makespan = 0, end = 0;
     for (int r = 0; r < R; ++r) {

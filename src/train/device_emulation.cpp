@@ -52,7 +52,7 @@ std::vector<models::EmulatedLayer> emulated_stages(const TrainConfig& c, const m
     const auto us = [&](double ms) { return static_cast<int64_t>(std::llround(ms * 1000 / layers)); };
     models::EmulatedLayer layer;
     layer.forward_us = us(costs.forward_of(s));
-    layer.input_grad_us = us(costs.backward_of(s) - costs.weight_of(s));
+    layer.input_grad_us = us(costs.input_of(s));
     layer.weight_grad_us = us(costs.weight_of(s));
     layer.exchange_bytes = static_cast<int64_t>(std::llround(costs.all_to_all_of(s) / (2 * layers) * bytes_per_ms));
     stages.push_back(layer);

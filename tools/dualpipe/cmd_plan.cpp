@@ -79,6 +79,7 @@ nlohmann::ordered_json traced_run_json(const KinetoRun& run) {
     out["update"] = run.costs.update;
     out["rank_updates"] = run.costs.rank_updates;
     out["simulated_step"] = run.simulated_step;
+    out["simulated_draws"] = run.simulated_draws;
     // null where the traces measured no step (no ProfilerStep, and work of no duration)
     out["simulated_error"] = run.measured_step > 0 ? nlohmann::ordered_json(run.simulated_step / run.measured_step - 1)
                                                    : nlohmann::ordered_json();
@@ -107,10 +108,15 @@ std::string traced_run_text(const KinetoRun& run) {
   const std::optional<SharedCores>& cores = run.shared_cores;
   const std::string shared =
       cores ? formatted(" on %d shared cores (x%.2f slower than alone)", cores->cores, cores->simulated_slowdown) : "";
+  const std::string draws =
+      run.simulated_draws > 1
+          ? formatted(" (the median of %d simulations, each action's time drawn from the traces' spread around its "
+                      "mean)", run.simulated_draws)
+          : "";
   return text + formatted("traced run: %s, R=%d, M=%d: %s: the schedule simulated %.3f ms%s, then each rank's "
-                          "update\n",
+                          "update%s\n",
                           run.schedule->kind.c_str(), run.schedule->num_ranks, run.schedule->num_microbatches,
-                          measured.c_str(), run.simulated_pipeline / 1e3, shared.c_str());
+                          measured.c_str(), run.simulated_pipeline / 1e3, shared.c_str(), draws.c_str());
 }
 
 std::string render(const PlanCommand& c, const Plan& plan, const PlanRequest& request) {

@@ -48,7 +48,8 @@ void add_plan_options(CLI::App& command, PlanOptions& o, bool with_cost, bool wi
   if (with_cost) {
     command.add_option("-c,--cost", o.cost,
                        "Costs KEY=VALUE,...: F forward [1], B full backward [2], W weight part of B [1], "
-                       "FB overlapped F&B pair [F+B], comm cross-rank latency [0], gap a rank's host time between "
+                       "I input-gradient half of a split backward [B-W], FB overlapped F&B pair [F+B], "
+                       "comm cross-rank latency [0], gap a rank's host time between "
                        "its compute actions [0], a2a expert all-to-all time of a stage's forward, added to F, B and I and hidden by a pair, which is timed phase by phase (a lone B's "
                        "too) [0], "
                        "a2a_latency of each exchange (a2a / 2 layers long), the part that the exchanges under way at "

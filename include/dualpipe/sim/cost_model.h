@@ -18,6 +18,9 @@ struct CostModel {
   double forward = 1;   // F: forward of one stage
   double backward = 2;  // B: full backward (input and weight gradients)
   double weight = 1;    // W: weight-gradient part of B, so I = B - W
+  // I: the input-gradient half of a split backward, where it is measured apart from B - W (a split costs more than
+  // a whole backward: the input half walks the graph and keeps the weight nodes' gradients for W); unset: B - W.
+  std::optional<double> input;
   std::optional<double> overlapped;  // FB: one overlapped F&B pair; F + B (or with a2a, see below) when unset
   double comm = 0;      // latency added to every cross-rank dependency
   // gap: the host's time between two of a rank's compute actions (posting its messages' sends and receives, the
@@ -53,6 +56,7 @@ struct CostModel {
   // and weight for every stage. When given, forward/backward/weight hold their means (FB is given for a pair of
   // mean stages and scaled like the separate halves).
   std::vector<double> stage_forward, stage_backward, stage_weight;
+  std::vector<double> stage_input;  // I of each stage ("I=..." per stage); empty: `input`, or B - W without it
   // Per pipeline rank: how fast it computes against the costs above (1: as costed; 0.67: every compute action
   // takes 1.5 times as long there, a throttled GPU or a noisy neighbour); empty: every rank at 1. Communication and
   // the data-parallel collectives are not slowed. `--rank-speed 1,1,0.67,1` of plan, simulate and compare.
@@ -80,6 +84,7 @@ struct CostModel {
   double forward_of(int stage) const;
   double backward_of(int stage) const;
   double weight_of(int stage) const;
+  double input_of(int stage) const;  // I: `input` where given, else B - W
   double all_to_all_of(int stage) const;
   // FB of a pair of mean stages: the given one, or the pair timed phase by phase.
   double overlapped_pair() const;

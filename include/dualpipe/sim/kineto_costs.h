@@ -70,6 +70,8 @@ KinetoCosts costs_from_kineto(const KinetoSummary& summary, const KinetoCostName
 // Whether a region of this name is work the costs read: a compute action (F, B, I, W, FB, or a phase of one) or
 // the update; not a message. Throws as KinetoCostNames::check.
 std::function<bool(const std::string&)> work_regions(const KinetoCostNames& names);
+// The same without the update: the compute actions' regions (and their phases').
+std::function<bool(const std::string&)> compute_regions(const KinetoCostNames& names);
 
 // "F = 1234.500 us: mean duration (48 regions: forward stage 0, forward stage 1)".
 std::string cost_source_text(const KinetoCostSource& source);

@@ -30,6 +30,9 @@ struct KinetoRun {
   int slowest_rank = 0;
   double simulated_pipeline = 0;
   double simulated_step = 0;
+  // The simulations whose median step is simulated_step, each action's time drawn from the traces' spread of its
+  // occurrences around their mean (action_spread.h); 1: one at the mean costs (no compute regions to spread).
+  int simulated_draws = 1;
   std::optional<SharedCores> shared_cores;
 };
 

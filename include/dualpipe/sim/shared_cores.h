@@ -32,8 +32,10 @@ struct SharedCoresStep {
 // runs at min(1, cores / wanting) of its speed. `updates[r]` is rank r's work after its last action (the
 // optimizer; none where not given), which shares the cores as well. Solved as a fixed point: each action's
 // duration is its cost (duration_on, with the costs' comm and gap as in `simulate`) times its slowdown over its
-// interval in the previous timeline, damped, until the step settles.
+// interval in the previous timeline, damped, until the step settles. `scales[r][k]`, where given, multiplies the
+// cost of rank r's k-th compute action (one occurrence's time against the mean: action_spread.h).
 SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores,
-                                         const std::vector<double>& updates = {});
+                                         const std::vector<double>& updates = {},
+                                         const std::vector<std::vector<double>>& scales = {});
 
 }  // namespace dualpipe
