@@ -16,6 +16,7 @@ class Costs:
         F: float | Sequence[float] | None = ...,
         B: float | Sequence[float] | None = ...,
         W: float | Sequence[float] | None = ...,
+        I: float | Sequence[float] | None = ...,
         FB: float | None = ...,
         comm: float | None = ...,
         gap: float | None = ...,
@@ -42,11 +43,12 @@ class Costs:
                     comm: str = r"^p2p$", update: str = r"^update$", ranks: int = 0,
                     with_sources: bool = False) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
-    # json fields: F, B, W (a number, or one per stage), FB, comm, gap, a2a, a2a_latency, layers, pair, unshard,
-    # reduce, scale, act_bytes, act_scale, w_mem, recompute, input_mem
+    # json fields: F, B, W, I (a number, or one per stage; I None: B - W), FB, comm, gap, a2a, a2a_latency, layers,
+    # pair, unshard, reduce, scale, act_bytes, act_scale, w_mem, recompute, input_mem
     F: float | list[float]
     B: float | list[float]
     W: float | list[float]
+    I: float | list[float] | None
     FB: float
     comm: float
     gap: float
