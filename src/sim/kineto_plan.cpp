@@ -48,11 +48,19 @@ std::optional<Schedule> schedule_of(const KinetoRanks& ranks) {
 // Where the traces name the schedule that ran, the host's time between actions is read where no input was awaited,
 // and, without message regions (the runtime's direct links send outside any operator), a message's time from the
 // waits for one: gap and comm.
-void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const KinetoRanks& ranks) {
+void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const KinetoRanks& ranks,
+                         const std::optional<SharedHost>& shared) {
   std::vector<const KinetoSummary*> traces;
   std::vector<double> offsets;
   for (const KinetoRankSummary& r : ranks.ranks) traces.push_back(&r.summary), offsets.push_back(r.clock_offset);
-  const ScheduleWaits waits = schedule_waits(schedule, traces, offsets);
+  // On shared cores, a rank whose message came while every core ran another rank's action waited for a core, which
+  // the simulation makes by sharing them: only the part of the wait with a core free is the message's.
+  WaitPart message_part;
+  if (shared)
+    message_part = [&](double start, double end) {
+      return time_with_a_free_core(shared->working, start, end, shared->cores);
+    };
+  const ScheduleWaits waits = schedule_waits(schedule, traces, offsets, message_part);
   const auto source = [&](const char* cost) {
     auto it = std::find_if(costs.sources.begin(), costs.sources.end(),
                            [&](const KinetoCostSource& s) { return s.cost == cost; });
@@ -75,7 +83,8 @@ void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const Kin
     costs.costs.comm = waits.message->value;
     costs.sources.push_back({"comm", waits.message->value,
                              detail::concat("mean wait from an input's producer's end to its consumer's start on "
-                                            "another rank, where the consumer was idle (", waits.message->count,
+                                            "another rank, where the consumer was idle",
+                                            shared ? ", while a core was free" : "", " (", waits.message->count,
                                             " waits", steps),
                              {}, waits.message->count});
   }
@@ -140,7 +149,7 @@ KinetoCosts run_costs(const KinetoRanks& ranks, const KinetoCostNames& names, st
     costs.warnings.push_back("the ranks ran on several hosts: any slowdown from sharing their cores is in the "
                              "costs, not modelled");
   schedule = schedule_of(ranks);
-  if (schedule) read_schedule_waits(costs, *schedule, ranks);
+  if (schedule) read_schedule_waits(costs, *schedule, ranks, shared);
   return costs;
 }
 

@@ -49,7 +49,8 @@ std::optional<SharedHost> shared_host(const KinetoRanks& ranks, const std::funct
 
   std::vector<std::vector<ActionTime>> busy;
   for (const KinetoRankSummary& r : ranks.ranks) busy.push_back(busy_intervals(r.summary, is_work));
-  const std::map<double, int> level = concurrency(busy);
+  shared.working = concurrency(busy);
+  const std::map<double, int>& level = shared.working;
   double stretched = 0, alone = 0;
   for (const KinetoRankSummary& r : ranks.ranks) {
     KinetoSummary summary = r.summary;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct SharedHost {
   int ranks = 0;              // the ranks that ran on it
   double mean_slowdown = 1;   // of the work regions' occurrences: their time over their time alone, summed
   std::vector<KinetoSummary> alone;  // each rank's summary with its work regions as they would have run alone
+  std::map<double, int> working;     // how many ranks worked, over time on the host's clock (concurrency)
 };
 
 // Where every rank recorded one host and more ranks ran there than it had cores: each occurrence of a region

@@ -64,7 +64,7 @@ std::optional<MeanWait> mean_of(const std::vector<double>& waits) {
 
 }  // namespace
 
-ScheduleWaits schedule_waits(const TimedSteps& steps, int stages) {
+ScheduleWaits schedule_waits(const TimedSteps& steps, int stages, const WaitPart& message_part) {
   ScheduleWaits out;
   std::vector<double> gaps, messages;
   for (const std::vector<std::vector<TimedAction>>& step : steps) {
@@ -82,7 +82,8 @@ ScheduleWaits schedule_waits(const TimedSteps& steps, int stages) {
         const double previous_end = i == 0 ? -std::numeric_limits<double>::infinity() : step[r][i - 1].end;
         if (latest && latest->end > previous_end) {
           // Idle since its previous action: waiting for this input, which a local one cannot be.
-          if (latest->rank != r) messages.push_back(step[r][i].start - latest->end);
+          const double start = latest->end, end = step[r][i].start;
+          if (latest->rank != r) messages.push_back(message_part ? message_part(start, end) : end - start);
         } else if (i > 0) {
           gaps.push_back(step[r][i].start - previous_end);
         }
@@ -124,7 +125,7 @@ void add_matching_steps(const std::vector<std::vector<Action>>& compute, const K
 }  // namespace
 
 ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
-                             const std::vector<double>& clock_offsets) {
+                             const std::vector<double>& clock_offsets, const WaitPart& message_part) {
   const int R = schedule.num_ranks;
   if (ranks.empty() || ranks.size() % static_cast<std::size_t>(R) != 0) return {};
   std::vector<std::vector<Action>> compute(R);
@@ -134,7 +135,7 @@ ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const K
   TimedSteps steps;
   for (std::size_t first = 0; first < ranks.size(); first += static_cast<std::size_t>(R))
     add_matching_steps(compute, &ranks[first], &clock_offsets[first], steps);
-  return schedule_waits(steps, schedule.num_stages);
+  return schedule_waits(steps, schedule.num_stages, message_part);
 }
 
 ScheduleWaits schedule_waits(const Trace& trace) {

@@ -3,6 +3,7 @@
 // (kineto_plan.cpp).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -36,7 +37,10 @@ using TimedSteps = std::vector<std::vector<std::vector<TimedAction>>>;
 
 // The waits over every step: for each action whose latest input (spec section 2) came from another rank after its
 // own rank had finished its previous action, a message's; for each other action but a rank's first, a gap.
-ScheduleWaits schedule_waits(const TimedSteps& steps, int stages);
+// `message_part(start, end)`, where given, is how much of a message's wait to count (on shared cores: the part with a
+// core free, the rest being a wait for a core).
+using WaitPart = std::function<double(double start, double end)>;
+ScheduleWaits schedule_waits(const TimedSteps& steps, int stages, const WaitPart& message_part = {});
 
 // `ranks[r]` is rank r's trace of `schedule`, with `clock_offsets[r]` added to its times to put them on one clock;
 // with data-parallel replicas, the traces of replica d are ranks[d * R] to ranks[d * R + R - 1] (the trainer's
@@ -44,7 +48,7 @@ ScheduleWaits schedule_waits(const TimedSteps& steps, int stages);
 // replica whose compute regions are, rank by rank and in time order, the schedule's actions as the runtime names
 // them (profiler_region) is read. Means, not medians: a step adds these times up, the long ones too.
 ScheduleWaits schedule_waits(const Schedule& schedule, const std::vector<const KinetoSummary*>& ranks,
-                             const std::vector<double>& clock_offsets);
+                             const std::vector<double>& clock_offsets, const WaitPart& message_part = {});
 
 // The same over a dualpipe trace: its compute actions by step and rank, in the order they started.
 ScheduleWaits schedule_waits(const Trace& trace);

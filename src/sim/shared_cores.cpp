@@ -35,6 +35,19 @@ double mean_slowdown(const std::map<double, int>& level, double start, double en
   return (end - start) / work;
 }
 
+double time_with_a_free_core(const std::map<double, int>& level, double start, double end, int cores) {
+  auto it = level.upper_bound(start);
+  int running = it == level.begin() ? 0 : std::prev(it)->second;
+  double t = start, free = 0;
+  while (t < end) {
+    const double next = it == level.end() ? end : std::min(end, it->first);
+    if (running < cores) free += next - t;
+    t = next;
+    if (it != level.end() && it->first <= t) running = (it++)->second;
+  }
+  return free;
+}
+
 SharedCoresStep simulate_on_shared_cores(const Schedule& schedule, const CostModel& costs, int replicas, int cores,
                                          const std::vector<double>& updates,
                                          const std::vector<std::vector<double>>& scales) {

@@ -86,6 +86,30 @@ TEST(KinetoRun, AMessagesTimeAndTheHostsGapAreReadFromTheWaitsOfTheScheduleThatR
   EXPECT_DOUBLE_EQ(unmatched.costs.costs.gap, 17.5);
 }
 
+// The same run on one core: a message's wait counts only while the core was free, the rest being a wait for the
+// core, which the simulation makes by sharing it. Rank 1's F0 waited [10, 12) while rank 0's F1 had the core: 0;
+// rank 0's B0 waited [42, 45), rank 1's F1 taking the core from 43: 1; rank 0's B1 waited [73, 80) with the core
+// free: 7. comm = 8 / 3.
+TEST(KinetoRun, OnSharedCoresAMessagesWaitCountsWhileACoreWasFree) {
+  const std::vector<std::vector<Region>> laid = {{{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
+                                                  {"backward stage 0", 45, 20}, {"backward stage 0", 80, 20}},
+                                                 {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
+                                                  {"forward stage 1", 43, 10}, {"backward stage 1", 53, 20}}};
+  const KinetoRun run = read_kineto_run(ranks_of(laid, format_text(make_1f1b({2, 2})), 1), KinetoCostNames{});
+  ASSERT_TRUE(run.shared_cores.has_value());
+  EXPECT_DOUBLE_EQ(run.costs.costs.comm, 8.0 / 3);
+  EXPECT_NE(source_of(run.costs, "comm")->measure.find("while a core was free (3 waits"), std::string::npos);
+}
+
+TEST(SharedCores, TheTimeWithACoreFreeIsWhereFewerRanksRanThanCores) {
+  const std::map<double, int> level = {{0, 1}, {10, 3}, {20, 1}, {30, 0}};
+  EXPECT_DOUBLE_EQ(time_with_a_free_core(level, 5, 25, 2), 10);  // [5, 10) and [20, 25)
+  EXPECT_DOUBLE_EQ(time_with_a_free_core(level, 12, 18, 2), 0);
+  EXPECT_DOUBLE_EQ(time_with_a_free_core(level, 12, 18, 3), 0);
+  EXPECT_DOUBLE_EQ(time_with_a_free_core(level, 12, 18, 4), 6);
+  EXPECT_DOUBLE_EQ(time_with_a_free_core(level, 25, 40, 1), 10);  // idle from 30
+}
+
 // Two ranks on one core: forwards [0,20) and [10,30) overlap in [10,20), where each ran at half speed, so each did
 // 10 + 5 = 15 of work (20 and 20 measured, x4/3); the backwards ran alone (20 each). Costs per stage: F 15, B 20.
 TEST(KinetoRun, RanksThatSharedCoresAreReadAsEachActionAlone) {

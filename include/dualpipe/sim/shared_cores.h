@@ -20,6 +20,9 @@ std::map<double, int> concurrency(const std::vector<std::vector<ActionTime>>& co
 // rate min(1, cores / (replicas x running)).
 double mean_slowdown(const std::map<double, int>& level, double start, double end, int replicas, int cores);
 
+// How much of [start, end) a core was free: fewer than `cores` ranks running (`level`, as `concurrency` gives it).
+double time_with_a_free_core(const std::map<double, int>& level, double start, double end, int cores);
+
 struct SharedCoresStep {
   double makespan = 0;       // the pipeline's
   double step = 0;           // with each rank's update after its last action
