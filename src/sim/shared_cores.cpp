@@ -20,31 +20,38 @@ std::map<double, int> concurrency(const std::vector<std::vector<ActionTime>>& co
   return level;
 }
 
-double mean_slowdown(const std::map<double, int>& level, double start, double end, int replicas, int cores) {
-  if (end <= start) return 1;
+namespace {
+
+// Calls fn(length, running) for each piece of [start, end) over which `level` holds one count.
+template <typename Fn>
+void for_each_level(const std::map<double, int>& level, double start, double end, Fn&& fn) {
   auto it = level.upper_bound(start);
   int running = it == level.begin() ? 0 : std::prev(it)->second;
-  // Work done: each moment at the rate min(1, cores / wanting); the slowdown is the time over the work.
-  double t = start, work = 0;
-  while (t < end) {
+  for (double t = start; t < end;) {
     const double next = it == level.end() ? end : std::min(end, it->first);
-    work += (next - t) * std::min(1.0, double(cores) / std::max(1, replicas * running));
+    fn(next - t, running);
     t = next;
     if (it != level.end() && it->first <= t) running = (it++)->second;
   }
+}
+
+}  // namespace
+
+double mean_slowdown(const std::map<double, int>& level, double start, double end, int replicas, int cores) {
+  if (end <= start) return 1;
+  // Work done: each moment at the rate min(1, cores / wanting); the slowdown is the time over the work.
+  double work = 0;
+  for_each_level(level, start, end, [&](double length, int running) {
+    work += length * std::min(1.0, double(cores) / std::max(1, replicas * running));
+  });
   return (end - start) / work;
 }
 
 double time_with_a_free_core(const std::map<double, int>& level, double start, double end, int cores) {
-  auto it = level.upper_bound(start);
-  int running = it == level.begin() ? 0 : std::prev(it)->second;
-  double t = start, free = 0;
-  while (t < end) {
-    const double next = it == level.end() ? end : std::min(end, it->first);
-    if (running < cores) free += next - t;
-    t = next;
-    if (it != level.end() && it->first <= t) running = (it++)->second;
-  }
+  double free = 0;
+  for_each_level(level, start, end, [&](double length, int running) {
+    if (running < cores) free += length;
+  });
   return free;
 }
 
