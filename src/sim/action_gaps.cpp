@@ -10,6 +10,8 @@
 namespace dualpipe {
 namespace {
 
+constexpr double kResolution = 1e-3;  // microseconds
+
 // The value below which a quarter of the sorted values lie (nearest rank).
 double lower_quartile(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -27,7 +29,9 @@ std::vector<ActionSpan> top_level(std::vector<ActionSpan> spans) {
   std::sort(spans.begin(), spans.end(), [](const ActionSpan& a, const ActionSpan& b) { return a.start < b.start; });
   std::vector<ActionSpan> top;
   for (ActionSpan& s : spans) {
-    if (top.empty() || s.start >= top.back().end) top.push_back(std::move(s));
+    // One that starts within a nanosecond (the traces' resolution) of the last one's end follows it: an end
+    // summed from a start and a duration may land a rounding error after the next start.
+    if (top.empty() || s.start >= top.back().end - kResolution) top.push_back(std::move(s));
     else top.back().end = std::max(top.back().end, s.end);  // inside it: not an action of its own
   }
   return top;

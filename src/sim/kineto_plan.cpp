@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kineto_shared_cores.h"
+#include "median_steps.h"
 #include "schedule_waits.h"
 #include "dualpipe/schedule/text_format.h"
 #include "dualpipe/schedule/validate.h"
@@ -127,8 +128,10 @@ std::optional<std::string> collectives_left_out(const KinetoRanks& ranks,
 
 // kineto_run_costs, which also gives the schedule the traces name (read once: a large one takes a while) and, with
 // `spread`, the spread of the actions' times (of their times alone on shared cores).
-KinetoCosts run_costs(const KinetoRanks& ranks, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
+KinetoCosts run_costs(const KinetoRanks& traced, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
                       std::optional<Schedule>& schedule, std::vector<double>* spread = nullptr) {
+  const MedianSteps middle = median_steps(traced);
+  const KinetoRanks& ranks = middle.ranks;
   bool several_hosts = false;
   const std::optional<SharedHost> shared = shared_host(ranks, work_regions(names), &several_hosts);
   std::vector<const KinetoSummary*> measured, summaries;
@@ -137,6 +140,8 @@ KinetoCosts run_costs(const KinetoRanks& ranks, const KinetoCostNames& names, st
     summaries.push_back(shared ? &shared->alone[i] : measured.back());
   }
   KinetoCosts costs = costs_from_kineto(summaries, names, &measured);
+  costs.steps_read = middle.steps;
+  costs.steps_traced = middle.traced;
   if (spread) *spread = action_spread(summaries, compute_regions(names));
   if (shared) {
     if (shared_cores) *shared_cores = SharedCores{shared->host, shared->cores, shared->ranks, shared->mean_slowdown};

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dualpipe/util/error.h"
 #include "dualpipe/util/number_format.h"
 #include "dualpipe/util/printable.h"
 
@@ -77,9 +78,25 @@ std::string kineto_table(const std::string& source, const KinetoTrace& trace, co
   return text;
 }
 
+namespace {
+
+// "read from steps 1 and 2 of 0-3, ...": the steps the costs come from.
+std::string steps_read_text(const KinetoCosts& costs) {
+  std::string list;
+  for (std::size_t i = 0; i < costs.steps_read.size(); ++i)
+    list += detail::concat(i == 0 ? "" : i + 1 == costs.steps_read.size() ? " and " : ", ", costs.steps_read[i]);
+  const bool one = costs.steps_read.size() == 1;
+  return detail::concat("read from traced step", one ? " " : "s ", list, " of 0-", costs.steps_traced - 1, ": the ",
+                        one ? "one that makes" : "two that make", " the slowest rank's median step (a slow step's "
+                        "actions left out, as the median leaves the step out)");
+}
+
+}  // namespace
+
 std::string kineto_costs_text(const KinetoCosts& costs) {
   std::string text = "costs (microseconds, for --cost): " + costs.costs.to_string() + "\n";
   for (const KinetoCostSource& source : costs.sources) text += "  " + cost_source_text(source) + "\n";
+  if (!costs.steps_read.empty()) text += "  " + steps_read_text(costs) + "\n";
   for (const std::string& w : costs.warnings) text += "note: " + w + "\n";
   return text;
 }
@@ -94,6 +111,8 @@ nlohmann::ordered_json kineto_costs_json(const KinetoCosts* costs) {
                          {"occurrences", s.occurrences}});
   out["cost_sources"] = sources;
   out["warnings"] = costs ? nlohmann::ordered_json(costs->warnings) : nlohmann::ordered_json::array();
+  out["steps_read"] = costs ? nlohmann::ordered_json(costs->steps_read) : nlohmann::ordered_json::array();
+  out["steps_traced"] = costs ? costs->steps_traced : 0;
   return out;
 }
 

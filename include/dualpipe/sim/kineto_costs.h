@@ -56,6 +56,10 @@ struct KinetoCosts {
   int stages = 0;                         // stages named by " stage N" suffixes; 0 when the regions name none
   double update = 0;                      // microseconds per step outside the pipeline; 0 without update regions
   std::vector<double> rank_updates;       // each trace's median update, in the order read (empty without any)
+  // The traced steps (from 0) read where a run's costs come from the steps that make its median step, of
+  // steps_traced; empty where every step was read.
+  std::vector<int> steps_read;
+  int steps_traced = 0;
 };
 
 // Several summaries are one job's ranks: their regions of one name are read together. Throws InvalidArgument
