@@ -87,8 +87,8 @@ std::string steps_read_text(const KinetoCosts& costs) {
     list += detail::concat(i == 0 ? "" : i + 1 == costs.steps_read.size() ? " and " : ", ", costs.steps_read[i]);
   const bool one = costs.steps_read.size() == 1;
   return detail::concat("read from traced step", one ? " " : "s ", list, " of 0-", costs.steps_traced - 1, ": the ",
-                        one ? "one that makes" : "two that make", " the slowest rank's median step (a slow step's "
-                        "actions left out, as the median leaves the step out)");
+                        one ? "one that makes" : "two that make", " the slowest rank's median step (which leaves a "
+                        "slow step's actions out)");
 }
 
 }  // namespace
