@@ -16,7 +16,7 @@ struct Window {
   double start = 0, end = 0;
 };
 
-const KinetoRegion* steps_of(const KinetoSummary& summary) {
+const KinetoRegion* profiler_steps(const KinetoSummary& summary) {
   for (const KinetoRegion& r : summary.regions)
     if (r.name == "ProfilerStep") return &r;
   return nullptr;
@@ -38,7 +38,8 @@ KinetoRegion within(const KinetoRegion& region, const std::vector<Window>& windo
     }
   kept.count = static_cast<int>(kept.durations.size());
   kept.median_duration = median(kept.durations);
-  kept.mean_duration = kept.count ? std::accumulate(kept.durations.begin(), kept.durations.end(), 0.0) / kept.count : 0;
+  const double total = std::accumulate(kept.durations.begin(), kept.durations.end(), 0.0);
+  kept.mean_duration = kept.count ? total / kept.count : 0;
   return kept;
 }
 
@@ -48,21 +49,19 @@ MedianSteps median_steps(const KinetoRanks& ranks) {
   MedianSteps out{ranks, {}, 0};
   std::vector<const KinetoRegion*> steps;
   for (const KinetoRankSummary& r : ranks.ranks) {
-    const KinetoRegion* s = steps_of(r.summary);
-    if (!s || r.summary.processes > 1) return out;
+    const KinetoRegion* s = profiler_steps(r.summary);
+    if (!s || r.summary.processes > 1 || (!steps.empty() && s->count != steps.front()->count)) return out;
     steps.push_back(s);
   }
   if (steps.empty()) return out;
-  out.traced = steps.front()->count;
-  for (const KinetoRegion* s : steps)
-    if (s->count != out.traced || static_cast<int>(s->starts.size()) != out.traced) return out;
-  if (out.traced < 3) return out;
+  const int n = steps.front()->count;
+  out.traced = n;
+  if (n < 3) return out;
 
   const std::vector<double>& slowest = steps[ranks.slowest]->durations;
-  std::vector<int> order(out.traced);
+  std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return slowest[a] < slowest[b]; });
-  const int n = out.traced;
   out.steps = n % 2 ? std::vector<int>{order[n / 2]} : std::vector<int>{order[n / 2 - 1], order[n / 2]};
   std::sort(out.steps.begin(), out.steps.end());
 
@@ -72,7 +71,7 @@ MedianSteps median_steps(const KinetoRanks& ranks) {
     const std::vector<double>& starts = steps[r]->starts;
     std::vector<Window> windows;
     for (const int s : out.steps)
-      windows.push_back({s == 0 ? -kForever : starts[s], s + 1 == out.traced ? kForever : starts[s + 1]});
+      windows.push_back({s == 0 ? -kForever : starts[s], s + 1 == n ? kForever : starts[s + 1]});
     KinetoRankSummary& kept = out.ranks.ranks[r];
     kept.summary.regions.clear();
     for (const KinetoRegion& region : ranks.ranks[r].summary.regions) {

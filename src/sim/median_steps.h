@@ -13,7 +13,7 @@ namespace dualpipe {
 struct MedianSteps {
   KinetoRanks ranks;       // the traces with only those steps' occurrences of each region and collective
   std::vector<int> steps;  // which traced steps (from 0) they are; empty where the traces were left whole
-  int traced = 0;          // how many steps each rank traced (0: none)
+  int traced = 0;          // how many steps each rank traced (0: none, or not as many on every rank)
 };
 
 // The middle step of the slowest rank's steps by duration, or the middle two of an even number, on every rank: the

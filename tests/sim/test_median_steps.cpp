@@ -98,6 +98,7 @@ TEST(MedianSteps, AnActionStartingARoundingErrorBeforeTheLastOnesEndFollowsIt) {
 TEST(MedianSteps, FewerThanThreeStepsOrRanksThatTracedDifferentNumbersAreReadWhole) {
   const KinetoRun two = read_kineto_run(traced({1, 2}), KinetoCostNames{});
   EXPECT_TRUE(two.costs.steps_read.empty());
+  EXPECT_EQ(two.costs.steps_traced, 2);
   EXPECT_NEAR(two.costs.costs.forward, 15, 1e-9);
   EXPECT_EQ(kineto_costs_text(two.costs).find("read from traced step"), std::string::npos);
 
@@ -105,6 +106,7 @@ TEST(MedianSteps, FewerThanThreeStepsOrRanksThatTracedDifferentNumbersAreReadWho
   uneven.ranks[1] = traced({1, 1.125, 1.25, 1.5}).ranks[1];
   const KinetoRun whole = read_kineto_run(uneven, KinetoCostNames{});
   EXPECT_TRUE(whole.costs.steps_read.empty());
+  EXPECT_EQ(whole.costs.steps_traced, 0);
   // stage 0: 10 x 1, 1.125, 1.25 (mean 11.25); stage 1: 10 x 1, 1.125, 1.25, 1.5 (mean 12.1875); F their mean.
   EXPECT_NEAR(whole.costs.costs.forward, (11.25 + 12.1875) / 2, 1e-9);
 }
