@@ -4,7 +4,8 @@ pipeline_module_split cuts them (tests/python/real_models.py), and DeepSeek's re
 
 Ours and PyTorch's run in the same processes, on copies of the same stages, one step of each in turn, so that both
 see the same machine; every step is timed between barriers. The reference (its package is also named dualpipe) runs
-in processes of its own, right after ours alone in the same way, and is compared with that. Prints per case the
+in processes of its own, right after ours alone in the same way, and is compared with that (in --rounds rounds,
+their steps pooled: the machine's speed drifts from one set of processes to the next). Prints per case the
 median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
 activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each, and
 the busiest rank's time in compute actions under ours (record_actions): with the same arithmetic, no runtime's step
@@ -12,7 +13,7 @@ is much below it.
 
     python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
                                       [--microbatches 8] [--sequences 2] [--seq-len 64] [--dim 256]
-                                      [--reference PATH]
+                                      [--reference PATH [--rounds 3]]
 """
 import argparse
 import copy
@@ -242,27 +243,38 @@ def main():
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--dim", type=int, default=0, help="the models' width (default: 256, their small size)")
     parser.add_argument("--reference", help="a checkout of deepseek-ai/DualPipe (the folder holding dualpipe/)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --reference: rounds of ours alone then the reference, their steps pooled")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least 1")
     cases = args.cases.split(",")
     for case in cases:
         if case not in CASES:
             parser.error(f"--cases: {case!r} is not one of {', '.join(CASES)}")
     if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
         parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
-    print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps")
+    rounds = f" ({args.rounds} rounds of {args.steps} alone beside the reference)" if args.reference else ""
+    print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps"
+          + rounds)
     for case in cases:
         model_name, ranks = CASES[case]
         result = measure(model_name, ranks, ["ours", "torch"], args)
         runtimes = ["ours", "torch"]
         if args.reference:
             # The reference runs in processes of its own (its package is also named dualpipe): ours too, alone,
-            # right before it, so that the two are compared in the same conditions.
-            for runtime in ("ours alone", "reference"):
-                solo = measure(model_name, ranks, [runtime.split()[0]], args)
-                for key in ("times", "loss"):
-                    result[key][runtime] = solo[key][runtime.split()[0]]
-                for mine, theirs in zip(result["peaks"], solo["peaks"]):
-                    mine[runtime] = theirs[runtime.split()[0]]
+            # right before it, so that the two are compared in the same conditions; in several rounds, their steps
+            # pooled, as the machine's speed drifts from one set of processes to the next.
+            for turn in range(args.rounds):
+                for runtime in ("ours alone", "reference"):
+                    solo = measure(model_name, ranks, [runtime.split()[0]], args)
+                    name = runtime.split()[0]
+                    if turn == 0:
+                        result["loss"][runtime] = solo["loss"][name]
+                        result["times"][runtime] = []
+                        for mine, theirs in zip(result["peaks"], solo["peaks"]):
+                            mine[runtime] = theirs[name]
+                    result["times"][runtime] += solo["times"][name]
             runtimes += ["ours alone", "reference"]
         report(case, result, runtimes, args)
 
