@@ -126,6 +126,20 @@ std::optional<std::string> collectives_left_out(const KinetoRanks& ranks,
                         "the pipeline's actions only, so the plan leaves them out");
 }
 
+// Each pipeline rank's own update after its last action (the last stage's, with the output layer, is the largest);
+// with data-parallel replicas (several traces a rank, replica d's rank r the trace d * R + r, as the trainer numbers
+// them) the least of its replicas' that recorded one, that of a replica that waited in it for no other; 0 where none
+// did. Traces not one per rank of each replica: the least of every trace's, for every rank.
+std::vector<double> pipeline_rank_updates(const KinetoCosts& costs, int ranks, int replicas) {
+  if (static_cast<int>(costs.rank_updates.size()) != ranks * replicas) return std::vector<double>(ranks, costs.update);
+  std::vector<double> updates(ranks, 0);
+  for (int r = 0; r < ranks; ++r)
+    for (int d = 0; d < replicas; ++d)
+      if (const double u = costs.rank_updates[d * ranks + r]; u > 0 && (updates[r] == 0 || u < updates[r]))
+        updates[r] = u;
+  return updates;
+}
+
 // kineto_run_costs, which also gives the schedule the traces name (read once: a large one takes a while) and, with
 // `spread`, the spread of the actions' times (of their times alone on shared cores).
 KinetoCosts run_costs(const KinetoRanks& traced, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
@@ -193,12 +207,9 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
     if (std::optional<std::string> left_out = collectives_left_out(ranks, work_regions(names)))
       run.costs.warnings.push_back(*left_out);
   const CostModel& per_stage = run.costs.costs;
-  // Each rank's own update after its last action where there is a trace per rank; with data-parallel replicas
-  // (several traces a rank) the least, that of a rank that waited in it for no one.
-  std::vector<double> updates(s.num_ranks, run.costs.update);
-  if (static_cast<int>(run.costs.rank_updates.size()) == s.num_ranks) updates = run.costs.rank_updates;
   // Data-parallel replicas run the same schedule in step, on the same cores; a device (or core) per rank shares none.
   const int replicas = traces / s.num_ranks;
+  const std::vector<double> updates = pipeline_rank_updates(run.costs, s.num_ranks, replicas);
   const int cores = run.shared_cores ? run.shared_cores->cores : std::numeric_limits<int>::max();
   run.simulated_draws = spread.empty() ? 1 : kDraws;
   const SharedCoresStep step = median_of_draws(s, per_stage, replicas, cores, updates, spread, run.simulated_draws);

@@ -170,6 +170,26 @@ TEST(KinetoRun, DataParallelReplicasShareTheCoresInTheSimulation) {
   EXPECT_NE(note.find("(gloo:reduce): up to 0.006 ms a step, on rank 2"), std::string::npos) << note;
 }
 
+// 1F1B, R = 2, M = 1, F = 10 and B = 20 a stage, two replicas, a core each (no host recorded): F0 0-10, F1 10-20,
+// B1 20-40, B0 40-60. Pipeline rank 1 (the last stage, the output layer's) updates for 30 and 34 on its two replicas,
+// rank 0 for 5 and 8: each pipeline rank takes the least of its own replicas', rank 1's update ending the step at
+// 40 + 30 = 70 (the least of every trace's, 5, would end it at 65).
+TEST(KinetoRun, WithReplicasEachPipelineRankTakesTheLeastUpdateOfItsReplicas) {
+  const auto rank0 = [](double update) {
+    return std::vector<Region>{{"forward stage 0", 0, 10}, {"backward stage 0", 40, 20}, {"update", 60, update}};
+  };
+  const auto rank1 = [](double update) {
+    return std::vector<Region>{{"forward stage 1", 10, 10}, {"backward stage 1", 20, 20}, {"update", 40, update}};
+  };
+  const KinetoRun run = read_kineto_run(ranks_of({rank0(5), rank1(30), rank0(8), rank1(34)},
+                                                 format_text(make_1f1b({2, 1}))),
+                                        KinetoCostNames{});
+  EXPECT_FALSE(run.shared_cores.has_value());
+  EXPECT_EQ(run.costs.rank_updates, (std::vector<double>{5, 30, 8, 34}));
+  EXPECT_DOUBLE_EQ(run.simulated_pipeline, 60);
+  EXPECT_DOUBLE_EQ(run.simulated_step, 70);
+}
+
 // 1F1B, R = 2, M = 1, F = 10 and B = 20 a stage, an update of 10, one core: F0 0-10 and 10-20, rank 1's B 20-40
 // alone; then rank 0's B and rank 1's update share the core from 40, each at half speed: the update's 10 is done at
 // 60 and B's 20 at 70 (10 at half speed, 10 alone), and rank 0's update runs alone 70-80.
