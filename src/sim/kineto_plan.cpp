@@ -92,13 +92,17 @@ void read_schedule_waits(KinetoCosts& costs, const Schedule& schedule, const Kin
 }
 
 // With data-parallel replicas, the traced schedule (dualpipe.schedule) holds the pipeline's actions only: the
-// replicas' collectives that ran while none of a rank's work regions was open are not in the plan. The most of them
-// a step on any rank, and which they were; nothing where there were none.
-std::optional<std::string> collectives_left_out(const KinetoRanks& ranks,
-                                                const std::function<bool(const std::string&)>& is_work) {
-  double most = 0;
-  int on_rank = 0;
-  std::vector<std::string> which;
+// replicas' collectives that ran while none of a rank's work regions was open (the reductions waited for after the
+// last backward, ZeRO-3's gathers before the first forward) are in no action. Each trace's time in them a step, and
+// which they were.
+struct CollectivesOutside {
+  std::vector<double> per_step;  // by trace, microseconds
+  std::vector<std::string> names;
+};
+
+CollectivesOutside collectives_outside(const KinetoRanks& ranks,
+                                       const std::function<bool(const std::string&)>& is_work) {
+  CollectivesOutside out;
   for (const KinetoRankSummary& r : ranks.ranks) {
     std::vector<ActionTime> work;
     int steps = 0;
@@ -113,30 +117,34 @@ std::optional<std::string> collectives_left_out(const KinetoRanks& ranks,
       const auto overlaps = [&](const ActionTime& w) { return c.start < w.end && w.start < c.end; };
       if (std::any_of(work.begin(), work.end(), overlaps)) continue;
       outside += c.end - c.start;
-      if (std::find(which.begin(), which.end(), c.name) == which.end()) which.push_back(c.name);
+      if (std::find(out.names.begin(), out.names.end(), c.name) == out.names.end()) out.names.push_back(c.name);
     }
-    const double per_step = outside / std::max(1, steps);
-    if (per_step > most) most = per_step, on_rank = r.rank;
+    out.per_step.push_back(outside / std::max(1, steps));
   }
-  if (most <= 0) return std::nullopt;
-  std::string names;
-  for (const std::string& n : which) names += (names.empty() ? "" : ", ") + printable_line(n);
-  return detail::concat("data-parallel collectives ran outside the traced actions and update (", names, "): up to ",
-                        formatted("%.3f", most / 1e3), " ms a step, on rank ", on_rank, "; the traced schedule holds "
-                        "the pipeline's actions only, so the plan leaves them out");
+  return out;
 }
 
-// Each pipeline rank's own update after its last action (the last stage's, with the output layer, is the largest);
-// with data-parallel replicas (several traces a rank, replica d's rank r the trace d * R + r, as the trainer numbers
-// them) the least of its replicas' that recorded one, that of a replica that waited in it for no other; 0 where none
-// did. Traces not one per rank of each replica: the least of every trace's, for every rank.
-std::vector<double> pipeline_rank_updates(const KinetoCosts& costs, int ranks, int replicas) {
-  if (static_cast<int>(costs.rank_updates.size()) != ranks * replicas) return std::vector<double>(ranks, costs.update);
-  std::vector<double> updates(ranks, 0);
+// The note that says so: the most a step on any rank; nothing where there were none.
+std::optional<std::string> collectives_note(const CollectivesOutside& outside, const KinetoRanks& ranks) {
+  const auto most = std::max_element(outside.per_step.begin(), outside.per_step.end());
+  if (most == outside.per_step.end() || *most <= 0) return std::nullopt;
+  std::string names;
+  for (const std::string& n : outside.names) names += (names.empty() ? "" : ", ") + printable_line(n);
+  return detail::concat("data-parallel collectives ran outside the traced actions and update (", names, "): up to ",
+                        formatted("%.3f", *most / 1e3), " ms a step, on rank ",
+                        ranks.ranks[most - outside.per_step.begin()].rank, "; the traced schedule holds the "
+                        "pipeline's actions only, so the plan adds each rank's to its update");
+}
+
+// Each pipeline rank's own update after its last action (the last stage's, with the output layer, is the largest),
+// from each trace's (`traces`); with data-parallel replicas (several traces a rank, replica d's rank r the trace
+// d * R + r, as the trainer numbers them) the least of its replicas', that of one that waited in it for no other.
+// Traces not one per rank of each replica: `least`, for every rank.
+std::vector<double> pipeline_rank_updates(const std::vector<double>& traces, double least, int ranks, int replicas) {
+  if (static_cast<int>(traces.size()) != ranks * replicas) return std::vector<double>(ranks, least);
+  std::vector<double> updates(traces.begin(), traces.begin() + ranks);
   for (int r = 0; r < ranks; ++r)
-    for (int d = 0; d < replicas; ++d)
-      if (const double u = costs.rank_updates[d * ranks + r]; u > 0 && (updates[r] == 0 || u < updates[r]))
-        updates[r] = u;
+    for (int d = 1; d < replicas; ++d) updates[r] = std::min(updates[r], traces[d * ranks + r]);
   return updates;
 }
 
@@ -203,13 +211,18 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   const int stages = run.costs.stages;
   DUALPIPE_REQUIRE(stages == 0 || stages == s.num_stages, "the profiler traces' regions name stages 0 to ",
                    stages - 1, " but the schedule they ran (dualpipe.schedule) has ", s.num_stages);
-  if (traces > s.num_ranks)
-    if (std::optional<std::string> left_out = collectives_left_out(ranks, work_regions(names)))
-      run.costs.warnings.push_back(*left_out);
-  const CostModel& per_stage = run.costs.costs;
   // Data-parallel replicas run the same schedule in step, on the same cores; a device (or core) per rank shares none.
   const int replicas = traces / s.num_ranks;
-  const std::vector<double> updates = pipeline_rank_updates(run.costs, s.num_ranks, replicas);
+  std::vector<double> trace_updates = run.costs.rank_updates;
+  if (replicas > 1) {
+    const CollectivesOutside outside = collectives_outside(ranks, work_regions(names));
+    if (std::optional<std::string> note = collectives_note(outside, ranks)) run.costs.warnings.push_back(*note);
+    if (trace_updates.empty()) trace_updates.assign(outside.per_step.size(), 0);
+    for (std::size_t t = 0; t < outside.per_step.size() && t < trace_updates.size(); ++t)
+      trace_updates[t] += outside.per_step[t];
+  }
+  const std::vector<double> updates = pipeline_rank_updates(trace_updates, run.costs.update, s.num_ranks, replicas);
+  const CostModel& per_stage = run.costs.costs;
   const int cores = run.shared_cores ? run.shared_cores->cores : std::numeric_limits<int>::max();
   run.simulated_draws = spread.empty() ? 1 : kDraws;
   const SharedCoresStep step = median_of_draws(s, per_stage, replicas, cores, updates, spread, run.simulated_draws);

@@ -162,12 +162,21 @@ TEST(KinetoRun, DataParallelReplicasShareTheCoresInTheSimulation) {
   };
   EXPECT_EQ(says_left_out(run), "");
 
-  // A reduction of rank 2 (replica 1's rank 0) after its last action is not in the plan, and the plan says so; one
-  // inside an action is.
+  // A reduction of rank 2 (replica 1's rank 0) after its last action is in no action, and the plan says so (one
+  // inside an action is in it already). It is added to that trace's update, and each pipeline rank takes the least
+  // of its replicas': rank 0's, without one, is none, and the step stays 120.
   KinetoRanks reducing = ranks_of({rank0, rank1, rank0, rank1}, format_text(make_1f1b({2, 1})), 1);
   reducing.ranks[2].collectives = {{"gloo:all_reduce", 85, 90}, {"gloo:reduce", 120, 126}};
-  const std::string note = says_left_out(read_kineto_run(reducing, KinetoCostNames{}));
-  EXPECT_NE(note.find("(gloo:reduce): up to 0.006 ms a step, on rank 2"), std::string::npos) << note;
+  const KinetoRun reduced = read_kineto_run(reducing, KinetoCostNames{});
+  const std::string note = says_left_out(reduced);
+  EXPECT_NE(note.find("(gloo:reduce): up to 0.006 ms a step, on rank 2; the traced schedule holds the pipeline's "
+                      "actions only, so the plan adds each rank's to its update"),
+            std::string::npos) << note;
+  EXPECT_NEAR(reduced.simulated_step, 120, 0.01);
+  // Rank 0 reducing too, for 4: pipeline rank 0 updates for 4 after its last action, on both replicas at once,
+  // which share the one core (the other two ranks done): 8 more.
+  reducing.ranks[0].collectives = {{"gloo:reduce", 120, 124}};
+  EXPECT_NEAR(read_kineto_run(reducing, KinetoCostNames{}).simulated_step, 128, 0.01);
 }
 
 // 1F1B, R = 2, M = 1, F = 10 and B = 20 a stage, two replicas, a core each (no host recorded): F0 0-10, F1 10-20,
