@@ -148,11 +148,11 @@ std::vector<double> pipeline_rank_updates(const std::vector<double>& traces, dou
   return updates;
 }
 
-// kineto_run_costs, which also gives the schedule the traces name (read once: a large one takes a while) and, with
-// `spread`, the spread of the actions' times (of their times alone on shared cores).
-KinetoCosts run_costs(const KinetoRanks& traced, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
+// kineto_run_costs from the steps that make the median, which also gives the schedule the traces name (read once: a
+// large one takes a while) and, with `spread`, the spread of the actions' times (of their times alone on shared
+// cores).
+KinetoCosts run_costs(const MedianSteps& middle, const KinetoCostNames& names, std::optional<SharedCores>* shared_cores,
                       std::optional<Schedule>& schedule, std::vector<double>* spread = nullptr) {
-  const MedianSteps middle = median_steps(traced);
   const KinetoRanks& ranks = middle.ranks;
   bool several_hosts = false;
   const std::optional<SharedHost> shared = shared_host(ranks, work_regions(names), &several_hosts);
@@ -185,13 +185,14 @@ KinetoCosts run_costs(const KinetoRanks& traced, const KinetoCostNames& names, s
 KinetoCosts kineto_run_costs(const KinetoRanks& ranks, const KinetoCostNames& names,
                              std::optional<SharedCores>* shared_cores) {
   std::optional<Schedule> schedule;
-  return run_costs(ranks, names, shared_cores, schedule);
+  return run_costs(median_steps(ranks), names, shared_cores, schedule);
 }
 
 KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names, int ranks_given) {
   KinetoRun run;
   std::vector<double> spread;
-  run.costs = run_costs(ranks, names, &run.shared_cores, run.schedule, &spread);
+  const MedianSteps middle = median_steps(ranks);
+  run.costs = run_costs(middle, names, &run.shared_cores, run.schedule, &spread);
   run.slowest_rank = ranks.ranks[ranks.slowest].rank;
   run.measured_step = ranks.ranks[ranks.slowest].step;
   if (!run.schedule) {
@@ -215,7 +216,7 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   const int replicas = traces / s.num_ranks;
   std::vector<double> trace_updates = run.costs.rank_updates;
   if (replicas > 1) {
-    const CollectivesOutside outside = collectives_outside(ranks, work_regions(names));
+    const CollectivesOutside outside = collectives_outside(middle.ranks, work_regions(names));
     if (std::optional<std::string> note = collectives_note(outside, ranks)) run.costs.warnings.push_back(*note);
     if (trace_updates.empty()) trace_updates.assign(outside.per_step.size(), 0);
     for (std::size_t t = 0; t < outside.per_step.size() && t < trace_updates.size(); ++t)
