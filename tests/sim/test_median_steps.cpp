@@ -18,10 +18,11 @@ struct StepRegion {
 };
 
 // 1F1B, R = 2, M = 2, F = 10 and B = 20 on both stages, as test_kineto_shared_run.cpp lays it out: 100 us a step.
-const std::vector<std::vector<StepRegion>> kOneStep = {{{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
-                                                 {"backward stage 0", 45, 20}, {"backward stage 0", 80, 20}},
-                                                {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
-                                                 {"forward stage 1", 43, 10}, {"backward stage 1", 53, 20}}};
+const std::vector<std::vector<StepRegion>> kOneStep = {
+    {{"forward stage 0", 0, 10}, {"forward stage 0", 10, 10},
+     {"backward stage 0", 45, 20}, {"backward stage 0", 80, 20}},
+    {{"forward stage 1", 12, 10}, {"backward stage 1", 22, 20},
+     {"forward stage 1", 43, 10}, {"backward stage 1", 53, 20}}};
 
 // The step traced once per factor, each time stretched by it, with a ProfilerStep around each and 10 us between.
 KinetoRanks traced(const std::vector<double>& stretch) {
