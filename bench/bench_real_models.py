@@ -267,8 +267,8 @@ def main():
             # pooled, as the machine's speed drifts from one set of processes to the next.
             for turn in range(args.rounds):
                 for runtime in ("ours alone", "reference"):
-                    solo = measure(model_name, ranks, [runtime.split()[0]], args)
                     name = runtime.split()[0]
+                    solo = measure(model_name, ranks, [name], args)
                     if turn == 0:
                         result["loss"][runtime] = solo["loss"][name]
                         result["times"][runtime] = []

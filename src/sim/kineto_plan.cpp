@@ -217,7 +217,7 @@ KinetoRun read_kineto_run(const KinetoRanks& ranks, const KinetoCostNames& names
   std::vector<double> trace_updates = run.costs.rank_updates;
   if (replicas > 1) {
     const CollectivesOutside outside = collectives_outside(middle.ranks, work_regions(names));
-    if (std::optional<std::string> note = collectives_note(outside, ranks)) run.costs.warnings.push_back(*note);
+    if (std::optional<std::string> note = collectives_note(outside, middle.ranks)) run.costs.warnings.push_back(*note);
     if (trace_updates.empty()) trace_updates.assign(outside.per_step.size(), 0);
     for (std::size_t t = 0; t < outside.per_step.size() && t < trace_updates.size(); ++t)
       trace_updates[t] += outside.per_step[t];
