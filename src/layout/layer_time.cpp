@@ -28,7 +28,7 @@ constexpr double kGeluPasses = 2, kSwigluPasses = 3;
 constexpr double kPermutePasses = 4;
 // The loss reads and writes the fp32 logits twice (the vocabulary-parallel softmax and its gradient): 16 bytes.
 constexpr double kLossBytesPerLogit = 16;
-// Each matrix product appears again twice in the backward (input and weight gradients); the memory-bound kernels
+// Each matrix product appears again twice in the backward (input and weight gradients, add_product); the memory-bound kernels
 // read and write about twice as much backward; FlashAttention's backward does 5 products of the forward's 2.
 constexpr double kBackwardMemoryFactor = 2, kFlashBackwardFactor = 2.5;
 
@@ -41,14 +41,20 @@ double tile_fill(double n) { return n / (std::ceil(n / kTile) * kTile); }
 
 // What one forward's parts cost before the backward and recomputation are derived from them.
 struct Parts {
-  double weight_products = 0;  // products with a weight (W in the backward)
+  double weight_products = 0;  // products with a weight, forward
+  // Their backward, each product at its own shape: the input gradient (the output's gradient times the weight,
+  // inner dimension n) and the weight gradient (W in the backward; inner dimension the tokens).
+  double input_grads = 0, weight_grads = 0;
   double attention = 0;        // attention core: products, and without FlashAttention the softmax and dropout
   double memory_bound = 0;     // the rest of the element-wise work
   double flops = 0, attention_flops = 0;
 };
 
+// A product of m rows (tokens) by a k x n weight.
 void add_product(Parts& p, const ClusterSpec& cluster, double m, double n, double k, double batch = 1) {
   p.weight_products += matmul_seconds(cluster, m, n, k, batch);
+  p.input_grads += matmul_seconds(cluster, m, k, n, batch);
+  p.weight_grads += matmul_seconds(cluster, k, n, m, batch);
   p.flops += 2 * m * n * k * batch;
 }
 
@@ -62,9 +68,14 @@ double matmul_seconds(const ClusterSpec& cluster, double m, double n, double k, 
     const double waves = std::ceil(tiles / cluster.sm_count);
     efficiency *= tile_fill(m) * tile_fill(n) * tiles / (waves * cluster.sm_count);
   }
-  const double compute = 2 * m * n * k * batch / (cluster.peak_tflops * 1e12 * efficiency);
-  const double operands = 2.0 * (m * k + k * n + m * n) * batch;  // 16-bit
-  return std::max(compute, memory_seconds(cluster, operands));
+  const double main_loop = 2 * m * n * k * batch / (cluster.peak_tflops * 1e12 * efficiency);
+  const double inputs = 2.0 * (m * k + k * n) * batch, output = 2.0 * m * n * batch;  // 16-bit
+  // The main loop streams the inputs (a roofline: no faster than they come from HBM); each tile writes its output
+  // when its loop ends, every SM of a wave at once and one tile per SM at a time, so the output's write follows
+  // the main loop instead of hiding behind it. Against the main loop it weighs as the GPU's balance over k (peak
+  // FLOP/s over HBM bytes/s: 153 on an A100, 295 on an H100), which makes a product's share of peak follow the
+  // hardware (docs/layout.md, "The time model").
+  return std::max(main_loop, memory_seconds(cluster, inputs)) + memory_seconds(cluster, output);
 }
 
 LayerTime layer_time(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l, bool moe) {
@@ -113,8 +124,8 @@ LayerTime layer_time(const ModelSpec& model, const ClusterSpec& cluster, const L
   LayerTime out;
   out.forward = p.weight_products + p.attention + p.memory_bound;
   const double attention_backward = l.flash_attention ? kFlashBackwardFactor * p.attention : 2 * p.attention;
-  out.weight = p.weight_products;
-  out.backward = 2 * p.weight_products + attention_backward + kBackwardMemoryFactor * p.memory_bound;
+  out.weight = p.weight_grads;
+  out.backward = p.input_grads + p.weight_grads + attention_backward + kBackwardMemoryFactor * p.memory_bound;
   out.forward_flops = p.flops;
 
   // Tensor parallelism: with sequence parallelism two all-gathers and two reduce-scatters of the layer's
@@ -144,9 +155,10 @@ LayerTime layer_time(const ModelSpec& model, const ClusterSpec& cluster, const L
 LayerTime output_layer_time(const ModelSpec& model, const ClusterSpec& cluster, const Layout& l) {
   const double tokens = double(l.micro_batch_size) * model.seq_len / l.cp, vocab = double(model.vocab) / l.tp;
   LayerTime out;
-  out.weight = matmul_seconds(cluster, tokens, vocab, model.hidden);
-  out.forward = out.weight + memory_seconds(cluster, kLossBytesPerLogit / 2 * tokens * vocab);
-  out.backward = out.forward + out.weight;
+  const double loss = memory_seconds(cluster, kLossBytesPerLogit / 2 * tokens * vocab);
+  out.forward = matmul_seconds(cluster, tokens, vocab, model.hidden) + loss;
+  out.weight = matmul_seconds(cluster, model.hidden, vocab, tokens);
+  out.backward = matmul_seconds(cluster, tokens, model.hidden, vocab) + out.weight + loss;
   out.forward_flops = 2 * tokens * vocab * model.hidden;
   return out;
 }

@@ -1,6 +1,6 @@
 // One transformer layer's time for one micro-batch on one GPU, op by op (docs/layout.md, "The time model"):
 //  - matrix products at the cluster's matmul efficiency, less where their shape fills the GPU's tiles and waves
-//    only in part, and no faster than their operands stream from HBM (a roofline);
+//    only in part, no faster than their inputs stream from HBM (a roofline), then their output's write;
 //  - norms, residual adds, dropouts, activations and (without FlashAttention) attention's softmax and dropout on
 //    the scores: memory-bound, their bytes at the HBM bandwidth times the memory efficiency;
 //  - the tensor- and context-parallel collectives, from collectives.h.
@@ -29,7 +29,7 @@ LayerTime layer_time(const ModelSpec& model, const ClusterSpec& cluster, const L
 // The output layer and the loss of one micro-batch on the last stage.
 LayerTime output_layer_time(const ModelSpec& model, const ClusterSpec& cluster, const Layout& layout);
 
-// A matrix product of (m x k) by (k x n), `batch` times, in seconds, and the share of peak it reaches.
+// A matrix product of (m x k) by (k x n), `batch` times, in seconds.
 double matmul_seconds(const ClusterSpec& cluster, double m, double n, double k, double batch = 1);
 
 }  // namespace dualpipe::layout

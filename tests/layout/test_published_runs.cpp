@@ -191,9 +191,11 @@ TEST(PublishedRuns, MegatronsH100TableAgainstTheA100Fit) {
   }
   std::printf("H100 (Megatron-LM's table): %d of 9 rows with (TP, PP) in the first three and the throughput within 10%% "
               "(%d ranked, %d within)\n", both, ranked, within);
-  // The state measured (2026-12-06, with attention_efficiency), not a target: a change to the time model that loses
-  // one of them should say so.
-  EXPECT_GE(both, 6);
+  // The state measured, not a target: a change to the time model that loses one of them should say so. 6 with the
+  // products at one share of peak whatever the GPU (2026-12-06); 5 since the output's write follows the main loop
+  // (2026-12-07), which refits the A100 table better but puts the 70B's published tp8 pp2 fourth, 0.2% of the
+  // step behind the third.
+  EXPECT_GE(both, 5);
 }
 
 // Korthikanti et al.: selective recomputation with sequence parallelism runs the 530B model at 54.2% MFU where
