@@ -2,23 +2,23 @@
 torch.distributed.pipelining's ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's
 pipeline_module_split cuts them (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
 
-Ours and PyTorch's run in the same processes, on copies of the same stages, one step of each in turn, so that both
-see the same machine; every step is timed between barriers. The reference (its package is also named dualpipe) runs
-in processes of its own, right after ours alone in the same way, and is compared with that (in --rounds rounds,
-their steps pooled: the machine's speed drifts from one set of processes to the next). Prints per case the
-median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
+Every runtime runs in the same processes, on copies of the same stages, one step of each in turn, so that all see
+the same machine (whose speed drifts by tens of percent within minutes); every step is timed between barriers. The
+reference's package is also named dualpipe: it is loaded beside ours under sys.modules of its own. Prints per case
+the median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
 activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each, and
 the busiest rank's time in compute actions under ours (record_actions): with the same arithmetic, no runtime's step
 is much below it.
 
     python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
                                       [--microbatches 8] [--sequences 2] [--seq-len 64] [--dim 256]
-                                      [--reference PATH [--rounds 3]]
+                                      [--reference PATH]
 """
 import argparse
 import copy
 import dataclasses
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -85,16 +85,43 @@ class _Held:
             del self.meter.live[self.key]
 
 
+def load_reference(path):
+    """DeepSeek's reference package, from its checkout at `path`. It is also named dualpipe (and imports itself by
+    that name): loaded while ours is out of sys.modules, which then gets ours back. Each module keeps the modules it
+    imported, so both run side by side."""
+    import dualpipe  # noqa: F401  (ours first, so that it is the one put back)
+    ours = {name: m for name, m in sys.modules.items() if name == "dualpipe" or name.startswith("dualpipe.")}
+    for name in ours:
+        del sys.modules[name]
+    sys.path.insert(0, path)
+    try:
+        import dualpipe as reference
+        import dualpipe.comm  # noqa: F401
+    finally:
+        sys.path.remove(path)
+        for name in [n for n in sys.modules if n == "dualpipe" or n.startswith("dualpipe.")]:
+            del sys.modules[name]
+        sys.modules.update(ours)
+    return reference
+
+
 def our_step(modules, rank, x, y, microbatches, reference, width):
-    import dualpipe
-    if reference:  # the reference allocates its receive buffers on CUDA and checks the modules are there
-        import dualpipe.comm as comm
+    """A step of ours, or with `reference` (the reference's package) of DeepSeek's DualPipeV."""
+    if reference is not None:  # the reference allocates its receive buffers on CUDA and checks the modules are there
+        comm = reference.comm
         comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
                                                  for s in comm.TENSOR_SHAPES]
-        torch.cuda.current_device = lambda: "cpu"
-        dualpipe.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], width)])
-        dualpipe.set_p2p_tensor_dtype(torch.float32)
-    pipe = dualpipe.DualPipeV(tuple(modules), **({} if reference else {"record_actions": True}))
+        reference.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], width)])
+        reference.set_p2p_tensor_dtype(torch.float32)
+        current_device = torch.cuda.current_device
+        torch.cuda.current_device = lambda: "cpu"  # only for its constructor's check
+        try:
+            pipe = reference.DualPipeV(tuple(modules))
+        finally:
+            torch.cuda.current_device = current_device
+    else:
+        import dualpipe
+        pipe = dualpipe.DualPipeV(tuple(modules), record_actions=True)
 
     def step():
         if rank == 0:
@@ -109,6 +136,40 @@ def our_step(modules, rank, x, y, microbatches, reference, width):
 def computing_seconds(actions):
     """Of a step's recorded actions, the time in compute (forwards, backwards, their pairs; not the messages)."""
     return sum(end - start for name, start, end in actions if "SEND" not in name and "RECV" not in name)
+
+
+MESSAGE = re.compile(r"(\d+)(SEND|RECV)_([FB])(\d+)$")  # the runtime's names: 1RECV_F0 is stage 1 taking F0
+
+
+def replayed_step(ranks_actions):
+    """One step's actions, each rank's (name, seconds) in the order they ran, replayed at those times with every
+    message free: a receive waits only for its send. What this schedule takes at these compute times whatever
+    carries its messages."""
+    sent = {}  # (direction, producing stage, micro-batch) -> when it was sent
+    clock, at = [0.0] * len(ranks_actions), [0] * len(ranks_actions)
+    moved = True
+    while moved:
+        moved = False
+        for r, actions in enumerate(ranks_actions):
+            while at[r] < len(actions):
+                name, seconds = actions[at[r]]
+                message = MESSAGE.match(name)
+                if message is None:
+                    clock[r] += seconds
+                else:
+                    stage, kind, direction, microbatch = message.groups()
+                    stage, microbatch = int(stage), int(microbatch)
+                    if kind == "SEND":
+                        sent[(direction, stage, microbatch)] = clock[r]
+                    else:
+                        producer = stage - 1 if direction == "F" else stage + 1
+                        if (direction, producer, microbatch) not in sent:
+                            break  # its sender has not got there yet: the other ranks go on
+                        clock[r] = max(clock[r], sent[(direction, producer, microbatch)])
+                at[r] += 1
+                moved = True
+    assert all(a == len(actions) for a, actions in zip(at, ranks_actions)), "the replay deadlocked"
+    return max(clock)
 
 
 def torch_step(modules, indices, rank, ranks, x, y, microbatches):
@@ -135,8 +196,7 @@ def torch_step(modules, indices, rank, ranks, x, y, microbatches):
 
 def run_rank(rank, ranks, model_name, runtimes, args, port, out):
     torch.set_num_threads(1)
-    if "reference" in runtimes:  # its package is also named dualpipe
-        sys.path.insert(0, args.reference)
+    reference = load_reference(args.reference) if "reference" in runtimes else None
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=ranks, rank=rank)
     config = model_config(model_name, args)
     torch.manual_seed(0)
@@ -149,10 +209,10 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
         if runtime == "torch":
             steps[runtime] = torch_step(copies[runtime], indices, rank, ranks, x, y, args.microbatches)
         else:
-            steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches, runtime == "reference",
-                                      config.dim)
+            steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches,
+                                      reference if runtime == "reference" else None, config.dim)
     times = {r: [] for r in runtimes}
-    computing = []  # ours: this rank's time in compute actions, per timed step
+    computing, timelines = [], []  # ours: this rank's time in compute actions, and its actions, per timed step
     first_loss, peak = {}, {}
     for i in range(args.steps + 2):
         for runtime in runtimes:
@@ -175,14 +235,19 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
             else:
                 times[runtime].append(elapsed)
                 if runtime == "ours":
-                    computing.append(computing_seconds(steps[runtime].pipe.last_step_actions()))
+                    actions = steps[runtime].pipe.last_step_actions()
+                    computing.append(computing_seconds(actions))
+                    timelines.append([(name, end - begin) for name, begin, end in actions])
             for m in copies[runtime]:
                 m.zero_grad(set_to_none=True)
-    peaks, computings = [None] * ranks, [None] * ranks
+    peaks, computings, all_timelines = [None] * ranks, [None] * ranks, [None] * ranks
     dist.all_gather_object(peaks, peak)
     dist.all_gather_object(computings, computing)
+    dist.all_gather_object(all_timelines, timelines)
     if rank == 0:
-        torch.save({"times": times, "loss": first_loss, "peaks": peaks, "computing": computings}, out)
+        replayed = [replayed_step([t[k] for t in all_timelines]) for k in range(len(timelines))]
+        torch.save({"times": times, "loss": first_loss, "peaks": peaks, "computing": computings,
+                    "replayed": replayed}, out)
     dist.destroy_process_group()
 
 
@@ -200,8 +265,7 @@ def measure(model_name, ranks, runtimes, args):
         return torch.load(out)
 
 
-NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV",
-         "ours alone": "dualpipe.DualPipeV alone"}
+NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
 
 
 def report(case, result, runtimes, args):
@@ -228,9 +292,16 @@ def report(case, result, runtimes, args):
     floor = (f"at best {busiest / medians['torch']:.3f} of {NAMES['torch']}'s step without less arithmetic"
              if a_floor else "not a floor: more ranks than cores")
     print(f"  our busiest rank computed {busiest * 1e3:.1f} ms a step (median): {floor}")
+    # The same actions in the schedule's order, messages free: above the busiest rank's compute by what the
+    # schedule makes a rank wait for the others' compute (its fill, drain and imbalance).
+    replayed = statistics.median(result["replayed"])
+    if a_floor:
+        print(f"  our actions replayed in their order with free messages: {replayed * 1e3:.1f} ms a step (median): "
+              f"at best {replayed / medians['torch']:.3f} of {NAMES['torch']}'s step with this schedule")
     if "reference" in medians:
-        print(f"  ours alone / {NAMES['reference']}: {medians['ours alone'] / medians['reference']:.3f}"
-              + (f" (compute alone: {busiest / medians['reference']:.3f})" if a_floor else ""))
+        floors = (f" (compute alone: {busiest / medians['reference']:.3f}, replayed: "
+                  f"{replayed / medians['reference']:.3f})" if a_floor else "")
+        print(f"  ours / {NAMES['reference']}: {medians['ours'] / medians['reference']:.3f}{floors}")
     return medians
 
 
@@ -243,40 +314,18 @@ def main():
     parser.add_argument("--seq-len", type=int, default=64)
     parser.add_argument("--dim", type=int, default=0, help="the models' width (default: 256, their small size)")
     parser.add_argument("--reference", help="a checkout of deepseek-ai/DualPipe (the folder holding dualpipe/)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="with --reference: rounds of ours alone then the reference, their steps pooled")
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error(f"--rounds {args.rounds}: at least 1")
     cases = args.cases.split(",")
     for case in cases:
         if case not in CASES:
             parser.error(f"--cases: {case!r} is not one of {', '.join(CASES)}")
     if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
         parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
-    rounds = f" ({args.rounds} rounds of {args.steps} alone beside the reference)" if args.reference else ""
-    print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps"
-          + rounds)
+    print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps")
+    runtimes = ["ours", "torch"] + (["reference"] if args.reference else [])
     for case in cases:
         model_name, ranks = CASES[case]
-        result = measure(model_name, ranks, ["ours", "torch"], args)
-        runtimes = ["ours", "torch"]
-        if args.reference:
-            # The reference runs in processes of its own (its package is also named dualpipe): ours too, alone,
-            # right before it, so that the two are compared in the same conditions; in several rounds, their steps
-            # pooled, as the machine's speed drifts from one set of processes to the next.
-            for turn in range(args.rounds):
-                for runtime in ("ours alone", "reference"):
-                    name = runtime.split()[0]
-                    solo = measure(model_name, ranks, [name], args)
-                    if turn == 0:
-                        result["loss"][runtime] = solo["loss"][name]
-                        result["times"][runtime] = []
-                        for mine, theirs in zip(result["peaks"], solo["peaks"]):
-                            mine[runtime] = theirs[name]
-                    result["times"][runtime] += solo["times"][name]
-            runtimes += ["ours alone", "reference"]
-        report(case, result, runtimes, args)
+        report(case, measure(model_name, ranks, runtimes, args), runtimes, args)
 
 
 if __name__ == "__main__":
