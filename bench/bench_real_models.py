@@ -1,6 +1,7 @@
-"""Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor) against
-torch.distributed.pipelining's ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's
-pipeline_module_split cuts them (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
+"""Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor; as it comes, and with
+the shapes between stages declared as a user of the reference declares them) against torch.distributed.pipelining's
+ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's pipeline_module_split cuts them
+(tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
 
 Every runtime runs in the same processes, on copies of the same stages, one step of each in turn, so that all see
 the same machine (whose speed drifts by tens of percent within minutes); every step is timed between barriers. The
@@ -105,13 +106,16 @@ def load_reference(path):
     return reference
 
 
-def our_step(modules, rank, x, y, microbatches, reference, width):
-    """A step of ours, or with `reference` (the reference's package) of DeepSeek's DualPipeV."""
+def our_step(modules, rank, x, y, microbatches, reference, width, declared=False):
+    """A step of ours (`declared`: with the shapes between stages declared, as a user of the reference declares
+    them), or with `reference` (the reference's package) of DeepSeek's DualPipeV."""
+    import dualpipe
+    between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
     if reference is not None:  # the reference allocates its receive buffers on CUDA and checks the modules are there
         comm = reference.comm
         comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
                                                  for s in comm.TENSOR_SHAPES]
-        reference.set_p2p_tensor_shapes([(x.shape[0] // microbatches, x.shape[1], width)])
+        reference.set_p2p_tensor_shapes(between_stages)
         reference.set_p2p_tensor_dtype(torch.float32)
         current_device = torch.cuda.current_device
         torch.cuda.current_device = lambda: "cpu"  # only for its constructor's check
@@ -120,10 +124,11 @@ def our_step(modules, rank, x, y, microbatches, reference, width):
         finally:
             torch.cuda.current_device = current_device
     else:
-        import dualpipe
         pipe = dualpipe.DualPipeV(tuple(modules), record_actions=True)
 
     def step():
+        # Ours reads the declaration when a step first builds its pipeline: declared around this runtime's steps only.
+        dualpipe.set_p2p_tensor_shapes(between_stages if declared else [])
         if rank == 0:
             loss, _ = pipe.step(x, num_chunks=microbatches, criterion=real_models.cross_entropy, labels=(y,))
             return loss.detach()
@@ -210,7 +215,8 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
             steps[runtime] = torch_step(copies[runtime], indices, rank, ranks, x, y, args.microbatches)
         else:
             steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches,
-                                      reference if runtime == "reference" else None, config.dim)
+                                      reference if runtime == "reference" else None, config.dim,
+                                      declared=runtime == "declared")
     times = {r: [] for r in runtimes}
     computing, timelines = [], []  # ours: this rank's time in compute actions, and its actions, per timed step
     first_loss, peak = {}, {}
@@ -265,7 +271,8 @@ def measure(model_name, ranks, runtimes, args):
         return torch.load(out)
 
 
-NAMES = {"ours": "dualpipe.DualPipeV", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
+NAMES = {"ours": "dualpipe.DualPipeV", "declared": "ours, shapes declared", "torch": "torch ScheduleDualPipeV",
+         "reference": "reference DualPipeV"}
 
 
 def report(case, result, runtimes, args):
@@ -302,6 +309,8 @@ def report(case, result, runtimes, args):
         floors = (f" (compute alone: {busiest / medians['reference']:.3f}, replayed: "
                   f"{replayed / medians['reference']:.3f})" if a_floor else "")
         print(f"  ours / {NAMES['reference']}: {medians['ours'] / medians['reference']:.3f}{floors}")
+        print(f"  ours declared / {NAMES['reference']}: {medians['declared'] / medians['reference']:.3f} (the same "
+              f"shapes declared as the reference's)")
     return medians
 
 
@@ -322,7 +331,7 @@ def main():
     if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
         parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
     print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps")
-    runtimes = ["ours", "torch"] + (["reference"] if args.reference else [])
+    runtimes = ["ours", "declared", "torch"] + (["reference"] if args.reference else [])
     for case in cases:
         model_name, ranks = CASES[case]
         report(case, measure(model_name, ranks, runtimes, args), runtimes, args)

@@ -15,7 +15,7 @@ autograd graph for ordinary modules, and through the reference's `dualpipe.utils
 Functions that use it. An NCCL group works: the pipeline's messages then travel over two directional channels that
 the group's ranks make from it. Differences from the reference, all documented in docs/python.md:
 set_p2p_tensor_shapes is optional (without it shapes travel with the messages; with it, they are checked at every
-boundary).
+boundary between stages).
 """
 from __future__ import annotations
 
@@ -69,10 +69,12 @@ def _check_flag(name: str, flag) -> None:
 
 
 def set_p2p_tensor_shapes(shapes: Sequence[Sequence[int]]) -> None:
-    """Optional here (shapes otherwise travel with every message): the shapes of the tensors every stage takes and
-    returns for one micro-batch, the first stage's inputs and the last stage's outputs included; -1 matches any
-    size. Declared, receives are posted ahead and each stage is checked once on zeros of these shapes when a
-    DualPipe first runs a given num_chunks. Applies to pipelines built after the call."""
+    """Optional here (shapes otherwise travel with every message): the shapes of the tensors that pass between
+    stages for one micro-batch, as the reference declares them (not the first stage's inputs nor the last stage's
+    outputs: token ids and logits may differ); -1 matches any size. Declared, receives are posted ahead, headers do
+    not travel, and each stage but the first is checked once on zeros of these shapes when a DualPipe first runs a
+    given num_chunks (the first stage's outputs on its first micro-batch). Applies to pipelines built after the
+    call."""
     if isinstance(shapes, (str, bytes)) or not isinstance(shapes, _Sequence):
         raise ValueError(f"set_p2p_tensor_shapes: {shapes!r} must be a list of shapes (lists or tuples of sizes)")
     for shape in shapes:

@@ -100,6 +100,7 @@ class Pipeline {
       runtime::BoundarySpec spec;
       for (const auto& shape : shapes) spec.push_back({shape, dtype, device, /*requires_grad=*/true});
       executor_options.boundaries = runtime::ExecutorOptions::uniform(spec, schedule.num_stages);
+      executor_options.boundaries_include_ends = false;  // as the reference's: what travels between stages
     }
     std::shared_ptr<comm::Communicator> communicator;
     {

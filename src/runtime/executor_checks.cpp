@@ -54,7 +54,7 @@ void Executor::Impl::check_output(int s, int m, const Tensors& outputs) const {
   for (size_t i = 0; i < outputs.size(); ++i)
     DUALPIPE_REQUIRE(outputs[i].defined(), "stage ", s, " returned an undefined tensor ", i, " for ",
                      microbatch_text(m));
-  if (options.boundaries.empty()) return;
+  if (options.boundaries.empty() || (s + 1 == S() && !options.boundaries_include_ends)) return;
   const BoundarySpec& specs = options.boundaries[static_cast<size_t>(s) + 1];
   DUALPIPE_REQUIRE(outputs.size() == specs.size(), "stage ", s, " returned ", outputs.size(), " tensors for ",
                    microbatch_text(m), ", boundary ", s + 1, " declares ", specs.size());
@@ -79,6 +79,7 @@ void Executor::Impl::check_stages_against_boundaries() {
   const bool was_training = training;
   training = false;
   for (const auto& [s, st] : stages) {
+    if (s == 0 && !options.boundaries_include_ends) continue;  // its inputs are the step's: checked as they come
     const BoundarySpec& in = options.boundaries[static_cast<size_t>(s)];
     for (size_t i = 0; i < in.size(); ++i)
       DUALPIPE_REQUIRE(in[i].device == stage_devices[static_cast<size_t>(s)], "boundary ", s, " declares tensor ", i,
@@ -144,7 +145,7 @@ void Executor::Impl::split_batches(const StepArgs& a) {
     for (size_t i = 0; i < entering.size(); ++i) {
       const int m = entering[i];
       input_chunks[m] = parts[i];
-      if (!options.boundaries.empty()) {
+      if (!options.boundaries.empty() && options.boundaries_include_ends) {
         const BoundarySpec& specs = options.boundaries[0];
         DUALPIPE_REQUIRE(parts[i].size() == specs.size(), "rank ", rank, ": micro-batch ", m, " has ",
                          parts[i].size(), " input tensors, boundary 0 declares ", specs.size());

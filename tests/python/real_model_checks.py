@@ -8,6 +8,10 @@ each against an independent reference:
                                               declared: each step equal to one process (the runtime posts a step's
                                               receives at the shapes the last one learned, and must notice the
                                               change)
+    python real_model_checks.py declared      the shapes between stages declared as a user of DeepSeek's reference does
+                                              (set_p2p_tensor_shapes; the first stage takes token ids, the last
+                                              returns logits): equal to one process; a declaration the stages do
+                                              not match refused on both ranks before a message moves
     python real_model_checks.py schedule      dualpipe.pytorch.ScheduleDualPipeV (PyTorch's PipelineStages) against
                                               PyTorch's own ScheduleDualPipeV on copies of the same stages: losses
                                               and eval() losses torch.equal, gradients within cosine distance 1e-13
@@ -98,6 +102,39 @@ def check_changing_shapes(rank, world):
                                                  for n, p in stages[s].named_parameters()]))
     return (f"rank {rank}: shapes losses equal at sequence lengths 16, 16, 12, 16, gradients within cosine distance "
             f"1e-13 (worst {worst:.1e})")
+
+
+def check_declared_shapes(rank, world):
+    torch.manual_seed(0)
+    model = real_models.Transformer(TINY["llama3"])
+    stages = real_models.split(model, 2 * world)
+    x, y = real_models.tokens(model.config, CHUNKS * SEQUENCES, SEQ_LEN)
+    expected = one_process(model, x, y)
+    indices = (rank, 2 * world - 1 - rank)
+    feed = dict(num_chunks=CHUNKS, criterion=real_models.cross_entropy, labels=(y,) if rank == 0 else ())
+    try:
+        dualpipe.set_p2p_tensor_shapes([(SEQUENCES, SEQ_LEN, model.config.dim)])
+        pipe = dualpipe.DualPipeV([stages[s] for s in indices])
+        loss, _ = pipe.step(*((x,) if rank == 0 else ()), **feed)
+        if rank == 0:
+            check(torch.equal(loss, expected), f"rank {rank}: losses {loss} differ from one process's {expected}")
+        whole = dict(model.named_parameters())
+        worst = worst_distance(rank, [(n, p.grad, whole[n].grad) for s in indices
+                                      for n, p in stages[s].named_parameters()])
+        dualpipe.set_p2p_tensor_shapes([(SEQUENCES, SEQ_LEN, model.config.dim + 1)])
+        wrong = dualpipe.DualPipeV([copy.deepcopy(stages[s]) for s in indices])
+        try:
+            wrong.step(*((x,) if rank == 0 else ()), **feed)
+            refusal = "none"
+        except ValueError as e:
+            refusal = str(e)
+        # Rank 0's stage 3 and rank 1's stage 1 on zeros of the declared shapes (stage 0 takes the step's token ids).
+        check(f"stage {3 if rank == 0 else 1} failed on zeros shaped like its declared inputs" in refusal,
+              f"rank {rank}: a declaration the stages do not match gave {refusal!r}")
+    finally:
+        dualpipe.set_p2p_tensor_shapes([])
+    return (f"rank {rank}: declared losses equal, gradients within cosine distance 1e-13 (worst {worst:.1e}); a wrong "
+            f"declaration refused")
 
 
 def check_fsdp(rank, world):
@@ -209,7 +246,8 @@ def check_schedule_against_pytorch(rank, world):
 
 CASES = {"llama3": lambda rank, world: check_against_one_process(rank, world, "llama3"),
          "deepseek-v3": lambda rank, world: check_against_one_process(rank, world, "deepseek-v3"),
-         "shapes": check_changing_shapes, "schedule": check_schedule_against_pytorch, "fsdp": check_fsdp}
+         "shapes": check_changing_shapes, "declared": check_declared_shapes,
+         "schedule": check_schedule_against_pytorch, "fsdp": check_fsdp}
 
 
 def run_rank(rank, world, case, port, device):

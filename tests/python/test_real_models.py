@@ -1,7 +1,7 @@
 """Real models (real_models.py: Llama 3 and a DeepSeek-V3-style MoE, cut as torchtitan cuts them) under dualpipe:
-DualPipeV against one process, the same with the sequence length changing between steps, and
-dualpipe.pytorch.ScheduleDualPipeV against PyTorch's own ScheduleDualPipeV on the same PipelineStages, and stages
-wrapped in FSDP2 at PP 2 x DP 2 (real_model_checks.py)."""
+DualPipeV against one process, the same with the sequence length changing between steps and with the shapes between
+stages declared, dualpipe.pytorch.ScheduleDualPipeV against PyTorch's own ScheduleDualPipeV on the same
+PipelineStages, and stages wrapped in FSDP2 at PP 2 x DP 2 (real_model_checks.py)."""
 import os
 import subprocess
 import sys
@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 CHECKS = os.path.join(os.path.dirname(__file__), "real_model_checks.py")
 
 
-@pytest.mark.parametrize("case", ["llama3", "deepseek-v3", "shapes", "schedule", "fsdp"])
+@pytest.mark.parametrize("case", ["llama3", "deepseek-v3", "shapes", "declared", "schedule", "fsdp"])
 def test_real_model_matches_its_reference(case):
     done = subprocess.run([sys.executable, CHECKS, case], capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -52,6 +52,11 @@ struct ExecutorOptions {
   // inputs when the executor is built, and must return its declared outputs), receive buffers are allocated
   // ahead, and shapes do not travel. Left empty, every message carries its shapes and dtypes.
   std::vector<BoundarySpec> boundaries;
+  // Whether boundaries[0] (the pipeline's inputs) and boundaries[S] (the last stage's outputs) hold too. False: only
+  // the boundaries between stages, what the messages carry (as DeepSeek's set_p2p_tensor_shapes declares them), so
+  // that a first stage may take token ids and a last one return logits; stage 0 is then checked on its first real
+  // micro-batch instead of on zeros.
+  bool boundaries_include_ends = true;
   // Pipeline rank -> communicator rank, when the pipeline is a sub-group of a larger job. Empty: identity.
   std::vector<int> rank_mapping;
   // Wait limit for every receive and send; 0 takes the communicator's.
