@@ -28,8 +28,8 @@ constexpr double kGeluPasses = 2, kSwigluPasses = 3;
 constexpr double kPermutePasses = 4;
 // The loss reads and writes the fp32 logits twice (the vocabulary-parallel softmax and its gradient): 16 bytes.
 constexpr double kLossBytesPerLogit = 16;
-// Each matrix product appears again twice in the backward (input and weight gradients, add_product); the memory-bound kernels
-// read and write about twice as much backward; FlashAttention's backward does 5 products of the forward's 2.
+// The memory-bound kernels read and write about twice as much backward (each matrix product appears twice there,
+// at its own shapes: add_product); FlashAttention's backward does 5 products of the forward's 2.
 constexpr double kBackwardMemoryFactor = 2, kFlashBackwardFactor = 2.5;
 
 double memory_seconds(const ClusterSpec& cluster, double bytes) {
