@@ -126,9 +126,12 @@ def our_step(modules, rank, x, y, microbatches, reference, width, declared=False
     else:
         pipe = dualpipe.DualPipeV(tuple(modules), record_actions=True)
 
+    built = []
+
     def step():
-        # Ours reads the declaration when a step first builds its pipeline: declared around this runtime's steps only.
-        dualpipe.set_p2p_tensor_shapes(between_stages if declared else [])
+        if not built:  # ours reads the declaration when its first step builds the pipeline: set for that step alone
+            dualpipe.set_p2p_tensor_shapes(between_stages if declared else [])
+            built.append(True)
         if rank == 0:
             loss, _ = pipe.step(x, num_chunks=microbatches, criterion=real_models.cross_entropy, labels=(y,))
             return loss.detach()
