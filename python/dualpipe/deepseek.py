@@ -125,10 +125,12 @@ _channels_made = {}
 def _channels(group: dist.ProcessGroup, backend: str) -> "_runtime.ChannelSpec":
     """Where the pipeline's messages go. NCCL matches a pair's messages by issue order on one stream, so over NCCL
     (and under its rules on Gloo, DUALPIPE_NCCL_RULES=1) they take two directional channels, groups that the
-    ranks make through the default store; otherwise the user's group carries them."""
+    ranks make through the default store; otherwise the user's group carries them, and on a Gloo group the tensors
+    travel on sockets of their own between the ranks (the direct links, docs/runtime.md "Transport": one thread
+    woken a message instead of Gloo's three or four; DUALPIPE_DIRECT_LINKS=0 keeps them on the group)."""
     nccl = "nccl" in backend
     if not nccl and os.environ.get("DUALPIPE_NCCL_RULES") != "1":
-        return _runtime.ChannelSpec()
+        return _runtime.ChannelSpec(direct_links=backend == "gloo")
     if nccl and not _runtime.nccl_compiled_in():
         raise ValueError(f"a process group with backend '{backend}' needs dualpipe._runtime built against a "
                          "LibTorch with NCCL; this one has none")
@@ -337,6 +339,13 @@ class DualPipe(nn.Module):
         declared = f"{[list(shape) for shape in _p2p['shapes']]} of {_p2p['dtype']}" if _p2p["shapes"] else "none"
         _rendezvous.agree(dist.distributed_c10d._get_default_store(), f"dualpipe/num_chunks/{name}/"
                           f"{_pipelines_built[name]}", self.rank, self.num_ranks, num_chunks, declared, self.timeout)
+
+    @property
+    def transport(self) -> Optional[str]:
+        """What carried the last step's messages: "direct links" (a Gloo group: sockets of the pipeline's own
+        between the ranks, DUALPIPE_DIRECT_LINKS=0 for none), "process group" (the group's own send and recv) or
+        "directional channels" (NCCL, or DUALPIPE_NCCL_RULES=1); None before the first step."""
+        return self._last.transport if self._last is not None else None
 
     def last_step_actions(self) -> List[Tuple[str, float, float]]:
         """This rank's actions of the last step, as (action, start, end) in time.monotonic() seconds, in the order

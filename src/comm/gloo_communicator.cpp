@@ -17,7 +17,6 @@
 #include "dualpipe/comm/network_interface.h"
 #include "dualpipe/comm/peer_monitor.h"
 #include "dualpipe/comm/socket_mesh.h"
-#include "direct_links.h"
 
 namespace dualpipe::comm {
 
@@ -170,21 +169,10 @@ GlooCommunicator::GlooCommunicator(Connection connection)
     : ProcessGroupCommunicator(std::move(connection.group), connection.options, std::move(connection.monitor)),
       store_(std::move(connection.store)),
       interface_(std::move(connection.interface)) {
-  if (!connection.link_sockets.empty())
-    links_ = std::make_unique<DirectLinks>(std::move(connection.link_sockets), rank(), peer_monitor(), timeout());
+  if (!connection.link_sockets.empty()) use_direct_links(std::move(connection.link_sockets));
 }
 
-GlooCommunicator::~GlooCommunicator() = default;  // the links close before the peer monitor says goodbye
-
-std::shared_ptr<Work> GlooCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
-  if (!links_ || !tensor.is_cpu()) return ProcessGroupCommunicator::isend(tensor, dst, tag);
-  return links_->isend(tensor.contiguous(), dst, wire_tag(tag));
-}
-
-std::shared_ptr<Work> GlooCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
-  if (!links_ || !tensor.is_cpu()) return ProcessGroupCommunicator::irecv(tensor, src, tag);
-  return links_->irecv(tensor, src, wire_tag(tag));
-}
+GlooCommunicator::~GlooCommunicator() = default;
 
 bool direct_links_from_environment() {
   const char* value = std::getenv("DUALPIPE_DIRECT_LINKS");

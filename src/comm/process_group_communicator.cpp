@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "dualpipe/comm/peer_monitor.h"
+#include "direct_links.h"
 #include "wait_error.h"
 
 namespace dualpipe::comm {
@@ -174,6 +175,7 @@ struct ProcessGroupCommunicator::Impl {
   ProcessGroupCommunicatorOptions options;
   std::shared_ptr<PeerMonitor> monitor;  // shared by the two channels of a DirectionalCommunicator
   std::map<int, std::unique_ptr<SendWatcher>> watchers;  // by destination, made on first use
+  std::unique_ptr<DirectLinks> links;                    // null: point-to-point through the group
   int wire_tag(int tag) const { return options.single_tag ? 0 : tag; }
   // Gloo sends and receives bytes from host memory (its collectives stage device tensors themselves, its
   // point-to-point does not): a tensor on a GPU travels through a host copy. NCCL takes it where it is.
@@ -201,6 +203,7 @@ ProcessGroupCommunicator::ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Proc
 ProcessGroupCommunicator::~ProcessGroupCommunicator() {
   const bool failed = impl_->monitor && impl_->monitor->failure();
   impl_->watchers.clear();  // aborts and joins: no send outlives the communicator
+  impl_->links.reset();     // closed before the peer monitor says goodbye
   impl_->monitor.reset();   // goodbye, or the rank this one leaves because of
   // After a failure a collective may still run on the group's worker thread, blocked on the lost peer until the
   // backend's own timeout, and destroying the group would join that thread: the process would linger. It is
@@ -217,10 +220,16 @@ bool ProcessGroupCommunicator::matches_by_tag() const {
 }
 const c10::intrusive_ptr<c10d::ProcessGroup>& ProcessGroupCommunicator::group() const { return impl_->group; }
 PeerMonitor* ProcessGroupCommunicator::peer_monitor() const { return impl_->monitor.get(); }
-int ProcessGroupCommunicator::wire_tag(int tag) const { return impl_->wire_tag(tag); }
+
+void ProcessGroupCommunicator::use_direct_links(std::vector<int> sockets) {
+  DUALPIPE_REQUIRE(static_cast<int>(sockets.size()) == size(), "direct links need a socket for each of the ",
+                   size(), " ranks, got ", sockets.size());
+  impl_->links = std::make_unique<DirectLinks>(std::move(sockets), rank(), peer_monitor(), timeout());
+}
 
 std::shared_ptr<Work> ProcessGroupCommunicator::isend(const at::Tensor& tensor, int dst, int tag) {
   DUALPIPE_REQUIRE(dst >= 0 && dst < size() && dst != rank(), "rank ", rank(), " cannot send to rank ", dst);
+  if (impl_->links && tensor.is_cpu()) return impl_->links->isend(tensor.contiguous(), dst, impl_->wire_tag(tag));
   std::vector<at::Tensor> tensors{impl_->through_host(tensor) ? tensor.to(at::kCPU) : tensor.contiguous()};
   c10::intrusive_ptr<c10d::Work> work;
   PeerMonitor* monitor = impl_->monitor.get();
@@ -239,6 +248,7 @@ std::shared_ptr<Work> ProcessGroupCommunicator::isend(const at::Tensor& tensor, 
 std::shared_ptr<Work> ProcessGroupCommunicator::irecv(at::Tensor& tensor, int src, int tag) {
   DUALPIPE_REQUIRE(src >= 0 && src < size() && src != rank(), "rank ", rank(), " cannot receive from rank ", src);
   DUALPIPE_REQUIRE(tensor.is_contiguous(), "receive buffers must be contiguous");
+  if (impl_->links && tensor.is_cpu()) return impl_->links->irecv(tensor, src, impl_->wire_tag(tag));
   const bool through_host = impl_->through_host(tensor);
   std::vector<at::Tensor> tensors{through_host ? at::empty(tensor.sizes(), tensor.options().device(at::kCPU)) : tensor};
   c10::intrusive_ptr<c10d::Work> work;

@@ -9,9 +9,11 @@
 
 #include "dualpipe/comm/backend.h"
 #include "dualpipe/comm/directional_communicator.h"
+#include "dualpipe/comm/gloo_communicator.h"
 #include "dualpipe/comm/peer_monitor.h"
 #include "dualpipe/runtime/stall_watch.h"
 #include "dualpipe/comm/process_group_communicator.h"
+#include "dualpipe/comm/socket_mesh.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
 #include "dualpipe/util/error.h"
@@ -26,11 +28,14 @@ using dualpipe::detail::concat;
 using runtime::Tensors;
 
 // Where the pipeline's messages go: the user's group itself, or (NCCL, or Gloo under NCCL's rules) two directional
-// channels that the group's ranks make through `store` under `prefix` (comm/directional_communicator.h).
+// channels that the group's ranks make through `store` under `prefix` (comm/directional_communicator.h). On the
+// user's group, `direct_links` (a Gloo group) sends CPU tensors on sockets of their own, met where the peer monitors
+// meet, as GlooCommunicator does (docs/runtime.md, "Transport"), unless DUALPIPE_DIRECT_LINKS=0.
 struct ChannelSpec {
   std::optional<c10::intrusive_ptr<c10d::Store>> store;
   std::string prefix;
   bool nccl = false;
+  bool direct_links = false;
 };
 
 // Where the ranks' peer monitors (comm/peer_monitor.h) meet: `store` under `prefix`, each publishing the address
@@ -106,7 +111,8 @@ class Pipeline {
     {
       py::gil_scoped_release release;  // the monitor's and the channels' rendezvous wait for the other ranks
       monitor_ = make_monitor(*group, monitor, timeout);
-      communicator = make_communicator(std::move(group), channels, schedule, rank_mapping, device, timeout, monitor_);
+      communicator = make_communicator(std::move(group), channels, monitor, schedule, rank_mapping, device, timeout,
+                                       monitor_, transport_);
     }
     const int group_size = static_cast<int>(rank_mapping.size());
     executor_ = std::make_unique<runtime::Executor>(schedule, std::move(stages), std::move(communicator),
@@ -179,6 +185,8 @@ class Pipeline {
 
   // The last step's actions as (action, start, end), times in seconds of the monotonic clock (time.monotonic()),
   // in the order they ran; empty unless built with record_actions.
+  const std::string& transport() const { return transport_; }
+
   std::vector<std::tuple<std::string, double, double>> last_step_actions() const {
     std::vector<std::tuple<std::string, double, double>> out;
     const auto seconds = [](std::chrono::steady_clock::time_point t) {
@@ -234,15 +242,29 @@ class Pipeline {
   }
 
   static std::shared_ptr<comm::Communicator> make_communicator(c10::intrusive_ptr<c10d::ProcessGroup> group,
-                                                               const ChannelSpec& channels, const Schedule& schedule,
+                                                               const ChannelSpec& channels, const MonitorSpec& meeting,
+                                                               const Schedule& schedule,
                                                                const std::vector<int>& rank_mapping,
                                                                at::Device device, std::chrono::milliseconds timeout,
-                                                               std::shared_ptr<comm::PeerMonitor> monitor) {
+                                                               std::shared_ptr<comm::PeerMonitor> monitor,
+                                                               std::string& transport) {
     if (!channels.store) {
       comm::ProcessGroupCommunicatorOptions options;
       options.timeout = timeout;
-      return std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), options, std::move(monitor));
+      const int rank = group->getRank();
+      const int size = group->getSize();
+      auto communicator =
+          std::make_shared<comm::ProcessGroupCommunicator>(std::move(group), options, std::move(monitor));
+      transport = "process group";
+      if (channels.direct_links && meeting.store && size > 1 && comm::direct_links_from_environment()) {
+        communicator->use_direct_links(comm::connect_socket_mesh(**meeting.store, meeting.prefix + "/direct_links",
+                                                                 meeting.master_addr, rank, size, timeout,
+                                                                 "direct links"));
+        transport = "direct links";
+      }
+      return communicator;
     }
+    transport = "directional channels";
     comm::ProcessGroupSpec spec;
     spec.backend = channels.nccl ? comm::BackendKind::nccl : comm::BackendKind::gloo;
     spec.timeout = timeout;
@@ -259,6 +281,7 @@ class Pipeline {
   }
 
   int rank_;  // in the group
+  std::string transport_;  // what carries the messages: "direct links", "process group" or "directional channels"
   std::shared_ptr<comm::PeerMonitor> monitor_;
   std::shared_ptr<StepCallables> step_callables_;
   std::unique_ptr<runtime::Executor> executor_;
@@ -319,10 +342,12 @@ PYBIND11_MODULE(_runtime, m) {
         "The stages `rank` holds under the kind's placement, in the order of its modules, and the ranks holding "
         "another copy of each: (stages, copies).");
   py::class_<ChannelSpec>(m, "ChannelSpec")
-      .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix, bool nccl) {
-             return ChannelSpec{std::move(store), std::move(prefix), nccl};
+      .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix, bool nccl,
+                       bool direct_links) {
+             return ChannelSpec{std::move(store), std::move(prefix), nccl, direct_links};
            }),
-           py::arg("store") = py::none(), py::arg("prefix") = "", py::arg("nccl") = false);
+           py::arg("store") = py::none(), py::arg("prefix") = "", py::arg("nccl") = false,
+           py::arg("direct_links") = false);
   py::class_<MonitorSpec>(m, "MonitorSpec")
       .def(py::init([](std::optional<c10::intrusive_ptr<c10d::Store>> store, std::string prefix,
                        std::string master_addr) {
@@ -344,6 +369,7 @@ PYBIND11_MODULE(_runtime, m) {
       .def("set_recording", &Pipeline::set_recording, py::arg("on"))
       .def("refuse", &Pipeline::refuse, py::arg("why"))
       .def("close", &Pipeline::close)
+      .def_property_readonly("transport", &Pipeline::transport)
       .def_property_readonly("entering_microbatches", &Pipeline::entering)
       .def_property_readonly("loss_microbatches", &Pipeline::loss_owned);
 }

@@ -299,6 +299,7 @@ def check_dualpipe(rank, pp_size, ref):
     check_gradients(rank, local_modules, ref_grads)
     model.zero_grad()
     actions = model.last_step_actions()  # of the training step
+    print(f"rank {rank}: messages over {model.transport}", flush=True)
 
     check_inference(rank, model, x, l, (loss_ref.chunk(2)[mine], output_ref.chunk(2)[mine]) if first or last else None)
     return actions
@@ -321,6 +322,7 @@ def check_dualpipev(rank, pp_size, ref):
     check_gradients(rank, local_modules, ref_grads)
     model.zero_grad()
     actions = model.last_step_actions()  # of the training step
+    print(f"rank {rank}: messages over {model.transport}", flush=True)
 
     check_inference(rank, model, x, l, (loss_ref, output_ref) if first else None)
     check_forward_only_actions(rank, model.last_step_actions(), 2 * NUM_CHUNKS)

@@ -2,7 +2,8 @@
 deepseek_examples.py): losses and inference outputs equal to one process running the whole model, gradients within
 cosine distance 1e-13, the module's overlapped_forward_backward used (with criterion0 where the reference gives it),
 every weight gradient that the reference's LinearFunc put aside in WeightGradStore run once at its W action; over
-Gloo and under NCCL's rules on Gloo (DUALPIPE_NCCL_RULES=1: directional channels, messages matched by order alone),
+Gloo (over the direct links, and through the group's own messages) and under NCCL's rules on Gloo
+(DUALPIPE_NCCL_RULES=1: directional channels, messages matched by order alone),
 at 2, 4 and 8 processes; and the errors of bad input (issue 52's among them: losses outside the autograd graph,
 concurrent steps, num_chunks differing between ranks, timeouts and memory sizes that are not numbers); and a failure
 or Ctrl-C on one of two ranks as the other sees it (deepseek_failures.py); and a program's end with its pipeline
@@ -21,16 +22,18 @@ EXIT_CHECKS = os.path.join(os.path.dirname(__file__), "exit_checks.py")
 SMALL = ("--hidden", "64", "--seq-len", "16")
 
 
-def run(*args):
-    done = subprocess.run([sys.executable, EXAMPLES, *args], capture_output=True, text=True, timeout=400)
+def run(*args, env=None):
+    done = subprocess.run([sys.executable, EXAMPLES, *args], capture_output=True, text=True, timeout=400,
+                          env=None if env is None else {**os.environ, **env})
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
-def expect_every_rank_passed(out, kind, ranks):
+def expect_every_rank_passed(out, kind, ranks, transport="direct links"):
     assert f"{kind}: every check passed" in out
     for rank in range(ranks):
         assert f"rank {rank}: {kind} losses equal" in out, out
+        assert f"rank {rank}: messages over {transport}" in out, out
         assert "none at an I" in out
 
 
@@ -55,7 +58,15 @@ def test_a_programs_copy_of_the_reference_weight_grad_store_defers_at_w(kind):
 @pytest.mark.parametrize("ranks", [2, 4, 8])
 @pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
 def test_reference_example_checks_pass_under_nccl_rules(kind, ranks):
-    expect_every_rank_passed(run(kind, "--ranks", str(ranks), "--nccl-rules", *SMALL), kind, ranks)
+    expect_every_rank_passed(run(kind, "--ranks", str(ranks), "--nccl-rules", *SMALL), kind, ranks,
+                             "directional channels")
+
+
+# The messages through the Gloo group's own send and recv, as before the direct links (DUALPIPE_DIRECT_LINKS=0).
+@pytest.mark.parametrize("kind", ["dualpipe", "dualpipev"])
+def test_reference_example_checks_pass_through_the_groups_own_messages(kind):
+    expect_every_rank_passed(run(kind, "--ranks", "4", *SMALL, env={"DUALPIPE_DIRECT_LINKS": "0"}), kind, 4,
+                             "process group")
 
 
 def test_bad_input_raises_naming_the_rule():

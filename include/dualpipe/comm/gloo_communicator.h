@@ -15,8 +15,6 @@
 
 namespace dualpipe::comm {
 
-class DirectLinks;
-
 // False when DUALPIPE_DIRECT_LINKS=0 is set (GlooOptions::direct_links).
 bool direct_links_from_environment();
 
@@ -54,9 +52,6 @@ class GlooCommunicator : public ProcessGroupCommunicator {
   explicit GlooCommunicator(const GlooOptions& options);
   ~GlooCommunicator() override;
 
-  std::shared_ptr<Work> isend(const at::Tensor& tensor, int dst, int tag) override;
-  std::shared_ptr<Work> irecv(at::Tensor& tensor, int src, int tag) override;
-
   // Reads the launcher's variables (torchrun's, SLURM's or MPI's: launch_environment.h), DUALPIPE_SINGLE_TAG=1
   // (the test mode above) and DUALPIPE_DIRECT_LINKS=0 (point-to-point through c10d's Gloo), both read by their
   // defaults, and DUALPIPE_PEER_MONITOR=0 (no monitor); throws InvalidArgument naming the variable when one is
@@ -77,7 +72,6 @@ class GlooCommunicator : public ProcessGroupCommunicator {
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string interface_;
-  std::unique_ptr<DirectLinks> links_;  // null: point-to-point through the process group
 };
 
 }  // namespace dualpipe::comm

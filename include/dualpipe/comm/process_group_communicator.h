@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "dualpipe/comm/communicator.h"
 
@@ -60,12 +61,15 @@ class ProcessGroupCommunicator : public Communicator {
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::ProcessGroup> group, ProcessGroupCommunicatorOptions options,
                            std::shared_ptr<PeerMonitor> monitor);
 
+  // From now on, point-to-point messages of CPU tensors travel on `sockets` (by peer rank, -1 at this rank: the mesh
+  // connect_socket_mesh makes over the group's ranks, socket_mesh.h), which this communicator then owns, instead of
+  // through the group: a message costs one thread wake-up instead of c10d's three or four (docs/runtime.md,
+  // "Transport"). Barriers, and tensors on a device, stay on the group. Call before the first message.
+  void use_direct_links(std::vector<int> sockets);
+
   const c10::intrusive_ptr<c10d::ProcessGroup>& group() const;
   // The peer monitor (null without one); stall reports share the ranks' states over it (runtime/stall_watch.h).
   PeerMonitor* peer_monitor() const;
-
- protected:
-  int wire_tag(int tag) const;  // 0 in the single-tag test mode
 
  private:
   struct Impl;
