@@ -1,5 +1,6 @@
-"""Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor; as it comes, and with
-the shapes between stages declared as a user of the reference declares them) against torch.distributed.pipelining's
+"""Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor; as it comes, with
+the shapes between stages declared as a user of the reference declares them, and with its messages through the Gloo
+group's own send and recv instead of the direct links, DUALPIPE_DIRECT_LINKS=0) against torch.distributed.pipelining's
 ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's pipeline_module_split cuts them
 (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
 
@@ -106,9 +107,10 @@ def load_reference(path):
     return reference
 
 
-def our_step(modules, rank, x, y, microbatches, reference, width, declared=False):
+def our_step(modules, rank, x, y, microbatches, reference, width, declared=False, through_group=False):
     """A step of ours (`declared`: with the shapes between stages declared, as a user of the reference declares
-    them), or with `reference` (the reference's package) of DeepSeek's DualPipeV."""
+    them; `through_group`: its messages through the Gloo group's own send and recv instead of the direct links), or
+    with `reference` (the reference's package) of DeepSeek's DualPipeV."""
     import dualpipe
     between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
     if reference is not None:  # the reference allocates its receive buffers on CUDA and checks the modules are there
@@ -129,8 +131,9 @@ def our_step(modules, rank, x, y, microbatches, reference, width, declared=False
     built = []
 
     def step():
-        if not built:  # ours reads the declaration when its first step builds the pipeline: set for that step alone
+        if not built:  # ours reads the declaration and the transport when its first step builds the pipeline
             dualpipe.set_p2p_tensor_shapes(between_stages if declared else [])
+            os.environ["DUALPIPE_DIRECT_LINKS"] = "0" if through_group else "1"
             built.append(True)
         if rank == 0:
             loss, _ = pipe.step(x, num_chunks=microbatches, criterion=real_models.cross_entropy, labels=(y,))
@@ -219,7 +222,7 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
         else:
             steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches,
                                       reference if runtime == "reference" else None, config.dim,
-                                      declared=runtime == "declared")
+                                      declared=runtime == "declared", through_group=runtime == "group")
     times = {r: [] for r in runtimes}
     computing, timelines = [], []  # ours: this rank's time in compute actions, and its actions, per timed step
     first_loss, peak = {}, {}
@@ -274,8 +277,8 @@ def measure(model_name, ranks, runtimes, args):
         return torch.load(out)
 
 
-NAMES = {"ours": "dualpipe.DualPipeV", "declared": "ours, shapes declared", "torch": "torch ScheduleDualPipeV",
-         "reference": "reference DualPipeV"}
+NAMES = {"ours": "dualpipe.DualPipeV", "declared": "ours, shapes declared", "group": "ours, Gloo's send/recv",
+         "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
 
 
 def report(case, result, runtimes, args):
@@ -295,6 +298,7 @@ def report(case, result, runtimes, args):
         print(f"  {NAMES[r]:<26}{medians[r] * 1e3:>10.1f}{min(t) * 1e3:>9.1f}-{max(t) * 1e3:<8.1f}"
               f"{tokens / medians[r]:>10.0f}{diff:>11.3g}  {mib}")
     print(f"  ours / {NAMES['torch']}: {medians['ours'] / medians['torch']:.3f}")
+    print(f"  ours on the direct links / ours through Gloo's send and recv: {medians['ours'] / medians['group']:.3f}")
     # All the runtimes do the same arithmetic: with a core per rank, the busiest rank's compute is a floor under any
     # of their steps (with fewer cores, the compute actions' times include waits for a core).
     busiest = max(statistics.median(c) for c in result["computing"])
@@ -334,7 +338,7 @@ def main():
     if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
         parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
     print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps")
-    runtimes = ["ours", "declared", "torch"] + (["reference"] if args.reference else [])
+    runtimes = ["ours", "declared", "group", "torch"] + (["reference"] if args.reference else [])
     for case in cases:
         model_name, ranks = CASES[case]
         report(case, measure(model_name, ranks, runtimes, args), runtimes, args)
