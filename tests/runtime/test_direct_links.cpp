@@ -1,15 +1,20 @@
 // GlooCommunicator's direct links (src/comm/direct_links.h), two ranks in one process over a socket pair: messages
 // matched by peer and tag in posting order whichever comes first, large messages both ways at once (each side's
 // send only moves while a thread of the other side waits), two threads waiting on one rank, and failures that
-// name the peer. The processes' runs over Gloo (test_gloo_processes.cpp, test_failures.cpp) use them too.
+// name the peer; and a ProcessGroupCommunicator over a program's own group given them (Python's DualPipe). The
+// processes' runs over Gloo (test_gloo_processes.cpp, test_failures.cpp) use them too.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/torch.h>
 
+#include <cstring>
 #include <memory>
 #include <thread>
 
 #include "comm/direct_links.h"
+#include "dualpipe/comm/backend.h"
+#include "dualpipe/comm/process_group_communicator.h"
 
 namespace dualpipe::comm {
 namespace {
@@ -17,14 +22,19 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Ranks 0 and 1 joined by a socket pair.
+// Ranks 0 and 1's sockets by peer, joined by a socket pair.
+std::pair<std::vector<int>, std::vector<int>> socket_pair() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair");
+  return {{-1, fds[0]}, {fds[1], -1}};
+}
+
 struct Pair {
   std::unique_ptr<DirectLinks> zero, one;
   Pair() {
-    int fds[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair");
-    zero = std::make_unique<DirectLinks>(std::vector<int>{-1, fds[0]}, 0, nullptr, seconds(10));
-    one = std::make_unique<DirectLinks>(std::vector<int>{fds[1], -1}, 1, nullptr, seconds(10));
+    auto [sockets0, sockets1] = socket_pair();
+    zero = std::make_unique<DirectLinks>(sockets0, 0, nullptr, seconds(10));
+    one = std::make_unique<DirectLinks>(sockets1, 1, nullptr, seconds(10));
   }
 };
 
@@ -139,6 +149,48 @@ TEST(DirectLinks, PeersOutsideTheWorldAreRefused) {
   torch::Tensor x = torch::empty({1});
   EXPECT_THROW(pair.zero->isend(x, 0, 0), InvalidArgument);
   EXPECT_THROW(pair.zero->irecv(x, 2, 0), InvalidArgument);
+}
+
+// A ProcessGroupCommunicator over the program's own group, given links: its CPU tensors cross on them (the bytes are
+// read from the peer's end of the socket: a 16-byte header, then the tensor's), a wrong socket count is refused, and
+// barriers stay on the group.
+TEST(DirectLinks, AProgramsOwnGroupSendsItsCpuTensorsOnThemWhenGiven) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto [sockets0, sockets1] = socket_pair();
+  const torch::Tensor sent = torch::arange(6.0);
+  std::vector<char> bytes(16 + 6 * sizeof(float));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      ProcessGroupSpec spec;
+      spec.interface = "lo";
+      spec.timeout = seconds(20);
+      ProcessGroupCommunicator communicator(make_process_group(store, r, 2, spec), {seconds(20)});
+      if (r == 0) {
+        EXPECT_THROW(communicator.use_direct_links({-1}), InvalidArgument);  // one socket for two ranks
+        communicator.use_direct_links(sockets0);
+        try {
+          communicator.isend(sent, 1, 4)->wait(seconds(5));
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+        }
+      } else {  // rank 1 reads its end of the socket itself, for at most 5 s
+        const timeval limit{5, 0};
+        ::setsockopt(sockets1[0], SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+        for (size_t read = 0; read < bytes.size();) {
+          const ssize_t n = ::recv(sockets1[0], bytes.data() + read, bytes.size() - read, 0);
+          if (n <= 0) {
+            ADD_FAILURE() << "nothing came on the socket after " << read << " bytes";
+            break;
+          }
+          read += static_cast<size_t>(n);
+        }
+        ::close(sockets1[0]);
+      }
+      communicator.barrier();
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(std::memcmp(bytes.data() + 16, sent.data_ptr<float>(), 6 * sizeof(float)), 0);
 }
 
 }  // namespace
