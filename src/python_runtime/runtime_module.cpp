@@ -183,10 +183,10 @@ class Pipeline {
     return py::make_tuple(losses, outputs);
   }
 
-  // The last step's actions as (action, start, end), times in seconds of the monotonic clock (time.monotonic()),
-  // in the order they ran; empty unless built with record_actions.
   const std::string& transport() const { return transport_; }
 
+  // The last step's actions as (action, start, end), times in seconds of the monotonic clock (time.monotonic()),
+  // in the order they ran; empty unless built with record_actions.
   std::vector<std::tuple<std::string, double, double>> last_step_actions() const {
     std::vector<std::tuple<std::string, double, double>> out;
     const auto seconds = [](std::chrono::steady_clock::time_point t) {
