@@ -107,24 +107,30 @@ def load_reference(path):
     return reference
 
 
+def reference_on_cpu(reference, pipeline_class, modules, between_stages):
+    """The reference's `pipeline_class` (its DualPipe or DualPipeV) on CPU modules, with the shapes between stages
+    declared as it needs: it allocates its receive buffers on CUDA and its constructor checks the modules are there."""
+    comm = reference.comm
+    comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
+                                             for s in comm.TENSOR_SHAPES]
+    reference.set_p2p_tensor_shapes(between_stages)
+    reference.set_p2p_tensor_dtype(torch.float32)
+    current_device = torch.cuda.current_device
+    torch.cuda.current_device = lambda: "cpu"  # only for the constructor's check
+    try:
+        return pipeline_class(tuple(modules))
+    finally:
+        torch.cuda.current_device = current_device
+
+
 def our_step(modules, rank, x, y, microbatches, reference, width, declared=False, through_group=False):
     """A step of ours (`declared`: with the shapes between stages declared, as a user of the reference declares
     them; `through_group`: its messages through the Gloo group's own send and recv instead of the direct links), or
     with `reference` (the reference's package) of DeepSeek's DualPipeV."""
     import dualpipe
     between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
-    if reference is not None:  # the reference allocates its receive buffers on CUDA and checks the modules are there
-        comm = reference.comm
-        comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
-                                                 for s in comm.TENSOR_SHAPES]
-        reference.set_p2p_tensor_shapes(between_stages)
-        reference.set_p2p_tensor_dtype(torch.float32)
-        current_device = torch.cuda.current_device
-        torch.cuda.current_device = lambda: "cpu"  # only for its constructor's check
-        try:
-            pipe = reference.DualPipeV(tuple(modules))
-        finally:
-            torch.cuda.current_device = current_device
+    if reference is not None:
+        pipe = reference_on_cpu(reference, reference.DualPipeV, modules, between_stages)
     else:
         pipe = dualpipe.DualPipeV(tuple(modules), record_actions=True)
 

@@ -37,17 +37,7 @@ def make_step(runtime, modules, rank, ranks, x, y, microbatches, width, referenc
     import dualpipe
     between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
     if runtime == "reference":
-        comm = reference.comm  # its receive buffers are allocated on CUDA, and its constructor checks for CUDA
-        comm.build_from_tensor_shapes = lambda: [torch.empty(s, dtype=comm.TENSOR_DTYPE, requires_grad=True)
-                                                 for s in comm.TENSOR_SHAPES]
-        reference.set_p2p_tensor_shapes(between_stages)
-        reference.set_p2p_tensor_dtype(torch.float32)
-        current_device = torch.cuda.current_device
-        torch.cuda.current_device = lambda: "cpu"
-        try:
-            pipe = reference.DualPipe(tuple(modules))
-        finally:
-            torch.cuda.current_device = current_device
+        pipe = shared.reference_on_cpu(reference, reference.DualPipe, modules, between_stages)
     else:
         pipe = dualpipe.DualPipe(tuple(modules), record_actions=True)
     halves_x, halves_y = x.chunk(2), y.chunk(2)
