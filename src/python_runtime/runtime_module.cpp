@@ -16,6 +16,7 @@
 #include "dualpipe/comm/socket_mesh.h"
 #include "dualpipe/runtime/executor.h"
 #include "dualpipe/schedule/generators.h"
+#include "dualpipe/schedule/split_pairs.h"
 #include "dualpipe/util/error.h"
 #include "python/python_errors.h"
 #include "interrupt_watch.h"
@@ -83,6 +84,8 @@ class Pipeline {
     options.num_ranks = group->getSize();
     options.num_microbatches = num_microbatches;
     Schedule schedule = make_schedule(kind, options);
+    // Without the hook a pair runs its forward, then its backward: as two actions each waits only for its own input.
+    if (hook.is_none()) schedule = split_overlapped_pairs(schedule);
     auto shared = std::make_shared<StageModules>();
     for (const auto& [s, m] : modules) (*shared)[s] = share(m);
     SharedObject shared_hook = hook.is_none() ? nullptr : share(std::move(hook));

@@ -28,7 +28,7 @@ std::string format_trace(const Trace& trace) {
   }
   for (const TraceEvent& e : trace.events) {
     const bool compute = e.action.is_compute();
-    json args = {{"rank", e.rank}, {"index", e.index}, {"step", e.step}};
+    nlohmann::json args = {{"rank", e.rank}, {"index", e.index}, {"step", e.step}};
     if (e.bytes >= 0) args["bytes"] = e.bytes;
     if (e.completed >= 0) args["completed"] = e.completed;
     events.push_back({{"name", to_string(e.action)},
