@@ -1,7 +1,7 @@
 """Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor; as it comes, with
-the shapes between stages declared as a user of the reference declares them, and with its messages through the Gloo
-group's own send and recv instead of the direct links, DUALPIPE_DIRECT_LINKS=0) against torch.distributed.pipelining's
-ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's pipeline_module_split cuts them
+the shapes between stages declared as a user of the reference declares them, with its messages through the Gloo
+group's own send and recv instead of the direct links, DUALPIPE_DIRECT_LINKS=0, and with each overlapped pair run
+whole as the reference runs it, DUALPIPE_SPLIT_PAIRS=0) against torch.distributed.pipelining's ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's pipeline_module_split cuts them
 (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
 
 Every runtime runs in the same processes, on copies of the same stages, one step of each in turn, so that all see
@@ -123,10 +123,12 @@ def reference_on_cpu(reference, pipeline_class, modules, between_stages):
         torch.cuda.current_device = current_device
 
 
-def our_step(modules, rank, x, y, microbatches, reference, width, declared=False, through_group=False):
+def our_step(modules, rank, x, y, microbatches, reference, width, declared=False, through_group=False,
+             pairs_whole=False):
     """A step of ours (`declared`: with the shapes between stages declared, as a user of the reference declares
-    them; `through_group`: its messages through the Gloo group's own send and recv instead of the direct links), or
-    with `reference` (the reference's package) of DeepSeek's DualPipeV."""
+    them; `through_group`: its messages through the Gloo group's own send and recv instead of the direct links;
+    `pairs_whole`: each overlapped pair run as one action, as the reference runs it), or with `reference` (the
+    reference's package) of DeepSeek's DualPipeV."""
     import dualpipe
     between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
     if reference is not None:
@@ -140,6 +142,7 @@ def our_step(modules, rank, x, y, microbatches, reference, width, declared=False
         if not built:  # ours reads the declaration and the transport when its first step builds the pipeline
             dualpipe.set_p2p_tensor_shapes(between_stages if declared else [])
             os.environ["DUALPIPE_DIRECT_LINKS"] = "0" if through_group else "1"
+            os.environ["DUALPIPE_SPLIT_PAIRS"] = "0" if pairs_whole else "1"
             built.append(True)
         if rank == 0:
             loss, _ = pipe.step(x, num_chunks=microbatches, criterion=real_models.cross_entropy, labels=(y,))
@@ -228,7 +231,8 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
         else:
             steps[runtime] = our_step(copies[runtime], rank, x, y, args.microbatches,
                                       reference if runtime == "reference" else None, config.dim,
-                                      declared=runtime == "declared", through_group=runtime == "group")
+                                      declared=runtime == "declared", through_group=runtime == "group",
+                                      pairs_whole=runtime == "whole")
     times = {r: [] for r in runtimes}
     computing, timelines = [], []  # ours: this rank's time in compute actions, and its actions, per timed step
     first_loss, peak = {}, {}
@@ -284,7 +288,7 @@ def measure(model_name, ranks, runtimes, args):
 
 
 NAMES = {"ours": "dualpipe.DualPipeV", "declared": "ours, shapes declared", "group": "ours, Gloo's send/recv",
-         "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
+         "whole": "ours, pairs whole", "torch": "torch ScheduleDualPipeV", "reference": "reference DualPipeV"}
 
 
 def report(case, result, runtimes, args):
@@ -305,6 +309,7 @@ def report(case, result, runtimes, args):
               f"{tokens / medians[r]:>10.0f}{diff:>11.3g}  {mib}")
     print(f"  ours / {NAMES['torch']}: {medians['ours'] / medians['torch']:.3f}")
     print(f"  ours on the direct links / ours through Gloo's send and recv: {medians['ours'] / medians['group']:.3f}")
+    print(f"  ours, pairs split / ours, pairs whole: {medians['ours'] / medians['whole']:.3f}")
     # All the runtimes do the same arithmetic: with a core per rank, the busiest rank's compute is a floor under any
     # of their steps (with fewer cores, the compute actions' times include waits for a core).
     busiest = max(statistics.median(c) for c in result["computing"])
@@ -344,7 +349,7 @@ def main():
     if args.reference and not os.path.isfile(os.path.join(args.reference, "dualpipe", "dualpipev.py")):
         parser.error(f"--reference {args.reference}: no dualpipe/dualpipev.py there (give the checkout's root)")
     print(f"DualPipeV on real model stages, CPU, Gloo, one intra-op thread per rank; median of {args.steps} steps")
-    runtimes = ["ours", "declared", "group", "torch"] + (["reference"] if args.reference else [])
+    runtimes = ["ours", "declared", "group", "whole", "torch"] + (["reference"] if args.reference else [])
     for case in cases:
         model_name, ranks = CASES[case]
         report(case, measure(model_name, ranks, runtimes, args), runtimes, args)

@@ -1,5 +1,6 @@
-"""Real models under DualPipe (both directions), side by side in one run: dualpipe.DualPipe (as it comes, and with
-the shapes between stages declared as a user of the reference declares them) against DeepSeek's reference DualPipe,
+"""Real models under DualPipe (both directions), side by side in one run: dualpipe.DualPipe (as it comes, with the
+shapes between stages declared as a user of the reference declares them, and with each overlapped pair run whole as
+the reference runs it, DUALPIPE_SPLIT_PAIRS=0) against DeepSeek's reference DualPipe,
 on the Llama 3 and DeepSeek-V3-style MoE stages of bench_real_models.py (torchtitan's cut, R stages, rank r holding
 stage r and its mirror R-1-r). PyTorch has no DualPipe schedule class, so this is ours against the reference alone.
 
@@ -28,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_real_models as shared  # noqa: E402
 import real_models  # noqa: E402  (tests/python, put on the path by bench_real_models)
 
-NAMES = {"ours": "dualpipe.DualPipe", "declared": "ours, shapes declared", "reference": "reference DualPipe"}
+NAMES = {"ours": "dualpipe.DualPipe", "declared": "ours, shapes declared", "whole": "ours, pairs whole",
+         "reference": "reference DualPipe"}
 
 
 def make_step(runtime, modules, rank, ranks, x, y, microbatches, width, reference):
@@ -44,8 +46,9 @@ def make_step(runtime, modules, rank, ranks, x, y, microbatches, width, referenc
     built = []
 
     def step():
-        if runtime != "reference" and not built:  # ours reads the declaration when its first step builds it
+        if runtime != "reference" and not built:  # ours reads these when its first step builds the pipeline
             dualpipe.set_p2p_tensor_shapes(between_stages if runtime == "declared" else [])
+            os.environ["DUALPIPE_SPLIT_PAIRS"] = "0" if runtime == "whole" else "1"
             built.append(True)
         if rank in (0, ranks - 1):
             mine = 0 if rank == 0 else 1
@@ -111,6 +114,7 @@ def report(case, result, args):
     print(f"  our busiest rank computed {busiest * 1e3:.1f} ms a step (median)")
     print(f"  ours / {NAMES['reference']}: {medians['ours'] / medians['reference']:.3f}{floor}")
     print(f"  ours declared / {NAMES['reference']}: {medians['declared'] / medians['reference']:.3f}")
+    print(f"  ours, pairs split / ours, pairs whole: {medians['ours'] / medians['whole']:.3f}")
 
 
 def main():

@@ -140,6 +140,14 @@ def _channels(group: dist.ProcessGroup, backend: str) -> "_runtime.ChannelSpec":
                                 prefix=f"dualpipe/channels/{name}/{_channels_made[name]}", nccl=nccl)
 
 
+def _split_pairs(hook) -> bool:
+    """Whether each overlapped pair runs as two actions, its forward and then its backward (split_pairs.h): a module
+    without the overlapped_forward_backward hook runs the halves one after the other anyway, and apart the forward
+    need not wait for the backward's gradient, nor the next rank for the backward to get the forward's output.
+    DUALPIPE_SPLIT_PAIRS=0 keeps the pairs whole, as the reference runs them."""
+    return hook is None and os.environ.get("DUALPIPE_SPLIT_PAIRS") != "0"
+
+
 def _monitor(group: dist.ProcessGroup, pipelines_built: int) -> "_runtime.MonitorSpec":
     """Where the ranks' peer monitors meet: the default store, at the address of its TCPStore's host. They name a
     rank that died, stopped, failed or was interrupted on every other rank at once (docs/python.md, "Failures").
@@ -316,8 +324,8 @@ class DualPipe(nn.Module):
                                  f"found them on {device}: move them (module.cuda()) or give a Gloo group")
             self._check_same_num_chunks(num_chunks)
             self._pipelines[num_chunks] = _runtime.Pipeline(
-                self._kind, num_chunks, stages, self._hook, self.group, self._group_ranks, float(self.timeout),
-                _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
+                self._kind, num_chunks, stages, self._hook, _split_pairs(self._hook), self.group, self._group_ranks,
+                float(self.timeout), _p2p["shapes"], _p2p["dtype"], device, _channels(self.group, self._backend),
                 _monitor(self.group, _pipelines_built[self.group.group_name]),
                 self._weights if self.defer_weight_grads else None, self.record_actions,
                 self.stall_report_after, self.stall_report_dir)

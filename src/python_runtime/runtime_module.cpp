@@ -74,18 +74,18 @@ class Pipeline {
   // declares it; receives are then posted ahead with no shapes travelling. Empty: every message carries its shapes.
   // `weight_store`: the WeightGradStore whose protocol defers weight gradients to W, with the generic split of
   // every other weight gradient; None: the whole backward runs at I.
+  // `split_pairs`: each overlapped pair run as its forward, then its backward, messages around each (split_pairs.h).
   Pipeline(const std::string& kind, int num_microbatches, const std::map<int, py::object>& modules, py::object hook,
-           c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping, double timeout_s,
-           const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype, at::Device device,
-           const ChannelSpec& channels, const MonitorSpec& monitor, py::object weight_store, bool record_actions,
-           double stall_report_after_s, const std::string& stall_report_dir)
+           bool split_pairs, c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<int> rank_mapping,
+           double timeout_s, const std::vector<std::vector<int64_t>>& shapes, at::ScalarType dtype,
+           at::Device device, const ChannelSpec& channels, const MonitorSpec& monitor, py::object weight_store,
+           bool record_actions, double stall_report_after_s, const std::string& stall_report_dir)
       : rank_(group->getRank()), step_callables_(std::make_shared<StepCallables>()) {
     ScheduleOptions options;
     options.num_ranks = group->getSize();
     options.num_microbatches = num_microbatches;
     Schedule schedule = make_schedule(kind, options);
-    // Without the hook a pair runs its forward, then its backward: as two actions each waits only for its own input.
-    if (hook.is_none()) schedule = split_overlapped_pairs(schedule);
+    if (split_pairs) schedule = split_overlapped_pairs(schedule);
     auto shared = std::make_shared<StageModules>();
     for (const auto& [s, m] : modules) (*shared)[s] = share(m);
     SharedObject shared_hook = hook.is_none() ? nullptr : share(std::move(hook));
@@ -358,14 +358,14 @@ PYBIND11_MODULE(_runtime, m) {
            }),
            py::arg("store") = py::none(), py::arg("prefix") = "", py::arg("master_addr") = "");
   py::class_<Pipeline>(m, "Pipeline")
-      .def(py::init<const std::string&, int, const std::map<int, py::object>&, py::object,
+      .def(py::init<const std::string&, int, const std::map<int, py::object>&, py::object, bool,
                     c10::intrusive_ptr<c10d::ProcessGroup>, std::vector<int>, double,
                     const std::vector<std::vector<int64_t>>&, at::ScalarType, at::Device, const ChannelSpec&,
                     const MonitorSpec&, py::object, bool, double, const std::string&>(),
-           py::arg("kind"), py::arg("num_microbatches"), py::arg("modules"), py::arg("hook"), py::arg("group"),
-           py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"), py::arg("dtype"), py::arg("device"),
-           py::arg("channels"), py::arg("monitor"), py::arg("weight_store"), py::arg("record_actions"),
-           py::arg("stall_report_after_s"), py::arg("stall_report_dir"))
+           py::arg("kind"), py::arg("num_microbatches"), py::arg("modules"), py::arg("hook"),
+           py::arg("split_pairs"), py::arg("group"), py::arg("rank_mapping"), py::arg("timeout_s"), py::arg("shapes"),
+           py::arg("dtype"), py::arg("device"), py::arg("channels"), py::arg("monitor"), py::arg("weight_store"),
+           py::arg("record_actions"), py::arg("stall_report_after_s"), py::arg("stall_report_dir"))
       .def("step", &Pipeline::step, py::arg("inputs"), py::arg("labels"), py::arg("criterion"),
            py::arg("return_outputs"), py::arg("interruptible"))
       .def("last_step_actions", &Pipeline::last_step_actions)

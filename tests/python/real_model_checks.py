@@ -3,7 +3,9 @@ each against an independent reference:
 
     python real_model_checks.py llama3        dualpipe.DualPipeV on Llama 3 stages against one process (losses
                                               torch.equal, gradients within cosine distance 1e-13)
-    python real_model_checks.py deepseek-v3   the same on the MoE stages
+    python real_model_checks.py deepseek-v3   the same on the MoE stages (both: DualPipeV's pairs run as two
+                                              actions, these modules having no overlap hook; whole with
+                                              DUALPIPE_SPLIT_PAIRS=0)
     python real_model_checks.py shapes        four steps whose sequence length changes (16, 16, 12, 16) with nothing
                                               declared: each step equal to one process (the runtime posts a step's
                                               receives at the shapes the last one learned, and must notice the
@@ -68,7 +70,7 @@ def check_against_one_process(rank, world, name):
     x, y = real_models.tokens(model.config, CHUNKS * SEQUENCES, SEQ_LEN)
     expected = one_process(model, x, y)
     indices = (rank, 2 * world - 1 - rank)
-    pipe = dualpipe.DualPipeV([stages[s] for s in indices])
+    pipe = dualpipe.DualPipeV([stages[s] for s in indices], record_actions=True)
     loss, _ = pipe.step(*((x,) if rank == 0 else ()), num_chunks=CHUNKS, criterion=real_models.cross_entropy,
                         labels=(y,) if rank == 0 else ())
     if rank == 0:
@@ -76,7 +78,18 @@ def check_against_one_process(rank, world, name):
     whole = dict(model.named_parameters())
     pairs = [(n, p.grad, whole[n].grad) for s in indices for n, p in stages[s].named_parameters()]
     worst = worst_distance(rank, pairs)
-    return f"rank {rank}: {name} losses equal, gradients within cosine distance 1e-13 (worst {worst:.1e})"
+    return (f"rank {rank}: {name} losses equal, gradients within cosine distance 1e-13 (worst {worst:.1e}), "
+            f"{ran_pairs(rank, pipe.last_step_actions())}")
+
+
+def ran_pairs(rank, actions):
+    """These stages have no overlapped_forward_backward hook: DualPipeV's pairs run as a forward and then a backward,
+    each an action of its own (split_pairs.h), unless DUALPIPE_SPLIT_PAIRS=0 keeps them whole."""
+    pairs = sum(1 for name, _, _ in actions if name.startswith("("))
+    whole = os.environ.get("DUALPIPE_SPLIT_PAIRS") == "0"
+    check(pairs > 0 if whole else pairs == 0, f"rank {rank}: {pairs} overlapped pairs recorded with "
+          f"DUALPIPE_SPLIT_PAIRS={os.environ.get('DUALPIPE_SPLIT_PAIRS')}")
+    return f"{pairs} pairs run whole" if whole else "every pair run as its forward, then its backward"
 
 
 def check_changing_shapes(rank, world):

@@ -21,6 +21,15 @@ def test_real_model_matches_its_reference(case):
         assert f"rank {rank}: {case} " in done.stdout, done.stdout
 
 
+def test_pairs_kept_whole_match_one_process_too():
+    # As the reference runs a pair: both halves' inputs received before it, both outputs sent after it.
+    done = subprocess.run([sys.executable, CHECKS, "llama3"], capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "DUALPIPE_SPLIT_PAIRS": "0"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in range(2):
+        assert f"rank {rank}: llama3 losses equal" in done.stdout and "pairs run whole" in done.stdout, done.stdout
+
+
 class MockStage:
     """What dualpipe.pytorch.ScheduleDualPipeV reads of a PipelineStage before it builds anything."""
 
