@@ -1,7 +1,8 @@
 """Real models under DualPipeV, side by side in one run: dualpipe.DualPipeV (our C++ executor; as it comes, with
 the shapes between stages declared as a user of the reference declares them, with its messages through the Gloo
 group's own send and recv instead of the direct links, DUALPIPE_DIRECT_LINKS=0, and with each overlapped pair run
-whole as the reference runs it, DUALPIPE_SPLIT_PAIRS=0) against torch.distributed.pipelining's ScheduleDualPipeV, on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's pipeline_module_split cuts them
+whole as the reference runs it, DUALPIPE_SPLIT_PAIRS=0) against torch.distributed.pipelining's ScheduleDualPipeV,
+on Llama 3 and DeepSeek-V3-style MoE stages cut as torchtitan's pipeline_module_split cuts them
 (tests/python/real_models.py), and DeepSeek's reference DualPipeV with --reference.
 
 Every runtime runs in the same processes, on copies of the same stages, one step of each in turn, so that all see

@@ -1,8 +1,8 @@
 """Real models under DualPipe (both directions), side by side in one run: dualpipe.DualPipe (as it comes, with the
 shapes between stages declared as a user of the reference declares them, and with each overlapped pair run whole as
-the reference runs it, DUALPIPE_SPLIT_PAIRS=0) against DeepSeek's reference DualPipe,
-on the Llama 3 and DeepSeek-V3-style MoE stages of bench_real_models.py (torchtitan's cut, R stages, rank r holding
-stage r and its mirror R-1-r). PyTorch has no DualPipe schedule class, so this is ours against the reference alone.
+the reference runs it, DUALPIPE_SPLIT_PAIRS=0) against DeepSeek's reference DualPipe, on the Llama 3 and
+DeepSeek-V3-style MoE stages of bench_real_models.py (torchtitan's cut, R stages, rank r holding stage r and its
+mirror R-1-r). PyTorch has no DualPipe schedule class, so this is ours against the reference alone.
 
 Both run in the same processes, on copies of the same stages, a step of each in turn, every step timed between
 barriers; ranks 0 and R-1 feed half of the batch each and compute the other half's losses, as the reference's step

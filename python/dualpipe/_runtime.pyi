@@ -15,8 +15,8 @@ class MonitorSpec:
 
 class Pipeline:
     def __init__(self, kind: str, num_microbatches: int, modules: Dict[int, torch.nn.Module],
-                 hook: Optional[Callable[..., object]], split_pairs: bool, group: dist.ProcessGroup, rank_mapping: List[int],
-                 timeout_s: float, shapes: List[Tuple[int, ...]], dtype: torch.dtype,
+                 hook: Optional[Callable[..., object]], split_pairs: bool, group: dist.ProcessGroup,
+                 rank_mapping: List[int], timeout_s: float, shapes: List[Tuple[int, ...]], dtype: torch.dtype,
                  device: torch.device, channels: ChannelSpec, monitor: MonitorSpec, weight_store: Optional[type],
                  record_actions: bool, stall_report_after_s: float, stall_report_dir: str) -> None: ...
     def step(self, inputs: List[Tuple[torch.Tensor, ...]], labels: List[Tuple[torch.Tensor, ...]],
