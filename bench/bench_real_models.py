@@ -10,8 +10,8 @@ the same machine (whose speed drifts by tens of percent within minutes); every s
 reference's package is also named dualpipe: it is loaded beside ours under sys.modules of its own. Prints per case
 the median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
 activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each, and
-the busiest rank's time in compute actions under ours (record_actions): with the same arithmetic, no runtime's step
-is much below it.
+the busiest rank's time in compute actions under ours (record_actions) and under the reference (its compute chunks,
+timed around the calls): with the same arithmetic, no runtime's step is much below it.
 
     python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
                                       [--microbatches 8] [--sequences 2] [--seq-len 64] [--dim 256]
@@ -124,6 +124,38 @@ def reference_on_cpu(reference, pipeline_class, modules, between_stages):
         torch.cuda.current_device = current_device
 
 
+def clock_reference_compute(pipe):
+    """Times the compute of the reference's `pipe` (its forward, backward, pair and weight chunks, each outermost call:
+    a pair calls the other two) as record_actions times ours: returns the list to which each step appends its
+    seconds."""
+    per_step, depth, spent = [], [0], [0.0]
+
+    def timed(method):
+        def run(*args, **kwargs):
+            start = time.perf_counter()
+            depth[0] += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    spent[0] += time.perf_counter() - start
+        return run
+
+    for name in ("_forward_compute_chunk", "_backward_compute_chunk", "_forward_backward_compute_chunk",
+                 "_weight_chunk"):
+        setattr(pipe, name, timed(getattr(pipe, name)))  # the instance's, found before the class's
+    step = pipe.step
+
+    def timed_step(*args, **kwargs):
+        spent[0] = 0.0
+        result = step(*args, **kwargs)
+        per_step.append(spent[0])
+        return result
+    pipe.step = timed_step
+    return per_step
+
+
 def our_step(modules, rank, x, y, microbatches, reference, width, declared=False, through_group=False,
              pairs_whole=False):
     """A step of ours (`declared`: with the shapes between stages declared, as a user of the reference declares
@@ -134,6 +166,7 @@ def our_step(modules, rank, x, y, microbatches, reference, width, declared=False
     between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
     if reference is not None:
         pipe = reference_on_cpu(reference, reference.DualPipeV, modules, between_stages)
+        computed = clock_reference_compute(pipe)
     else:
         pipe = dualpipe.DualPipeV(tuple(modules), record_actions=True)
 
@@ -151,6 +184,8 @@ def our_step(modules, rank, x, y, microbatches, reference, width, declared=False
         pipe.step(num_chunks=microbatches)
         return None
     step.pipe = pipe
+    if reference is not None:
+        step.computed = computed
     return step
 
 
@@ -236,6 +271,7 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
                                       pairs_whole=runtime == "whole")
     times = {r: [] for r in runtimes}
     computing, timelines = [], []  # ours: this rank's time in compute actions, and its actions, per timed step
+    reference_computing = []  # the reference's time in its compute chunks, per timed step
     first_loss, peak = {}, {}
     for i in range(args.steps + 2):
         for runtime in runtimes:
@@ -261,16 +297,20 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
                     actions = steps[runtime].pipe.last_step_actions()
                     computing.append(computing_seconds(actions))
                     timelines.append([(name, end - begin) for name, begin, end in actions])
+                elif runtime == "reference":
+                    reference_computing.append(steps[runtime].computed[-1])
             for m in copies[runtime]:
                 m.zero_grad(set_to_none=True)
     peaks, computings, all_timelines = [None] * ranks, [None] * ranks, [None] * ranks
+    reference_computings = [None] * ranks
     dist.all_gather_object(peaks, peak)
     dist.all_gather_object(computings, computing)
     dist.all_gather_object(all_timelines, timelines)
+    dist.all_gather_object(reference_computings, reference_computing)
     if rank == 0:
         replayed = [replayed_step([t[k] for t in all_timelines]) for k in range(len(timelines))]
         torch.save({"times": times, "loss": first_loss, "peaks": peaks, "computing": computings,
-                    "replayed": replayed}, out)
+                    "replayed": replayed, "reference_computing": reference_computings}, out)
     dist.destroy_process_group()
 
 
@@ -330,6 +370,11 @@ def report(case, result, runtimes, args):
         print(f"  ours / {NAMES['reference']}: {medians['ours'] / medians['reference']:.3f}{floors}")
         print(f"  ours declared / {NAMES['reference']}: {medians['declared'] / medians['reference']:.3f} (the same "
               f"shapes declared as the reference's)")
+        theirs = max(statistics.median(c) for c in result["reference_computing"])
+        if a_floor:  # with fewer cores than ranks, both compute times include waits for a core
+            print(f"  the reference's busiest rank computed {theirs * 1e3:.1f} ms a step (median; ours "
+                  f"{busiest * 1e3:.1f}): its step is {medians['reference'] / theirs:.2f} times its compute, ours "
+                  f"{medians['ours'] / busiest:.2f} times ours")
     return medians
 
 
