@@ -6,8 +6,8 @@ mirror R-1-r). PyTorch has no DualPipe schedule class, so this is ours against t
 
 Both run in the same processes, on copies of the same stages, a step of each in turn, every step timed between
 barriers; ranks 0 and R-1 feed half of the batch each and compute the other half's losses, as the reference's step
-takes them. Prints per case the median step with its range, the first step's losses compared, the ratios, and our
-busiest rank's time in compute actions (record_actions).
+takes them. Prints per case the median step with its range, the first step's losses compared, the ratios, and the
+busiest rank's time in compute under ours (record_actions) and under the reference (its compute chunks).
 
     python bench/bench_real_models_dualpipe.py --reference PATH [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2]
                                                [--steps 20] [--microbatches 8] [--sequences 2] [--seq-len 32]
@@ -38,8 +38,10 @@ def make_step(runtime, modules, rank, ranks, x, y, microbatches, width, referenc
     half entering at the other end."""
     import dualpipe
     between_stages = [(x.shape[0] // microbatches, x.shape[1], width)]
+    computed = None
     if runtime == "reference":
         pipe = shared.reference_on_cpu(reference, reference.DualPipe, modules, between_stages)
+        computed = shared.clock_reference_compute(pipe)
     else:
         pipe = dualpipe.DualPipe(tuple(modules), record_actions=True)
     halves_x, halves_y = x.chunk(2), y.chunk(2)
@@ -57,7 +59,7 @@ def make_step(runtime, modules, rank, ranks, x, y, microbatches, width, referenc
             return loss.detach()
         pipe.step(num_chunks=microbatches)
         return None
-    step.pipe = pipe
+    step.pipe, step.computed = pipe, computed
     return step
 
 
@@ -72,7 +74,7 @@ def run_rank(rank, ranks, model_name, args, port, out):
     runtimes = list(NAMES)
     copies = {r: [copy.deepcopy(stages[s]) for s in (rank, ranks - 1 - rank)] for r in runtimes}
     steps = {r: make_step(r, copies[r], rank, ranks, x, y, args.microbatches, config.dim, reference) for r in runtimes}
-    times, first_loss, computing = {r: [] for r in runtimes}, {}, []
+    times, first_loss, computing = {r: [] for r in runtimes}, {}, {"ours": [], "reference": []}
     for i in range(args.steps + 1):
         for runtime in runtimes:
             dist.barrier()
@@ -84,7 +86,9 @@ def run_rank(rank, ranks, model_name, args, port, out):
             else:
                 times[runtime].append(time.perf_counter() - start)
                 if runtime == "ours":
-                    computing.append(shared.computing_seconds(steps[runtime].pipe.last_step_actions()))
+                    computing["ours"].append(shared.computing_seconds(steps[runtime].pipe.last_step_actions()))
+                elif runtime == "reference":
+                    computing["reference"].append(steps[runtime].computed[-1])
             for m in copies[runtime]:
                 m.zero_grad(set_to_none=True)
     computings = [None] * ranks
@@ -109,12 +113,15 @@ def report(case, result, args):
         diff = (result["loss"][r].double() - result["loss"]["ours"].double()).abs().max().item()
         print(f"  {name:<26}{medians[r] * 1e3:>10.1f}{min(t) * 1e3:>9.1f}-{max(t) * 1e3:<8.1f}"
               f"{tokens / medians[r]:>10.0f}{diff:>11.3g}")
-    busiest = max(statistics.median(c) for c in result["computing"])
+    busiest, theirs = (max(statistics.median(c[r]) for c in result["computing"]) for r in ("ours", "reference"))
     floor = (f" (compute alone: {busiest / medians['reference']:.3f})" if ranks <= (os.cpu_count() or 1) else "")
     print(f"  our busiest rank computed {busiest * 1e3:.1f} ms a step (median)")
     print(f"  ours / {NAMES['reference']}: {medians['ours'] / medians['reference']:.3f}{floor}")
     print(f"  ours declared / {NAMES['reference']}: {medians['declared'] / medians['reference']:.3f}")
     print(f"  ours, pairs split / ours, pairs whole: {medians['ours'] / medians['whole']:.3f}")
+    if floor:
+        print(f"  the reference's busiest rank computed {theirs * 1e3:.1f} ms a step (median): its step is "
+              f"{medians['reference'] / theirs:.2f} times its compute, ours {medians['ours'] / busiest:.2f} times ours")
 
 
 def main():
