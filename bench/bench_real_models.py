@@ -11,7 +11,8 @@ reference's package is also named dualpipe: it is loaded beside ours under sys.m
 the median step with its range, the ratios, the first step's losses compared, and each rank's peak bytes of saved
 activations (autograd's saved tensors, parameters left out, counted once per storage) during one step of each, and
 the busiest rank's time in compute actions under ours (record_actions) and under the reference (its compute chunks,
-timed around the calls): with the same arithmetic, no runtime's step is much below it.
+timed around the calls): with the same arithmetic, no runtime's step is much below it; and our schedule's order
+simulated at the run's median per-stage costs (dualpipe.simulate), the plan beside what ran.
 
     python bench/bench_real_models.py [--cases llama3-pp2,llama3-pp4,deepseek-v3-pp2] [--steps 6]
                                       [--microbatches 8] [--sequences 2] [--seq-len 64] [--dim 256]
@@ -228,6 +229,35 @@ def replayed_step(ranks_actions):
     return max(clock)
 
 
+COMPUTE = re.compile(r"(\d+)([FBIW])\d+$")  # 3F7: stage 3's forward of micro-batch 7
+
+
+def planned_step(ranks_timelines):
+    """Our schedule as it ran (each rank's compute actions in their order), simulated at the median time of each
+    stage's F, B, I and W over the timed steps: the plan at this run's costs, beside what ran. Returns the costs (as
+    `dualpipe simulate --cost` takes them) and the simulated step and busiest rank's compute, in seconds."""
+    import dualpipe
+    times = {}  # (kind, stage) -> seconds of every such action
+    order = []
+    for r, timelines in enumerate(ranks_timelines):
+        names = [n for n, _ in timelines[0] if COMPUTE.match(n)]
+        order.append(f"rank {r}: {' '.join(names)}")
+        for timeline in timelines:
+            for name, seconds in timeline:
+                action = COMPUTE.match(name)
+                if action:
+                    times.setdefault((action.group(2), int(action.group(1))), []).append(seconds)
+    stages = 1 + max(s for _, s in times)
+    median = {key: statistics.median(t) * 1e3 for key, t in times.items()}  # ms, as the cost strings are read
+    per_stage = {kind: [median.get((kind, s), 0.0) for s in range(stages)] for kind in "FBIW"}
+    # The first stage has no input gradient: its I is empty and its W the whole backward, which a pair's B (run
+    # whole) measures too; the cost model takes W as a part of B.
+    per_stage["B"] = [max(b, w) for b, w in zip(per_stage["B"], per_stage["W"])]
+    costs = ",".join(f"{kind}={':'.join(f'{t:.2f}' for t in per_stage[kind])}" for kind in "FBWI")
+    simulated = dualpipe.simulate(dualpipe.Schedule.from_text("\n".join(order)), dualpipe.Costs.parse(costs))
+    return costs, simulated.makespan / 1e3, max(r.busy for r in simulated.per_rank) / 1e3
+
+
 def torch_step(modules, indices, rank, ranks, x, y, microbatches):
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import ScheduleDualPipeV
@@ -310,7 +340,8 @@ def run_rank(rank, ranks, model_name, runtimes, args, port, out):
     if rank == 0:
         replayed = [replayed_step([t[k] for t in all_timelines]) for k in range(len(timelines))]
         torch.save({"times": times, "loss": first_loss, "peaks": peaks, "computing": computings,
-                    "replayed": replayed, "reference_computing": reference_computings}, out)
+                    "replayed": replayed, "planned": planned_step(all_timelines),
+                    "reference_computing": reference_computings}, out)
     dist.destroy_process_group()
 
 
@@ -364,6 +395,9 @@ def report(case, result, runtimes, args):
     if a_floor:
         print(f"  our actions replayed in their order with free messages: {replayed * 1e3:.1f} ms a step (median): "
               f"at best {replayed / medians['torch']:.3f} of {NAMES['torch']}'s step with this schedule")
+        costs, planned, planned_busiest = result["planned"]
+        print(f"  our order simulated at this run's median costs (--cost {costs}): {planned * 1e3:.1f} ms a step, "
+              f"{planned / planned_busiest:.3f} times its busiest rank's compute")
     if "reference" in medians:
         floors = (f" (compute alone: {busiest / medians['reference']:.3f}, replayed: "
                   f"{replayed / medians['reference']:.3f})" if a_floor else "")
