@@ -5,6 +5,7 @@
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -73,6 +74,22 @@ Closure closure_of(const edge_list& roots, const std::unordered_set<Node*>& targ
   return closure;
 }
 
+// Frees a node's saved tensors as soon as it has run, as the engine does when it keeps no graph. The input half keeps
+// the graph for the weight nodes W runs later; without this the rest of it held its saved tensors to the end of I,
+// on top of the gradients I makes (bench_real_models: the peak of saved tensors on rank 0 9-12% higher).
+class ReleaseWhenRun : public torch::autograd::FunctionPostHook {
+ public:
+  explicit ReleaseWhenRun(Node& node) : node_(node) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    node_.release_variables();
+    return outputs;
+  }
+
+ private:
+  Node& node_;  // the node owns this hook
+};
+
 // The input half of a backward from `seed` to `targets` (edges into the graph below the seed), the parameter
 // gradients left to `weight`. Returns the gradients captured at `targets`; none when a weight node runs once
 // (`runs_once`): then the whole backward ran, accumulating.
@@ -105,6 +122,10 @@ std::optional<std::vector<torch::Tensor>> split_backward(Seeds& seed, const edge
     if (closure.contains(seed.roots[i].function.get())) continue;
     weight.add(seed.roots[i], seed.grads[i]);
   }
+  // The closure's other nodes run in I and never again (W runs from the weight nodes, below the closure).
+  const std::unordered_set<Node*> weight_node_set(weight_node_list.begin(), weight_node_list.end());
+  for (Node* n : closure.in_order)
+    if (!weight_node_set.count(n) && !target_nodes.count(n)) n->add_post_hook(std::make_unique<ReleaseWhenRun>(*n));
   std::vector<std::shared_ptr<Node>> weight_nodes;
   edge_list outputs = targets;
   for (Node* n : weight_node_list) {

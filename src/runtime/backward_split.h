@@ -10,8 +10,9 @@
 //   - W cuts the weight nodes' edges into the closure, so they can compute nothing but parameter gradients,
 //     and runs the engine from them with the captured gradients, accumulating into the parameters.
 // Nothing I computed is computed again, and each weight node sees the very gradient it would have seen in an
-// unsplit backward, so the parameter gradients are bit-identical. Cutting the edges also frees, at I, the
-// closure nodes W does not need (the Zero Bubble paper's memory release).
+// unsplit backward, so the parameter gradients are bit-identical. The closure's other nodes free their saved
+// tensors as I runs them, as in the unsplit backward, and cutting the edges frees the nodes themselves (the Zero
+// Bubble paper's memory release).
 #pragma once
 
 #include <torch/csrc/autograd/edge.h>

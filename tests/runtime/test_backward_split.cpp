@@ -180,5 +180,45 @@ TEST(GenericSplit, NodesThatMustRunOnceRunTheWholeBackwardAtI) {
   EXPECT_TRUE(torch::equal(w.grad(), w_ref));
 }
 
+// Passes the gradient through; its backward, the last of the input half, asks whether a tensor the graph saved
+// above it is freed by then.
+struct FreedBelow : torch::autograd::Function<FreedBelow> {
+  static inline c10::weak_intrusive_ptr<c10::StorageImpl> watched{c10::intrusive_ptr<c10::StorageImpl>()};
+  static inline bool watched_was_freed = false;
+  static torch::Tensor forward(torch::autograd::AutogradContext*, torch::Tensor x) { return x.clone(); }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    watched_was_freed = watched.expired();
+    return grads;
+  }
+};
+
+// A node that is not a weight node (exp, saving its result) frees its saved tensors as soon as it has run, as in
+// the unsplit backward, not at the end of I: the input half keeps the graph only for W's nodes (a lower peak).
+TEST(GenericSplit, TheInputHalfFreesWhatOnlyItNeedsAsItRuns) {
+  at::set_num_threads(1);
+  torch::nn::Linear linear(6, 6);
+  randomize(*linear, 15);
+  auto loss = [&](const torch::Tensor& x) {
+    torch::Tensor e = linear(FreedBelow::apply(x)).exp();
+    FreedBelow::watched = e.storage().getWeakStorageImpl();  // held by exp's node alone once `e` goes
+    return e.sum();
+  };
+  torch::Tensor x_ref = floats({4, 6}, 16), x = floats({4, 6}, 16);
+  FreedBelow::watched_was_freed = false;
+  detail::backward_full({loss(x_ref)}, {}, {x_ref});
+  ASSERT_TRUE(FreedBelow::watched_was_freed) << "the reference: the unsplit backward frees exp's result on the way";
+  const torch::Tensor weight_ref = linear->weight.grad().clone();
+  linear->zero_grad(true);
+
+  FreedBelow::watched_was_freed = false;
+  detail::DeferredWeightGrad weight;
+  const auto in = detail::backward_input({loss(x)}, {}, {x}, weight);
+  EXPECT_TRUE(FreedBelow::watched_was_freed) << "I held exp's result to its end";
+  weight.run();
+  EXPECT_TRUE(torch::equal(in[0], x_ref.grad()));
+  EXPECT_TRUE(torch::equal(linear->weight.grad(), weight_ref)) << "W lost what it needed";
+}
+
 }  // namespace
 }  // namespace dualpipe::runtime
