@@ -217,7 +217,7 @@ StepResult Executor::step(const StepArgs& args) {
         const auto start = std::chrono::steady_clock::now();
         I.action_reduction.reset();
         I.run(actions[i]);
-        ActionRecord record{step_number, static_cast<int>(i), start, std::chrono::steady_clock::now()};
+        ActionRecord record{step_number, static_cast<int>(i), start, std::chrono::steady_clock::now(), -1, {}};
         if (I.action_reduction) {
           record.bytes = I.action_reduction->bytes;
           record.completed = I.action_reduction->completed;
