@@ -76,7 +76,8 @@ Closure closure_of(const edge_list& roots, const std::unordered_set<Node*>& targ
 
 // Frees a node's saved tensors as soon as it has run, as the engine does when it keeps no graph. The input half keeps
 // the graph for the weight nodes W runs later; without this the rest of it held its saved tensors to the end of I,
-// on top of the gradients I makes (bench_real_models: the peak of saved tensors on rank 0 9-12% higher).
+// on top of the gradients I makes (bench_real_models, Llama 3 PP 2: rank 0's peak of saved tensors 3.83 MiB, now
+// 3.49).
 class ReleaseWhenRun : public torch::autograd::FunctionPostHook {
  public:
   explicit ReleaseWhenRun(Node& node) : node_(node) {}
